@@ -1,0 +1,326 @@
+//! Wire records shared by the eBPF programs and user space.
+//!
+//! Every record is `#[repr(C)]`, starts with a [`RecordHeader`], has no
+//! implicit padding (padding is spelled out so the kernel side zeroes it), and
+//! is at most 8-byte aligned, as the ring buffer requires. User space never
+//! transmutes ring-buffer bytes: it checks the length, copies with
+//! `read_unaligned`, and converts the `kind` tag with `TryFrom`.
+#![no_std]
+
+pub const COMM_LEN: usize = 16;
+/// Bytes of argv captured per exec (NUL-separated, as in /proc/PID/cmdline).
+pub const ARGV_LEN: usize = 4096;
+pub const PATH_LEN: usize = 256;
+pub const CGROUP_NAME_LEN: usize = 64;
+
+/// What a record is. Stored as `u32` on the wire.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    Fork = 1,
+    Exec = 2,
+    Exit = 3,
+    Signal = 4,
+    KillCall = 5,
+    OomVictim = 6,
+}
+
+impl TryFrom<u32> for RecordKind {
+    type Error = u32;
+    fn try_from(v: u32) -> Result<Self, u32> {
+        Ok(match v {
+            1 => Self::Fork,
+            2 => Self::Exec,
+            3 => Self::Exit,
+            4 => Self::Signal,
+            5 => Self::KillCall,
+            6 => Self::OomVictim,
+            other => return Err(other),
+        })
+    }
+}
+
+/// The kill-family syscalls, numbered independently of the architecture.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillSyscall {
+    Kill = 1,
+    Tkill = 2,
+    Tgkill = 3,
+    RtSigqueueinfo = 4,
+    RtTgsigqueueinfo = 5,
+    PidfdSendSignal = 6,
+}
+
+impl KillSyscall {
+    /// Map an x86-64 syscall number.
+    pub const fn from_x86_64_nr(nr: i64) -> Option<Self> {
+        match nr {
+            62 => Some(Self::Kill),
+            200 => Some(Self::Tkill),
+            234 => Some(Self::Tgkill),
+            129 => Some(Self::RtSigqueueinfo),
+            297 => Some(Self::RtTgsigqueueinfo),
+            424 => Some(Self::PidfdSendSignal),
+            _ => None,
+        }
+    }
+}
+
+impl TryFrom<u32> for KillSyscall {
+    type Error = u32;
+    fn try_from(v: u32) -> Result<Self, u32> {
+        Ok(match v {
+            1 => Self::Kill,
+            2 => Self::Tkill,
+            3 => Self::Tgkill,
+            4 => Self::RtSigqueueinfo,
+            5 => Self::RtTgsigqueueinfo,
+            6 => Self::PidfdSendSignal,
+            other => return Err(other),
+        })
+    }
+}
+
+/// Why an event could not be emitted. Index into the per-CPU `DROPS` array.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// `bpf_ringbuf_reserve` failed: user space did not keep up.
+    RingBufFull = 0,
+    /// The tracked-process map was full: a new process went untracked.
+    TrackedMapFull = 1,
+    /// The in-flight kill-call map was full: a call lost its syscall context.
+    InflightMapFull = 2,
+}
+pub const DROP_REASONS: u32 = 3;
+
+impl DropReason {
+    pub const ALL: [DropReason; DROP_REASONS as usize] =
+        [Self::RingBufFull, Self::TrackedMapFull, Self::InflightMapFull];
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::RingBufFull => "ringbuf_full",
+            Self::TrackedMapFull => "tracked_map_full",
+            Self::InflightMapFull => "inflight_map_full",
+        }
+    }
+}
+
+/// A task as the kernel saw it. `start_ns` is the thread-group leader's
+/// `start_boottime` (CLOCK_BOOTTIME ns), so `(tgid, start_ns)` names a process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskId {
+    pub tid: u32,
+    pub tgid: u32,
+    pub start_ns: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecordHeader {
+    pub kind: u32,
+    pub cpu: u32,
+    /// CLOCK_BOOTTIME ns when the event happened.
+    pub ktime_ns: u64,
+}
+
+pub const FORK_IS_THREAD: u32 = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ForkRecord {
+    pub hdr: RecordHeader,
+    pub parent: TaskId,
+    pub child: TaskId,
+    pub comm: [u8; COMM_LEN],
+    pub flags: u32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExecRecord {
+    pub hdr: RecordHeader,
+    pub task: TaskId,
+    /// The tid that called execve (differs from `task.tid` when a thread execs).
+    pub old_tid: u32,
+    /// Bytes of `argv` that are valid.
+    pub argv_len: u32,
+    /// Size of the whole argument area (`arg_end - arg_start`); larger than
+    /// `argv_len` when argv was truncated.
+    pub args_size: u32,
+    pub _pad: u32,
+    pub comm: [u8; COMM_LEN],
+    pub filename: [u8; PATH_LEN],
+    pub argv: [u8; ARGV_LEN],
+}
+
+pub const EXIT_GROUP_DEAD: u32 = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExitRecord {
+    pub hdr: RecordHeader,
+    pub task: TaskId,
+    pub comm: [u8; COMM_LEN],
+    /// `task->exit_code`: the wait status the parent will see.
+    pub exit_code: i32,
+    pub flags: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SignalRecord {
+    pub hdr: RecordHeader,
+    /// The task that was running when the signal was generated.
+    pub sender: TaskId,
+    pub target: TaskId,
+    pub sender_comm: [u8; COMM_LEN],
+    pub target_comm: [u8; COMM_LEN],
+    pub sig: i32,
+    pub errno: i32,
+    pub code: i32,
+    pub group: i32,
+    pub result: i32,
+    /// [`KillSyscall`] the sender was inside, or 0.
+    pub syscall: u32,
+    /// Identifies the enclosing kill-family call (its entry time), or 0.
+    pub call_id: u64,
+    /// The call's first argument as given (pid, -pgid, tgid or pidfd).
+    pub target_arg: i64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KillCallRecord {
+    pub hdr: RecordHeader,
+    pub sender: TaskId,
+    pub comm: [u8; COMM_LEN],
+    pub syscall: u32,
+    pub sig: i32,
+    /// First argument as given: pid (negative = process group), tgid, or pidfd.
+    pub target_arg: i64,
+    /// tid argument of tgkill / rt_tgsigqueueinfo, else 0.
+    pub tid_arg: i64,
+    pub ret: i64,
+    pub call_id: u64,
+    /// signal_generate events the call produced that were emitted.
+    pub deliveries: u32,
+    pub _pad: u32,
+}
+
+pub const OOM_HAS_RSS: u32 = 1;
+pub const OOM_HAS_SCORE_ADJ: u32 = 2;
+pub const OOM_HAS_MEMCG: u32 = 4;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OomRecord {
+    pub hdr: RecordHeader,
+    /// The task whose allocation invoked the OOM killer (never the culprit).
+    pub trigger: TaskId,
+    pub trigger_comm: [u8; COMM_LEN],
+    /// Victim task id (a tid) as the tracepoint gives it.
+    pub victim_tid: u32,
+    pub oom_score_adj: i32,
+    pub total_vm_kb: u64,
+    pub anon_rss_kb: u64,
+    pub file_rss_kb: u64,
+    pub shmem_rss_kb: u64,
+    pub pgtables_kb: u64,
+    /// kernfs id (inode number) of the trigger's memory cgroup.
+    pub memcg_id: u64,
+    pub memcg_name: [u8; CGROUP_NAME_LEN],
+    pub flags: u32,
+    pub _pad: u32,
+}
+
+/// Kernel struct field offsets resolved from the running kernel's BTF at load
+/// time (never baked in at build time). `u32::MAX` means "not available".
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelOffsets {
+    pub task_pid: u32,
+    pub task_tgid: u32,
+    pub task_start_boottime: u32,
+    pub task_group_leader: u32,
+    pub task_exit_code: u32,
+    pub task_signal: u32,
+    pub task_mm: u32,
+    pub task_cgroups: u32,
+    pub task_comm: u32,
+    pub signal_live: u32,
+    pub mm_arg_start: u32,
+    pub mm_arg_end: u32,
+    pub bprm_filename: u32,
+    pub css_set_subsys: u32,
+    pub memory_cgrp_id: u32,
+    pub css_cgroup: u32,
+    pub cgroup_kn: u32,
+    pub kernfs_id: u32,
+    pub kernfs_name: u32,
+    /// Offsets into the classic `oom:mark_victim` record (format file).
+    pub oom_total_vm: u32,
+    pub oom_anon_rss: u32,
+    pub oom_file_rss: u32,
+    pub oom_shmem_rss: u32,
+    pub oom_pgtables: u32,
+    pub oom_score_adj: u32,
+    pub _pad: u32,
+}
+
+pub const OFFSET_NONE: u32 = u32::MAX;
+
+impl KernelOffsets {
+    pub const NONE: Self = Self {
+        task_pid: OFFSET_NONE,
+        task_tgid: OFFSET_NONE,
+        task_start_boottime: OFFSET_NONE,
+        task_group_leader: OFFSET_NONE,
+        task_exit_code: OFFSET_NONE,
+        task_signal: OFFSET_NONE,
+        task_mm: OFFSET_NONE,
+        task_cgroups: OFFSET_NONE,
+        task_comm: OFFSET_NONE,
+        signal_live: OFFSET_NONE,
+        mm_arg_start: OFFSET_NONE,
+        mm_arg_end: OFFSET_NONE,
+        bprm_filename: OFFSET_NONE,
+        css_set_subsys: OFFSET_NONE,
+        memory_cgrp_id: OFFSET_NONE,
+        css_cgroup: OFFSET_NONE,
+        cgroup_kn: OFFSET_NONE,
+        kernfs_id: OFFSET_NONE,
+        kernfs_name: OFFSET_NONE,
+        oom_total_vm: OFFSET_NONE,
+        oom_anon_rss: OFFSET_NONE,
+        oom_file_rss: OFFSET_NONE,
+        oom_shmem_rss: OFFSET_NONE,
+        oom_pgtables: OFFSET_NONE,
+        oom_score_adj: OFFSET_NONE,
+        _pad: 0,
+    };
+}
+
+/// Runtime switches user space flips while programs run (`CONFIG` array, index 0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RuntimeConfig {
+    /// Non-zero: a new process forked by the tracer itself becomes tracked.
+    /// Set only around spawning the wrapped command, so it is tracked before
+    /// it runs a single instruction of its own.
+    pub adopt_children: u32,
+    /// Non-zero: every process on the machine is in scope (daemon `--all`).
+    pub scope_all: u32,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY: plain-old-data, repr(C), no implicit padding.
+    unsafe impl aya::Pod for KernelOffsets {}
+    unsafe impl aya::Pod for RuntimeConfig {}
+    unsafe impl aya::Pod for TaskId {}
+}

@@ -1,0 +1,131 @@
+//! The kill-family syscalls: the target exactly as the caller gave it and the
+//! return value. A kill() that fails with ESRCH produces no signal_generate;
+//! this is the only trace of it.
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_boot_ns},
+    programs::{BtfTracePointContext, TracePointContext},
+};
+use tracer_common::{DropReason, KillCallRecord, KillSyscall, RecordKind};
+
+use crate::{
+    maps::{count_drop, is_tracked, Inflight, EVENTS, INFLIGHT, TRACKED},
+    task::{comm, current, header, read, task_id, Ptr},
+};
+
+// syscalls:sys_{enter,exit}_* records: __syscall_nr at 8, then 8-byte slots.
+const TP_NR: usize = 8;
+const TP_ARG0: usize = 16;
+const TP_RET: usize = 16;
+
+// x86-64 struct pt_regs is ptrace ABI: these offsets do not move.
+const REGS_DI: u32 = 112;
+const REGS_SI: u32 = 104;
+const REGS_DX: u32 = 96;
+const REGS_ORIG_AX: u32 = 120;
+
+pub fn on_enter(ctx: &TracePointContext) -> Result<u32, ()> {
+    let nr: i32 = unsafe { ctx.read_at(TP_NR) }.map_err(|_| ())?;
+    let Some(syscall) = KillSyscall::from_x86_64_nr(nr as i64) else {
+        return Ok(0);
+    };
+    let arg = |i: usize| -> i64 { unsafe { ctx.read_at::<i64>(TP_ARG0 + 8 * i) }.unwrap_or(0) };
+    enter(syscall, arg(0), arg(1), arg(2));
+    Ok(0)
+}
+
+pub fn on_exit(ctx: &TracePointContext) -> Result<u32, ()> {
+    let ret: i64 = unsafe { ctx.read_at(TP_RET) }.map_err(|_| ())?;
+    exit(ret);
+    Ok(0)
+}
+
+pub fn on_raw_enter(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+    let id: i64 = ctx.arg(1);
+    // Runs on every syscall: bail out before touching anything else.
+    let Some(syscall) = KillSyscall::from_x86_64_nr(id) else {
+        return Ok(0);
+    };
+    let regs: Ptr = ctx.arg(0);
+    let a0: i64 = read(regs, REGS_DI).unwrap_or(0);
+    let a1: i64 = read(regs, REGS_SI).unwrap_or(0);
+    let a2: i64 = read(regs, REGS_DX).unwrap_or(0);
+    enter(syscall, a0, a1, a2);
+    Ok(0)
+}
+
+pub fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+    let regs: Ptr = ctx.arg(0);
+    let id: i64 = read(regs, REGS_ORIG_AX).unwrap_or(-1);
+    if KillSyscall::from_x86_64_nr(id).is_none() {
+        return Ok(0);
+    }
+    let ret: i64 = ctx.arg(1);
+    exit(ret);
+    Ok(0)
+}
+
+/// Arguments are raw register values: narrow the int ones before use.
+#[inline(always)]
+fn enter(syscall: KillSyscall, a0: i64, a1: i64, a2: i64) {
+    let (target_arg, tid_arg, sig) = match syscall {
+        KillSyscall::Kill | KillSyscall::Tkill => (a0 as i32 as i64, 0, a1 as i32),
+        KillSyscall::Tgkill | KillSyscall::RtTgsigqueueinfo => {
+            (a0 as i32 as i64, a1 as i32 as i64, a2 as i32)
+        }
+        KillSyscall::RtSigqueueinfo | KillSyscall::PidfdSendSignal => {
+            (a0 as i32 as i64, 0, a1 as i32)
+        }
+    };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let call = Inflight {
+        call_id: unsafe { bpf_ktime_get_boot_ns() },
+        target_arg,
+        tid_arg,
+        syscall: syscall as u32,
+        sig,
+        deliveries: 0,
+        _pad: 0,
+    };
+    // Stored for every caller: an outsider's kill(-pgid) into the run is
+    // joined to its deliveries too. Kill calls are rare, so this is cheap.
+    if INFLIGHT.insert(&tid, &call, 0).is_err() {
+        count_drop(DropReason::InflightMapFull);
+    }
+}
+
+#[inline(always)]
+fn exit(ret: i64) {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(call) = (unsafe { INFLIGHT.get(&tid) }).copied() else {
+        return;
+    };
+    let _ = INFLIGHT.remove(&tid);
+    let me = current();
+    let Some(sender) = task_id(me) else {
+        return;
+    };
+    let aimed_at_run = call.target_arg > 0
+        && unsafe { TRACKED.get(&(call.target_arg as u32)) }.is_some()
+        && call.syscall != KillSyscall::PidfdSendSignal as u32;
+    if call.deliveries == 0 && !aimed_at_run && !is_tracked(sender.tgid, sender.start_ns) {
+        return;
+    }
+    let Some(mut entry) = EVENTS.reserve::<KillCallRecord>(0) else {
+        count_drop(DropReason::RingBufFull);
+        return;
+    };
+    entry.write(KillCallRecord {
+        hdr: header(RecordKind::KillCall as u32),
+        sender,
+        comm: comm(me),
+        syscall: call.syscall,
+        sig: call.sig,
+        target_arg: call.target_arg,
+        tid_arg: call.tid_arg,
+        ret,
+        call_id: call.call_id,
+        deliveries: call.deliveries,
+        _pad: 0,
+    });
+    entry.submit(0);
+}

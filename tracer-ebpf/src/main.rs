@@ -1,0 +1,78 @@
+//! tracer's kernel half: tracepoints -> ring buffer, scoped in the kernel to
+//! the processes of the traced run.
+//!
+//! Entry points stay thin (`fn hook(ctx) -> u32 { try_hook(&ctx) ... }`); the
+//! logic lives in one module per subject.
+#![no_std]
+#![no_main]
+
+mod kill_calls;
+mod maps;
+mod oom;
+mod process;
+mod signal;
+mod task;
+
+use aya_ebpf::{
+    macros::{btf_tracepoint, tracepoint},
+    programs::{BtfTracePointContext, TracePointContext},
+};
+
+#[btf_tracepoint(function = "sched_process_fork")]
+pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
+    process::on_fork(&ctx).unwrap_or(0)
+}
+
+#[btf_tracepoint(function = "sched_process_exec")]
+pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
+    process::on_exec(&ctx).unwrap_or(0)
+}
+
+#[btf_tracepoint(function = "sched_process_exit")]
+pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
+    process::on_exit(&ctx).unwrap_or(0)
+}
+
+#[btf_tracepoint(function = "signal_generate")]
+pub fn signal_generate(ctx: BtfTracePointContext) -> u32 {
+    signal::on_generate(&ctx).unwrap_or(0)
+}
+
+/// Attached to every `syscalls:sys_enter_<kill-family>` tracepoint.
+#[tracepoint]
+pub fn kill_enter(ctx: TracePointContext) -> u32 {
+    kill_calls::on_enter(&ctx).unwrap_or(0)
+}
+
+/// Attached to every `syscalls:sys_exit_<kill-family>` tracepoint.
+#[tracepoint]
+pub fn kill_exit(ctx: TracePointContext) -> u32 {
+    kill_calls::on_exit(&ctx).unwrap_or(0)
+}
+
+/// Fallback when per-syscall tracepoints are missing: raw_syscalls, filtered
+/// to the kill family in the kernel.
+#[btf_tracepoint(function = "sys_enter")]
+pub fn raw_sys_enter(ctx: BtfTracePointContext) -> u32 {
+    kill_calls::on_raw_enter(&ctx).unwrap_or(0)
+}
+
+#[btf_tracepoint(function = "sys_exit")]
+pub fn raw_sys_exit(ctx: BtfTracePointContext) -> u32 {
+    kill_calls::on_raw_exit(&ctx).unwrap_or(0)
+}
+
+#[tracepoint]
+pub fn oom_mark_victim(ctx: TracePointContext) -> u32 {
+    oom::on_mark_victim(&ctx).unwrap_or(0)
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

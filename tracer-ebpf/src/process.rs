@@ -1,0 +1,139 @@
+//! sched_process_{fork,exec,exit}: scope inheritance and process lifecycle.
+use aya_ebpf::{
+    helpers::{bpf_probe_read_kernel_str_bytes, generated::bpf_probe_read_user},
+    programs::BtfTracePointContext,
+};
+use tracer_common::{
+    DropReason, ExecRecord, ExitRecord, ForkRecord, RecordKind, ARGV_LEN, EXIT_GROUP_DEAD,
+    FORK_IS_THREAD,
+};
+
+use crate::{
+    maps::{config, count_drop, is_tracked, off, track, tracer_tgid, untrack, EVENTS},
+    task::{comm, header, read, task_id, Ptr},
+};
+
+pub fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+    let parent: Ptr = ctx.arg(0);
+    let child: Ptr = ctx.arg(1);
+    let parent_id = task_id(parent).ok_or(())?;
+    let mut child_id = task_id(child).ok_or(())?;
+    let is_thread = child_id.tgid == parent_id.tgid;
+    if !is_thread {
+        // A new process leads its own group; its leader pointer may still be
+        // the parent's in odd clone flag combinations, so read its own start.
+        child_id.start_ns = read(child, off(|o| &o.task_start_boottime)).ok_or(())?;
+    }
+
+    let from_tracer = parent_id.tgid == tracer_tgid();
+    if from_tracer {
+        // The tracer forks only the wrapped command, and only while adopting.
+        if is_thread || config().adopt_children == 0 {
+            return Ok(0);
+        }
+    } else if !is_tracked(parent_id.tgid, parent_id.start_ns) {
+        return Ok(0);
+    }
+    if !is_thread {
+        track(child_id.tgid, child_id.start_ns);
+    }
+
+    let Some(mut entry) = EVENTS.reserve::<ForkRecord>(0) else {
+        count_drop(DropReason::RingBufFull);
+        return Ok(0);
+    };
+    entry.write(ForkRecord {
+        hdr: header(RecordKind::Fork as u32),
+        parent: parent_id,
+        child: child_id,
+        comm: comm(parent),
+        flags: if is_thread { FORK_IS_THREAD } else { 0 },
+        _pad: 0,
+    });
+    entry.submit(0);
+    Ok(0)
+}
+
+pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+    let task: Ptr = ctx.arg(0);
+    let old_tid: i32 = ctx.arg(1);
+    let bprm: Ptr = ctx.arg(2);
+    let id = task_id(task).ok_or(())?;
+    if !is_tracked(id.tgid, id.start_ns) {
+        return Ok(0);
+    }
+    let Some(mut entry) = EVENTS.reserve::<ExecRecord>(0) else {
+        count_drop(DropReason::RingBufFull);
+        return Ok(0);
+    };
+    // The record is too large for the BPF stack: fill it in place.
+    let rec = entry.as_mut_ptr();
+    unsafe {
+        (*rec).hdr = header(RecordKind::Exec as u32);
+        (*rec).task = id;
+        (*rec).old_tid = old_tid as u32;
+        (*rec).comm = comm(task);
+        (*rec)._pad = 0;
+        (*rec).filename[0] = 0;
+        if let Some(name) = read::<Ptr>(bprm, off(|o| &o.bprm_filename)) {
+            let _ = bpf_probe_read_kernel_str_bytes(name, &mut (*rec).filename);
+        }
+        // argv lives in the new image's memory: [mm->arg_start, mm->arg_end).
+        let mut copied = 0u32;
+        let mut size = 0u32;
+        if let Some(mm) = read::<Ptr>(task, off(|o| &o.task_mm)) {
+            let start: u64 = read(mm, off(|o| &o.mm_arg_start)).unwrap_or(0);
+            let end: u64 = read(mm, off(|o| &o.mm_arg_end)).unwrap_or(0);
+            if end > start {
+                size = (end - start) as u32;
+                let mut len = size;
+                if len > ARGV_LEN as u32 {
+                    len = ARGV_LEN as u32;
+                }
+                if bpf_probe_read_user(
+                    (*rec).argv.as_mut_ptr() as *mut _,
+                    len,
+                    start as *const _,
+                ) == 0
+                {
+                    copied = len;
+                }
+            }
+        }
+        (*rec).argv_len = copied;
+        (*rec).args_size = size;
+    }
+    entry.submit(0);
+    Ok(0)
+}
+
+pub fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+    let task: Ptr = ctx.arg(0);
+    let id = task_id(task).ok_or(())?;
+    if !is_tracked(id.tgid, id.start_ns) {
+        return Ok(0);
+    }
+    let exit_code: i32 = read(task, off(|o| &o.task_exit_code)).unwrap_or(0);
+    // signal->live has already been decremented for this thread: zero means
+    // it was the last one (the tracepoint's own group_dead arg is 6.16+ only).
+    let group_dead = read::<Ptr>(task, off(|o| &o.task_signal))
+        .and_then(|sig| read::<i32>(sig, off(|o| &o.signal_live)))
+        .map(|live| live == 0)
+        .unwrap_or(id.tid == id.tgid);
+    if group_dead {
+        untrack(id.tgid);
+    }
+    let Some(mut entry) = EVENTS.reserve::<ExitRecord>(0) else {
+        count_drop(DropReason::RingBufFull);
+        return Ok(0);
+    };
+    entry.write(ExitRecord {
+        hdr: header(RecordKind::Exit as u32),
+        task: id,
+        comm: comm(task),
+        exit_code,
+        flags: if group_dead { EXIT_GROUP_DEAD } else { 0 },
+    });
+    entry.submit(0);
+    Ok(0)
+}

@@ -1,0 +1,68 @@
+//! signal_generate: every signal that touches the run, joined in the kernel to
+//! the kill-family call (if any) the sending thread is inside.
+use aya_ebpf::{helpers::bpf_get_current_pid_tgid, programs::BtfTracePointContext};
+use tracer_common::{DropReason, RecordKind, SignalRecord};
+
+use crate::{
+    maps::{count_drop, is_tracked, tracer_tgid, EVENTS, INFLIGHT},
+    task::{comm, current, header, read, task_id, Ptr},
+};
+
+const SI_USER: i32 = 0;
+const SI_KERNEL: i32 = 0x80;
+
+pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+    let sig: i32 = ctx.arg(0);
+    let info: Ptr = ctx.arg(1);
+    let target: Ptr = ctx.arg(2);
+    let group: i32 = ctx.arg(3);
+    let result: i32 = ctx.arg(4);
+
+    let me = current();
+    let sender = task_id(me).ok_or(())?;
+    let target_id = task_id(target).ok_or(())?;
+    let target_in = is_tracked(target_id.tgid, target_id.start_ns);
+    let sender_in = sender.tgid != tracer_tgid() && is_tracked(sender.tgid, sender.start_ns);
+    if !target_in && !sender_in {
+        return Ok(0);
+    }
+
+    // SEND_SIG_NOINFO (0) and SEND_SIG_PRIV (1) are not pointers; the kernel's
+    // own tracepoint maps them to SI_USER and SI_KERNEL the same way.
+    let (code, errno) = match info as usize {
+        0 => (SI_USER, 0),
+        1 => (SI_KERNEL, 0),
+        _ => (read::<i32>(info, 8).unwrap_or(0), read::<i32>(info, 4).unwrap_or(0)),
+    };
+
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let (syscall, call_id, target_arg) = match INFLIGHT.get_ptr_mut(&tid) {
+        Some(call) => unsafe {
+            (*call).deliveries += 1;
+            ((*call).syscall, (*call).call_id, (*call).target_arg)
+        },
+        None => (0, 0, 0),
+    };
+
+    let Some(mut entry) = EVENTS.reserve::<SignalRecord>(0) else {
+        count_drop(DropReason::RingBufFull);
+        return Ok(0);
+    };
+    entry.write(SignalRecord {
+        hdr: header(RecordKind::Signal as u32),
+        sender,
+        target: target_id,
+        sender_comm: comm(me),
+        target_comm: comm(target),
+        sig,
+        errno,
+        code,
+        group,
+        result,
+        syscall,
+        call_id,
+        target_arg,
+    });
+    entry.submit(0);
+    Ok(0)
+}

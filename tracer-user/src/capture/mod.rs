@@ -1,0 +1,1 @@
+//! The kernel half's user-space side: resolve offsets, load, attach, decode.

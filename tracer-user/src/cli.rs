@@ -1,0 +1,50 @@
+//! Command-line interface.
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+
+use crate::error::TracerError;
+
+#[derive(Parser, Debug)]
+#[command(name = "tracer", version, about = "Explains why the processes of a CI job died")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a command under the tracer and write its event log and reports.
+    Record(RecordArgs),
+    /// Re-render the reports from an events.ndjson, offline.
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RecordArgs {
+    /// Directory for events.ndjson and the reports.
+    #[arg(long, short, default_value = "tracer-report")]
+    pub output: PathBuf,
+    /// Ring buffer size in bytes (rounded up to a power of two pages).
+    #[arg(long, default_value_t = 16 << 20)]
+    pub ring_buffer_size: u32,
+    /// The command to run, after `--`.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// The event log to read.
+    pub events: PathBuf,
+    /// Directory for the reports (default: the log's directory).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
+    match cli.command {
+        Command::Record(args) => crate::record::run(&args),
+        Command::Report(args) => crate::record::report_only(&args),
+    }
+}

@@ -1,0 +1,37 @@
+//! Errors a user can act on: one line saying what is wrong and what to do.
+use std::{path::PathBuf, process::ExitCode};
+
+use crate::eventlog::LogError;
+
+/// Exit status for the tracer's own failures (the wrapped command's status is
+/// passed through otherwise). Distinct from common shell statuses.
+pub const EXIT_TRACER_FAILED: u8 = 70;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TracerError {
+    #[error("tracer needs root (or CAP_BPF + CAP_PERFMON + CAP_SYS_ADMIN) to load eBPF programs; run it with sudo")]
+    NotPrivileged,
+    #[error("this kernel exposes no BTF at /sys/kernel/btf/vmlinux; tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.10+)")]
+    NoBtf,
+    #[error("cannot mount tracefs at /sys/kernel/tracing ({0}); mount it with `mount -t tracefs nodev /sys/kernel/tracing` and retry")]
+    Tracefs(String),
+    #[error("kernel BTF lacks {0}; this kernel is not supported (see docs/kernels.md)")]
+    MissingKernelType(String),
+    #[error("cannot load the eBPF programs: {0}")]
+    Load(String),
+    #[error("required hook {hook} could not be attached: {detail}")]
+    RequiredHook { hook: String, detail: String },
+    #[error("cannot run `{cmd}`: {source}")]
+    Spawn { cmd: String, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    Output { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub fn report_error(err: &TracerError) -> ExitCode {
+    eprintln!("tracer: error: {err}");
+    ExitCode::from(EXIT_TRACER_FAILED)
+}

@@ -1,0 +1,11 @@
+//! The event log (`events.ndjson`): the one artifact capture produces and
+//! every analysis consumes. Format: docs/event-log.md.
+mod names;
+mod reader;
+mod schema;
+mod writer;
+
+pub use names::{errno_name, signal_name, si_code_name};
+pub use reader::{read_log, EventLog, LogError};
+pub use schema::*;
+pub use writer::LogWriter;

@@ -1,0 +1,288 @@
+//! Serde types for every line of `events.ndjson`.
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change; readers refuse newer versions.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One line of the log. The `type` field names the variant.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    Header(Header),
+    Fork(Fork),
+    Exec(Exec),
+    Exit(Exit),
+    Signal(Signal),
+    KillCall(KillCall),
+    Oom(Oom),
+    Trailer(Trailer),
+}
+
+/// A task as seen by the kernel. `pid` is the process (tgid), `tid` the
+/// thread, `start` the process's start time (CLOCK_BOOTTIME ns). A process is
+/// identified by `(pid, start)`, never by `pid` alone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Task {
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+}
+
+impl Task {
+    pub fn key(&self) -> ProcKey {
+        ProcKey { pid: self.pid, start: self.start }
+    }
+}
+
+/// The identity of a process.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcKey {
+    pub pid: u32,
+    pub start: u64,
+}
+
+/// Fields every event carries.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Stamp {
+    /// Position in the log, from 1, gap-free.
+    pub seq: u64,
+    /// CLOCK_BOOTTIME ns (the kernel's clock).
+    pub t: u64,
+    /// Wall-clock time, RFC 3339 UTC, derived from `t` and the header's offset.
+    pub time: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Header {
+    pub schema: u32,
+    pub tracer_version: String,
+    /// `uname -r` of the traced machine.
+    pub kernel: String,
+    pub hostname: String,
+    /// `record` (one wrapped command) or `daemon`.
+    pub mode: String,
+    /// The wrapped command as given (record mode).
+    #[serde(default)]
+    pub command: Vec<String>,
+    pub tracer_pid: u32,
+    pub started_at: String,
+    /// wall-clock ns since the Unix epoch = `t` + this offset.
+    pub boot_to_wall_ns: i64,
+    pub hooks: Vec<HookStatus>,
+    pub ring_buffer_bytes: u64,
+    pub argv_capture_bytes: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct HookStatus {
+    /// What is observed, e.g. `signal_generate` or `kill_syscalls`.
+    pub name: String,
+    /// How it is attached (`tp_btf`, `tracepoint`, `raw_syscalls`), if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    pub attached: bool,
+    /// Why it is missing or degraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Fork {
+    #[serde(flatten)]
+    pub at: Stamp,
+    /// The forking thread.
+    pub parent: Task,
+    pub child: Task,
+    /// The child is a new thread of the parent's process, not a process.
+    pub thread: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Exec {
+    #[serde(flatten)]
+    pub at: Stamp,
+    pub task: Task,
+    /// The tid that called execve, when a non-leader thread exec'd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_tid: Option<u32>,
+    pub filename: String,
+    pub argv: Vec<String>,
+    /// argv was longer than the capture limit and was cut.
+    pub argv_truncated: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Exit {
+    #[serde(flatten)]
+    pub at: Stamp,
+    pub task: Task,
+    /// Raw wait status (`task->exit_code`).
+    pub exit_code: i32,
+    pub status: ExitStatus,
+    /// The last thread of the process: the process is gone.
+    pub group_dead: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    Exited { code: i32 },
+    Signaled { signal: i32, name: String, core_dumped: bool },
+}
+
+impl ExitStatus {
+    pub fn from_wait_status(raw: i32) -> Self {
+        let sig = raw & 0x7f;
+        if sig == 0 {
+            Self::Exited { code: (raw >> 8) & 0xff }
+        } else {
+            Self::Signaled {
+                signal: sig,
+                name: super::signal_name(sig),
+                core_dumped: raw & 0x80 != 0,
+            }
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Signal {
+    #[serde(flatten)]
+    pub at: Stamp,
+    /// The task running when the signal was generated: the caller of kill(),
+    /// the faulting task, or (for OOM and timers) whoever happened to run.
+    pub sender: Task,
+    pub target: Task,
+    pub sig: i32,
+    pub sig_name: String,
+    /// si_code and its name (SI_USER, SI_KERNEL, SI_TKILL, ...).
+    pub code: i32,
+    pub code_name: String,
+    pub errno: i32,
+    /// Aimed at the whole thread group rather than one thread.
+    pub group: bool,
+    /// delivered | ignored | already_pending | overflow_fail | lose_info
+    pub result: String,
+    /// The kill-family call the sender was inside, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallRef>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct CallRef {
+    /// Matches `KillCall::call_id` of the same sender thread.
+    pub id: u64,
+    pub syscall: String,
+    /// The target exactly as the caller gave it (negative = process group).
+    pub target_arg: i64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct KillCall {
+    #[serde(flatten)]
+    pub at: Stamp,
+    pub sender: Task,
+    /// kill | tkill | tgkill | rt_sigqueueinfo | rt_tgsigqueueinfo | pidfd_send_signal
+    pub syscall: String,
+    pub sig: i32,
+    pub sig_name: String,
+    /// First argument as given: pid, -pgid (kill), tgid, or a pidfd.
+    pub target_arg: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid_arg: Option<i64>,
+    pub ret: i64,
+    /// Error name when `ret` < 0 (ESRCH: no such process; EPERM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    pub call_id: u64,
+    /// How many `signal` events this call produced in the log.
+    pub deliveries: u32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Oom {
+    #[serde(flatten)]
+    pub at: Stamp,
+    /// The task whose allocation ran the OOM killer. Not the killer.
+    pub trigger: Task,
+    /// The victim's tid as the kernel reported it.
+    pub victim_tid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss: Option<OomRss>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_score_adj: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memcg: Option<Memcg>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct OomRss {
+    pub total_vm_kb: u64,
+    pub anon_rss_kb: u64,
+    pub file_rss_kb: u64,
+    pub shmem_rss_kb: u64,
+    pub pgtables_kb: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Memcg {
+    /// kernfs id (inode number) of the memory cgroup.
+    pub id: u64,
+    /// Last path component as the kernel names it.
+    pub name: String,
+    /// Path below the memory controller's mount, resolved at capture time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The cgroup's memory limit in bytes, if one was set and readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Trailer {
+    pub ended_at: String,
+    /// Events written (equals the last `seq`).
+    pub events: u64,
+    pub lost: Loss,
+    /// Record mode: how the wrapped command ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_status: Option<ExitStatus>,
+}
+
+/// Events the kernel could not hand over. Never hidden: every report shows it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Loss {
+    /// Ring buffer full: events dropped.
+    pub ringbuf_full: u64,
+    /// Tracked-process map full: processes that went untracked.
+    pub tracked_map_full: u64,
+    /// In-flight kill-call map full: signals that lost their syscall context.
+    pub inflight_map_full: u64,
+    /// Records user space could not decode.
+    pub undecodable: u64,
+    /// Per CPU, the same counters in the order above (kernel-side only).
+    #[serde(default)]
+    pub per_cpu: Vec<[u64; 3]>,
+}
+
+impl Loss {
+    pub fn total(&self) -> u64 {
+        self.ringbuf_full + self.tracked_map_full + self.inflight_map_full + self.undecodable
+    }
+}
+
+impl Record {
+    pub fn stamp(&self) -> Option<&Stamp> {
+        match self {
+            Record::Fork(e) => Some(&e.at),
+            Record::Exec(e) => Some(&e.at),
+            Record::Exit(e) => Some(&e.at),
+            Record::Signal(e) => Some(&e.at),
+            Record::KillCall(e) => Some(&e.at),
+            Record::Oom(e) => Some(&e.at),
+            Record::Header(_) | Record::Trailer(_) => None,
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! tracer: why did the processes of a CI job die?
+//!
+//! Data flows one way: kernel (`capture`) -> event log (`eventlog`) ->
+//! process model (`model`) -> cause-of-death analysis (`analysis`) ->
+//! renderers (`report`).
+pub mod capture;
+pub mod cli;
+pub mod error;
+pub mod eventlog;
+pub mod record;
