@@ -96,8 +96,11 @@ pub enum DropReason {
 pub const DROP_REASONS: u32 = 3;
 
 impl DropReason {
-    pub const ALL: [DropReason; DROP_REASONS as usize] =
-        [Self::RingBufFull, Self::TrackedMapFull, Self::InflightMapFull];
+    pub const ALL: [DropReason; DROP_REASONS as usize] = [
+        Self::RingBufFull,
+        Self::TrackedMapFull,
+        Self::InflightMapFull,
+    ];
     pub const fn name(self) -> &'static str {
         match self {
             Self::RingBufFull => "ringbuf_full",

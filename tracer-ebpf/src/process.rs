@@ -9,7 +9,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{config, count_drop, is_tracked, off, track, tracer_tgid, untrack, EVENTS},
+    maps::{config, count_drop, is_tracked, off, tracer_tgid, track, untrack, EVENTS},
     task::{comm, header, read, task_id, Ptr},
 };
 
@@ -90,11 +90,8 @@ pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
                 if len > ARGV_LEN as u32 {
                     len = ARGV_LEN as u32;
                 }
-                if bpf_probe_read_user(
-                    (*rec).argv.as_mut_ptr() as *mut _,
-                    len,
-                    start as *const _,
-                ) == 0
+                if bpf_probe_read_user((*rec).argv.as_mut_ptr() as *mut _, len, start as *const _)
+                    == 0
                 {
                     copied = len;
                 }

@@ -32,7 +32,10 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let (code, errno) = match info as usize {
         0 => (SI_USER, 0),
         1 => (SI_KERNEL, 0),
-        _ => (read::<i32>(info, 8).unwrap_or(0), read::<i32>(info, 4).unwrap_or(0)),
+        _ => (
+            read::<i32>(info, 8).unwrap_or(0),
+            read::<i32>(info, 4).unwrap_or(0),
+        ),
     };
 
     let tid = bpf_get_current_pid_tgid() as u32;

@@ -27,7 +27,11 @@ pub fn task_id(task: Ptr) -> Option<TaskId> {
     let tgid: i32 = read(task, off(|o| &o.task_tgid))?;
     let leader: Ptr = read(task, off(|o| &o.task_group_leader))?;
     let start_ns: u64 = read(leader, off(|o| &o.task_start_boottime))?;
-    Some(TaskId { tid: tid as u32, tgid: tgid as u32, start_ns })
+    Some(TaskId {
+        tid: tid as u32,
+        tgid: tgid as u32,
+        start_ns,
+    })
 }
 
 #[inline(always)]

@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use crate::error::TracerError;
 
 #[derive(Parser, Debug)]
-#[command(name = "tracer", version, about = "Explains why the processes of a CI job died")]
+#[command(
+    name = "tracer",
+    version,
+    about = "Explains why the processes of a CI job died"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -24,7 +24,10 @@ pub enum TracerError {
     #[error("cannot run `{cmd}`: {source}")]
     Spawn { cmd: String, source: std::io::Error },
     #[error("cannot write {path}: {source}")]
-    Output { path: PathBuf, source: std::io::Error },
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Log(#[from] LogError),
     #[error("{0}")]

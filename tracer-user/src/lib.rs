@@ -8,3 +8,5 @@ pub mod cli;
 pub mod error;
 pub mod eventlog;
 pub mod record;
+pub mod session;
+pub mod terminal;

@@ -1,15 +1,175 @@
-//! `tracer record` and `tracer report`.
-use std::process::ExitCode;
-
-use crate::{
-    cli::{RecordArgs, ReportArgs},
-    error::TracerError,
+//! `tracer record -- CMD`: trace one command's whole process tree.
+use std::{
+    fs,
+    os::unix::process::{CommandExt, ExitStatusExt},
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitCode},
+    time::Duration,
 };
 
-pub fn run(_args: &RecordArgs) -> Result<ExitCode, TracerError> {
-    Err(TracerError::Other("record: not wired yet".into()))
+use nix::{
+    sys::signal::{killpg, Signal as NixSignal},
+    unistd::{getpid, Pid},
+};
+use signal_hook::{
+    consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM},
+    iterator::{exfiltrator::WithOrigin, SignalsInfo},
+};
+use tracer_common::RuntimeConfig;
+
+use crate::{
+    capture::{self, Capture, LoadOptions},
+    cli::{RecordArgs, ReportArgs},
+    error::TracerError,
+    eventlog::{self, ExitStatus, Header, LogWriter, SCHEMA_VERSION},
+    session::{self, Session},
+    terminal::Foreground,
+};
+
+pub const EVENTS_FILE: &str = "events.ndjson";
+
+pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
+    let out_dir = &args.output;
+    fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
+        path: out_dir.clone(),
+        source,
+    })?;
+    let log_path = out_dir.join(EVENTS_FILE);
+
+    let tracer_tgid = getpid().as_raw() as u32;
+    let mut capture = capture::load(&LoadOptions {
+        ring_buffer_bytes: args.ring_buffer_size,
+        tracer_tgid,
+    })?;
+    let header = header(args, tracer_tgid, &capture);
+    let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
+        path: log_path.clone(),
+        source,
+    })?;
+    // Registered before the child exists, so no signal meant for it is lost.
+    let signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+        .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
+
+    let child = spawn_adopted(&mut capture, &args.command)?;
+    let mut session = Session::new(capture, writer, log_path.clone())?;
+    let status = supervise(&mut session, child, signals)?;
+
+    let command_status = ExitStatus::from_wait_status(status.into_raw());
+    session.finish(Some(command_status.clone()))?;
+    eprintln!("tracer: event log written to {}", log_path.display());
+    Ok(ExitCode::from(passthrough_code(&command_status)))
 }
 
-pub fn report_only(_args: &ReportArgs) -> Result<ExitCode, TracerError> {
-    Err(TracerError::Other("report: not wired yet".into()))
+/// Spawn CMD with the kernel adopting the tracer's next child, so the command
+/// is in scope from its first instruction: no event of it can be missed.
+fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, TracerError> {
+    let (program, rest) = command
+        .split_first()
+        .ok_or_else(|| TracerError::Other("no command given".into()))?;
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    let fg = Foreground::take_if_terminal();
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Own process group: a Ctrl-C or a group signal to the tracer is not
+            // duplicated by our forwarding, and the tree can be signalled whole.
+            libc::setpgid(0, 0);
+            fg.give_to_self();
+            Ok(())
+        });
+    }
+    capture.set_config(RuntimeConfig {
+        adopt_children: 1,
+        scope_all: 0,
+    })?;
+    let spawned = cmd.spawn();
+    capture.set_config(RuntimeConfig {
+        adopt_children: 0,
+        scope_all: 0,
+    })?;
+    spawned.map_err(|source| TracerError::Spawn {
+        cmd: command.join(" "),
+        source,
+    })
+}
+
+/// Pump events until the command exits, forwarding the signals a user or a CI
+/// runner sends the tracer to the command's process group.
+fn supervise(
+    session: &mut Session,
+    mut child: Child,
+    mut signals: SignalsInfo<WithOrigin>,
+) -> Result<std::process::ExitStatus, TracerError> {
+    let pgid = Pid::from_raw(child.id() as i32);
+    loop {
+        session.pump(Duration::from_millis(50))?;
+        for origin in signals.pending() {
+            // A terminal's own signal (SI_KERNEL) already reached the command's
+            // group if the command holds the terminal; don't send it twice.
+            if session::is_from_terminal(&origin) && Foreground::held_by_child() {
+                continue;
+            }
+            if let Ok(sig) = NixSignal::try_from(origin.signal) {
+                log::info!("forwarding {sig} to process group {pgid}");
+                let _ = killpg(pgid, sig);
+            }
+        }
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| TracerError::Other(format!("waiting for the command: {e}")))?
+        {
+            Foreground::restore();
+            return Ok(status);
+        }
+    }
+}
+
+/// The shell convention: the exit code, or 128+N for death by signal N.
+pub fn passthrough_code(status: &ExitStatus) -> u8 {
+    match status {
+        ExitStatus::Exited { code } => *code as u8,
+        ExitStatus::Signaled { signal, .. } => (128 + signal) as u8,
+    }
+}
+
+fn header(args: &RecordArgs, tracer_tgid: u32, capture: &Capture) -> Header {
+    Header {
+        schema: SCHEMA_VERSION,
+        tracer_version: env!("CARGO_PKG_VERSION").into(),
+        kernel: nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        hostname: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        mode: "record".into(),
+        command: args.command.clone(),
+        tracer_pid: tracer_tgid,
+        started_at: eventlog::wall_time(session::boot_ns(), session::boot_to_wall_ns()),
+        boot_to_wall_ns: session::boot_to_wall_ns(),
+        hooks: capture.hooks.clone(),
+        ring_buffer_bytes: args.ring_buffer_size as u64,
+        argv_capture_bytes: tracer_common::ARGV_LEN as u64,
+    }
+}
+
+pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
+    let log = eventlog::read_log(&args.events)?;
+    let out_dir: PathBuf = args.output.clone().unwrap_or_else(|| {
+        args.events
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    });
+    if log.truncated {
+        eprintln!(
+            "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
+            args.events.display()
+        );
+    }
+    let _ = out_dir;
+    Err(TracerError::Other(
+        "report rendering lands with the analysis".into(),
+    ))
 }

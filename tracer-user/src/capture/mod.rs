@@ -1,1 +1,8 @@
 //! The kernel half's user-space side: resolve offsets, load, attach, decode.
+pub mod cgroups;
+pub mod decode;
+pub mod loader;
+pub mod offsets;
+pub mod tracefs;
+
+pub use loader::{load, Capture, LoadOptions};

@@ -5,7 +5,7 @@ mod reader;
 mod schema;
 mod writer;
 
-pub use names::{errno_name, signal_name, si_code_name};
+pub use names::{errno_name, si_code_name, signal_name};
 pub use reader::{read_log, EventLog, LogError};
 pub use schema::*;
-pub use writer::LogWriter;
+pub use writer::{wall_time, LogWriter};

@@ -33,16 +33,53 @@ pub fn si_code_name(sig: i32, code: i32) -> String {
         return name.to_string();
     }
     let specific: &[&str] = match sig {
-        4 => &["ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC", "ILL_BADSTK"],
-        8 => &["FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF", "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV", "FPE_FLTSUB"],
+        4 => &[
+            "ILL_ILLOPC",
+            "ILL_ILLOPN",
+            "ILL_ILLADR",
+            "ILL_ILLTRP",
+            "ILL_PRVOPC",
+            "ILL_PRVREG",
+            "ILL_COPROC",
+            "ILL_BADSTK",
+        ],
+        8 => &[
+            "FPE_INTDIV",
+            "FPE_INTOVF",
+            "FPE_FLTDIV",
+            "FPE_FLTOVF",
+            "FPE_FLTUND",
+            "FPE_FLTRES",
+            "FPE_FLTINV",
+            "FPE_FLTSUB",
+        ],
         11 => &["SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR", "SEGV_PKUERR"],
-        7 => &["BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR", "BUS_MCEERR_AR", "BUS_MCEERR_AO"],
+        7 => &[
+            "BUS_ADRALN",
+            "BUS_ADRERR",
+            "BUS_OBJERR",
+            "BUS_MCEERR_AR",
+            "BUS_MCEERR_AO",
+        ],
         5 => &["TRAP_BRKPT", "TRAP_TRACE", "TRAP_BRANCH", "TRAP_HWBKPT"],
-        17 => &["CLD_EXITED", "CLD_KILLED", "CLD_DUMPED", "CLD_TRAPPED", "CLD_STOPPED", "CLD_CONTINUED"],
-        29 => &["POLL_IN", "POLL_OUT", "POLL_MSG", "POLL_ERR", "POLL_PRI", "POLL_HUP"],
+        17 => &[
+            "CLD_EXITED",
+            "CLD_KILLED",
+            "CLD_DUMPED",
+            "CLD_TRAPPED",
+            "CLD_STOPPED",
+            "CLD_CONTINUED",
+        ],
+        29 => &[
+            "POLL_IN", "POLL_OUT", "POLL_MSG", "POLL_ERR", "POLL_PRI", "POLL_HUP",
+        ],
         _ => &[],
     };
-    match usize::try_from(code).ok().and_then(|c| c.checked_sub(1)).and_then(|i| specific.get(i)) {
+    match usize::try_from(code)
+        .ok()
+        .and_then(|c| c.checked_sub(1))
+        .and_then(|i| specific.get(i))
+    {
         Some(name) => name.to_string(),
         None => format!("{code}"),
     }

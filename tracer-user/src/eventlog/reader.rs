@@ -22,11 +22,18 @@ pub struct EventLog {
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is empty: it holds no event log header")]
     Empty { path: PathBuf },
     #[error("{path}:{line}: not a tracer event log line ({source})")]
-    Corrupt { path: PathBuf, line: usize, source: serde_json::Error },
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
     #[error("{path}: the first line is not an event log header")]
     NoHeader { path: PathBuf },
     #[error(
@@ -36,7 +43,10 @@ pub enum LogError {
 }
 
 pub fn read_log(path: &Path) -> Result<EventLog, LogError> {
-    let io = |source| LogError::Io { path: path.to_owned(), source };
+    let io = |source| LogError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let reader = BufReader::with_capacity(1 << 20, File::open(path).map_err(io)?);
     let mut header: Option<Header> = None;
     let mut events = Vec::new();
@@ -51,30 +61,53 @@ pub fn read_log(path: &Path) -> Result<EventLog, LogError> {
         if header.is_none() {
             // Check the version before the full parse so a newer log gets the
             // right message rather than a field error.
-            let probe: serde_json::Value = serde_json::from_slice(&line).map_err(|source| {
-                LogError::Corrupt { path: path.to_owned(), line: i + 1, source }
-            })?;
+            let probe: serde_json::Value =
+                serde_json::from_slice(&line).map_err(|source| LogError::Corrupt {
+                    path: path.to_owned(),
+                    line: i + 1,
+                    source,
+                })?;
             if probe.get("type").and_then(|t| t.as_str()) != Some("header") {
-                return Err(LogError::NoHeader { path: path.to_owned() });
+                return Err(LogError::NoHeader {
+                    path: path.to_owned(),
+                });
             }
             let found = probe.get("schema").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
             if found > SCHEMA_VERSION {
-                return Err(LogError::NewerSchema { path: path.to_owned(), found });
+                return Err(LogError::NewerSchema {
+                    path: path.to_owned(),
+                    found,
+                });
             }
         }
         match serde_json::from_slice::<Record>(&line) {
             Ok(Record::Header(h)) if header.is_none() => header = Some(h),
             Ok(Record::Trailer(t)) => trailer = Some(t),
             Ok(rec) if header.is_some() => events.push(rec),
-            Ok(_) => return Err(LogError::NoHeader { path: path.to_owned() }),
+            Ok(_) => {
+                return Err(LogError::NoHeader {
+                    path: path.to_owned(),
+                })
+            }
             // A killed tracer can leave half a line at the very end.
             Err(_) if is_last && header.is_some() && trailer.is_none() => break,
             Err(source) => {
-                return Err(LogError::Corrupt { path: path.to_owned(), line: i + 1, source })
+                return Err(LogError::Corrupt {
+                    path: path.to_owned(),
+                    line: i + 1,
+                    source,
+                })
             }
         }
     }
-    let header = header.ok_or_else(|| LogError::Empty { path: path.to_owned() })?;
+    let header = header.ok_or_else(|| LogError::Empty {
+        path: path.to_owned(),
+    })?;
     let truncated = trailer.is_none();
-    Ok(EventLog { header, events, trailer, truncated })
+    Ok(EventLog {
+        header,
+        events,
+        trailer,
+        truncated,
+    })
 }

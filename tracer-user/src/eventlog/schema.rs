@@ -32,7 +32,10 @@ pub struct Task {
 
 impl Task {
     pub fn key(&self) -> ProcKey {
-        ProcKey { pid: self.pid, start: self.start }
+        ProcKey {
+            pid: self.pid,
+            start: self.start,
+        }
     }
 }
 
@@ -128,15 +131,23 @@ pub struct Exit {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitStatus {
-    Exited { code: i32 },
-    Signaled { signal: i32, name: String, core_dumped: bool },
+    Exited {
+        code: i32,
+    },
+    Signaled {
+        signal: i32,
+        name: String,
+        core_dumped: bool,
+    },
 }
 
 impl ExitStatus {
     pub fn from_wait_status(raw: i32) -> Self {
         let sig = raw & 0x7f;
         if sig == 0 {
-            Self::Exited { code: (raw >> 8) & 0xff }
+            Self::Exited {
+                code: (raw >> 8) & 0xff,
+            }
         } else {
             Self::Signaled {
                 signal: sig,

@@ -31,7 +31,11 @@ impl LogWriter {
     pub fn stamp(&mut self, t: u64) -> Stamp {
         let seq = self.next_seq;
         self.next_seq += 1;
-        Stamp { seq, t, time: wall_time(t, self.boot_to_wall_ns) }
+        Stamp {
+            seq,
+            t,
+            time: wall_time(t, self.boot_to_wall_ns),
+        }
     }
 
     pub fn events_written(&self) -> u64 {
@@ -70,6 +74,9 @@ pub fn wall_time(t: u64, boot_to_wall_ns: i64) -> String {
     let ns = t as i128 + boot_to_wall_ns as i128;
     time::OffsetDateTime::from_unix_timestamp_nanos(ns)
         .ok()
-        .and_then(|d| d.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|d| {
+            d.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_default()
 }

@@ -1,0 +1,343 @@
+//! Ring-buffer bytes -> wire records -> event-log records.
+//!
+//! Never a transmute: check the length, copy with `read_unaligned`, convert
+//! the kind tag with `TryFrom`.
+use std::mem::size_of;
+
+use tracer_common::{
+    ExecRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord, RecordHeader,
+    RecordKind, SignalRecord, TaskId, EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS,
+    OOM_HAS_SCORE_ADJ,
+};
+
+use crate::eventlog::{
+    errno_name, si_code_name, signal_name, CallRef, Exec, Exit, ExitStatus, Fork, KillCall, Memcg,
+    Oom, OomRss, Record, Signal, Stamp, Task,
+};
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum DecodeError {
+    #[error("record of {got} bytes is shorter than {what} ({need} bytes)")]
+    TooShort {
+        what: &'static str,
+        need: usize,
+        got: usize,
+    },
+    #[error("unknown record kind {0}")]
+    UnknownKind(u32),
+}
+
+#[derive(Debug, Clone)]
+pub enum Wire {
+    Fork(ForkRecord),
+    Exec(Box<ExecRecord>),
+    Exit(ExitRecord),
+    Signal(SignalRecord),
+    KillCall(KillCallRecord),
+    Oom(OomRecord),
+}
+
+fn copy<T: Copy>(bytes: &[u8], what: &'static str) -> Result<T, DecodeError> {
+    let need = size_of::<T>();
+    if bytes.len() < need {
+        return Err(DecodeError::TooShort {
+            what,
+            need,
+            got: bytes.len(),
+        });
+    }
+    // SAFETY: length checked above; T is a plain repr(C) record valid for any bytes.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
+    let hdr: RecordHeader = copy(bytes, "a record header")?;
+    Ok(
+        match RecordKind::try_from(hdr.kind).map_err(DecodeError::UnknownKind)? {
+            RecordKind::Fork => Wire::Fork(copy(bytes, "a fork record")?),
+            RecordKind::Exec => Wire::Exec(Box::new(copy(bytes, "an exec record")?)),
+            RecordKind::Exit => Wire::Exit(copy(bytes, "an exit record")?),
+            RecordKind::Signal => Wire::Signal(copy(bytes, "a signal record")?),
+            RecordKind::KillCall => Wire::KillCall(copy(bytes, "a kill-call record")?),
+            RecordKind::OomVictim => Wire::Oom(copy(bytes, "an OOM record")?),
+        },
+    )
+}
+
+/// Text up to the first NUL, lossily decoded.
+pub fn cstr(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+fn task(id: &TaskId, comm: &[u8]) -> Task {
+    Task {
+        pid: id.tgid,
+        tid: id.tid,
+        start: id.start_ns,
+        comm: Some(cstr(comm)),
+    }
+}
+
+pub fn syscall_name(nr: u32) -> &'static str {
+    match KillSyscall::try_from(nr) {
+        Ok(KillSyscall::Kill) => "kill",
+        Ok(KillSyscall::Tkill) => "tkill",
+        Ok(KillSyscall::Tgkill) => "tgkill",
+        Ok(KillSyscall::RtSigqueueinfo) => "rt_sigqueueinfo",
+        Ok(KillSyscall::RtTgsigqueueinfo) => "rt_tgsigqueueinfo",
+        Ok(KillSyscall::PidfdSendSignal) => "pidfd_send_signal",
+        Err(_) => "unknown",
+    }
+}
+
+/// signal_generate's `result` (enum trace_signal_result).
+fn result_name(r: i32) -> String {
+    match r {
+        0 => "delivered",
+        1 => "ignored",
+        2 => "already_pending",
+        3 => "overflow_fail",
+        4 => "lose_info",
+        _ => return format!("result_{r}"),
+    }
+    .to_string()
+}
+
+/// argv from the NUL-separated argument area.
+fn split_argv(area: &[u8]) -> Vec<String> {
+    let area = area.strip_suffix(&[0]).unwrap_or(area);
+    if area.is_empty() {
+        return Vec::new();
+    }
+    area.split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+impl Wire {
+    pub fn ktime(&self) -> u64 {
+        match self {
+            Wire::Fork(r) => r.hdr.ktime_ns,
+            Wire::Exec(r) => r.hdr.ktime_ns,
+            Wire::Exit(r) => r.hdr.ktime_ns,
+            Wire::Signal(r) => r.hdr.ktime_ns,
+            Wire::KillCall(r) => r.hdr.ktime_ns,
+            Wire::Oom(r) => r.hdr.ktime_ns,
+        }
+    }
+
+    pub fn into_record(self, at: Stamp) -> Record {
+        match self {
+            Wire::Fork(r) => Record::Fork(Fork {
+                at,
+                parent: task(&r.parent, &r.comm),
+                child: Task {
+                    pid: r.child.tgid,
+                    tid: r.child.tid,
+                    start: r.child.start_ns,
+                    comm: Some(cstr(&r.comm)),
+                },
+                thread: r.flags & FORK_IS_THREAD != 0,
+            }),
+            Wire::Exec(r) => {
+                let len = (r.argv_len as usize).min(r.argv.len());
+                Record::Exec(Exec {
+                    at,
+                    task: task(&r.task, &r.comm),
+                    old_tid: (r.old_tid != r.task.tid).then_some(r.old_tid),
+                    filename: cstr(&r.filename),
+                    argv: split_argv(&r.argv[..len]),
+                    argv_truncated: r.args_size > r.argv_len,
+                })
+            }
+            Wire::Exit(r) => Record::Exit(Exit {
+                at,
+                task: task(&r.task, &r.comm),
+                exit_code: r.exit_code,
+                status: ExitStatus::from_wait_status(r.exit_code),
+                group_dead: r.flags & EXIT_GROUP_DEAD != 0,
+            }),
+            Wire::Signal(r) => Record::Signal(Signal {
+                at,
+                sender: task(&r.sender, &r.sender_comm),
+                target: task(&r.target, &r.target_comm),
+                sig: r.sig,
+                sig_name: signal_name(r.sig),
+                code: r.code,
+                code_name: si_code_name(r.sig, r.code),
+                errno: r.errno,
+                group: r.group != 0,
+                result: result_name(r.result),
+                call: (r.syscall != 0).then(|| CallRef {
+                    id: r.call_id,
+                    syscall: syscall_name(r.syscall).into(),
+                    target_arg: r.target_arg,
+                }),
+            }),
+            Wire::KillCall(r) => {
+                let has_tid = matches!(
+                    KillSyscall::try_from(r.syscall),
+                    Ok(KillSyscall::Tgkill | KillSyscall::RtTgsigqueueinfo)
+                );
+                Record::KillCall(KillCall {
+                    at,
+                    sender: task(&r.sender, &r.comm),
+                    syscall: syscall_name(r.syscall).into(),
+                    sig: r.sig,
+                    sig_name: if r.sig == 0 {
+                        "0 (probe)".into()
+                    } else {
+                        signal_name(r.sig)
+                    },
+                    target_arg: r.target_arg,
+                    tid_arg: has_tid.then_some(r.tid_arg),
+                    ret: r.ret,
+                    errno: (r.ret < 0).then(|| errno_name(-r.ret)),
+                    call_id: r.call_id,
+                    deliveries: r.deliveries,
+                })
+            }
+            Wire::Oom(r) => Record::Oom(Oom {
+                at,
+                trigger: task(&r.trigger, &r.trigger_comm),
+                victim_tid: r.victim_tid,
+                rss: (r.flags & OOM_HAS_RSS != 0).then_some(OomRss {
+                    total_vm_kb: r.total_vm_kb,
+                    anon_rss_kb: r.anon_rss_kb,
+                    file_rss_kb: r.file_rss_kb,
+                    shmem_rss_kb: r.shmem_rss_kb,
+                    pgtables_kb: r.pgtables_kb,
+                }),
+                oom_score_adj: (r.flags & OOM_HAS_SCORE_ADJ != 0).then_some(r.oom_score_adj),
+                memcg: (r.flags & OOM_HAS_MEMCG != 0).then(|| Memcg {
+                    id: r.memcg_id,
+                    name: cstr(&r.memcg_name),
+                    path: None,
+                    limit_bytes: None,
+                }),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_of<T>(v: &T) -> Vec<u8> {
+        // SAFETY: reading the bytes of a plain repr(C) value.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+    }
+
+    fn exit_record(code: i32) -> ExitRecord {
+        let mut comm = [0u8; 16];
+        comm[..4].copy_from_slice(b"node");
+        ExitRecord {
+            hdr: RecordHeader {
+                kind: RecordKind::Exit as u32,
+                cpu: 1,
+                ktime_ns: 42,
+            },
+            task: TaskId {
+                tid: 4243,
+                tgid: 4242,
+                start_ns: 7,
+            },
+            comm,
+            exit_code: code,
+            flags: EXIT_GROUP_DEAD,
+        }
+    }
+
+    fn stamp() -> Stamp {
+        Stamp {
+            seq: 1,
+            t: 42,
+            time: String::new(),
+        }
+    }
+
+    #[test]
+    fn exit_round_trip_with_status() {
+        let bytes = bytes_of(&exit_record(9));
+        let Record::Exit(e) = decode(&bytes).unwrap().into_record(stamp()) else {
+            panic!()
+        };
+        assert_eq!(
+            e.task,
+            Task {
+                pid: 4242,
+                tid: 4243,
+                start: 7,
+                comm: Some("node".into())
+            }
+        );
+        assert!(e.group_dead);
+        assert_eq!(
+            e.status,
+            ExitStatus::Signaled {
+                signal: 9,
+                name: "SIGKILL".into(),
+                core_dumped: false
+            }
+        );
+        let Record::Exit(e) = decode(&bytes_of(&exit_record(3 << 8)))
+            .unwrap()
+            .into_record(stamp())
+        else {
+            panic!()
+        };
+        assert_eq!(e.status, ExitStatus::Exited { code: 3 });
+    }
+
+    #[test]
+    fn short_and_unknown_records_are_errors() {
+        let bytes = bytes_of(&exit_record(0));
+        assert!(matches!(
+            decode(&bytes[..10]),
+            Err(DecodeError::TooShort { .. })
+        ));
+        assert!(matches!(
+            decode(&bytes[..bytes.len() - 1]),
+            Err(DecodeError::TooShort { .. })
+        ));
+        let mut bad = bytes.clone();
+        bad[0] = 99;
+        assert_eq!(decode(&bad).unwrap_err(), DecodeError::UnknownKind(99));
+    }
+
+    #[test]
+    fn argv_splits_and_flags_truncation() {
+        assert_eq!(split_argv(b"sh\0-c\0exit 3\0"), vec!["sh", "-c", "exit 3"]);
+        assert_eq!(split_argv(b""), Vec::<String>::new());
+        let mut rec: ExecRecord = unsafe { std::mem::zeroed() };
+        rec.hdr.kind = RecordKind::Exec as u32;
+        rec.argv[..6].copy_from_slice(b"a\0bcd\0");
+        rec.argv_len = 6;
+        rec.args_size = 9000;
+        let Record::Exec(e) = decode(&bytes_of(&rec)).unwrap().into_record(stamp()) else {
+            panic!()
+        };
+        assert_eq!(e.argv, vec!["a", "bcd"]);
+        assert!(e.argv_truncated);
+    }
+
+    #[test]
+    fn process_group_kill_keeps_negative_target() {
+        let mut rec: KillCallRecord = unsafe { std::mem::zeroed() };
+        rec.hdr.kind = RecordKind::KillCall as u32;
+        rec.syscall = KillSyscall::Kill as u32;
+        rec.sig = 9;
+        rec.target_arg = -4242;
+        rec.ret = -3;
+        let Record::KillCall(k) = decode(&bytes_of(&rec)).unwrap().into_record(stamp()) else {
+            panic!()
+        };
+        assert_eq!(
+            (k.syscall.as_str(), k.target_arg, k.errno.as_deref()),
+            ("kill", -4242, Some("ESRCH"))
+        );
+        assert_eq!(k.tid_arg, None);
+    }
+}

@@ -1,0 +1,247 @@
+//! Load the eBPF object, attach every hook through its fallback chain, and
+//! report what attached and how.
+use aya::{
+    maps::{Array, MapData, PerCpuArray, RingBuf},
+    programs::{BtfTracePoint, TracePoint},
+    Btf, Ebpf, EbpfLoader,
+};
+use tracer_common::{DropReason, RuntimeConfig, DROP_REASONS};
+
+use super::{offsets, tracefs};
+use crate::{error::TracerError, eventlog::HookStatus};
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf.o"));
+
+const KILL_SYSCALLS: [&str; 6] = [
+    "kill",
+    "tkill",
+    "tgkill",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
+    "pidfd_send_signal",
+];
+
+pub struct LoadOptions {
+    pub ring_buffer_bytes: u32,
+    pub tracer_tgid: u32,
+}
+
+/// Loaded and attached programs. Dropping it detaches everything.
+pub struct Capture {
+    ebpf: Ebpf,
+    pub hooks: Vec<HookStatus>,
+}
+
+pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(TracerError::NotPrivileged);
+    }
+    if OBJECT.is_empty() {
+        return Err(TracerError::Load(
+            "this binary was built without its eBPF object; build it with `cargo xtask build`"
+                .into(),
+        ));
+    }
+    let vmlinux = offsets::load_vmlinux()?;
+    let tracefs = tracefs::ensure_mounted();
+    let oom_format = tracefs
+        .as_ref()
+        .ok()
+        .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
+    let offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    let btf = Btf::from_sys_fs().map_err(|e| TracerError::Load(format!("kernel BTF: {e}")))?;
+
+    let mut ebpf =
+        EbpfLoader::new()
+            .btf(Some(&btf))
+            .map_max_entries("EVENTS", opts.ring_buffer_bytes)
+            .override_global("OFFSETS", &offsets, true)
+            .override_global("TRACER_TGID", &opts.tracer_tgid, true)
+            .load(OBJECT)
+            .map_err(|e| match e {
+                aya::EbpfError::MapError(aya::maps::MapError::CreateError {
+                    ref io_error, ..
+                }) if io_error.raw_os_error() == Some(libc::EPERM) => TracerError::NotPrivileged,
+                other => TracerError::Load(other.to_string()),
+            })?;
+
+    let mut hooks = Vec::new();
+    for hook in [
+        "sched_process_fork",
+        "sched_process_exec",
+        "sched_process_exit",
+        "signal_generate",
+    ] {
+        attach_btf(&mut ebpf, &btf, hook, hook).map_err(|detail| TracerError::RequiredHook {
+            hook: hook.into(),
+            detail,
+        })?;
+        hooks.push(HookStatus {
+            name: hook.into(),
+            via: Some("tp_btf".into()),
+            attached: true,
+            detail: None,
+        });
+    }
+    hooks.push(attach_kill_syscalls(&mut ebpf, &btf, tracefs.is_ok()));
+    hooks.push(match &tracefs {
+        Ok(_) => match attach_classic(&mut ebpf, "oom_mark_victim", "oom", &["mark_victim"]) {
+            Ok(()) => HookStatus {
+                name: "oom_mark_victim".into(),
+                via: Some("tracepoint".into()),
+                attached: true,
+                detail: None,
+            },
+            Err(e) => unavailable("oom_mark_victim", e),
+        },
+        Err(e) => unavailable("oom_mark_victim", format!("tracefs unavailable: {e}")),
+    });
+    Ok(Capture { ebpf, hooks })
+}
+
+fn unavailable(name: &str, detail: String) -> HookStatus {
+    log::warn!("hook {name} unavailable: {detail}");
+    HookStatus {
+        name: name.into(),
+        via: None,
+        attached: false,
+        detail: Some(detail),
+    }
+}
+
+/// Per-syscall tracepoints first (they fire only for these calls); if any is
+/// missing, raw_syscalls filtered in the kernel (fires on every syscall).
+fn attach_kill_syscalls(ebpf: &mut Ebpf, btf: &Btf, have_tracefs: bool) -> HookStatus {
+    let name = "kill_syscalls";
+    let enters: Vec<String> = KILL_SYSCALLS
+        .iter()
+        .map(|s| format!("sys_enter_{s}"))
+        .collect();
+    let exits: Vec<String> = KILL_SYSCALLS
+        .iter()
+        .map(|s| format!("sys_exit_{s}"))
+        .collect();
+    let classic = if have_tracefs {
+        let e: Vec<&str> = enters.iter().map(String::as_str).collect();
+        let x: Vec<&str> = exits.iter().map(String::as_str).collect();
+        attach_classic(ebpf, "kill_enter", "syscalls", &e)
+            .and_then(|()| attach_classic(ebpf, "kill_exit", "syscalls", &x))
+    } else {
+        Err("tracefs unavailable".into())
+    };
+    let why = match classic {
+        Ok(()) => {
+            return HookStatus {
+                name: name.into(),
+                via: Some("tracepoint".into()),
+                attached: true,
+                detail: None,
+            }
+        }
+        Err(e) => e,
+    };
+    detach_all(ebpf, "kill_enter");
+    detach_all(ebpf, "kill_exit");
+    match attach_btf(ebpf, btf, "raw_sys_enter", "sys_enter")
+        .and_then(|()| attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit"))
+    {
+        Ok(()) => HookStatus {
+            name: name.into(),
+            via: Some("raw_syscalls".into()),
+            attached: true,
+            detail: Some(format!(
+                "syscall tracepoints unavailable ({why}); using raw_syscalls"
+            )),
+        },
+        Err(e) => unavailable(
+            name,
+            format!("syscall tracepoints: {why}; raw_syscalls: {e}"),
+        ),
+    }
+}
+
+fn attach_btf(ebpf: &mut Ebpf, btf: &Btf, prog: &str, tracepoint: &str) -> Result<(), String> {
+    let p: &mut BtfTracePoint = program(ebpf, prog)?;
+    p.load(tracepoint, btf)
+        .map_err(|e| format!("load {prog}: {e}"))?;
+    p.attach().map_err(|e| format!("attach {prog}: {e}"))?;
+    Ok(())
+}
+
+fn attach_classic(
+    ebpf: &mut Ebpf,
+    prog: &str,
+    category: &str,
+    names: &[&str],
+) -> Result<(), String> {
+    let p: &mut TracePoint = program(ebpf, prog)?;
+    if p.fd().is_err() {
+        p.load().map_err(|e| format!("load {prog}: {e}"))?;
+    }
+    for name in names {
+        p.attach(category, name)
+            .map_err(|e| format!("{category}:{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn detach_all(ebpf: &mut Ebpf, prog: &str) {
+    if let Ok(p) = program::<TracePoint>(ebpf, prog) {
+        let _ = p.unload();
+    }
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| format!("program {name} missing from the object"))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| e.to_string())
+}
+
+impl Capture {
+    pub fn ring(&mut self) -> Result<RingBuf<MapData>, TracerError> {
+        let map = self
+            .ebpf
+            .take_map("EVENTS")
+            .ok_or_else(|| TracerError::Load("EVENTS map missing".into()))?;
+        RingBuf::try_from(map).map_err(|e| TracerError::Load(e.to_string()))
+    }
+
+    /// Flip the runtime switches (adopting the tracer's next child).
+    pub fn set_config(&mut self, cfg: RuntimeConfig) -> Result<(), TracerError> {
+        let map = self
+            .ebpf
+            .map_mut("CONFIG")
+            .ok_or_else(|| TracerError::Load("CONFIG map missing".into()))?;
+        let mut arr: Array<_, RuntimeConfig> =
+            Array::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+        arr.set(0, cfg, 0)
+            .map_err(|e| TracerError::Load(e.to_string()))
+    }
+
+    /// Per-CPU drop counters, `[cpu][reason]`.
+    pub fn drops(&self) -> Result<Vec<[u64; DROP_REASONS as usize]>, TracerError> {
+        let map = self
+            .ebpf
+            .map("DROPS")
+            .ok_or_else(|| TracerError::Load("DROPS map missing".into()))?;
+        let arr: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+        let mut per_cpu: Vec<[u64; DROP_REASONS as usize]> = Vec::new();
+        for reason in DropReason::ALL {
+            let values = arr
+                .get(&(reason as u32), 0)
+                .map_err(|e| TracerError::Load(e.to_string()))?;
+            for (cpu, v) in values.iter().enumerate() {
+                if per_cpu.len() <= cpu {
+                    per_cpu.resize(cpu + 1, [0; DROP_REASONS as usize]);
+                }
+                per_cpu[cpu][reason as usize] = *v;
+            }
+        }
+        Ok(per_cpu)
+    }
+}
