@@ -1,0 +1,112 @@
+//! Harness for root integration tests: run the real `tracer record` around a
+//! scenario and hand back its parsed event log.
+//!
+//! A scenario is a test of the same binary, re-executed under the tracer with
+//! `TRACER_SCENARIO=<its name>`; the scenario code runs only in that child.
+//! Scenarios signal only processes they spawned themselves.
+#![allow(dead_code)]
+
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+};
+
+use tracer_user::eventlog::{read_log, EventLog, Record};
+
+pub const SCENARIO_ENV: &str = "TRACER_SCENARIO";
+
+/// True inside the re-executed child: run the scenario body, not the checks.
+pub fn in_scenario(name: &str) -> bool {
+    std::env::var(SCENARIO_ENV).as_deref() == Ok(name)
+}
+
+/// Kernel tests need root. They fail loudly rather than skip: a suite that
+/// quietly skips its kernel tests proves nothing.
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this integration test loads eBPF programs and needs root: run `cargo xtask test`"
+    );
+}
+
+pub struct Recorded {
+    pub dir: tempfile::TempDir,
+    pub output: Output,
+    pub log: EventLog,
+}
+
+impl Recorded {
+    pub fn events(&self) -> impl Iterator<Item = &Record> {
+        self.log.events.iter()
+    }
+    pub fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+}
+
+pub fn tracer() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tracer"))
+}
+
+/// `tracer record [extra...] -- cmd...` into a fresh directory.
+pub fn record(extra: &[&str], cmd: &[&str]) -> Recorded {
+    record_env(extra, cmd, &[])
+}
+
+pub fn record_env(extra: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Recorded {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let output = tracer()
+        .arg("record")
+        .arg("--output")
+        .arg(dir.path())
+        .args(extra)
+        .arg("--")
+        .args(cmd)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run tracer");
+    let log = read_log(&dir.path().join("events.ndjson")).unwrap_or_else(|e| {
+        panic!(
+            "no readable event log ({e}); tracer stderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    Recorded { dir, output, log }
+}
+
+/// Re-run this test binary's test `name` as the traced command.
+pub fn record_scenario(name: &str, extra: &[&str]) -> Recorded {
+    let exe = std::env::current_exe().unwrap();
+    let exe = exe.to_str().unwrap();
+    let args = [
+        exe,
+        "--exact",
+        name,
+        "--nocapture",
+        "--test-threads=1",
+        "-q",
+    ];
+    record_env(extra, &args, &[(SCENARIO_ENV, name)])
+}
+
+/// The run's root process: forked by the tracer itself.
+pub fn root(r: &Recorded) -> tracer_user::eventlog::Task {
+    r.events()
+        .find_map(|e| match e {
+            Record::Fork(f) if f.parent.pid == r.log.header.tracer_pid => Some(f.child.clone()),
+            _ => None,
+        })
+        .expect("the tracer's fork of the command is in the log")
+}
+
+pub fn assert_no_loss(r: &Recorded) {
+    let t = r.log.trailer.as_ref().expect("log has a trailer");
+    assert_eq!(t.lost.total(), 0, "events were lost: {:?}", t.lost);
+}
