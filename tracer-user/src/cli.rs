@@ -32,6 +32,10 @@ pub struct RecordArgs {
     /// Ring buffer size in bytes (rounded up to a power of two pages).
     #[arg(long, default_value_t = 16 << 20)]
     pub ring_buffer_size: u32,
+    /// Skip a hook or one attach method, to exercise fallbacks (testing and
+    /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
+    #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
+    pub disable_hooks: Vec<String>,
     /// The command to run, after `--`.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,

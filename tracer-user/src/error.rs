@@ -36,5 +36,10 @@ pub enum TracerError {
 
 pub fn report_error(err: &TracerError) -> ExitCode {
     eprintln!("tracer: error: {err}");
-    ExitCode::from(EXIT_TRACER_FAILED)
+    ExitCode::from(match err {
+        // As a shell would: 127 not found, 126 not executable.
+        TracerError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
+        TracerError::Spawn { .. } => 126,
+        _ => EXIT_TRACER_FAILED,
+    })
 }

@@ -29,17 +29,18 @@ use crate::{
 pub const EVENTS_FILE: &str = "events.ndjson";
 
 pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
-    let out_dir = &args.output;
-    fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
-        path: out_dir.clone(),
-        source,
-    })?;
-    let log_path = out_dir.join(EVENTS_FILE);
+    let log_path = args.output.join(EVENTS_FILE);
 
     let tracer_tgid = getpid().as_raw() as u32;
     let mut capture = capture::load(&LoadOptions {
         ring_buffer_bytes: args.ring_buffer_size,
         tracer_tgid,
+        disabled: args.disable_hooks.clone(),
+    })?;
+    let out_dir = &args.output;
+    fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
+        path: out_dir.clone(),
+        source,
     })?;
     let header = header(args, tracer_tgid, &capture);
     let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
@@ -50,8 +51,16 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
         .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
 
-    let child = spawn_adopted(&mut capture, &args.command)?;
+    let spawned = spawn_adopted(&mut capture, &args.command);
     let mut session = Session::new(capture, writer, log_path.clone())?;
+    let child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            // The log stays complete (header + trailer) even when CMD never ran.
+            session.finish(None)?;
+            return Err(err);
+        }
+    };
     let status = supervise(&mut session, child, signals)?;
 
     let command_status = ExitStatus::from_wait_status(status.into_raw());

@@ -24,6 +24,17 @@ const KILL_SYSCALLS: [&str; 6] = [
 pub struct LoadOptions {
     pub ring_buffer_bytes: u32,
     pub tracer_tgid: u32,
+    /// Hooks (`name`) or attach methods (`name:via`) not to use.
+    pub disabled: Vec<String>,
+}
+
+impl LoadOptions {
+    fn disabled(&self, what: &str) -> Result<(), String> {
+        match self.disabled.iter().any(|d| d == what) {
+            true => Err("disabled by --disable-hook".into()),
+            false => Ok(()),
+        }
+    }
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.
@@ -83,9 +94,12 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             detail: None,
         });
     }
-    hooks.push(attach_kill_syscalls(&mut ebpf, &btf, tracefs.is_ok()));
+    hooks.push(attach_kill_syscalls(&mut ebpf, &btf, tracefs.is_ok(), opts));
     hooks.push(match &tracefs {
-        Ok(_) => match attach_classic(&mut ebpf, "oom_mark_victim", "oom", &["mark_victim"]) {
+        Ok(_) => match opts
+            .disabled("oom_mark_victim")
+            .and_then(|()| attach_classic(&mut ebpf, "oom_mark_victim", "oom", &["mark_victim"]))
+        {
             Ok(()) => HookStatus {
                 name: "oom_mark_victim".into(),
                 via: Some("tracepoint".into()),
@@ -111,8 +125,16 @@ fn unavailable(name: &str, detail: String) -> HookStatus {
 
 /// Per-syscall tracepoints first (they fire only for these calls); if any is
 /// missing, raw_syscalls filtered in the kernel (fires on every syscall).
-fn attach_kill_syscalls(ebpf: &mut Ebpf, btf: &Btf, have_tracefs: bool) -> HookStatus {
+fn attach_kill_syscalls(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    have_tracefs: bool,
+    opts: &LoadOptions,
+) -> HookStatus {
     let name = "kill_syscalls";
+    if let Err(e) = opts.disabled(name) {
+        return unavailable(name, e);
+    }
     let enters: Vec<String> = KILL_SYSCALLS
         .iter()
         .map(|s| format!("sys_enter_{s}"))
@@ -121,7 +143,9 @@ fn attach_kill_syscalls(ebpf: &mut Ebpf, btf: &Btf, have_tracefs: bool) -> HookS
         .iter()
         .map(|s| format!("sys_exit_{s}"))
         .collect();
-    let classic = if have_tracefs {
+    let classic = if let Err(e) = opts.disabled("kill_syscalls:tracepoint") {
+        Err(e)
+    } else if have_tracefs {
         let e: Vec<&str> = enters.iter().map(String::as_str).collect();
         let x: Vec<&str> = exits.iter().map(String::as_str).collect();
         attach_classic(ebpf, "kill_enter", "syscalls", &e)
