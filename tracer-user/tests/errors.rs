@@ -62,3 +62,43 @@ fn missing_hooks_degrade_and_are_named() {
     assert!(!oom.attached);
     assert!(oom.detail.as_deref().unwrap().contains("disabled"));
 }
+
+/// A CI cancellation: SIGTERM to the tracer reaches the command, and the
+/// command's own exit status comes back.
+#[test]
+fn sigterm_to_tracer_is_forwarded() {
+    use std::io::{BufRead, BufReader};
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let mut tracer = tracer()
+        .args(["record", "--output"])
+        .arg(dir.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "trap 'exit 42' TERM; echo ready; while :; do sleep 0.05; done",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(tracer.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(tracer.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(tracer.wait().unwrap().code(), Some(42));
+    let log = read_log(&dir.path().join("events.ndjson")).unwrap();
+    let forwarded = log.events.iter().any(
+        |e| matches!(e, Record::Signal(s) if s.sig == 15 && s.sender.pid == log.header.tracer_pid),
+    );
+    assert!(
+        forwarded,
+        "the forwarded SIGTERM is in the log, sent by the tracer"
+    );
+}
