@@ -23,6 +23,7 @@ pub enum RecordKind {
     Signal = 4,
     KillCall = 5,
     OomVictim = 6,
+    Stderr = 7,
 }
 
 impl TryFrom<u32> for RecordKind {
@@ -35,6 +36,7 @@ impl TryFrom<u32> for RecordKind {
             4 => Self::Signal,
             5 => Self::KillCall,
             6 => Self::OomVictim,
+            7 => Self::Stderr,
             other => return Err(other),
         })
     }
@@ -240,6 +242,26 @@ pub struct OomRecord {
     pub _pad: u32,
 }
 
+/// Most bytes of one stderr write captured (its tail).
+pub const STDERR_CHUNK: usize = 4096;
+
+/// Bytes a traced process wrote to fd 2. Emitted with only `len` bytes of
+/// `data` (the record is cut short on the wire): decoders accept any length
+/// from `STDERR_HEADER_LEN` up.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct StderrRecord {
+    pub hdr: RecordHeader,
+    pub task: TaskId,
+    /// Bytes the write asked to write (the capture keeps the last `len`).
+    pub count: u64,
+    pub len: u32,
+    pub _pad: u32,
+    pub data: [u8; STDERR_CHUNK],
+}
+
+pub const STDERR_HEADER_LEN: usize = core::mem::size_of::<StderrRecord>() - STDERR_CHUNK;
+
 /// Kernel struct field offsets resolved from the running kernel's BTF at load
 /// time (never baked in at build time). `u32::MAX` means "not available".
 #[repr(C)]
@@ -254,6 +276,9 @@ pub struct KernelOffsets {
     pub task_mm: u32,
     pub task_cgroups: u32,
     pub task_comm: u32,
+    pub task_files: u32,
+    pub files_fdt: u32,
+    pub fdtable_fd: u32,
     pub signal_live: u32,
     pub mm_arg_start: u32,
     pub mm_arg_end: u32,
@@ -271,7 +296,6 @@ pub struct KernelOffsets {
     pub oom_shmem_rss: u32,
     pub oom_pgtables: u32,
     pub oom_score_adj: u32,
-    pub _pad: u32,
 }
 
 pub const OFFSET_NONE: u32 = u32::MAX;
@@ -287,6 +311,9 @@ impl KernelOffsets {
         task_mm: OFFSET_NONE,
         task_cgroups: OFFSET_NONE,
         task_comm: OFFSET_NONE,
+        task_files: OFFSET_NONE,
+        files_fdt: OFFSET_NONE,
+        fdtable_fd: OFFSET_NONE,
         signal_live: OFFSET_NONE,
         mm_arg_start: OFFSET_NONE,
         mm_arg_end: OFFSET_NONE,
@@ -303,7 +330,6 @@ impl KernelOffsets {
         oom_shmem_rss: OFFSET_NONE,
         oom_pgtables: OFFSET_NONE,
         oom_score_adj: OFFSET_NONE,
-        _pad: 0,
     };
 }
 

@@ -11,6 +11,7 @@ mod maps;
 mod oom;
 mod process;
 mod signal;
+mod stderr;
 mod task;
 
 use aya_ebpf::{
@@ -60,6 +61,18 @@ pub fn raw_sys_enter(ctx: BtfTracePointContext) -> u32 {
 #[btf_tracepoint(function = "sys_exit")]
 pub fn raw_sys_exit(ctx: BtfTracePointContext) -> u32 {
     kill_calls::on_raw_exit(&ctx).unwrap_or(0)
+}
+
+/// `syscalls:sys_enter_write`: fd 2 of traced processes.
+#[tracepoint]
+pub fn stderr_write(ctx: TracePointContext) -> u32 {
+    stderr::on_write(&ctx).unwrap_or(0)
+}
+
+/// `syscalls:sys_enter_writev`: fd 2 of traced processes.
+#[tracepoint]
+pub fn stderr_writev(ctx: TracePointContext) -> u32 {
+    stderr::on_writev(&ctx).unwrap_or(0)
 }
 
 #[tracepoint]

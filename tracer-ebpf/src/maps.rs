@@ -3,7 +3,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use tracer_common::{DropReason, KernelOffsets, RuntimeConfig, DROP_REASONS};
+use tracer_common::{DropReason, KernelOffsets, RuntimeConfig, StderrRecord, DROP_REASONS};
 
 /// Offsets resolved by user space from the running kernel's BTF.
 #[unsafe(no_mangle)]
@@ -36,6 +36,11 @@ pub static TRACKED: HashMap<u32, u64> = HashMap::with_max_entries(65536, 0);
 /// Kill-family calls in flight, by tid.
 #[map]
 pub static INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(8192, 0);
+
+/// Per-CPU staging area: a stderr record is too big for the BPF stack, and
+/// only the captured bytes go into the ring buffer.
+#[map]
+pub static STDERR_SCRATCH: PerCpuArray<StderrRecord> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 pub static CONFIG: Array<RuntimeConfig> = Array::with_max_entries(1, 0);

@@ -32,6 +32,9 @@ pub struct RecordArgs {
     /// Ring buffer size in bytes (rounded up to a power of two pages).
     #[arg(long, default_value_t = 16 << 20)]
     pub ring_buffer_size: u32,
+    /// Bytes of stderr kept per process as its "last words" (0 disables).
+    #[arg(long, default_value_t = 4096)]
+    pub last_words_bytes: usize,
     /// Skip a hook or one attach method, to exercise fallbacks (testing and
     /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]

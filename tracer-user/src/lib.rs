@@ -7,6 +7,7 @@ pub mod capture;
 pub mod cli;
 pub mod error;
 pub mod eventlog;
+pub mod last_words;
 pub mod record;
 pub mod session;
 pub mod terminal;

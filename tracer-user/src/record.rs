@@ -36,6 +36,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         ring_buffer_bytes: args.ring_buffer_size,
         tracer_tgid,
         disabled: args.disable_hooks.clone(),
+        last_words: args.last_words_bytes > 0,
     })?;
     let out_dir = &args.output;
     fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
@@ -52,7 +53,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
 
     let spawned = spawn_adopted(&mut capture, &args.command);
-    let mut session = Session::new(capture, writer, log_path.clone())?;
+    let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
     let child = match spawned {
         Ok(child) => child,
         Err(err) => {

@@ -12,7 +12,8 @@ use signal_hook::low_level::siginfo::{Cause, Origin};
 use crate::{
     capture::{cgroups, decode, Capture},
     error::TracerError,
-    eventlog::{wall_time, ExitStatus, LogWriter, Loss, Record, Trailer},
+    eventlog::{wall_time, ExitStatus, LogWriter, Loss, Record, Task, Trailer},
+    last_words::LastWordsStore,
 };
 
 pub struct Session {
@@ -21,6 +22,7 @@ pub struct Session {
     writer: LogWriter,
     log_path: PathBuf,
     undecodable: u64,
+    last_words: LastWordsStore,
 }
 
 impl Session {
@@ -28,6 +30,7 @@ impl Session {
         mut capture: Capture,
         writer: LogWriter,
         log_path: PathBuf,
+        last_words_bytes: usize,
     ) -> Result<Self, TracerError> {
         let ring = capture.ring()?;
         Ok(Self {
@@ -36,13 +39,13 @@ impl Session {
             writer,
             log_path,
             undecodable: 0,
+            last_words: LastWordsStore::new(last_words_bytes),
         })
     }
 
     /// Wait up to `timeout` for events, then write all that are ready.
     pub fn pump(&mut self, timeout: Duration) -> Result<u64, TracerError> {
-        let ms = PollTimeout::try_from(timeout.as_millis().min(60_000) as u16)
-            .unwrap_or(PollTimeout::NONE);
+        let ms = PollTimeout::from(timeout.as_millis().min(60_000) as u16);
         let mut fds = [PollFd::new(self.ring.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, ms) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
@@ -54,8 +57,13 @@ impl Session {
     /// Write every event already in the ring buffer.
     pub fn drain(&mut self) -> Result<u64, TracerError> {
         let mut n = 0;
-        while let Some(item) = self.ring.next() {
-            let wire = match decode::decode(&item) {
+        loop {
+            // Copy the record out so the ring's borrow ends here.
+            let decoded = match self.ring.next() {
+                Some(item) => decode::decode(&item),
+                None => break,
+            };
+            let wire = match decoded {
                 Ok(w) => w,
                 Err(e) => {
                     log::warn!("undecodable record: {e}");
@@ -63,9 +71,23 @@ impl Session {
                     continue;
                 }
             };
-            drop(item);
-            let at = self.writer.stamp(wire.ktime());
-            let mut rec = wire.into_record(at);
+            if let decode::Wire::Stderr {
+                task, count, data, ..
+            } = &wire
+            {
+                let key = crate::eventlog::ProcKey {
+                    pid: task.tgid,
+                    start: task.start_ns,
+                };
+                log::debug!("stderr: {} bytes of {count} from {}", data.len(), task.tgid);
+                self.last_words.push(key, data, *count);
+                continue;
+            }
+            let t = wire.ktime();
+            let at = self.writer.stamp(t);
+            let Some(mut rec) = wire.into_record(at) else {
+                continue;
+            };
             if let Record::Oom(oom) = &mut rec {
                 if let Some(m) = oom.memcg.as_mut() {
                     if let Some(info) = cgroups::resolve(m.id) {
@@ -74,13 +96,14 @@ impl Session {
                     }
                 }
             }
-            if let Err(source) = self.writer.write(&rec) {
-                return Err(TracerError::Output {
-                    path: self.log_path.clone(),
-                    source,
-                });
-            }
+            self.write(&rec)?;
             n += 1;
+            // A process's last words follow its death in the log.
+            if let Record::Exit(x) = &rec {
+                if x.group_dead {
+                    self.write_last_words(&x.task, t)?;
+                }
+            }
         }
         self.writer
             .flush()
@@ -88,9 +111,37 @@ impl Session {
         Ok(n)
     }
 
+    fn write(&mut self, rec: &Record) -> Result<(), TracerError> {
+        self.writer
+            .write(rec)
+            .map_err(|source| TracerError::Output {
+                path: self.log_path.clone(),
+                source,
+            })
+    }
+
+    fn write_last_words(&mut self, task: &Task, t: u64) -> Result<(), TracerError> {
+        let at = self.writer.stamp(t);
+        match self.last_words.take(task, at) {
+            Some(lw) => self.write(&Record::LastWords(lw)),
+            None => Ok(()),
+        }
+    }
+
     /// Drain what is left, read the loss counters, and close the log.
     pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<(), TracerError> {
         self.drain()?;
+        // Still alive at the end (leaks): their words so far.
+        let now = boot_ns();
+        for key in self.last_words.remaining() {
+            let task = Task {
+                pid: key.pid,
+                tid: key.pid,
+                start: key.start,
+                comm: None,
+            };
+            self.write_last_words(&task, now)?;
+        }
         let per_cpu = self.capture.drops()?;
         let sum = |i: usize| per_cpu.iter().map(|c| c[i]).sum::<u64>();
         let lost = Loss {

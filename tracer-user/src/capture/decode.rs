@@ -6,8 +6,8 @@ use std::mem::size_of;
 
 use tracer_common::{
     ExecRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord, RecordHeader,
-    RecordKind, SignalRecord, TaskId, EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS,
-    OOM_HAS_SCORE_ADJ,
+    RecordKind, SignalRecord, StderrRecord, TaskId, EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG,
+    OOM_HAS_RSS, OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN,
 };
 
 use crate::eventlog::{
@@ -35,6 +35,13 @@ pub enum Wire {
     Signal(SignalRecord),
     KillCall(KillCallRecord),
     Oom(OomRecord),
+    /// Bytes written to stderr: aggregated by the session, not logged as is.
+    Stderr {
+        ktime: u64,
+        task: TaskId,
+        count: u64,
+        data: Vec<u8>,
+    },
 }
 
 fn copy<T: Copy>(bytes: &[u8], what: &'static str) -> Result<T, DecodeError> {
@@ -60,8 +67,36 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
             RecordKind::Signal => Wire::Signal(copy(bytes, "a signal record")?),
             RecordKind::KillCall => Wire::KillCall(copy(bytes, "a kill-call record")?),
             RecordKind::OomVictim => Wire::Oom(copy(bytes, "an OOM record")?),
+            RecordKind::Stderr => decode_stderr(bytes)?,
         },
     )
+}
+
+/// Stderr records arrive cut to the bytes captured: check the declared
+/// length against what is there.
+fn decode_stderr(bytes: &[u8]) -> Result<Wire, DecodeError> {
+    let too_short = |what, need| DecodeError::TooShort {
+        what,
+        need,
+        got: bytes.len(),
+    };
+    if bytes.len() < STDERR_HEADER_LEN {
+        return Err(too_short("a stderr record", STDERR_HEADER_LEN));
+    }
+    let mut full = [0u8; std::mem::size_of::<StderrRecord>()];
+    let n = bytes.len().min(full.len());
+    full[..n].copy_from_slice(&bytes[..n]);
+    let rec: StderrRecord = copy(&full, "a stderr record")?;
+    let len = rec.len as usize;
+    if len > rec.data.len() || STDERR_HEADER_LEN + len > bytes.len() {
+        return Err(too_short("its stderr bytes", STDERR_HEADER_LEN + len));
+    }
+    Ok(Wire::Stderr {
+        ktime: rec.hdr.ktime_ns,
+        task: rec.task,
+        count: rec.count,
+        data: rec.data[..len].to_vec(),
+    })
 }
 
 /// Text up to the first NUL, lossily decoded.
@@ -124,11 +159,15 @@ impl Wire {
             Wire::Signal(r) => r.hdr.ktime_ns,
             Wire::KillCall(r) => r.hdr.ktime_ns,
             Wire::Oom(r) => r.hdr.ktime_ns,
+            Wire::Stderr { ktime, .. } => *ktime,
         }
     }
 
-    pub fn into_record(self, at: Stamp) -> Record {
-        match self {
+    /// The log record for this wire record (`None` for stderr bytes, which
+    /// the session aggregates into `last_words`).
+    pub fn into_record(self, at: Stamp) -> Option<Record> {
+        Some(match self {
+            Wire::Stderr { .. } => return None,
             Wire::Fork(r) => Record::Fork(Fork {
                 at,
                 parent: task(&r.parent, &r.comm),
@@ -217,7 +256,7 @@ impl Wire {
                     limit_bytes: None,
                 }),
             }),
-        }
+        })
     }
 }
 
@@ -261,7 +300,7 @@ mod tests {
     #[test]
     fn exit_round_trip_with_status() {
         let bytes = bytes_of(&exit_record(9));
-        let Record::Exit(e) = decode(&bytes).unwrap().into_record(stamp()) else {
+        let Record::Exit(e) = decode(&bytes).unwrap().into_record(stamp()).unwrap() else {
             panic!()
         };
         assert_eq!(
@@ -285,6 +324,7 @@ mod tests {
         let Record::Exit(e) = decode(&bytes_of(&exit_record(3 << 8)))
             .unwrap()
             .into_record(stamp())
+            .unwrap()
         else {
             panic!()
         };
@@ -316,7 +356,11 @@ mod tests {
         rec.argv[..6].copy_from_slice(b"a\0bcd\0");
         rec.argv_len = 6;
         rec.args_size = 9000;
-        let Record::Exec(e) = decode(&bytes_of(&rec)).unwrap().into_record(stamp()) else {
+        let Record::Exec(e) = decode(&bytes_of(&rec))
+            .unwrap()
+            .into_record(stamp())
+            .unwrap()
+        else {
             panic!()
         };
         assert_eq!(e.argv, vec!["a", "bcd"]);
@@ -331,7 +375,11 @@ mod tests {
         rec.sig = 9;
         rec.target_arg = -4242;
         rec.ret = -3;
-        let Record::KillCall(k) = decode(&bytes_of(&rec)).unwrap().into_record(stamp()) else {
+        let Record::KillCall(k) = decode(&bytes_of(&rec))
+            .unwrap()
+            .into_record(stamp())
+            .unwrap()
+        else {
             panic!()
         };
         assert_eq!(

@@ -26,6 +26,8 @@ pub struct LoadOptions {
     pub tracer_tgid: u32,
     /// Hooks (`name`) or attach methods (`name:via`) not to use.
     pub disabled: Vec<String>,
+    /// Capture stderr writes ("last words").
+    pub last_words: bool,
 }
 
 impl LoadOptions {
@@ -110,6 +112,9 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         },
         Err(e) => unavailable("oom_mark_victim", format!("tracefs unavailable: {e}")),
     });
+    if opts.last_words {
+        hooks.push(attach_last_words(&mut ebpf, tracefs.is_ok(), opts));
+    }
     Ok(Capture { ebpf, hooks })
 }
 
@@ -181,6 +186,34 @@ fn attach_kill_syscalls(
             name,
             format!("syscall tracepoints: {why}; raw_syscalls: {e}"),
         ),
+    }
+}
+
+fn attach_last_words(ebpf: &mut Ebpf, have_tracefs: bool, opts: &LoadOptions) -> HookStatus {
+    let name = "last_words";
+    let res = opts
+        .disabled(name)
+        .and_then(|()| {
+            if have_tracefs {
+                Ok(())
+            } else {
+                Err("tracefs unavailable".into())
+            }
+        })
+        .and_then(|()| attach_classic(ebpf, "stderr_write", "syscalls", &["sys_enter_write"]))
+        .and_then(|()| attach_classic(ebpf, "stderr_writev", "syscalls", &["sys_enter_writev"]));
+    match res {
+        Ok(()) => HookStatus {
+            name: name.into(),
+            via: Some("tracepoint".into()),
+            attached: true,
+            detail: None,
+        },
+        Err(e) => {
+            detach_all(ebpf, "stderr_write");
+            detach_all(ebpf, "stderr_writev");
+            unavailable(name, e)
+        }
     }
 }
 

@@ -33,7 +33,7 @@ fn find_in(btf: &Btf, s: &btf_rs::Struct, field: &str, base_bits: u32) -> Option
         let bits = base_bits + m.bit_offset();
         let name = btf.resolve_name(m).unwrap_or_default();
         if name == field {
-            return (bits % 8 == 0).then_some(bits / 8);
+            return bits.is_multiple_of(8).then_some(bits / 8);
         }
         if name.is_empty() {
             if let Ok(Type::Struct(inner) | Type::Union(inner)) = btf.resolve_chained_type(m) {
@@ -80,6 +80,9 @@ pub fn resolve(btf: &Btf, oom_format: Option<&str>) -> Result<KernelOffsets, Tra
         task_mm: opt("task_struct", "mm"),
         task_cgroups: opt("task_struct", "cgroups"),
         task_comm: opt("task_struct", "comm"),
+        task_files: opt("task_struct", "files"),
+        files_fdt: opt("files_struct", "fdt"),
+        fdtable_fd: opt("fdtable", "fd"),
         signal_live: opt("signal_struct", "live"),
         mm_arg_start: opt("mm_struct", "arg_start"),
         mm_arg_end: opt("mm_struct", "arg_end"),

@@ -15,6 +15,7 @@ pub enum Record {
     Signal(Signal),
     KillCall(KillCall),
     Oom(Oom),
+    LastWords(LastWords),
     Trailer(Trailer),
 }
 
@@ -251,6 +252,21 @@ pub struct Memcg {
     pub limit_bytes: Option<u64>,
 }
 
+/// The last bytes a process wrote to stderr (fd 2), written when it ends (or
+/// at the end of the run for processes still alive).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct LastWords {
+    #[serde(flatten)]
+    pub at: Stamp,
+    pub task: Task,
+    /// The last bytes, lossily decoded as UTF-8.
+    pub text: String,
+    /// Everything the process wrote to stderr over its life.
+    pub bytes_total: u64,
+    /// `text` is only the end of what it wrote.
+    pub truncated: bool,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Trailer {
     pub ended_at: String,
@@ -293,6 +309,7 @@ impl Record {
             Record::Signal(e) => Some(&e.at),
             Record::KillCall(e) => Some(&e.at),
             Record::Oom(e) => Some(&e.at),
+            Record::LastWords(e) => Some(&e.at),
             Record::Header(_) | Record::Trailer(_) => None,
         }
     }

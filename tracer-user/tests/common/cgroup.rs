@@ -8,7 +8,6 @@ use std::{
 
 pub struct TestCgroup {
     pub dir: PathBuf,
-    pub v2: bool,
 }
 
 impl TestCgroup {
@@ -33,7 +32,7 @@ impl TestCgroup {
         };
         let dir = root.join(name);
         fs::create_dir(&dir).unwrap();
-        let cg = TestCgroup { dir, v2 };
+        let cg = TestCgroup { dir };
         if v2 {
             cg.write("memory.max", &bytes.to_string());
             let _ = fs::write(cg.dir.join("memory.swap.max"), "0");
