@@ -1,1 +1,87 @@
-fn main(){}
+//! `cargo xtask`: the project's build and test entry point.
+//!
+//! Everything a fresh machine needs (rust-src, bpf-linker, the eBPF object)
+//! is set up here, idempotently, so `cargo xtask run` and `cargo xtask test`
+//! are the only commands anyone has to know. See docs/building.md.
+
+mod bootstrap;
+mod build;
+mod cmd;
+mod ebpf;
+mod privilege;
+mod run;
+mod test;
+mod workspace;
+
+use std::{ffi::OsString, process::ExitCode};
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "xtask",
+    bin_name = "cargo xtask",
+    about = "Build, run and test tracer"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Make sure rust-src and bpf-linker 0.10.4 are installed (no-op when present).
+    Bootstrap,
+    /// Build the eBPF object (release unless --debug).
+    BuildEbpf {
+        /// Build the eBPF object with the dev profile.
+        #[arg(long)]
+        debug: bool,
+    },
+    /// Build the eBPF object and the `tracer` binary (dev profile unless --release).
+    Build {
+        /// Build `tracer` with the release profile.
+        #[arg(long)]
+        release: bool,
+    },
+    /// Build, then run `tracer` with the given arguments (through `sudo -E` when not root).
+    Run {
+        /// Use the release `tracer` (`cargo xtask build --release`).
+        #[arg(long)]
+        release: bool,
+        /// Arguments for `tracer`, after `--`: `cargo xtask run -- record -- <cmd>`.
+        #[arg(last = true)]
+        args: Vec<OsString>,
+    },
+    /// Build the eBPF object, then run unit and kernel integration tests as root.
+    Test {
+        /// Test the release profile (`cargo test --release`).
+        #[arg(long)]
+        release: bool,
+        /// Extra arguments for `cargo test`, after `--`.
+        #[arg(last = true)]
+        args: Vec<OsString>,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let ws = workspace::Workspace::locate()?;
+    match cli.command {
+        Command::Bootstrap => bootstrap::run(&ws).map(drop),
+        Command::BuildEbpf { debug } => ebpf::build(&ws, !debug).map(drop),
+        Command::Build { release } => build::run(&ws, release).map(drop),
+        Command::Run { release, args } => run::run(&ws, release, &args),
+        Command::Test { release, args } => test::run(&ws, release, &args),
+    }
+}

@@ -1,0 +1,36 @@
+//! Build the eBPF object (crate `tracer-ebpf`, outside the workspace).
+use std::{path::PathBuf, process::Command};
+
+use anyhow::Result;
+
+use crate::{bootstrap, cmd, workspace::Workspace};
+
+pub const TARGET: &str = "bpfel-unknown-none";
+
+/// Bootstrap, then build; returns the object's path. The release object is
+/// the one tracer-user embeds.
+pub fn build(ws: &Workspace, release: bool) -> Result<PathBuf> {
+    let tools = bootstrap::run(ws)?;
+    let mut cargo = Command::new("cargo");
+    cargo
+        .current_dir(ws.root.join("tracer-ebpf"))
+        // Stable rustc + rust-src: `-Z build-std` and aya-ebpf's unstable
+        // feature need RUSTC_BOOTSTRAP, for this crate only.
+        .env("RUSTC_BOOTSTRAP", "1")
+        // rustc runs the linker `bpf-linker` from PATH.
+        .env("PATH", &tools.path)
+        // Its own Cargo.lock pins aya-build 0.2.0 (0.2.1 refuses rustc 1.95).
+        .args(["build", "--locked"]);
+    if release {
+        cargo.arg("--release");
+    }
+    cargo
+        .args(["--target", TARGET, "-Z", "build-std=core", "--target-dir"])
+        .arg(&ws.target_dir);
+    cmd::run(&mut cargo)?;
+
+    let object = ws.ebpf_object(release);
+    crate::workspace::require_file(&object, "eBPF object")?;
+    eprintln!("xtask: eBPF object: {}", object.display());
+    Ok(object)
+}

@@ -1,0 +1,86 @@
+//! `cargo xtask test`: unit tests plus the kernel integration tests, as root.
+use std::{ffi::OsString, process::Command};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{cmd, ebpf, privilege, workspace::Workspace};
+
+/// Integration tests run for real only when this is set (and fail when it is
+/// set but they are not root).
+const INTEGRATION_ENV: &str = "TRACER_INTEGRATION";
+
+pub fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
+    // Settle root before spending minutes on a build.
+    let runner = if privilege::is_root()? {
+        None
+    } else {
+        Some(sudo_runner(ws)?)
+    };
+    ebpf::build(ws, true)?;
+
+    let mut cargo = Command::new("cargo");
+    cargo
+        .current_dir(&ws.root)
+        .env(INTEGRATION_ENV, "1")
+        .args(["test", "--workspace"]);
+    if release {
+        cargo.arg("--release");
+    }
+    if let Some((key, value)) = ws.ebpf_object_env() {
+        cargo.env(key, value);
+    }
+    if let Some((key, value)) = runner {
+        cargo.env(key, value);
+    }
+    cargo.args(args);
+    cmd::run(&mut cargo)
+}
+
+/// Not root: compile as ourselves, but run the test executables through
+/// `sudo -E` (a cargo target runner), so target/ stays ours. Authenticates
+/// once up front.
+fn sudo_runner(ws: &Workspace) -> Result<(String, String)> {
+    let sudo = privilege::sudo().context(
+        "the kernel integration tests need root: run `cargo xtask test` as root, \
+         or install sudo (not found on PATH)",
+    )?;
+    // cargo splits the runner on whitespace.
+    if sudo.to_string_lossy().contains(char::is_whitespace) {
+        bail!(
+            "cannot use sudo at {}: its path has a space",
+            sudo.display()
+        );
+    }
+    cmd::run(Command::new(&sudo).arg("-v"))
+        .context("sudo failed: the kernel integration tests need root")?;
+    let runner = format!("{} -E env {INTEGRATION_ENV}=1", sudo.display());
+    Ok((runner_env(&host_triple(ws)?), runner))
+}
+
+/// `CARGO_TARGET_<TRIPLE>_RUNNER` for this triple.
+fn runner_env(triple: &str) -> String {
+    let triple = triple.to_ascii_uppercase().replace(['-', '.'], "_");
+    format!("CARGO_TARGET_{triple}_RUNNER")
+}
+
+fn host_triple(ws: &Workspace) -> Result<String> {
+    let out = cmd::output(Command::new("rustc").arg("-vV").current_dir(&ws.root))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(|h| h.trim().to_string())
+        .context("no `host:` line in `rustc -vV`")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runner_env;
+
+    #[test]
+    fn runner_env_name() {
+        assert_eq!(
+            runner_env("x86_64-unknown-linux-gnu"),
+            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER"
+        );
+    }
+}
