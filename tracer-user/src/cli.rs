@@ -32,6 +32,12 @@ pub struct RecordArgs {
     /// Ring buffer size in bytes (rounded up to a power of two pages).
     #[arg(long, default_value_t = 16 << 20)]
     pub ring_buffer_size: u32,
+    /// What to do with processes of the run still alive when the command exits.
+    #[arg(long, value_enum, default_value_t = crate::leaks::LeakPolicy::Report)]
+    pub leaks: crate::leaks::LeakPolicy,
+    /// Grace for `--leaks kill` (before SIGKILL) and limit for `--leaks wait`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub leak_grace: std::time::Duration,
     /// Bytes of stderr kept per process as its "last words" (0 disables).
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,

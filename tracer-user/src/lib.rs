@@ -8,6 +8,7 @@ pub mod cli;
 pub mod error;
 pub mod eventlog;
 pub mod last_words;
+pub mod leaks;
 pub mod record;
 pub mod session;
 pub mod terminal;

@@ -1,7 +1,7 @@
 //! `tracer record -- CMD`: trace one command's whole process tree.
 use std::{
     fs,
-    os::unix::process::{CommandExt, ExitStatusExt},
+    os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, ExitCode},
     time::Duration,
@@ -22,6 +22,7 @@ use crate::{
     cli::{RecordArgs, ReportArgs},
     error::TracerError,
     eventlog::{self, ExitStatus, Header, LogWriter, SCHEMA_VERSION},
+    leaks,
     session::{self, Session},
     terminal::Foreground,
 };
@@ -52,6 +53,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
         .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
 
+    // Orphans of the run re-parent to us, not to init: they stay attributable
+    // and their zombies are ours to reap.
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        log::warn!("cannot become a child subreaper: {e}");
+    }
     let spawned = spawn_adopted(&mut capture, &args.command);
     let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
     let child = match spawned {
@@ -62,9 +68,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
             return Err(err);
         }
     };
-    let status = supervise(&mut session, child, signals)?;
-
-    let command_status = ExitStatus::from_wait_status(status.into_raw());
+    let command_status = supervise(&mut session, child, signals)?;
+    session.drain()?;
+    handle_leaks(&mut session, args, tracer_tgid)?;
     session.finish(Some(command_status.clone()))?;
     eprintln!("tracer: event log written to {}", log_path.display());
     Ok(ExitCode::from(passthrough_code(&command_status)))
@@ -105,13 +111,15 @@ fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, Tra
 }
 
 /// Pump events until the command exits, forwarding the signals a user or a CI
-/// runner sends the tracer to the command's process group.
+/// runner sends the tracer to the command's process group. As a child
+/// subreaper the tracer also reaps orphans of the run here.
 fn supervise(
     session: &mut Session,
-    mut child: Child,
+    child: Child,
     mut signals: SignalsInfo<WithOrigin>,
-) -> Result<std::process::ExitStatus, TracerError> {
-    let pgid = Pid::from_raw(child.id() as i32);
+) -> Result<ExitStatus, TracerError> {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let pid = Pid::from_raw(child.id() as i32);
     loop {
         session.pump(Duration::from_millis(50))?;
         for origin in signals.pending() {
@@ -121,18 +129,49 @@ fn supervise(
                 continue;
             }
             if let Ok(sig) = NixSignal::try_from(origin.signal) {
-                log::info!("forwarding {sig} to process group {pgid}");
-                let _ = killpg(pgid, sig);
+                log::info!("forwarding {sig} to process group {pid}");
+                let _ = killpg(pid, sig);
             }
         }
-        if let Some(status) = child
-            .try_wait()
-            .map_err(|e| TracerError::Other(format!("waiting for the command: {e}")))?
-        {
+        loop {
+            let status = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
+                Ok(WaitStatus::Exited(p, code)) if p == pid => ExitStatus::Exited { code },
+                Ok(WaitStatus::Signaled(p, sig, core_dumped)) if p == pid => ExitStatus::Signaled {
+                    signal: sig as i32,
+                    name: sig.as_str().into(),
+                    core_dumped,
+                },
+                Ok(_) => continue, // an orphan of the run, inherited and reaped
+                Err(e) => return Err(TracerError::Other(format!("waiting for the command: {e}"))),
+            };
             Foreground::restore();
             return Ok(status);
         }
     }
+}
+
+/// Log every process of the run still alive, then apply `--leaks`.
+fn handle_leaks(
+    session: &mut Session,
+    args: &RecordArgs,
+    tracer_pid: u32,
+) -> Result<(), TracerError> {
+    let root_sid = nix::unistd::getsid(None).ok().map(|s| s.as_raw());
+    let mut leaked = Vec::new();
+    for key in session.tracked()? {
+        if let Some(leak) = leaks::inspect(key, tracer_pid, root_sid) {
+            session.log_leak(leak)?;
+            leaked.push(key);
+        }
+    }
+    if !leaked.is_empty() {
+        eprintln!(
+            "tracer: {} process(es) of the run outlived the command",
+            leaked.len()
+        );
+    }
+    leaks::enforce(args.leaks, &leaked, args.leak_grace, session)
 }
 
 /// The shell convention: the exit code, or 128+N for death by signal N.

@@ -111,6 +111,16 @@ impl Session {
         Ok(n)
     }
 
+    pub fn tracked(&self) -> Result<Vec<crate::eventlog::ProcKey>, TracerError> {
+        self.capture.tracked()
+    }
+
+    /// Log a leaked process, stamped now.
+    pub fn log_leak(&mut self, mut leak: crate::eventlog::Leak) -> Result<(), TracerError> {
+        leak.at = self.writer.stamp(boot_ns());
+        self.write(&Record::Leak(leak))
+    }
+
     fn write(&mut self, rec: &Record) -> Result<(), TracerError> {
         self.writer
             .write(rec)

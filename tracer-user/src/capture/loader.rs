@@ -279,6 +279,23 @@ impl Capture {
             .map_err(|e| TracerError::Load(e.to_string()))
     }
 
+    /// Processes in scope right now, from the kernel's tracked map.
+    pub fn tracked(&self) -> Result<Vec<crate::eventlog::ProcKey>, TracerError> {
+        let map = self
+            .ebpf
+            .map("TRACKED")
+            .ok_or_else(|| TracerError::Load("TRACKED map missing".into()))?;
+        let tracked: aya::maps::HashMap<_, u32, u64> =
+            aya::maps::HashMap::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+        let mut keys: Vec<_> = tracked
+            .iter()
+            .flatten()
+            .map(|(pid, start)| crate::eventlog::ProcKey { pid, start })
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
     /// Per-CPU drop counters, `[cpu][reason]`.
     pub fn drops(&self) -> Result<Vec<[u64; DROP_REASONS as usize]>, TracerError> {
         let map = self

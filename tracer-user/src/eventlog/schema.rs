@@ -16,6 +16,7 @@ pub enum Record {
     KillCall(KillCall),
     Oom(Oom),
     LastWords(LastWords),
+    Leak(Leak),
     Trailer(Trailer),
 }
 
@@ -48,7 +49,7 @@ pub struct ProcKey {
 }
 
 /// Fields every event carries.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Stamp {
     /// Position in the log, from 1, gap-free.
     pub seq: u64,
@@ -267,6 +268,26 @@ pub struct LastWords {
     pub truncated: bool,
 }
 
+/// A process of the run still alive when the wrapped command exited.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Leak {
+    #[serde(flatten)]
+    pub at: Stamp,
+    pub task: Task,
+    pub ppid: u32,
+    pub pgid: u32,
+    pub sid: u32,
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    /// Its parent died: it was re-parented to the tracer (a subreaper) or init.
+    pub reparented: bool,
+    /// It left the run's session (setsid): a daemon.
+    pub detached: bool,
+    /// Open file descriptors, `"N: target"`.
+    pub fds: Vec<String>,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Trailer {
     pub ended_at: String,
@@ -310,6 +331,7 @@ impl Record {
             Record::KillCall(e) => Some(&e.at),
             Record::Oom(e) => Some(&e.at),
             Record::LastWords(e) => Some(&e.at),
+            Record::Leak(e) => Some(&e.at),
             Record::Header(_) | Record::Trailer(_) => None,
         }
     }
