@@ -7,4 +7,5 @@ pub mod capture;
 pub mod cli;
 pub mod error;
 pub mod eventlog;
+pub mod model;
 pub mod record;
