@@ -3,6 +3,7 @@
 //! Data flows one way: kernel (`capture`) -> event log (`eventlog`) ->
 //! process model (`model`) -> cause-of-death analysis (`analysis`) ->
 //! renderers (`report`).
+pub mod analysis;
 pub mod capture;
 pub mod cli;
 pub mod error;
