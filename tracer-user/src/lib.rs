@@ -10,3 +10,4 @@ pub mod error;
 pub mod eventlog;
 pub mod model;
 pub mod record;
+pub mod report;
