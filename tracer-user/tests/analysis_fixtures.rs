@@ -354,25 +354,7 @@ fn nonzero_exits_workers_summary_watch_and_leaks() {
 }
 
 #[test]
-fn losses_are_shown_and_qualify_the_verdict() {
-    let r = report("lossy.ndjson");
-    assert_eq!(r.log.lost_total, 15);
-    assert!(!r.log.complete);
-    assert_eq!(
-        r.verdict,
-        "No unexpected deaths (incomplete: 15 events were lost, so deaths may be missing)"
-    );
-    let md = render_markdown(&r);
-    assert!(
-        md.lines().nth(3).unwrap().starts_with(
-            "**Loss: 15 events lost** (ring buffer full: 12, in-flight kill map full: 3)"
-        ),
-        "{md}"
-    );
-}
-
-#[test]
-fn truncated_log_is_flagged() {
+fn truncated_log_is_still_analysed() {
     let log = fixture("truncated.ndjson");
     assert!(log.truncated);
     let r = build_report(&log, &ReportOptions::default());
@@ -395,34 +377,4 @@ fn daemon_mode_process_without_fork() {
     assert_eq!(c.cause.kind, CauseKind::KilledOutsideRun);
     assert_eq!(c.victim.process.argv, ["node", "agent.js"]);
     assert_eq!(r.run.mode, "daemon");
-}
-
-#[test]
-fn every_report_has_a_loss_line_and_starts_with_the_verdict() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut names: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    names.sort();
-    assert!(names.len() >= 9);
-    for name in names {
-        let r = report(name.to_str().unwrap());
-        let md = render_markdown(&r);
-        assert_eq!(md.lines().next(), Some(r.verdict.as_str()));
-        assert!(
-            md.lines().any(|l| l.starts_with("**Loss")),
-            "{name:?} has no loss line"
-        );
-        let json = serde_json::to_value(&r).unwrap();
-        assert!(json["certificates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|c| c["history"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|h| h["signal"]["sig_name"] != "SIGCHLD")));
-    }
 }

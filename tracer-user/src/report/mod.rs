@@ -3,6 +3,8 @@
 mod json;
 mod markdown;
 mod sections;
+#[cfg(test)]
+mod tests;
 
 use std::{
     io::{self, Write},
