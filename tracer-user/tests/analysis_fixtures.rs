@@ -378,3 +378,20 @@ fn daemon_mode_process_without_fork() {
     assert_eq!(c.victim.process.argv, ["node", "agent.js"]);
     assert_eq!(r.run.mode, "daemon");
 }
+
+#[test]
+fn a_survived_signal_is_not_the_fatal_one() {
+    let r = report("survived.ndjson");
+    let c = cert(&r, 110);
+    // health.py's SIGTERM was caught (svc.js forked git afterwards);
+    // deploy.js's later SIGTERM, aimed with an unreadable start time, killed it.
+    assert_eq!(c.killer.as_ref().unwrap().process.command, "node deploy.js");
+    assert_eq!(c.killer.as_ref().unwrap().relation, Relation::Sibling);
+    let fatal: Vec<bool> = c.history.iter().map(|h| h.fatal).collect();
+    assert_eq!(fatal, [false, true]);
+    let m = Model::build(&fixture("survived.ndjson"));
+    assert!(
+        m.procs.keys().all(|k| k.start != 0),
+        "start 0 resolved to the live pid 110"
+    );
+}

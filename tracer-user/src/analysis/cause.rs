@@ -110,45 +110,13 @@ fn fatal_signal(m: &Model, key: ProcKey, sig: i32) -> Option<usize> {
     let Some(&last) = delivered.last() else {
         return cands.last().copied();
     };
-    let active = last_activity(m, key);
+    let active = p.last_active;
     Some(
         delivered
             .into_iter()
             .find(|&i| m.signals[i].ev.at.t >= active)
             .unwrap_or(last),
     )
-}
-
-/// The last time the process demonstrably ran code of its own.
-fn last_activity(m: &Model, key: ProcKey) -> u64 {
-    let Some(p) = m.proc(key) else { return 0 };
-    let forks = p
-        .children
-        .iter()
-        .filter_map(|c| m.proc(*c)?.fork.as_ref().map(|f| f.t));
-    let threads = p
-        .threads
-        .values()
-        .map(|s| s.from)
-        .filter(|&f| f > key.start);
-    let execs = p.execs.iter().map(|e| e.t);
-    let calls = m
-        .kill_calls
-        .iter()
-        .filter(|k| k.sender == key)
-        .map(|k| k.ev.at.t);
-    let sent = m
-        .signals
-        .iter()
-        .filter(|s| s.sender == key && s.ev.sig != SIGCHLD && sent_by_process(s))
-        .map(|s| s.ev.at.t);
-    forks
-        .chain(threads)
-        .chain(execs)
-        .chain(calls)
-        .chain(sent)
-        .max()
-        .unwrap_or(0)
 }
 
 fn by_signal(m: &Model, key: ProcKey, i: usize) -> Classified {

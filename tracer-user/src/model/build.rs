@@ -9,6 +9,7 @@ use crate::eventlog::{EventLog, ProcKey, Record, Task};
 
 /// SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
 const SIGKILL: i32 = 9;
+const SIGCHLD: i32 = 17;
 const SI_KERNEL: i32 = 0x80;
 /// How far apart an oom:mark_victim and its SIGKILL may be. The kernel sends
 /// the signal and marks the victim in the same function; a second is slack.
@@ -45,9 +46,13 @@ pub(super) fn build(log: &EventLog) -> Model {
     m
 }
 
+/// si_code values a process chooses (kill family); anything else is raised
+/// by the kernel and says nothing about the "sender" running code.
+const PROCESS_CODES: [i32; 3] = [0, -1, -6]; // SI_USER SI_QUEUE SI_TKILL
+
 /// Registers a task mention: its process exists, its thread is known.
-fn see(m: &mut Model, task: &Task) -> ProcKey {
-    let key = task.key();
+fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
+    let key = resolve(m, task, t);
     let p = m.procs.entry(key).or_insert_with(|| Process::new(key));
     if let Some(comm) = &task.comm {
         p.comm = Some(comm.clone());
@@ -59,12 +64,41 @@ fn see(m: &mut Model, task: &Task) -> ProcKey {
     key
 }
 
+/// A task whose start time the capture could not read (`start: 0`) is the
+/// most recently started known process with that pid that had not ended by
+/// `t`; failing that it keeps `(pid, 0)` as its own identity.
+fn resolve(m: &Model, task: &Task, t: u64) -> ProcKey {
+    if task.start != 0 {
+        return task.key();
+    }
+    let lo = ProcKey {
+        pid: task.pid,
+        start: 1,
+    };
+    let hi = ProcKey {
+        pid: task.pid,
+        start: u64::MAX,
+    };
+    m.procs
+        .range(lo..=hi)
+        .rev()
+        .find(|(k, p)| k.start <= t && p.end.as_ref().is_none_or(|e| e.t >= t))
+        .map_or(task.key(), |(k, _)| *k)
+}
+
+fn active(m: &mut Model, key: ProcKey, t: u64) {
+    if let Some(p) = m.procs.get_mut(&key) {
+        p.last_active = p.last_active.max(t);
+    }
+}
+
 fn record(m: &mut Model, rec: &Record) {
     match rec {
         Record::Fork(f) => {
-            let parent = see(m, &f.parent);
+            let parent = see(m, &f.parent, f.at.t);
+            active(m, parent, f.at.t);
             if f.thread {
-                let key = see(m, &f.child);
+                let key = see(m, &f.child, f.at.t);
                 let p = m.procs.get_mut(&key).expect("registered");
                 p.threads.insert(
                     f.child.tid,
@@ -75,7 +109,7 @@ fn record(m: &mut Model, rec: &Record) {
                 );
                 return;
             }
-            let child = see(m, &f.child);
+            let child = see(m, &f.child, f.at.t);
             let p = m.procs.get_mut(&child).expect("registered");
             p.parent = Some(parent);
             p.fork = Some(ForkInfo {
@@ -97,7 +131,8 @@ fn record(m: &mut Model, rec: &Record) {
             }
         }
         Record::Exec(e) => {
-            let key = see(m, &e.task);
+            let key = see(m, &e.task, e.at.t);
+            active(m, key, e.at.t);
             let p = m.procs.get_mut(&key).expect("registered");
             p.lifecycle_seen = true;
             // A non-leader exec takes over the leader's tid; the old tid ends.
@@ -115,7 +150,7 @@ fn record(m: &mut Model, rec: &Record) {
             });
         }
         Record::Exit(x) => {
-            let key = see(m, &x.task);
+            let key = see(m, &x.task, x.at.t);
             let p = m.procs.get_mut(&key).expect("registered");
             p.lifecycle_seen = true;
             if let Some(span) = p.threads.get_mut(&x.task.tid) {
@@ -141,8 +176,11 @@ fn record(m: &mut Model, rec: &Record) {
             }
         }
         Record::Signal(s) => {
-            let sender = see(m, &s.sender);
-            let target = see(m, &s.target);
+            let sender = see(m, &s.sender, s.at.t);
+            let target = see(m, &s.target, s.at.t);
+            if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
+                active(m, sender, s.at.t);
+            }
             m.signals.push(SignalEv {
                 ev: s.clone(),
                 sender,
@@ -151,7 +189,8 @@ fn record(m: &mut Model, rec: &Record) {
             });
         }
         Record::KillCall(k) => {
-            let sender = see(m, &k.sender);
+            let sender = see(m, &k.sender, k.at.t);
+            active(m, sender, k.at.t);
             m.kill_calls.push(KillCallEv {
                 ev: k.clone(),
                 sender,
@@ -159,7 +198,7 @@ fn record(m: &mut Model, rec: &Record) {
             });
         }
         Record::Oom(o) => {
-            let trigger = see(m, &o.trigger);
+            let trigger = see(m, &o.trigger, o.at.t);
             m.ooms.push(OomEv {
                 ev: o.clone(),
                 victim: None,

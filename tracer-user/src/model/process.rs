@@ -72,6 +72,9 @@ pub struct Process {
     pub in_run: bool,
     /// Indices into `Model::signals` of signals aimed at this process.
     pub signals_in: Vec<usize>,
+    /// The last time it demonstrably ran code of its own: forked, exec'd,
+    /// created a thread, made a kill call or sent a signal (0 if never).
+    pub last_active: u64,
 }
 
 impl Process {
@@ -89,6 +92,7 @@ impl Process {
             lifecycle_seen: false,
             in_run: false,
             signals_in: Vec::new(),
+            last_active: 0,
         }
     }
 
