@@ -11,6 +11,17 @@ use crate::analysis::{
     Certificate, ProcRef, Rank,
 };
 
+/// Certificates rendered in full; the rest get one table row each.
+const MAX_DETAILED: usize = 25;
+
+fn rank_name(r: Rank) -> &'static str {
+    match r {
+        Rank::Unexpected => "Unexpected",
+        Rank::NonzeroExit => "Non-zero exit",
+        Rank::Expected => "Expected",
+    }
+}
+
 pub fn render(r: &Report) -> String {
     let mut o = String::new();
     let a = &r.analysis;
@@ -48,8 +59,24 @@ pub fn render(r: &Report) -> String {
 
     if !a.certificates.is_empty() {
         let _ = writeln!(o, "## Death certificates\n\n_{}_\n", r.ranking_rule);
-        for c in &a.certificates {
+        for c in a.certificates.iter().take(MAX_DETAILED) {
             certificate(&mut o, c);
+        }
+        // A cancelled `make -j` can leave hundreds of expected deaths: past
+        // the first few, one line each keeps the report readable.
+        if a.certificates.len() > MAX_DETAILED {
+            let _ = writeln!(o, "### More certificates (details in report.json)\n");
+            let _ = writeln!(o, "| # | rank | death |\n|---|---|---|");
+            for c in &a.certificates[MAX_DETAILED..] {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} |",
+                    c.id,
+                    rank_name(c.rank),
+                    cell(&c.headline)
+                );
+            }
+            o.push('\n');
         }
     }
     if !a.other_exits.is_empty() {
@@ -129,11 +156,7 @@ pub(crate) fn loss_line(r: &Report) -> String {
 }
 
 fn certificate(o: &mut String, c: &Certificate) {
-    let rank = match c.rank {
-        Rank::Unexpected => "Unexpected",
-        Rank::NonzeroExit => "Non-zero exit",
-        Rank::Expected => "Expected",
-    };
+    let rank = rank_name(c.rank);
     let v = &c.victim;
     let _ = writeln!(o, "### {}. {rank}: {}\n", c.id, proc_phrase(&v.process));
     let _ = writeln!(o, "{}. _{}._\n", c.headline, c.rank_reason);

@@ -267,3 +267,32 @@ fn documented(s: &Value, doc: &str, missing: &mut Vec<String>) {
         _ => {}
     }
 }
+
+#[test]
+fn repeated_near_misses_fold_into_one_row() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed000_group_kill.ndjson");
+    let mut log = read_log(&path).unwrap();
+    let miss = log
+        .events
+        .iter()
+        .find(|e| matches!(e, crate::eventlog::Record::KillCall(k) if k.ret < 0))
+        .cloned()
+        .unwrap();
+    for _ in 0..145 {
+        log.events.push(miss.clone());
+    }
+    let r = build_report(&log, &ReportOptions::default());
+    assert_eq!(
+        r.analysis.near_misses.len(),
+        146,
+        "the JSON keeps every call"
+    );
+    let md = render_markdown(&r);
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.contains("`kill(4141, SIGTERM)`"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].starts_with("| 10 | 146 |"), "{}", rows[0]);
+}
