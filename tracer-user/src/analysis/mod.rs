@@ -4,6 +4,8 @@
 mod cause;
 mod certificate;
 mod extras;
+#[cfg(test)]
+mod tests;
 mod types;
 pub mod wording;
 

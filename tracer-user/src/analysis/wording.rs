@@ -52,9 +52,23 @@ pub fn short_command(cmd: &str) -> String {
     format!("{cut}…")
 }
 
-/// "`node worker.js` (pid 4242)".
+/// "`node worker.js` (pid 4242)". A process that never exec'd runs its
+/// parent's image: say so, or parent and child read as the same process.
 pub fn proc_phrase(p: &ProcRef) -> String {
-    format!("`{}` (pid {})", short_command(&p.command), p.pid)
+    format!(
+        "`{}` (pid {}{})",
+        short_command(&p.command),
+        p.pid,
+        fork_note(p)
+    )
+}
+
+pub fn fork_note(p: &ProcRef) -> &'static str {
+    if p.argv_inherited {
+        ", a fork that never exec'd"
+    } else {
+        ""
+    }
 }
 
 pub fn relation_phrase(r: Relation) -> &'static str {

@@ -276,8 +276,9 @@ fn certificate(o: &mut String, c: &Certificate) {
 
 pub(super) fn proc_cell(p: &ProcRef) -> String {
     let side = if p.in_run { "" } else { ", outside the run" };
+    let fork = w::fork_note(p);
     format!(
-        "{} (pid {}{side})",
+        "{} (pid {}{fork}{side})",
         code(&w::short_command(&p.command)),
         p.pid
     )
