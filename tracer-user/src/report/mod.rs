@@ -102,7 +102,8 @@ fn summary(r: &Report, md: &Path, json: &Path) -> String {
             r.run.hooks_missing.join(", ")
         ));
     }
-    lines.push(format!("  reports: {} , {}", md.display(), json.display()));
+    // Two spaces, no comma: terminals that link paths stop at whitespace.
+    lines.push(format!("  reports: {}  {}", md.display(), json.display()));
     lines.join("\n") + "\n"
 }
 
@@ -122,9 +123,9 @@ pub fn print_summary(r: &Rendered, to: &mut dyn Write, color: bool) -> io::Resul
     const RESET: &str = "\x1b[0m";
     for (i, line) in r.summary.lines().enumerate() {
         let paint = if i == 0 {
-            if r.unexpected_deaths > 0 || line.contains("incomplete") {
+            if r.unexpected_deaths > 0 {
                 RED
-            } else if line.contains("non-zero") {
+            } else if line.contains("non-zero") || line.contains("incomplete") {
                 YELLOW
             } else {
                 GREEN
