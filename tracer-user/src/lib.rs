@@ -3,12 +3,15 @@
 //! Data flows one way: kernel (`capture`) -> event log (`eventlog`) ->
 //! process model (`model`) -> cause-of-death analysis (`analysis`) ->
 //! renderers (`report`).
+pub mod analysis;
 pub mod capture;
 pub mod cli;
 pub mod error;
 pub mod eventlog;
 pub mod last_words;
 pub mod leaks;
+pub mod model;
 pub mod record;
+pub mod report;
 pub mod session;
 pub mod terminal;

@@ -1,0 +1,321 @@
+//! One death certificate: victim, cause, killer, history, evidence.
+use super::{
+    cause::{self, Classified, SIGCHLD},
+    types::*,
+    wording::{self as w, proc_phrase},
+    Ctx,
+};
+use crate::{
+    eventlog::{ExitStatus, ProcKey},
+    model::SignalEv,
+};
+
+pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
+    let m = cx.m;
+    let p = m.proc(key).expect("known process");
+    let end = p.end.as_ref().expect("ended process");
+    let cls = cause::classify(cx, key);
+    let fatal = cls.fatal.map(|i| &m.signals[i]);
+
+    let victim = Victim {
+        process: cx.proc_ref(key, end.t),
+        ancestry: cx.ancestry(key, end.t),
+        execs: p
+            .execs
+            .iter()
+            .map(|e| ExecRef {
+                seq: e.seq,
+                time: cx.wall(e.t),
+                filename: e.filename.clone(),
+                argv: e.argv.clone(),
+                argv_truncated: e.argv_truncated,
+            })
+            .collect(),
+        started_at: cx.wall(key.start),
+        ended_at: cx.wall(end.t),
+        end_t: end.t,
+        end_seq: end.seq,
+        lifetime_ns: p.lifetime_ns().unwrap_or(0),
+        status: end.status.clone(),
+        exit_code_raw: end.exit_code,
+        core_dumped: matches!(
+            end.status,
+            ExitStatus::Signaled {
+                core_dumped: true,
+                ..
+            }
+        ),
+        children: p.children.len(),
+        threads: p.threads.len(),
+    };
+
+    let blames_sender = matches!(
+        cls.kind,
+        CauseKind::KilledInRun
+            | CauseKind::KilledOutsideRun
+            | CauseKind::Tracer
+            | CauseKind::SelfInflicted
+            | CauseKind::ParentDeathSignal
+    );
+    let killer = fatal.filter(|_| blames_sender).map(|s| killer(cx, s, key));
+    let oom = cls.oom.map(|o| oom_info(cx, o));
+    let history = history(cx, key, end.t, cls.fatal);
+    let (rank, rank_reason) = cause::rank(
+        cls.kind,
+        killer.as_ref().map(|k| k.relation),
+        fatal.map(|s| s.ev.sig),
+    );
+    let cause = Cause {
+        kind: cls.kind,
+        summary: summary(&cls, &victim, fatal, killer.as_ref(), oom.as_ref()),
+        signal: fatal.map(signal_ref),
+        handled_then_exited: cls.handled_then_exited,
+    };
+    let headline = format!("{} {}", proc_phrase(&victim.process), cause.summary);
+
+    let mut evidence: Vec<u64> = Vec::new();
+    evidence.extend(p.fork.as_ref().map(|f| f.seq));
+    evidence.extend(p.execs.iter().map(|e| e.seq));
+    evidence.extend(history.iter().map(|h| h.signal.seq));
+    evidence.extend(fatal.map(|s| s.ev.at.seq));
+    evidence.extend(
+        fatal
+            .and_then(|s| s.kill_call)
+            .map(|k| m.kill_calls[k].ev.at.seq),
+    );
+    evidence.extend(cls.oom.map(|o| m.ooms[o].ev.at.seq));
+    if let Some(tid) = cls.group_exit_tid {
+        evidence.extend(
+            p.thread_exits
+                .iter()
+                .filter(|x| x.tid == tid)
+                .map(|x| x.seq),
+        );
+    }
+    evidence.push(end.seq);
+    evidence.sort_unstable();
+    evidence.dedup();
+
+    Certificate {
+        id: 0,
+        rank,
+        rank_reason,
+        headline,
+        victim,
+        cause,
+        killer,
+        oom,
+        history,
+        evidence,
+    }
+}
+
+pub(crate) fn signal_ref(s: &SignalEv) -> SignalRef {
+    SignalRef {
+        seq: s.ev.at.seq,
+        t: s.ev.at.t,
+        time: s.ev.at.time.clone(),
+        sig: s.ev.sig,
+        sig_name: s.ev.sig_name.clone(),
+        code: s.ev.code,
+        code_name: s.ev.code_name.clone(),
+        result: s.ev.result.clone(),
+        target_tid: s.ev.target.tid,
+        group: s.ev.group,
+    }
+}
+
+/// The call in C notation, from the joined kill_call if any, else from the
+/// signal's own call reference.
+pub(crate) fn call_of(cx: &Ctx, s: &SignalEv) -> Option<(String, i64, Option<i64>)> {
+    let k = s.kill_call.map(|k| &cx.m.kill_calls[k].ev);
+    let call = s.ev.call.as_ref();
+    let syscall = k
+        .map(|k| k.syscall.clone())
+        .or_else(|| call.map(|c| c.syscall.clone()))?;
+    let target_arg = call.map(|c| c.target_arg).or(k.map(|k| k.target_arg))?;
+    Some((syscall, target_arg, k.and_then(|k| k.tid_arg)))
+}
+
+fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
+    let k = s.kill_call.map(|k| &cx.m.kill_calls[k].ev);
+    let call = call_of(cx, s);
+    let (aimed_at, notation) = match &call {
+        Some((sc, arg, tid)) => (
+            w::aimed_at(sc, *arg, *tid),
+            w::call_notation(sc, *arg, *tid, &s.ev.sig_name),
+        ),
+        None => (
+            format!("pid {} (syscall not captured)", s.ev.target.pid),
+            format!("an uncaptured call (si_code {})", s.ev.code_name),
+        ),
+    };
+    Killer {
+        process: cx.proc_ref(s.sender, s.ev.at.t),
+        tid: s.ev.sender.tid,
+        ancestry: cx.ancestry(s.sender, s.ev.at.t),
+        relation: cause::relation(cx.m, s.sender, victim),
+        syscall: call.as_ref().map(|c| c.0.clone()),
+        target_arg: call.as_ref().map(|c| c.1),
+        tid_arg: call.as_ref().and_then(|c| c.2),
+        aimed_at,
+        call: notation,
+        call_seq: k.map(|k| k.at.seq),
+        deliveries: k.map(|k| k.deliveries),
+    }
+}
+
+fn oom_info(cx: &Ctx, o: usize) -> OomInfo {
+    let oom = &cx.m.ooms[o];
+    OomInfo {
+        seq: oom.ev.at.seq,
+        time: oom.ev.at.time.clone(),
+        victim_tid: oom.ev.victim_tid,
+        memcg: oom.ev.memcg.clone(),
+        rss: oom.ev.rss.clone(),
+        oom_score_adj: oom.ev.oom_score_adj,
+        limit_bytes: oom.ev.memcg.as_ref().and_then(|m| m.limit_bytes),
+        trigger: cx.proc_ref(oom.trigger, oom.ev.at.t),
+        trigger_tid: oom.ev.trigger.tid,
+        trigger_is_victim: Some(oom.trigger) == oom.victim,
+    }
+}
+
+fn history(cx: &Ctx, key: ProcKey, end_t: u64, fatal: Option<usize>) -> Vec<HistoryEntry> {
+    let m = cx.m;
+    let p = m.proc(key).expect("known");
+    p.signals_in
+        .iter()
+        .copied()
+        .filter(|&i| m.signals[i].ev.sig != SIGCHLD && m.signals[i].ev.at.t <= end_t)
+        .map(|i| {
+            let s = &m.signals[i];
+            let by_kernel = !cause::sent_by_process(s);
+            HistoryEntry {
+                signal: signal_ref(s),
+                since_start_ns: s.ev.at.t.saturating_sub(key.start),
+                sender: cx.proc_ref(s.sender, s.ev.at.t),
+                raised_by_kernel: by_kernel,
+                relation: (!by_kernel).then(|| cause::relation(m, s.sender, key)),
+                call: call_of(cx, s).map(|(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name)),
+                fatal: Some(i) == fatal,
+            }
+        })
+        .collect()
+}
+
+/// The cause in one clause, following the victim's name in the headline.
+fn summary(
+    cls: &Classified,
+    v: &Victim,
+    fatal: Option<&SignalEv>,
+    killer: Option<&Killer>,
+    oom: Option<&OomInfo>,
+) -> String {
+    let sig = fatal.map_or_else(
+        || match &v.status {
+            ExitStatus::Signaled { name, .. } => name.clone(),
+            ExitStatus::Exited { .. } => "a signal".into(),
+        },
+        |s| s.ev.sig_name.clone(),
+    );
+    let core = if v.core_dumped { ", core dumped" } else { "" };
+    let by_process = |k: &Killer| {
+        let note = match (&k.syscall, k.target_arg) {
+            (Some(sc), Some(arg)) => w::aim_note(sc, arg, k.tid_arg),
+            _ => String::new(),
+        };
+        let thread = fatal
+            .filter(|s| s.ev.target.tid != v.process.pid && k.tid_arg.is_none() && note.is_empty())
+            .map(|s| format!(" — aimed at its thread {}", s.ev.target.tid))
+            .unwrap_or_default();
+        format!(
+            "from {}, {}, via {}{note}{thread}",
+            proc_phrase(&k.process),
+            w::relation_phrase(k.relation),
+            k.call
+        )
+    };
+    let lead = match cls.handled_then_exited {
+        Some(code) => format!("exited with code {code} after catching {sig}"),
+        None => format!("killed by {sig}"),
+    };
+    match (cls.kind, killer) {
+        (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) => {
+            format!("{lead} {}", by_process(k))
+        }
+        (CauseKind::Tracer, Some(k)) => {
+            let via = k
+                .syscall
+                .as_ref()
+                .map(|_| format!(" via {}", k.call))
+                .unwrap_or_default();
+            format!(
+                "{lead} from the tracer (pid {}){via}: a forwarded signal or the tracer's timeout",
+                k.process.pid
+            )
+        }
+        (CauseKind::SelfInflicted, Some(k)) => {
+            format!(
+                "{lead}, sent by itself via {} (abort, raise or kill of self){core}",
+                k.call
+            )
+        }
+        (CauseKind::ParentDeathSignal, Some(k)) => format!(
+            "{lead}, its parent-death signal, as its parent {} exited",
+            proc_phrase(&k.process)
+        ),
+        (CauseKind::Oom, _) => {
+            let mut s = "killed by the kernel OOM killer".to_string();
+            if let Some(o) = oom {
+                let mut facts = Vec::new();
+                if let Some(mc) = &o.memcg {
+                    facts.push(format!("memcg {}", mc.path.as_deref().unwrap_or(&mc.name)));
+                }
+                if let Some(l) = o.limit_bytes {
+                    facts.push(format!("limit {}", w::bytes(l)));
+                }
+                if let Some(r) = &o.rss {
+                    let rss = (r.anon_rss_kb + r.file_rss_kb + r.shmem_rss_kb) * 1024;
+                    facts.push(format!("rss {}", w::bytes(rss)));
+                }
+                if !facts.is_empty() {
+                    s = format!("{s} ({})", facts.join(", "));
+                }
+            }
+            s
+        }
+        (CauseKind::Fault, _) => {
+            let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
+            format!("crashed: {sig} ({code}) raised by the kernel on a faulting access{core}")
+        }
+        (CauseKind::Sigpipe, _) => format!("{lead}: it wrote to a pipe nobody was reading"),
+        (CauseKind::Kernel, _) => {
+            let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
+            format!("{lead} from the kernel (si_code {code}), not from a process")
+        }
+        (CauseKind::GroupExit, _) => format!(
+            "died of {sig} when its thread {} took the whole process down (group exit)",
+            cls.group_exit_tid.unwrap_or(0)
+        ),
+        (CauseKind::NonzeroExit, _) => {
+            // Shells report a child killed by signal N as 128+N: say so, or
+            // a reader hunts for a signal this process never received.
+            let hint = match v.status {
+                ExitStatus::Exited { code } if code > 128 && code < 128 + 65 => format!(
+                    " (128+{}: how shells report a child killed by that signal)",
+                    crate::eventlog::signal_name(code - 128)
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "{}{hint} after {}, no signal involved",
+                w::status_phrase(&v.status),
+                w::duration(v.lifetime_ns)
+            )
+        }
+        _ => format!(
+            "died of {sig}, but no signal event for it was recorded (lost events or a missing hook)"
+        ),
+    }
+}

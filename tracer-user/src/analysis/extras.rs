@@ -1,0 +1,132 @@
+//! The side findings: small non-zero exits grouped, kill calls that missed,
+//! signals crossing the run's boundary, processes left running.
+use std::collections::BTreeMap;
+
+use super::{
+    cause::{sent_by_process, SIGCHLD},
+    certificate::{call_of, signal_ref},
+    types::*,
+    wording as w, Ctx,
+};
+use crate::eventlog::{ExitStatus, ProcKey};
+
+const GROUP_SAMPLE: usize = 10;
+
+pub(crate) fn other_exits(cx: &Ctx, keys: &[ProcKey]) -> Vec<ExitGroup> {
+    // Keyed by a string rendering of the status so grouping is total-ordered.
+    let mut groups: BTreeMap<(String, String), ExitGroup> = BTreeMap::new();
+    let mut ordered: Vec<(u64, ProcKey)> = keys
+        .iter()
+        .filter_map(|k| Some((cx.m.proc(*k)?.end.as_ref()?.seq, *k)))
+        .collect();
+    ordered.sort_unstable();
+    for (seq, key) in ordered {
+        let p = cx.m.proc(key).expect("known");
+        let end = p.end.as_ref().expect("ended");
+        let r = cx.proc_ref(key, end.t);
+        let program = r
+            .filename
+            .as_deref()
+            .or(r.argv.first().map(String::as_str))
+            .map(|f| f.rsplit('/').next().unwrap_or(f).to_string())
+            .or_else(|| r.comm.clone())
+            .unwrap_or_else(|| "?".into());
+        let g = groups
+            .entry((program.clone(), status_key(&end.status)))
+            .or_insert(ExitGroup {
+                program,
+                status: end.status.clone(),
+                count: 0,
+                example: r.command.clone(),
+                pids: Vec::new(),
+                evidence: Vec::new(),
+            });
+        g.count += 1;
+        if g.pids.len() < GROUP_SAMPLE {
+            g.pids.push(key.pid);
+            g.evidence.push(seq);
+        }
+    }
+    let mut out: Vec<ExitGroup> = groups.into_values().collect();
+    // Most frequent first; the map order breaks ties deterministically.
+    out.sort_by_key(|g| std::cmp::Reverse(g.count));
+    out
+}
+
+fn status_key(s: &ExitStatus) -> String {
+    match s {
+        ExitStatus::Exited { code } => format!("exit {code:03}"),
+        ExitStatus::Signaled {
+            signal,
+            core_dumped,
+            ..
+        } => format!("sig {signal:02} {core_dumped}"),
+    }
+}
+
+pub(crate) fn near_misses(cx: &Ctx) -> Vec<NearMiss> {
+    cx.m.kill_calls
+        .iter()
+        .filter(|k| k.ev.ret < 0)
+        .map(|k| NearMiss {
+            seq: k.ev.at.seq,
+            time: k.ev.at.time.clone(),
+            sender: cx.proc_ref(k.sender, k.ev.at.t),
+            sender_tid: k.ev.sender.tid,
+            syscall: k.ev.syscall.clone(),
+            sig: k.ev.sig,
+            sig_name: k.ev.sig_name.clone(),
+            target_arg: k.ev.target_arg,
+            tid_arg: k.ev.tid_arg,
+            aimed_at: w::aimed_at(&k.ev.syscall, k.ev.target_arg, k.ev.tid_arg),
+            ret: k.ev.ret,
+            errno: k.ev.errno.clone(),
+            probe: k.ev.sig == 0,
+        })
+        .collect()
+}
+
+/// Process-sent signals whose ends are on different sides of the run's
+/// boundary. Kernel-raised ones (OOM, faults, timers) have an arbitrary
+/// "sender" and SIGCHLD is noise, so neither is listed.
+pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
+    cx.m.signals
+        .iter()
+        .filter(|s| s.ev.sig != SIGCHLD && sent_by_process(s))
+        .filter_map(|s| {
+            let direction = match (cx.m.in_run(s.sender), cx.m.in_run(s.target)) {
+                (true, false) => Direction::RunToOutside,
+                (false, true) => Direction::OutsideToRun,
+                _ => return None,
+            };
+            Some(ForeignSignal {
+                direction,
+                signal: signal_ref(s),
+                sender: cx.proc_ref(s.sender, s.ev.at.t),
+                sender_tid: s.ev.sender.tid,
+                sender_is_tracer: cx.m.is_tracer(s.sender),
+                target: cx.proc_ref(s.target, s.ev.at.t),
+                call: call_of(cx, s).map(|(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name)),
+            })
+        })
+        .collect()
+}
+
+/// Run processes with no recorded end. `orphaned` when the parent ended
+/// first: the classic leaked daemon, reparented to init or a subreaper.
+pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
+    let t = cx.m.last_t;
+    cx.m.procs
+        .values()
+        .filter(|p| p.in_run && p.end.is_none())
+        .map(|p| Leftover {
+            process: cx.proc_ref(p.key, t),
+            started_at: cx.wall(p.key.start),
+            ancestry: cx.ancestry(p.key, t),
+            orphaned: p
+                .parent
+                .and_then(|pp| cx.m.proc(pp))
+                .is_some_and(|pp| pp.end.is_some()),
+        })
+        .collect()
+}

@@ -1,0 +1,173 @@
+//! Cause-of-death analysis: from the process model to death certificates,
+//! plus the cheap side findings (other exits, near misses, foreign signals,
+//! processes left running). Pure: same model, same output.
+mod cause;
+mod certificate;
+mod extras;
+#[cfg(test)]
+mod tests;
+mod types;
+pub mod wording;
+
+use regex::Regex;
+use serde::Serialize;
+
+pub use types::*;
+
+use crate::{
+    eventlog::{EventLog, ExitStatus, ProcKey},
+    model::Model,
+};
+
+#[derive(Debug, Clone, Default)]
+pub struct AnalysisOptions {
+    /// A process whose command line (argv joined by spaces) or exec'd
+    /// filename matches any of these gets a certificate for a non-zero exit
+    /// however briefly it lived.
+    pub watch: Vec<Regex>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Analysis {
+    pub counts: DeathCounts,
+    /// Ranked: unexpected, then non-zero exits, then expected; within a rank
+    /// by time of death.
+    pub certificates: Vec<Certificate>,
+    pub other_exits: Vec<ExitGroup>,
+    pub near_misses: Vec<NearMiss>,
+    pub foreign_signals: Vec<ForeignSignal>,
+    pub leftovers: Vec<Leftover>,
+}
+
+pub fn analyze(log: &EventLog, opts: &AnalysisOptions) -> (Model, Analysis) {
+    let model = Model::build(log);
+    let analysis = analyze_model(&model, log.header.boot_to_wall_ns, opts);
+    (model, analysis)
+}
+
+pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions) -> Analysis {
+    let cx = Ctx {
+        m: model,
+        wall_offset: boot_to_wall_ns,
+        opts,
+    };
+    let mut certificates = Vec::new();
+    let mut small_exits = Vec::new();
+    for p in model.procs.values().filter(|p| p.in_run) {
+        let Some(end) = &p.end else { continue };
+        let oom_victim = model.ooms.iter().any(|o| o.victim == Some(p.key));
+        let needs_cert = match end.status {
+            ExitStatus::Signaled { .. } => true,
+            ExitStatus::Exited { code } => oom_victim || (code != 0 && cx.is_worker(p.key)),
+        };
+        if needs_cert {
+            certificates.push(certificate::build(&cx, p.key));
+        } else if matches!(end.status, ExitStatus::Exited { code } if code != 0) {
+            small_exits.push(p.key);
+        }
+    }
+    // Within a rank, by the moment the cause happened (the fatal signal), so a
+    // group kill's victims stay together in the order the kernel reached them.
+    certificates.sort_by_key(|c| {
+        let cause_seq = c.cause.signal.as_ref().map_or(c.victim.end_seq, |s| s.seq);
+        (c.rank, cause_seq, c.victim.end_seq)
+    });
+    let mut counts = DeathCounts::default();
+    for (i, c) in certificates.iter_mut().enumerate() {
+        c.id = i + 1;
+        match c.rank {
+            Rank::Unexpected => counts.unexpected += 1,
+            Rank::NonzeroExit => counts.nonzero_exit += 1,
+            Rank::Expected => counts.expected += 1,
+        }
+    }
+    Analysis {
+        counts,
+        certificates,
+        other_exits: extras::other_exits(&cx, &small_exits),
+        near_misses: extras::near_misses(&cx),
+        foreign_signals: extras::foreign_signals(&cx),
+        leftovers: extras::leftovers(&cx),
+    }
+}
+
+/// How a report names process `key` as it was at time `t`.
+pub fn proc_ref(model: &Model, boot_to_wall_ns: i64, key: ProcKey, t: u64) -> ProcRef {
+    let opts = AnalysisOptions::default();
+    Ctx {
+        m: model,
+        wall_offset: boot_to_wall_ns,
+        opts: &opts,
+    }
+    .proc_ref(key, t)
+}
+
+/// Shared context: the model plus what is needed to cite it.
+pub(crate) struct Ctx<'a> {
+    pub m: &'a Model,
+    pub wall_offset: i64,
+    pub opts: &'a AnalysisOptions,
+}
+
+impl Ctx<'_> {
+    /// RFC 3339 UTC for a CLOCK_BOOTTIME instant (same rule as the log's
+    /// `time` fields, so a report's times match the log's).
+    pub fn wall(&self, t: u64) -> String {
+        wording::wall_time(t, self.wall_offset)
+    }
+
+    /// How a report names `key` as it was at time `t`.
+    pub fn proc_ref(&self, key: ProcKey, t: u64) -> ProcRef {
+        let p = self.m.proc(key);
+        let comm = p.and_then(|p| p.comm.clone());
+        let (argv, inherited) = match self.m.argv_at(key, t) {
+            Some((argv, inh)) => (argv.to_vec(), inh),
+            None => (Vec::new(), false),
+        };
+        let command = if argv.is_empty() {
+            format!("[{}]", comm.as_deref().unwrap_or("?"))
+        } else {
+            argv.join(" ")
+        };
+        ProcRef {
+            pid: key.pid,
+            start: key.start,
+            command,
+            argv,
+            argv_inherited: inherited,
+            filename: self.m.filename_at(key, t).map(str::to_owned),
+            comm,
+            in_run: self.m.in_run(key),
+        }
+    }
+
+    pub fn ancestry(&self, key: ProcKey, t: u64) -> Vec<ProcRef> {
+        self.m
+            .ancestors(key)
+            .into_iter()
+            .map(|a| self.proc_ref(a, t))
+            .collect()
+    }
+
+    /// A worker's non-zero exit deserves a certificate: it lived at least a
+    /// second, had children, or the user asked to watch it. Short-lived
+    /// helpers (`grep -q`, `test -f`) failing is normal control flow.
+    pub fn is_worker(&self, key: ProcKey) -> bool {
+        let Some(p) = self.m.proc(key) else {
+            return false;
+        };
+        if p.lifetime_ns().unwrap_or(0) >= 1_000_000_000 || !p.children.is_empty() {
+            return true;
+        }
+        if self.opts.watch.is_empty() {
+            return false;
+        }
+        let t = p.end.as_ref().map_or(u64::MAX, |e| e.t);
+        let r = self.proc_ref(key, t);
+        let file = r.filename.as_deref().unwrap_or("");
+        self.opts
+            .watch
+            .iter()
+            .any(|re| re.is_match(&r.command) || re.is_match(file))
+    }
+}

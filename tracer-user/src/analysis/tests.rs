@@ -1,0 +1,97 @@
+//! The analysis against logs captured from a real kernel (6.18) by the
+//! capture side, copied into tests/fixtures/real_*.ndjson.
+use std::path::Path;
+
+use super::*;
+use crate::eventlog::read_log;
+
+fn real(name: &str) -> Analysis {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    analyze(&read_log(&path).unwrap(), &AnalysisOptions::default()).1
+}
+
+fn only(a: &Analysis, rank: Rank) -> Vec<&Certificate> {
+    a.certificates.iter().filter(|c| c.rank == rank).collect()
+}
+
+#[test]
+fn real_process_group_kill_of_a_sibling() {
+    let a = real("real_pgroup_kill.ndjson");
+    let un = only(&a, Rank::Unexpected);
+    assert_eq!(un.len(), 1);
+    let k = un[0].killer.as_ref().unwrap();
+    assert_eq!(k.relation, Relation::Sibling);
+    assert_eq!(k.target_arg, Some(-i64::from(un[0].victim.process.pid)));
+    assert!(
+        un[0].headline.contains("a process-group kill of group"),
+        "{}",
+        un[0].headline
+    );
+    assert_eq!(a.near_misses.len(), 1);
+    assert_eq!(
+        (
+            a.near_misses[0].target_arg,
+            a.near_misses[0].errno.as_deref()
+        ),
+        (424242, Some("ESRCH"))
+    );
+    // The pyenv shim exec'd the root several times; all execs are kept.
+    let root = a
+        .certificates
+        .iter()
+        .find(|c| c.rank == Rank::NonzeroExit)
+        .unwrap();
+    assert!(root.victim.execs.len() >= 5, "{}", root.victim.execs.len());
+    assert_eq!(
+        root.victim.process.argv.last().map(String::as_str),
+        Some("/tmp/seed0.py")
+    );
+}
+
+#[test]
+fn real_memcg_oom_where_the_victim_was_allocating() {
+    let a = real("real_memcg_oom.ndjson");
+    let c = only(&a, Rank::Unexpected)[0];
+    assert_eq!(c.cause.kind, CauseKind::Oom);
+    let o = c.oom.as_ref().unwrap();
+    assert!(o.trigger_is_victim);
+    assert_eq!(o.limit_bytes, Some(64 << 20));
+    assert_eq!(c.victim.process.argv[0], "dd");
+    assert!(c.killer.is_none());
+}
+
+#[test]
+fn real_shell_stopping_its_child_is_expected() {
+    let a = real("real_sigterm_exit3.ndjson");
+    let child = only(&a, Rank::Expected)[0];
+    assert_eq!(child.killer.as_ref().unwrap().relation, Relation::Parent);
+    assert!(
+        child.victim.process.argv_inherited,
+        "killed before it could exec sleep"
+    );
+    assert!(
+        child.headline.contains("a fork that never exec'd"),
+        "{}",
+        child.headline
+    );
+    assert_eq!(
+        a.counts,
+        DeathCounts {
+            unexpected: 0,
+            nonzero_exit: 1,
+            expected: 1
+        }
+    );
+}
+
+#[test]
+fn real_segv_sent_by_kill_is_not_a_fault() {
+    let a = real("real_segv.ndjson");
+    let kinds: Vec<CauseKind> = only(&a, Rank::Unexpected)
+        .iter()
+        .map(|c| c.cause.kind)
+        .collect();
+    assert_eq!(kinds, [CauseKind::SelfInflicted, CauseKind::Fault]);
+}

@@ -1,0 +1,292 @@
+//! What the analysis produces. These types are serialized as-is into
+//! report.json, so every field here is documented in docs/report.md and
+//! docs/report.schema.json; change them only together with those.
+use serde::Serialize;
+
+use crate::eventlog::{ExitStatus, Memcg, OomRss};
+
+/// A process as a report names it.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ProcRef {
+    pub pid: u32,
+    /// Process start, CLOCK_BOOTTIME ns: with `pid`, the process identity.
+    pub start: u64,
+    /// Human-readable command: argv joined, or `[comm]` when no argv is known.
+    pub command: String,
+    /// argv in force at the time of the event (may be empty if unknown).
+    pub argv: Vec<String>,
+    /// The process never exec'd: argv is the image inherited at fork.
+    pub argv_inherited: bool,
+    /// Path given to the exec in force, if the process exec'd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// Part of the traced run (the wrapped command and its descendants).
+    pub in_run: bool,
+}
+
+/// How a death is ranked. Order matters: lower sorts first.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Rank {
+    /// A death nobody in the process's own lineage asked for.
+    Unexpected,
+    /// A worker that exited non-zero on its own.
+    NonzeroExit,
+    /// An orderly stop: by its parent/ancestor, the tracer, or parent death.
+    Expected,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CauseKind {
+    KilledInRun,
+    KilledOutsideRun,
+    Oom,
+    Fault,
+    SelfInflicted,
+    ParentDeathSignal,
+    GroupExit,
+    Sigpipe,
+    Tracer,
+    Kernel,
+    NonzeroExit,
+    Unknown,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Relation {
+    #[serde(rename = "self")]
+    Itself,
+    Parent,
+    Ancestor,
+    Sibling,
+    Descendant,
+    UnrelatedInRun,
+    OutsideRun,
+    Tracer,
+}
+
+/// One `signal` event as a report cites it.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct SignalRef {
+    pub seq: u64,
+    pub t: u64,
+    pub time: String,
+    pub sig: i32,
+    pub sig_name: String,
+    pub code: i32,
+    pub code_name: String,
+    /// delivered | ignored | already_pending | ...
+    pub result: String,
+    /// The thread the signal was aimed at.
+    pub target_tid: u32,
+    /// Aimed at the whole thread group (false: at one thread).
+    pub group: bool,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Cause {
+    pub kind: CauseKind,
+    /// One sentence.
+    pub summary: String,
+    /// The signal that ended the process, when one was observed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<SignalRef>,
+    /// The process caught `signal` and then exited with this code itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handled_then_exited: Option<i32>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Killer {
+    pub process: ProcRef,
+    /// The sending thread.
+    pub tid: u32,
+    /// Parent first, up to the run root.
+    pub ancestry: Vec<ProcRef>,
+    pub relation: Relation,
+    /// kill | tkill | tgkill | pidfd_send_signal | rt_sigqueueinfo | ...;
+    /// absent when the syscall was not captured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<String>,
+    /// The first argument exactly as given (negative = process group).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_arg: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tid_arg: Option<i64>,
+    /// What the call aimed at, in words: "pid 4242", "process group 4242".
+    pub aimed_at: String,
+    /// The call in C notation, e.g. `kill(-4242, SIGKILL)`, or
+    /// "an uncaptured call (si_code ...)" when the syscall was not seen.
+    pub call: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_seq: Option<u64>,
+    /// Signals the call produced (a group kill reaches every member).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deliveries: Option<u32>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct OomInfo {
+    pub seq: u64,
+    pub time: String,
+    pub victim_tid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memcg: Option<Memcg>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss: Option<OomRss>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom_score_adj: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+    /// The task whose allocation ran the OOM killer: NOT the culprit.
+    pub trigger: ProcRef,
+    pub trigger_tid: u32,
+    pub trigger_is_victim: bool,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct HistoryEntry {
+    pub signal: SignalRef,
+    /// ns since the victim started.
+    pub since_start_ns: u64,
+    /// The task that was running when the signal was generated. For a
+    /// kernel-raised signal (`raised_by_kernel`) that is not a sender at all.
+    pub sender: ProcRef,
+    /// Raised by the kernel (fault, OOM, timer...), not sent by a process.
+    pub raised_by_kernel: bool,
+    /// The sender's relation to the victim; absent when kernel-raised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relation: Option<Relation>,
+    /// The call in C notation, if captured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// This is the signal that ended the process.
+    pub fatal: bool,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ExecRef {
+    pub seq: u64,
+    pub time: String,
+    pub filename: String,
+    pub argv: Vec<String>,
+    pub argv_truncated: bool,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Victim {
+    #[serde(flatten)]
+    pub process: ProcRef,
+    /// Parent first, up to the run root.
+    pub ancestry: Vec<ProcRef>,
+    pub execs: Vec<ExecRef>,
+    pub started_at: String,
+    pub ended_at: String,
+    /// CLOCK_BOOTTIME ns and sequence number of the group-dead exit.
+    pub end_t: u64,
+    pub end_seq: u64,
+    pub lifetime_ns: u64,
+    /// The wait status the parent saw.
+    pub status: ExitStatus,
+    pub exit_code_raw: i32,
+    pub core_dumped: bool,
+    pub children: usize,
+    pub threads: usize,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Certificate {
+    /// 1-based position in the ranked list.
+    pub id: usize,
+    pub rank: Rank,
+    /// Why this rank, in words.
+    pub rank_reason: String,
+    pub headline: String,
+    pub victim: Victim,
+    pub cause: Cause,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub killer: Option<Killer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom: Option<OomInfo>,
+    /// Every non-SIGCHLD signal the victim received, oldest first.
+    pub history: Vec<HistoryEntry>,
+    /// Sequence numbers of the events this certificate rests on.
+    pub evidence: Vec<u64>,
+}
+
+/// Non-zero exits too small for a certificate, grouped.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ExitGroup {
+    /// Program name (basename of the exec'd file, else comm).
+    pub program: String,
+    pub status: ExitStatus,
+    pub count: usize,
+    /// One full command line from the group.
+    pub example: String,
+    /// Up to 10 pids, in log order.
+    pub pids: Vec<u32>,
+    /// Exit event sequence numbers, up to 10.
+    pub evidence: Vec<u64>,
+}
+
+/// A kill-family call that failed: it reached nobody.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct NearMiss {
+    pub seq: u64,
+    pub time: String,
+    pub sender: ProcRef,
+    pub sender_tid: u32,
+    pub syscall: String,
+    pub sig: i32,
+    pub sig_name: String,
+    pub target_arg: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tid_arg: Option<i64>,
+    pub aimed_at: String,
+    pub ret: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    /// Signal 0: a liveness probe, not an attempt to signal.
+    pub probe: bool,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    RunToOutside,
+    OutsideToRun,
+}
+
+/// A signal crossing the run's boundary, sent by a process (not the kernel).
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ForeignSignal {
+    pub direction: Direction,
+    pub signal: SignalRef,
+    pub sender: ProcRef,
+    pub sender_tid: u32,
+    pub sender_is_tracer: bool,
+    pub target: ProcRef,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+}
+
+/// A run process with no recorded end.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Leftover {
+    pub process: ProcRef,
+    pub started_at: String,
+    pub ancestry: Vec<ProcRef>,
+    /// Its parent ended while it lived on (reparented: leaked).
+    pub orphaned: bool,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeathCounts {
+    pub unexpected: usize,
+    pub nonzero_exit: usize,
+    pub expected: usize,
+}

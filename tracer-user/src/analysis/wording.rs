@@ -1,0 +1,169 @@
+//! How things are said. One place, so the JSON headline, the Markdown and the
+//! terminal summary use the same words.
+use super::{types::ProcRef, Relation};
+use crate::eventlog::ExitStatus;
+
+/// RFC 3339 UTC with nanoseconds for a CLOCK_BOOTTIME instant.
+pub fn wall_time(t: u64, boot_to_wall_ns: i64) -> String {
+    let ns = t as i128 + boot_to_wall_ns as i128;
+    time::OffsetDateTime::from_unix_timestamp_nanos(ns)
+        .ok()
+        .and_then(|d| {
+            d.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// `12.3 s`, `450 ms`, `2 min 03 s`.
+pub fn duration(ns: u64) -> String {
+    let ms = ns / 1_000_000;
+    match ms {
+        0 => format!("{} µs", ns / 1_000),
+        1..=999 => format!("{ms} ms"),
+        1_000..=59_999 => format!("{}.{} s", ms / 1000, (ms % 1000) / 100),
+        _ => format!("{} min {:02} s", ms / 60_000, (ms / 1000) % 60),
+    }
+}
+
+/// `1.5 GiB`, `512 MiB`, `800 KiB`.
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v.fract() < 0.05 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// Commands in prose are cut so a sentence stays readable.
+pub fn short_command(cmd: &str) -> String {
+    const MAX: usize = 60;
+    if cmd.chars().count() <= MAX {
+        return cmd.to_string();
+    }
+    let cut: String = cmd.chars().take(MAX - 1).collect();
+    format!("{cut}…")
+}
+
+/// "`node worker.js` (pid 4242)". A process that never exec'd runs its
+/// parent's image: say so, or parent and child read as the same process.
+pub fn proc_phrase(p: &ProcRef) -> String {
+    format!(
+        "`{}` (pid {}{})",
+        short_command(&p.command),
+        p.pid,
+        fork_note(p)
+    )
+}
+
+pub fn fork_note(p: &ProcRef) -> &'static str {
+    if p.argv_inherited {
+        ", a fork that never exec'd"
+    } else {
+        ""
+    }
+}
+
+pub fn relation_phrase(r: Relation) -> &'static str {
+    match r {
+        Relation::Itself => "itself",
+        Relation::Parent => "its parent",
+        Relation::Ancestor => "its ancestor",
+        Relation::Sibling => "a sibling",
+        Relation::Descendant => "its descendant",
+        Relation::UnrelatedInRun => "an unrelated process in the run",
+        Relation::OutsideRun => "a process outside the run",
+        Relation::Tracer => "the tracer",
+    }
+}
+
+pub fn status_phrase(s: &ExitStatus) -> String {
+    match s {
+        ExitStatus::Exited { code } => format!("exited with code {code}"),
+        ExitStatus::Signaled {
+            name,
+            core_dumped: true,
+            ..
+        } => {
+            format!("killed by {name} (core dumped)")
+        }
+        ExitStatus::Signaled { name, .. } => format!("killed by {name}"),
+    }
+}
+
+/// The kill-family call in C notation: `kill(-4242, SIGKILL)`.
+pub fn call_notation(syscall: &str, target_arg: i64, tid_arg: Option<i64>, sig: &str) -> String {
+    match (syscall, tid_arg) {
+        ("pidfd_send_signal", _) => format!("pidfd_send_signal(pidfd {target_arg}, {sig})"),
+        (_, Some(tid)) => format!("{syscall}({target_arg}, {tid}, {sig})"),
+        (_, None) => format!("{syscall}({target_arg}, {sig})"),
+    }
+}
+
+/// What a call aimed at, from its arguments as given. kill() with a negative
+/// pid is a process-group kill, and must always be called one.
+pub fn aimed_at(syscall: &str, target_arg: i64, tid_arg: Option<i64>) -> String {
+    match (syscall, target_arg, tid_arg) {
+        ("kill", 0, _) => "the sender's own process group".into(),
+        ("kill", -1, _) => "every process the sender may signal".into(),
+        ("kill", n, _) if n < 0 => format!("process group {}", -n),
+        ("tkill", n, _) => format!("thread {n}"),
+        ("pidfd_send_signal", n, _) => format!("the process behind pidfd {n}"),
+        (_, n, Some(tid)) => format!("thread {tid} of pid {n}"),
+        (_, n, None) => format!("pid {n}"),
+    }
+}
+
+/// The trailing clause that calls out group and broadcast kills.
+pub fn aim_note(syscall: &str, target_arg: i64, tid_arg: Option<i64>) -> String {
+    match (syscall, target_arg) {
+        ("kill", 0) => " — a kill of the sender's own process group".into(),
+        ("kill", -1) => " — a kill of every process it could signal".into(),
+        ("kill", n) if n < 0 => format!(" — a process-group kill of group {}", -n),
+        ("tkill", n) => format!(" — aimed at thread {n}"),
+        (_, _) if tid_arg.is_some() => format!(" — aimed at thread {}", tid_arg.unwrap_or(0)),
+        _ => String::new(),
+    }
+}
+
+/// "1 unexpected death" / "2 unexpected deaths".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_kill_is_named_a_group_kill() {
+        assert_eq!(aimed_at("kill", -4242, None), "process group 4242");
+        assert_eq!(
+            aim_note("kill", -4242, None),
+            " — a process-group kill of group 4242"
+        );
+        assert_eq!(
+            call_notation("kill", -4242, None, "SIGKILL"),
+            "kill(-4242, SIGKILL)"
+        );
+        assert_eq!(aimed_at("kill", 4242, None), "pid 4242");
+        assert_eq!(aim_note("kill", 4242, None), "");
+        assert_eq!(aimed_at("tgkill", 10, Some(12)), "thread 12 of pid 10");
+    }
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(duration(1_500_000_000), "1.5 s");
+        assert_eq!(duration(450_000_000), "450 ms");
+        assert_eq!(duration(125_000_000_000), "2 min 05 s");
+        assert_eq!(bytes(512 << 20), "512 MiB");
+        assert_eq!(bytes(1536 << 20), "1.5 GiB");
+    }
+}

@@ -1,0 +1,290 @@
+//! Log -> model: one pass registering everything, then the joins.
+use std::collections::{BTreeMap, VecDeque};
+
+use super::{
+    process::{End, ExecInfo, ForkInfo, Process, ThreadExit, ThreadSpan},
+    KillCallEv, Model, OomEv, SignalEv,
+};
+use crate::eventlog::{EventLog, ProcKey, Record, Task};
+
+/// SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
+const SIGKILL: i32 = 9;
+const SIGCHLD: i32 = 17;
+const SI_KERNEL: i32 = 0x80;
+/// How far apart an oom:mark_victim and its SIGKILL may be. The kernel sends
+/// the signal and marks the victim in the same function; a second is slack.
+const OOM_PAIR_WINDOW_NS: u64 = 1_000_000_000;
+
+pub(super) fn build(log: &EventLog) -> Model {
+    let mut m = Model {
+        tracer_pid: log.header.tracer_pid,
+        root: None,
+        procs: BTreeMap::new(),
+        signals: Vec::new(),
+        kill_calls: Vec::new(),
+        ooms: Vec::new(),
+        first_t: 0,
+        last_t: 0,
+    };
+    for rec in &log.events {
+        if let Some(s) = rec.stamp() {
+            if m.first_t == 0 || s.t < m.first_t {
+                m.first_t = s.t;
+            }
+            m.last_t = m.last_t.max(s.t);
+        }
+        record(&mut m, rec);
+    }
+    join_kill_calls(&mut m);
+    for (i, s) in m.signals.iter().enumerate() {
+        if let Some(p) = m.procs.get_mut(&s.target) {
+            p.signals_in.push(i);
+        }
+    }
+    mark_run(&mut m, log);
+    join_ooms(&mut m);
+    m
+}
+
+/// si_code values a process chooses (kill family); anything else is raised
+/// by the kernel and says nothing about the "sender" running code.
+const PROCESS_CODES: [i32; 3] = [0, -1, -6]; // SI_USER SI_QUEUE SI_TKILL
+
+/// Registers a task mention: its process exists, its thread is known.
+fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
+    let key = resolve(m, task, t);
+    let p = m.procs.entry(key).or_insert_with(|| Process::new(key));
+    if let Some(comm) = &task.comm {
+        p.comm = Some(comm.clone());
+    }
+    p.threads.entry(task.tid).or_insert(ThreadSpan {
+        from: key.start,
+        until: None,
+    });
+    key
+}
+
+/// A task whose start time the capture could not read (`start: 0`) is the
+/// most recently started known process with that pid that had not ended by
+/// `t`; failing that it keeps `(pid, 0)` as its own identity.
+fn resolve(m: &Model, task: &Task, t: u64) -> ProcKey {
+    if task.start != 0 {
+        return task.key();
+    }
+    let lo = ProcKey {
+        pid: task.pid,
+        start: 1,
+    };
+    let hi = ProcKey {
+        pid: task.pid,
+        start: u64::MAX,
+    };
+    m.procs
+        .range(lo..=hi)
+        .rev()
+        .find(|(k, p)| k.start <= t && p.end.as_ref().is_none_or(|e| e.t >= t))
+        .map_or(task.key(), |(k, _)| *k)
+}
+
+fn active(m: &mut Model, key: ProcKey, t: u64) {
+    if let Some(p) = m.procs.get_mut(&key) {
+        p.last_active = p.last_active.max(t);
+    }
+}
+
+fn record(m: &mut Model, rec: &Record) {
+    match rec {
+        Record::Fork(f) => {
+            let parent = see(m, &f.parent, f.at.t);
+            active(m, parent, f.at.t);
+            if f.thread {
+                let key = see(m, &f.child, f.at.t);
+                let p = m.procs.get_mut(&key).expect("registered");
+                p.threads.insert(
+                    f.child.tid,
+                    ThreadSpan {
+                        from: f.at.t,
+                        until: None,
+                    },
+                );
+                return;
+            }
+            let child = see(m, &f.child, f.at.t);
+            let p = m.procs.get_mut(&child).expect("registered");
+            p.parent = Some(parent);
+            p.fork = Some(ForkInfo {
+                seq: f.at.seq,
+                t: f.at.t,
+                by_tid: f.parent.tid,
+            });
+            p.lifecycle_seen = true;
+            p.threads.insert(
+                f.child.tid,
+                ThreadSpan {
+                    from: f.at.t,
+                    until: None,
+                },
+            );
+            let pp = m.procs.get_mut(&parent).expect("registered");
+            if !pp.children.contains(&child) {
+                pp.children.push(child);
+            }
+        }
+        Record::Exec(e) => {
+            let key = see(m, &e.task, e.at.t);
+            active(m, key, e.at.t);
+            let p = m.procs.get_mut(&key).expect("registered");
+            p.lifecycle_seen = true;
+            // A non-leader exec takes over the leader's tid; the old tid ends.
+            if let Some(old) = e.old_tid.filter(|&o| o != e.task.tid) {
+                if let Some(span) = p.threads.get_mut(&old) {
+                    span.until = Some(e.at.t);
+                }
+            }
+            p.execs.push(ExecInfo {
+                seq: e.at.seq,
+                t: e.at.t,
+                filename: e.filename.clone(),
+                argv: e.argv.clone(),
+                argv_truncated: e.argv_truncated,
+            });
+        }
+        Record::Exit(x) => {
+            let key = see(m, &x.task, x.at.t);
+            let p = m.procs.get_mut(&key).expect("registered");
+            p.lifecycle_seen = true;
+            if let Some(span) = p.threads.get_mut(&x.task.tid) {
+                span.until = Some(x.at.t);
+            }
+            if x.group_dead {
+                // The first group-dead exit wins; a second one would be a
+                // corrupt log, not a second death.
+                p.end.get_or_insert(End {
+                    seq: x.at.seq,
+                    t: x.at.t,
+                    tid: x.task.tid,
+                    exit_code: x.exit_code,
+                    status: x.status.clone(),
+                });
+            } else {
+                p.thread_exits.push(ThreadExit {
+                    seq: x.at.seq,
+                    t: x.at.t,
+                    tid: x.task.tid,
+                    status: x.status.clone(),
+                });
+            }
+        }
+        Record::Signal(s) => {
+            let sender = see(m, &s.sender, s.at.t);
+            let target = see(m, &s.target, s.at.t);
+            if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
+                active(m, sender, s.at.t);
+            }
+            m.signals.push(SignalEv {
+                ev: s.clone(),
+                sender,
+                target,
+                kill_call: None,
+            });
+        }
+        Record::KillCall(k) => {
+            let sender = see(m, &k.sender, k.at.t);
+            active(m, sender, k.at.t);
+            m.kill_calls.push(KillCallEv {
+                ev: k.clone(),
+                sender,
+                signals: Vec::new(),
+            });
+        }
+        Record::Oom(o) => {
+            let trigger = see(m, &o.trigger, o.at.t);
+            m.ooms.push(OomEv {
+                ev: o.clone(),
+                victim: None,
+                trigger,
+                signal: None,
+            });
+        }
+        Record::Header(_) | Record::Trailer(_) => {}
+    }
+}
+
+/// `signal.call.id` == `kill_call.call_id` of the same sender thread. Keyed
+/// by the sender's process identity too, so a recycled tid cannot cross-join.
+fn join_kill_calls(m: &mut Model) {
+    let mut by_id: BTreeMap<(ProcKey, u32, u64), usize> = BTreeMap::new();
+    for (i, k) in m.kill_calls.iter().enumerate() {
+        by_id
+            .entry((k.sender, k.ev.sender.tid, k.ev.call_id))
+            .or_insert(i);
+    }
+    for (i, s) in m.signals.iter_mut().enumerate() {
+        let Some(call) = &s.ev.call else { continue };
+        if let Some(&k) = by_id.get(&(s.sender, s.ev.sender.tid, call.id)) {
+            s.kill_call = Some(k);
+            m.kill_calls[k].signals.push(i);
+        }
+    }
+}
+
+/// The run is the tracer's child and everything descending from it. A
+/// process the kernel side tracked but whose fork we never saw (daemon mode,
+/// or a lost fork record) counts too: we cannot prove it is outside.
+fn mark_run(m: &mut Model, log: &EventLog) {
+    let tracer = m.tracer_pid;
+    m.root = log.events.iter().find_map(|r| match r {
+        Record::Fork(f) if !f.thread && f.parent.pid == tracer => Some(f.child.key()),
+        _ => None,
+    });
+    let mut queue: VecDeque<ProcKey> = m.root.into_iter().collect();
+    while let Some(k) = queue.pop_front() {
+        let Some(p) = m.procs.get_mut(&k) else {
+            continue;
+        };
+        if p.in_run {
+            continue;
+        }
+        p.in_run = true;
+        queue.extend(p.children.iter().copied());
+    }
+    let orphans: Vec<ProcKey> = m
+        .procs
+        .values()
+        .filter(|p| p.lifecycle_seen && p.fork.is_none() && p.key.pid != tracer)
+        .map(|p| p.key)
+        .collect();
+    for k in orphans {
+        let mut queue = VecDeque::from([k]);
+        while let Some(k) = queue.pop_front() {
+            let Some(p) = m.procs.get_mut(&k) else {
+                continue;
+            };
+            if !p.in_run {
+                p.in_run = true;
+                queue.extend(p.children.iter().copied());
+            }
+        }
+    }
+}
+
+/// Resolves each OOM victim tid to a process and pairs it with the SIGKILL
+/// (SI_KERNEL) the OOM killer sent, whose "sender" is only the task that
+/// happened to be allocating.
+fn join_ooms(m: &mut Model) {
+    for i in 0..m.ooms.len() {
+        let (tid, t) = (m.ooms[i].ev.victim_tid, m.ooms[i].ev.at.t);
+        let by_tid = m.tid_owner(tid, t);
+        let signal = m
+            .signals
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.ev.sig == SIGKILL && s.ev.code == SI_KERNEL)
+            .filter(|(_, s)| s.ev.target.tid == tid || Some(s.target) == by_tid)
+            .filter(|(_, s)| s.ev.at.t.abs_diff(t) <= OOM_PAIR_WINDOW_NS)
+            .min_by_key(|(_, s)| s.ev.at.t.abs_diff(t))
+            .map(|(j, _)| j);
+        m.ooms[i].signal = signal;
+        m.ooms[i].victim = by_tid.or_else(|| signal.map(|j| m.signals[j].target));
+    }
+}

@@ -1,0 +1,135 @@
+//! The process model: every process the log mentions, keyed by
+//! `(pid, start)`, with its threads, parent, execs, lifetime and end; every
+//! signal joined to the kill-family call that produced it; every OOM kill
+//! joined to its victim.
+//!
+//! Built in one pass over the log plus a join pass, because a `kill_call`
+//! record is written at syscall *exit*, after the `signal` records it caused.
+mod build;
+mod process;
+mod threads;
+
+use std::collections::BTreeMap;
+
+pub use process::{End, ExecInfo, ForkInfo, Process, ThreadSpan};
+
+use crate::eventlog::{EventLog, KillCall, Oom, ProcKey, Signal};
+
+/// One `signal` record with both ends resolved to processes.
+#[derive(Debug, Clone)]
+pub struct SignalEv {
+    pub ev: Signal,
+    pub sender: ProcKey,
+    pub target: ProcKey,
+    /// Index into [`Model::kill_calls`]: the syscall this delivery came from.
+    pub kill_call: Option<usize>,
+}
+
+/// One `kill_call` record with the signals it produced.
+#[derive(Debug, Clone)]
+pub struct KillCallEv {
+    pub ev: KillCall,
+    pub sender: ProcKey,
+    /// Indices into [`Model::signals`].
+    pub signals: Vec<usize>,
+}
+
+/// One `oom` record with its victim resolved.
+#[derive(Debug, Clone)]
+pub struct OomEv {
+    pub ev: Oom,
+    /// The process owning `victim_tid` at the time of the kill, if known.
+    pub victim: Option<ProcKey>,
+    /// The allocating task's process: named in reports, never blamed.
+    pub trigger: ProcKey,
+    /// The SIGKILL (SI_KERNEL) the OOM killer sent, index into `signals`.
+    pub signal: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub tracer_pid: u32,
+    /// The wrapped command's process (forked by the tracer), if seen.
+    pub root: Option<ProcKey>,
+    pub procs: BTreeMap<ProcKey, Process>,
+    pub signals: Vec<SignalEv>,
+    pub kill_calls: Vec<KillCallEv>,
+    pub ooms: Vec<OomEv>,
+    /// Kernel time of the first and last event (0 when the log is empty).
+    pub first_t: u64,
+    pub last_t: u64,
+}
+
+impl Model {
+    pub fn build(log: &EventLog) -> Model {
+        build::build(log)
+    }
+
+    pub fn proc(&self, key: ProcKey) -> Option<&Process> {
+        self.procs.get(&key)
+    }
+
+    pub fn is_tracer(&self, key: ProcKey) -> bool {
+        // The tracer lives for the whole run, so its pid cannot be recycled
+        // while the log is written: the bare pid is safe here.
+        key.pid == self.tracer_pid
+    }
+
+    pub fn in_run(&self, key: ProcKey) -> bool {
+        self.procs.get(&key).is_some_and(|p| p.in_run)
+    }
+
+    /// Parent chain, nearest first, stopping after the run root (or at the
+    /// first process whose parent is unknown). Never includes `key` itself.
+    pub fn ancestors(&self, key: ProcKey) -> Vec<ProcKey> {
+        let mut out = Vec::new();
+        let mut cur = key;
+        while let Some(parent) = self.procs.get(&cur).and_then(|p| p.parent) {
+            // A cycle is impossible with real start times; guard anyway so a
+            // hand-edited log cannot hang the report.
+            if out.contains(&parent) || parent == key {
+                break;
+            }
+            out.push(parent);
+            if Some(parent) == self.root || self.is_tracer(parent) {
+                break;
+            }
+            cur = parent;
+        }
+        out
+    }
+
+    /// The argv a process was running at time `t`: its own last exec before
+    /// `t`, else the image it inherited at fork (flagged `true`).
+    pub fn argv_at(&self, key: ProcKey, t: u64) -> Option<(&[String], bool)> {
+        let mut cur = key;
+        let mut at = t;
+        let mut inherited = false;
+        for _ in 0..64 {
+            let p = self.procs.get(&cur)?;
+            if let Some(e) = p.exec_at(at) {
+                return Some((&e.argv, inherited));
+            }
+            let fork = p.fork.as_ref()?;
+            cur = p.parent?;
+            at = fork.t;
+            inherited = true;
+        }
+        None
+    }
+
+    /// The filename of the last exec of `key` before `t` (not inherited).
+    pub fn filename_at(&self, key: ProcKey, t: u64) -> Option<&str> {
+        self.procs
+            .get(&key)?
+            .exec_at(t)
+            .map(|e| e.filename.as_str())
+    }
+
+    /// Which process owned thread `tid` at time `t`. Among the processes that
+    /// had such a thread alive then, the most recently started one wins (an
+    /// older owner would have had to end before the tid could be reused).
+    pub fn tid_owner(&self, tid: u32, t: u64) -> Option<ProcKey> {
+        threads::owner(self, tid, t)
+    }
+}

@@ -1,0 +1,119 @@
+//! One process: what it was, where it came from, how it ended.
+use std::collections::BTreeMap;
+
+use crate::eventlog::{ExitStatus, ProcKey};
+
+#[derive(Debug, Clone)]
+pub struct ForkInfo {
+    pub seq: u64,
+    pub t: u64,
+    /// The thread of the parent that forked (the parent is its process).
+    pub by_tid: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecInfo {
+    pub seq: u64,
+    pub t: u64,
+    pub filename: String,
+    pub argv: Vec<String>,
+    pub argv_truncated: bool,
+}
+
+/// When a thread was alive, as far as the log tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadSpan {
+    /// Thread creation (fork event), else the process start: a thread first
+    /// mentioned mid-run may have existed since the process began.
+    pub from: u64,
+    pub until: Option<u64>,
+}
+
+/// The process's end: its group-dead exit.
+#[derive(Debug, Clone)]
+pub struct End {
+    pub seq: u64,
+    pub t: u64,
+    /// The last thread to exit.
+    pub tid: u32,
+    pub exit_code: i32,
+    pub status: ExitStatus,
+}
+
+/// A thread exit that did not end the process.
+#[derive(Debug, Clone)]
+pub struct ThreadExit {
+    pub seq: u64,
+    pub t: u64,
+    pub tid: u32,
+    pub status: ExitStatus,
+}
+
+#[derive(Debug, Clone)]
+pub struct Process {
+    pub key: ProcKey,
+    /// The process of the thread that forked this one (not the reaper after
+    /// reparenting: "born of" is what a reader needs).
+    pub parent: Option<ProcKey>,
+    /// Child processes (never threads), in fork order.
+    pub children: Vec<ProcKey>,
+    pub fork: Option<ForkInfo>,
+    /// Every exec, in order: a process may exec several times.
+    pub execs: Vec<ExecInfo>,
+    /// The last `comm` the kernel reported for any of its threads.
+    pub comm: Option<String>,
+    pub threads: BTreeMap<u32, ThreadSpan>,
+    pub thread_exits: Vec<ThreadExit>,
+    pub end: Option<End>,
+    /// A fork (as child), exec or exit record was written for it: the
+    /// kernel side was tracking it, not merely naming it as a signal end.
+    pub lifecycle_seen: bool,
+    /// Part of the traced run (the root and its descendants).
+    pub in_run: bool,
+    /// Indices into `Model::signals` of signals aimed at this process.
+    pub signals_in: Vec<usize>,
+    /// The last time it demonstrably ran code of its own: forked, exec'd,
+    /// created a thread, made a kill call or sent a signal (0 if never).
+    pub last_active: u64,
+}
+
+impl Process {
+    pub fn new(key: ProcKey) -> Self {
+        Process {
+            key,
+            parent: None,
+            children: Vec::new(),
+            fork: None,
+            execs: Vec::new(),
+            comm: None,
+            threads: BTreeMap::new(),
+            thread_exits: Vec::new(),
+            end: None,
+            lifecycle_seen: false,
+            in_run: false,
+            signals_in: Vec::new(),
+            last_active: 0,
+        }
+    }
+
+    /// The exec in force at time `t` (the last one at or before it).
+    pub fn exec_at(&self, t: u64) -> Option<&ExecInfo> {
+        self.execs.iter().rev().find(|e| e.t <= t)
+    }
+
+    pub fn last_exec(&self) -> Option<&ExecInfo> {
+        self.execs.last()
+    }
+
+    /// Start time (CLOCK_BOOTTIME ns): the identity's own start.
+    pub fn start_t(&self) -> u64 {
+        self.key.start
+    }
+
+    /// Lifetime in ns, when the end was observed.
+    pub fn lifetime_ns(&self) -> Option<u64> {
+        self.end
+            .as_ref()
+            .map(|e| e.t.saturating_sub(self.start_t()))
+    }
+}

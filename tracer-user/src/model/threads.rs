@@ -1,0 +1,68 @@
+//! tid -> process over time. Only needed where the kernel hands us a bare tid
+//! (the OOM victim); every other record carries `(pid, start)` already.
+use super::Model;
+use crate::eventlog::ProcKey;
+
+pub(super) fn owner(model: &Model, tid: u32, t: u64) -> Option<ProcKey> {
+    model
+        .procs
+        .values()
+        .filter(|p| p.start_t() <= t)
+        .filter_map(|p| {
+            let span = p.threads.get(&tid)?;
+            // A thread that ended before `t` cannot own the tid at `t`; the
+            // process end bounds threads whose exit was not recorded.
+            let until = span.until.or(p.end.as_ref().map(|e| e.t));
+            let alive = span.from <= t && until.is_none_or(|u| u >= t);
+            alive.then_some(p.key)
+        })
+        .max_by_key(|k| k.start)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eventlog::ProcKey;
+    use crate::model::{Model, Process, ThreadSpan};
+    use std::collections::BTreeMap;
+
+    fn with_thread(pid: u32, start: u64, tid: u32, until: Option<u64>) -> Process {
+        let mut p = Process::new(ProcKey { pid, start });
+        p.threads.insert(tid, ThreadSpan { from: start, until });
+        p
+    }
+
+    #[test]
+    fn reused_tid_maps_to_the_owner_at_that_time() {
+        let a = with_thread(100, 10, 100, Some(50));
+        let b = with_thread(200, 60, 100, None);
+        let mut procs = BTreeMap::new();
+        procs.insert(a.key, a);
+        procs.insert(b.key, b);
+        let m = Model {
+            tracer_pid: 1,
+            root: None,
+            procs,
+            signals: vec![],
+            kill_calls: vec![],
+            ooms: vec![],
+            first_t: 0,
+            last_t: 0,
+        };
+        assert_eq!(
+            m.tid_owner(100, 20),
+            Some(ProcKey {
+                pid: 100,
+                start: 10
+            })
+        );
+        assert_eq!(
+            m.tid_owner(100, 70),
+            Some(ProcKey {
+                pid: 200,
+                start: 60
+            })
+        );
+        assert_eq!(m.tid_owner(100, 5), None);
+        assert_eq!(m.tid_owner(7, 20), None);
+    }
+}

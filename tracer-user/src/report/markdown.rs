@@ -1,0 +1,301 @@
+//! report.md: the verdict on the first line, a paragraph per certificate,
+//! details below, and the loss line always.
+use std::fmt::Write;
+
+use super::{
+    json::{loss_breakdown, Report},
+    sections,
+};
+use crate::analysis::{
+    wording::{self as w, proc_phrase, relation_phrase},
+    Certificate, ProcRef, Rank,
+};
+
+/// Certificates rendered in full; the rest get one table row each.
+const MAX_DETAILED: usize = 25;
+
+fn rank_name(r: Rank) -> &'static str {
+    match r {
+        Rank::Unexpected => "Unexpected",
+        Rank::NonzeroExit => "Non-zero exit",
+        Rank::Expected => "Expected",
+    }
+}
+
+pub fn render(r: &Report) -> String {
+    let mut o = String::new();
+    let a = &r.analysis;
+    // Writing to a String cannot fail; `let _ =` keeps that out of the way.
+    let _ = writeln!(o, "{}\n", r.verdict);
+    let _ = writeln!(o, "{}  ", run_line(r));
+    let _ = writeln!(o, "{}  ", loss_line(r));
+    if !r.run.hooks_missing.is_empty() {
+        let _ = writeln!(o, "**Hooks missing:** {}  ", r.run.hooks_missing.join(", "));
+    }
+    for warning in r
+        .log
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with("the trailer"))
+    {
+        let _ = writeln!(o, "**Warning:** {warning}  ");
+    }
+    let _ = writeln!(
+        o,
+        "**Deaths:** {} unexpected, {}, {} expected; {} grouped below.\n",
+        a.counts.unexpected,
+        w::plural(
+            a.counts.nonzero_exit,
+            "worker non-zero exit",
+            "worker non-zero exits"
+        ),
+        a.counts.expected,
+        w::plural(
+            a.other_exits.iter().map(|g| g.count).sum::<usize>(),
+            "other non-zero exit",
+            "other non-zero exits"
+        ),
+    );
+
+    if !a.certificates.is_empty() {
+        let _ = writeln!(o, "## Death certificates\n\n_{}_\n", r.ranking_rule);
+        for c in a.certificates.iter().take(MAX_DETAILED) {
+            certificate(&mut o, c);
+        }
+        // A cancelled `make -j` can leave hundreds of expected deaths: past
+        // the first few, one line each keeps the report readable.
+        if a.certificates.len() > MAX_DETAILED {
+            let _ = writeln!(o, "### More certificates (details in report.json)\n");
+            let _ = writeln!(o, "| # | rank | death |\n|---|---|---|");
+            for c in &a.certificates[MAX_DETAILED..] {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} |",
+                    c.id,
+                    rank_name(c.rank),
+                    cell(&c.headline)
+                );
+            }
+            o.push('\n');
+        }
+    }
+    if !a.other_exits.is_empty() {
+        let _ = writeln!(o, "## Other non-zero exits\n");
+        let _ = writeln!(
+            o,
+            "| program | status | count | example | pids |\n|---|---|---|---|---|"
+        );
+        for g in &a.other_exits {
+            let pids: Vec<String> = g.pids.iter().map(u32::to_string).collect();
+            let more = if g.count > g.pids.len() { ", …" } else { "" };
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} | {}{more} |",
+                cell(&g.program),
+                w::status_phrase(&g.status),
+                g.count,
+                code(&g.example),
+                pids.join(", ")
+            );
+        }
+        o.push('\n');
+    }
+    sections::near_misses(&mut o, r);
+    sections::foreign(&mut o, r);
+    sections::leftovers(&mut o, r);
+    sections::log_details(&mut o, r);
+    o
+}
+
+fn run_line(r: &Report) -> String {
+    let cmd = if r.run.command.is_empty() {
+        r.run
+            .root
+            .as_ref()
+            .map_or("(no command)".to_string(), |p| p.command.clone())
+    } else {
+        r.run.command.join(" ")
+    };
+    let status = r
+        .run
+        .command_status
+        .as_ref()
+        .map_or("did not finish in the log".into(), w::status_phrase);
+    format!(
+        "**Run:** {} {status} after {} · {} processes · {} mode · kernel {} · host {} · started {}",
+        code(&cmd),
+        w::duration(r.run.duration_ns),
+        r.run.processes,
+        r.run.mode,
+        r.run.kernel,
+        r.run.hostname,
+        r.run.started_at
+    )
+}
+
+/// Always present, whatever the loss: a reader must never have to guess.
+pub(crate) fn loss_line(r: &Report) -> String {
+    let l = &r.log;
+    if l.truncated {
+        format!(
+            "**Loss: unknown — the log is truncated** (no trailer; capture was interrupted). {} \
+             events read; {} counted lost before the cut.",
+            l.events, l.lost_total
+        )
+    } else if l.lost_total > 0 {
+        format!(
+            "**Loss: {} events lost** ({}) of {} written — this report may be missing deaths or \
+             senders.",
+            l.lost_total,
+            loss_breakdown(&l.lost),
+            l.events
+        )
+    } else {
+        format!("**Loss:** none — {} events, 0 lost.", l.events)
+    }
+}
+
+fn certificate(o: &mut String, c: &Certificate) {
+    let rank = rank_name(c.rank);
+    let v = &c.victim;
+    let _ = writeln!(o, "### {}. {rank}: {}\n", c.id, proc_phrase(&v.process));
+    let _ = writeln!(o, "{}. _{}._\n", c.headline, c.rank_reason);
+    let _ = writeln!(o, "| | |\n|---|---|");
+    let _ = writeln!(o, "| victim | {} |", proc_cell(&v.process));
+    if let Some(f) = &v.process.filename {
+        let _ = writeln!(o, "| executable | {} |", code(f));
+    }
+    if v.execs.len() > 1 {
+        let all: Vec<String> = v.execs.iter().map(|e| code(&e.argv.join(" "))).collect();
+        let _ = writeln!(o, "| execs | {} |", all.join(" → "));
+    }
+    let _ = writeln!(o, "| ancestry | {} |", ancestry(&v.ancestry));
+    let _ = writeln!(
+        o,
+        "| lifetime | {} (started {}, ended {}) · {} · {} |",
+        w::duration(v.lifetime_ns),
+        v.started_at,
+        v.ended_at,
+        w::plural(v.children, "child", "children"),
+        w::plural(v.threads, "thread", "threads")
+    );
+    let core = if v.core_dumped { ", core dumped" } else { "" };
+    let _ = writeln!(
+        o,
+        "| status (as the parent saw it) | {}{core} |",
+        w::status_phrase(&v.status)
+    );
+    if let Some(k) = &c.killer {
+        let _ = writeln!(
+            o,
+            "| killer | {}, tid {}, {} |",
+            proc_cell(&k.process),
+            k.tid,
+            relation_phrase(k.relation)
+        );
+        let _ = writeln!(o, "| killer ancestry | {} |", ancestry(&k.ancestry));
+        let deliveries = k
+            .deliveries
+            .map(|d| format!(", {}", w::plural(d as usize, "delivery", "deliveries")));
+        let call = if k.syscall.is_some() {
+            code(&k.call)
+        } else {
+            cell(&k.call)
+        };
+        let _ = writeln!(
+            o,
+            "| call | {call} aimed at {}{} |",
+            cell(&k.aimed_at),
+            deliveries.unwrap_or_default()
+        );
+    }
+    if let Some(m) = &c.oom {
+        if let Some(mc) = &m.memcg {
+            let _ = writeln!(
+                o,
+                "| memcg | {} (id {}) |",
+                code(mc.path.as_deref().unwrap_or(&mc.name)),
+                mc.id
+            );
+        }
+        let limit = m.limit_bytes.map_or("unknown".to_string(), w::bytes);
+        let _ = writeln!(o, "| memory limit | {limit} |");
+        if let Some(rss) = &m.rss {
+            let _ = writeln!(
+                o,
+                "| rss at kill | anon {} · file {} · shmem {} · vm {} · page tables {} |",
+                w::bytes(rss.anon_rss_kb * 1024),
+                w::bytes(rss.file_rss_kb * 1024),
+                w::bytes(rss.shmem_rss_kb * 1024),
+                w::bytes(rss.total_vm_kb * 1024),
+                w::bytes(rss.pgtables_kb * 1024)
+            );
+        }
+        if let Some(adj) = m.oom_score_adj {
+            let _ = writeln!(o, "| oom_score_adj | {adj} |");
+        }
+        let who = if m.trigger_is_victim {
+            " (the victim itself)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            o,
+            "| allocating task | {}{who} — it triggered the OOM killer by allocating; it is **not** \
+             the culprit |",
+            proc_cell(&m.trigger)
+        );
+    }
+    let seqs: Vec<String> = c.evidence.iter().map(u64::to_string).collect();
+    let _ = writeln!(o, "| evidence (seq) | {} |\n", seqs.join(", "));
+    if !c.history.is_empty() {
+        let _ = writeln!(o, "Signals received, oldest first:\n");
+        let _ = writeln!(
+            o,
+            "| after start | signal | from | via | result |\n|---|---|---|---|---|"
+        );
+        for h in &c.history {
+            let fatal = if h.fatal { " **(fatal)**" } else { "" };
+            let from = match h.relation {
+                Some(rel) => format!("{}, {}", proc_cell(&h.sender), relation_phrase(rel)),
+                None => format!("the kernel (while {} ran)", proc_cell(&h.sender)),
+            };
+            let _ = writeln!(
+                o,
+                "| +{} | {} ({}){fatal} | {from} | {} | {} |",
+                w::duration(h.since_start_ns),
+                h.signal.sig_name,
+                h.signal.code_name,
+                h.call.as_deref().map_or("—".into(), code),
+                h.signal.result
+            );
+        }
+        o.push('\n');
+    }
+}
+
+pub(super) fn proc_cell(p: &ProcRef) -> String {
+    let side = if p.in_run { "" } else { ", outside the run" };
+    let fork = w::fork_note(p);
+    format!(
+        "{} (pid {}{fork}{side})",
+        code(&w::short_command(&p.command)),
+        p.pid
+    )
+}
+
+pub(super) fn ancestry(chain: &[ProcRef]) -> String {
+    if chain.is_empty() {
+        return "—".into();
+    }
+    chain.iter().map(proc_cell).collect::<Vec<_>>().join(" ← ")
+}
+
+/// Inline code safe inside a table cell.
+pub(super) fn code(s: &str) -> String {
+    format!("`{}`", cell(&s.replace('`', "'")))
+}
+
+pub(super) fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}

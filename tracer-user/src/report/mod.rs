@@ -1,0 +1,147 @@
+//! Reports: report.json (machines), report.md (people), a few stderr lines.
+//! All three are pure functions of the event log.
+mod json;
+mod markdown;
+mod sections;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    io::{self, Write},
+    path::{Path, PathBuf},
+};
+
+pub use json::{
+    build_report, verdict, LogFacts, Report, RunFacts, RANKING_RULE, REPORT_SCHEMA_VERSION,
+};
+
+use crate::{analysis::Rank, eventlog::EventLog};
+
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Commands (argv joined by spaces) or executables whose non-zero exit
+    /// always gets a certificate.
+    pub watch: Vec<regex::Regex>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub json_path: PathBuf,
+    pub md_path: PathBuf,
+    /// Plain text, a few lines: the verdict, the unexpected deaths, the loss.
+    pub summary: String,
+    pub unexpected_deaths: usize,
+}
+
+/// report.json, pretty-printed, newline-terminated.
+pub fn render_json(r: &Report) -> String {
+    let mut s = serde_json::to_string_pretty(r).expect("report types always serialize");
+    s.push('\n');
+    s
+}
+
+pub fn render_markdown(r: &Report) -> String {
+    markdown::render(r)
+}
+
+pub fn write_reports(log: &EventLog, out_dir: &Path, opts: &ReportOptions) -> io::Result<Rendered> {
+    let report = build_report(log, opts);
+    std::fs::create_dir_all(out_dir)?;
+    let json_path = out_dir.join("report.json");
+    let md_path = out_dir.join("report.md");
+    write_atomic(&json_path, render_json(&report).as_bytes())?;
+    write_atomic(&md_path, render_markdown(&report).as_bytes())?;
+    let summary = summary(&report, &md_path, &json_path);
+    Ok(Rendered {
+        json_path,
+        md_path,
+        summary,
+        unexpected_deaths: report.analysis.counts.unexpected,
+    })
+}
+
+/// A half-written report is worse than none: write aside, then rename.
+fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Line prefixes `print_summary` colours by; part of the plain text too.
+const ITEM: &str = "  * ";
+const WARN: &str = "  ! ";
+const MAX_ITEMS: usize = 5;
+
+fn summary(r: &Report, md: &Path, json: &Path) -> String {
+    let mut lines = vec![format!("tracer: {}", r.verdict)];
+    let shown: Vec<_> = r
+        .analysis
+        .certificates
+        .iter()
+        .filter(|c| c.rank != Rank::Expected)
+        .collect();
+    for c in shown.iter().take(MAX_ITEMS) {
+        lines.push(format!("{ITEM}#{} {}", c.id, c.headline));
+    }
+    if shown.len() > MAX_ITEMS {
+        lines.push(format!(
+            "{ITEM}… and {} more in the report",
+            shown.len() - MAX_ITEMS
+        ));
+    }
+    let loss = markdown::loss_line(r).replace("**", "");
+    let prefix = if r.log.truncated || r.log.lost_total > 0 {
+        WARN
+    } else {
+        "  "
+    };
+    lines.push(format!("{prefix}{loss}"));
+    if !r.run.hooks_missing.is_empty() {
+        lines.push(format!(
+            "{WARN}hooks missing: {}",
+            r.run.hooks_missing.join(", ")
+        ));
+    }
+    // Two spaces, no comma: terminals that link paths stop at whitespace.
+    lines.push(format!("  reports: {}  {}", md.display(), json.display()));
+    lines.join("\n") + "\n"
+}
+
+/// Whether to colour a stream: only a terminal, and never when NO_COLOR is
+/// set to a non-empty value (https://no-color.org).
+pub fn use_color(stream_is_tty: bool) -> bool {
+    stream_is_tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+pub fn print_summary(r: &Rendered, to: &mut dyn Write, color: bool) -> io::Result<()> {
+    if !color {
+        return to.write_all(r.summary.as_bytes());
+    }
+    const RED: &str = "\x1b[1;31m";
+    const GREEN: &str = "\x1b[1;32m";
+    const YELLOW: &str = "\x1b[33m";
+    const RESET: &str = "\x1b[0m";
+    for (i, line) in r.summary.lines().enumerate() {
+        let paint = if i == 0 {
+            if r.unexpected_deaths > 0 {
+                RED
+            } else if line.contains("non-zero") || line.contains("incomplete") {
+                YELLOW
+            } else {
+                GREEN
+            }
+        } else if line.starts_with(WARN) {
+            YELLOW
+        } else if line.starts_with(ITEM) && r.unexpected_deaths > 0 {
+            RED
+        } else {
+            ""
+        };
+        if paint.is_empty() {
+            writeln!(to, "{line}")?;
+        } else {
+            writeln!(to, "{paint}{line}{RESET}")?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! report.md's side sections: near misses, foreign signals, processes left
+//! running, and the log's own facts.
+use std::{collections::BTreeMap, fmt::Write};
+
+use super::{
+    json::Report,
+    markdown::{ancestry, cell, code, loss_line, proc_cell},
+};
+use crate::analysis::{wording as w, Direction};
+
+/// Rows per side table; report.json always has every event.
+const MAX_ROWS: usize = 30;
+
+/// Identical rows (same sender, same call, same outcome) are folded into one
+/// with a count: a test that fires the same kill 146 times is one finding.
+fn fold(rows: impl Iterator<Item = (String, u64, String)>) -> Vec<(String, u64, String, usize)> {
+    let mut out: Vec<(String, u64, String, usize)> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for (key, seq, row) in rows {
+        match index.get(&key) {
+            Some(&i) => out[i].3 += 1,
+            None => {
+                index.insert(key.clone(), out.len());
+                out.push((key, seq, row, 1));
+            }
+        }
+    }
+    out
+}
+
+fn table(o: &mut String, header: &str, rows: &[(String, u64, String, usize)]) {
+    let _ = writeln!(o, "{header}");
+    for (_, seq, row, n) in rows.iter().take(MAX_ROWS) {
+        let _ = writeln!(o, "| {seq} | {n} | {row} |");
+    }
+    if rows.len() > MAX_ROWS {
+        let _ = writeln!(
+            o,
+            "\n… and {} more kinds in report.json.",
+            rows.len() - MAX_ROWS
+        );
+    }
+}
+
+pub(super) fn near_misses(o: &mut String, r: &Report) {
+    let misses: Vec<_> = r.analysis.near_misses.iter().filter(|n| !n.probe).collect();
+    let probes = r.analysis.near_misses.len() - misses.len();
+    if misses.is_empty() && probes == 0 {
+        return;
+    }
+    let _ = writeln!(o, "## Near misses: kill calls that reached nobody\n");
+    let rows = fold(misses.iter().map(|n| {
+        let call = w::call_notation(&n.syscall, n.target_arg, n.tid_arg, &n.sig_name);
+        let errno = n.errno.as_deref().unwrap_or("?");
+        let row = format!(
+            "{} | {} | {} | {} | {errno}",
+            n.time,
+            proc_cell(&n.sender),
+            code(&call),
+            cell(&n.aimed_at)
+        );
+        (
+            format!("{}/{}/{call}/{errno}", n.sender.pid, n.sender.start),
+            n.seq,
+            row,
+        )
+    }));
+    if !rows.is_empty() {
+        let header = "| first seq | times | first at | sender | call | aimed at | error |\n\
+                      |---|---|---|---|---|---|---|";
+        table(o, header, &rows);
+    }
+    if probes > 0 {
+        let _ = writeln!(
+            o,
+            "\n{} (signal 0) failed as well; see report.json.",
+            w::plural(probes, "liveness probe", "liveness probes")
+        );
+    }
+    o.push('\n');
+}
+
+pub(super) fn foreign(o: &mut String, r: &Report) {
+    let list = &r.analysis.foreign_signals;
+    if list.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "## Signals crossing the run's boundary\n");
+    let rows = fold(list.iter().map(|f| {
+        let dir = match f.direction {
+            Direction::RunToOutside => "run → outside",
+            Direction::OutsideToRun if f.sender_is_tracer => "tracer → run",
+            Direction::OutsideToRun => "outside → run",
+        };
+        let call = f.call.as_deref().map_or("—".into(), code);
+        let row = format!(
+            "{dir} | {} | {} | {} | {call} | {}",
+            proc_cell(&f.sender),
+            proc_cell(&f.target),
+            f.signal.sig_name,
+            f.signal.result
+        );
+        let key = format!(
+            "{}/{}>{}/{}/{}/{call}/{}",
+            f.sender.pid,
+            f.sender.start,
+            f.target.pid,
+            f.target.start,
+            f.signal.sig,
+            f.signal.result
+        );
+        (key, f.signal.seq, row)
+    }));
+    let header = "| first seq | times | direction | from | to | signal | via | result |\n\
+                  |---|---|---|---|---|---|---|---|";
+    table(o, header, &rows);
+    o.push('\n');
+}
+
+pub(super) fn leftovers(o: &mut String, r: &Report) {
+    let list = &r.analysis.leftovers;
+    if list.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "## Still running when the log ended\n");
+    if r.log.truncated {
+        let _ = writeln!(
+            o,
+            "_The log is truncated: some of these may have ended after the cut._\n"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "| process | started | orphaned | ancestry |\n|---|---|---|---|"
+    );
+    for l in list {
+        let orphan = if l.orphaned {
+            "**yes** — its parent ended first"
+        } else {
+            "no"
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {} | {orphan} | {} |",
+            proc_cell(&l.process),
+            l.started_at,
+            ancestry(&l.ancestry)
+        );
+    }
+    o.push('\n');
+}
+
+pub(super) fn log_details(o: &mut String, r: &Report) {
+    let _ = writeln!(o, "## The log\n");
+    let types: Vec<String> = r
+        .log
+        .by_type
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(o, "- events: {} ({})", r.log.events, types.join(", "));
+    let _ = writeln!(o, "- {}", loss_line(r).replace("**", ""));
+    for warning in &r.log.warnings {
+        let _ = writeln!(o, "- warning: {warning}");
+    }
+    let _ = writeln!(
+        o,
+        "- captured by tracer {}, rendered by tracer {}, report schema {}",
+        r.run.captured_by, r.rendered_by, r.report_schema
+    );
+    let _ = writeln!(o, "\n| hook | attached | via | detail |\n|---|---|---|---|");
+    for h in &r.run.hooks {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} |",
+            cell(&h.name),
+            if h.attached { "yes" } else { "**no**" },
+            h.via.as_deref().unwrap_or("—"),
+            h.detail.as_deref().map_or("—".into(), cell)
+        );
+    }
+}

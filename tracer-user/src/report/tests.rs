@@ -1,0 +1,298 @@
+//! Report-level tests over the fixtures: determinism, the loss line, the
+//! summary, and report.json against docs/report.schema.json.
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::*;
+use crate::eventlog::read_log;
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 9, "fixtures missing");
+    v
+}
+
+fn report(name: &str) -> Report {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    build_report(&read_log(&path).unwrap(), &ReportOptions::default())
+}
+
+#[test]
+fn same_log_gives_byte_identical_reports() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for path in fixtures() {
+        let log = read_log(&path).unwrap();
+        let ra = write_reports(&log, a.path(), &ReportOptions::default()).unwrap();
+        // A fresh read, so nothing cached in the first pass can leak.
+        let rb = write_reports(
+            &read_log(&path).unwrap(),
+            b.path(),
+            &ReportOptions::default(),
+        )
+        .unwrap();
+        let read = |p: &Path| std::fs::read(p).unwrap();
+        assert_eq!(
+            read(&ra.json_path),
+            read(&rb.json_path),
+            "{path:?}: report.json differs"
+        );
+        assert_eq!(
+            read(&ra.md_path),
+            read(&rb.md_path),
+            "{path:?}: report.md differs"
+        );
+        assert_eq!(ra.unexpected_deaths, rb.unexpected_deaths);
+        assert!(
+            !a.path().join("report.tmp").exists(),
+            "no temp file left behind"
+        );
+    }
+}
+
+#[test]
+fn losses_are_shown_and_qualify_the_verdict() {
+    let r = report("lossy.ndjson");
+    assert_eq!(r.log.lost_total, 15);
+    assert!(!r.log.complete);
+    assert_eq!(
+        r.verdict,
+        "No unexpected deaths (incomplete: 15 events were lost, so deaths may be missing)"
+    );
+    let md = render_markdown(&r);
+    let line = md.lines().nth(3).unwrap();
+    assert!(
+        line.starts_with(
+            "**Loss: 15 events lost** (ring buffer full: 12, in-flight kill map full: 3)"
+        ),
+        "{line}"
+    );
+}
+
+#[test]
+fn truncated_log_is_flagged() {
+    let r = report("truncated.ndjson");
+    assert!(r.log.truncated && !r.log.complete);
+    assert!(
+        r.verdict
+            .ends_with("(incomplete: the log is truncated, so deaths may be missing)"),
+        "{}",
+        r.verdict
+    );
+    assert!(render_markdown(&r).contains("**Loss: unknown — the log is truncated**"));
+}
+
+#[test]
+fn every_report_starts_with_the_verdict_and_has_a_loss_line() {
+    for path in fixtures() {
+        let r = build_report(&read_log(&path).unwrap(), &ReportOptions::default());
+        let md = render_markdown(&r);
+        assert_eq!(md.lines().next(), Some(r.verdict.as_str()), "{path:?}");
+        assert!(
+            md.lines().any(|l| l.starts_with("**Loss")),
+            "{path:?} has no loss line"
+        );
+        for c in &r.analysis.certificates {
+            assert!(
+                c.history.iter().all(|h| h.signal.sig_name != "SIGCHLD"),
+                "SIGCHLD is noise"
+            );
+        }
+    }
+}
+
+#[test]
+fn summary_is_plain_and_colour_is_opt_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed000_group_kill.ndjson");
+    let r = write_reports(
+        &read_log(&path).unwrap(),
+        dir.path(),
+        &ReportOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(r.unexpected_deaths, 3);
+    assert!(
+        r.summary
+            .starts_with("tracer: 3 unexpected deaths: `node worker.js` (pid 4242)"),
+        "{}",
+        r.summary
+    );
+    assert!(r.summary.contains("Loss: none"), "{}", r.summary);
+    assert!(r.summary.lines().count() <= 10);
+    assert!(!r.summary.contains('\x1b'));
+    let mut plain = Vec::new();
+    print_summary(&r, &mut plain, false).unwrap();
+    assert_eq!(String::from_utf8(plain).unwrap(), r.summary);
+    let mut coloured = Vec::new();
+    print_summary(&r, &mut coloured, true).unwrap();
+    let coloured = String::from_utf8(coloured).unwrap();
+    assert!(
+        coloured.starts_with("\x1b[1;31mtracer: 3 unexpected deaths"),
+        "{coloured}"
+    );
+    assert!(!use_color(false), "never colour a non-terminal");
+}
+
+#[test]
+fn report_json_matches_the_documented_schema() {
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/report.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/report.md");
+    let doc = std::fs::read_to_string(doc_path).unwrap();
+    for path in fixtures() {
+        let r = build_report(&read_log(&path).unwrap(), &ReportOptions::default());
+        let json: Value = serde_json::from_str(&render_json(&r)).unwrap();
+        let mut errors = Vec::new();
+        validate(&schema, &schema, &json, "$", &mut errors);
+        assert!(errors.is_empty(), "{path:?}:\n{}", errors.join("\n"));
+    }
+    // Every field the schema names is described there and in docs/report.md.
+    let mut undocumented = Vec::new();
+    documented(&schema, &doc, &mut undocumented);
+    assert!(
+        undocumented.is_empty(),
+        "fields missing a description or docs/report.md entry: {undocumented:?}"
+    );
+}
+
+/// The subset of JSON Schema the schema uses: type, const, enum, properties,
+/// required, additionalProperties, items, min/maxItems, oneOf, local $ref.
+fn validate(root: &Value, s: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
+    if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+        let name = r.trim_start_matches("#/$defs/");
+        return validate(root, &root["$defs"][name], v, at, errors);
+    }
+    if let Some(options) = s.get("oneOf").and_then(Value::as_array) {
+        let ok = options
+            .iter()
+            .filter(|o| {
+                let mut e = Vec::new();
+                validate(root, o, v, at, &mut e);
+                e.is_empty()
+            })
+            .count();
+        if ok != 1 {
+            errors.push(format!("{at}: matches {ok} of oneOf"));
+        }
+        return;
+    }
+    if let Some(t) = s.get("type").and_then(Value::as_str) {
+        let fits = match t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "boolean" => v.is_boolean(),
+            _ => false,
+        };
+        if !fits {
+            return errors.push(format!("{at}: expected {t}, got {v}"));
+        }
+    }
+    if let Some(c) = s.get("const") {
+        if c != v {
+            errors.push(format!("{at}: expected {c}"));
+        }
+    }
+    if let Some(e) = s.get("enum").and_then(Value::as_array) {
+        if !e.contains(v) {
+            errors.push(format!("{at}: {v} not in enum"));
+        }
+    }
+    if let (Some(items), Some(arr)) = (s.get("items"), v.as_array()) {
+        let len = arr.len() as u64;
+        if s.get("minItems")
+            .and_then(Value::as_u64)
+            .is_some_and(|m| len < m)
+            || s.get("maxItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| len > m)
+        {
+            errors.push(format!("{at}: {len} items out of bounds"));
+        }
+        for (i, item) in arr.iter().enumerate() {
+            validate(root, items, item, &format!("{at}[{i}]"), errors);
+        }
+    }
+    if let Some(obj) = v.as_object() {
+        let props = s.get("properties").and_then(Value::as_object);
+        for req in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if !obj.contains_key(req.as_str().unwrap()) {
+                errors.push(format!("{at}: missing required {req}"));
+            }
+        }
+        for (k, val) in obj {
+            match (props.and_then(|p| p.get(k)), s.get("additionalProperties")) {
+                (Some(ps), _) => validate(root, ps, val, &format!("{at}.{k}"), errors),
+                (None, Some(Value::Bool(false))) => {
+                    errors.push(format!("{at}: undocumented field {k}"))
+                }
+                (None, Some(extra)) if extra.is_object() => {
+                    validate(root, extra, val, &format!("{at}.{k}"), errors)
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn documented(s: &Value, doc: &str, missing: &mut Vec<String>) {
+    match s {
+        Value::Object(map) => {
+            if let Some(props) = map.get("properties").and_then(Value::as_object) {
+                for (k, p) in props {
+                    if p.get("description").is_none() || !doc.contains(&format!("`{k}`")) {
+                        missing.push(k.clone());
+                    }
+                }
+            }
+            map.values().for_each(|v| documented(v, doc, missing));
+        }
+        Value::Array(a) => a.iter().for_each(|v| documented(v, doc, missing)),
+        _ => {}
+    }
+}
+
+#[test]
+fn repeated_near_misses_fold_into_one_row() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed000_group_kill.ndjson");
+    let mut log = read_log(&path).unwrap();
+    let miss = log
+        .events
+        .iter()
+        .find(|e| matches!(e, crate::eventlog::Record::KillCall(k) if k.ret < 0))
+        .cloned()
+        .unwrap();
+    for _ in 0..145 {
+        log.events.push(miss.clone());
+    }
+    let r = build_report(&log, &ReportOptions::default());
+    assert_eq!(
+        r.analysis.near_misses.len(),
+        146,
+        "the JSON keeps every call"
+    );
+    let md = render_markdown(&r);
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.contains("`kill(4141, SIGTERM)`"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].starts_with("| 10 | 146 |"), "{}", rows[0]);
+}

@@ -1,0 +1,397 @@
+//! The analysis over hand-made event logs (tests/fixtures/*.ndjson): one
+//! scenario per cause class and relation. Each assertion names what a wrong
+//! analysis would get wrong.
+use std::path::PathBuf;
+
+use tracer_user::{
+    analysis::{CauseKind, Certificate, Direction, Rank, Relation},
+    eventlog::{read_log, EventLog, ExitStatus, ProcKey},
+    model::Model,
+    report::{build_report, render_markdown, Report, ReportOptions},
+};
+
+fn fixture(name: &str) -> EventLog {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    read_log(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn report(name: &str) -> Report {
+    build_report(&fixture(name), &ReportOptions::default())
+}
+
+fn cert(r: &Report, pid: u32) -> &Certificate {
+    let found: Vec<_> = r
+        .analysis
+        .certificates
+        .iter()
+        .filter(|c| c.victim.process.pid == pid)
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one certificate for pid {pid}, got {}",
+        found.len()
+    );
+    found[0]
+}
+
+#[test]
+fn seed000_group_kill_names_the_sibling_and_the_process_group() {
+    let r = report("seed000_group_kill.ndjson");
+    let c = cert(&r, 4242);
+    assert_eq!(c.rank, Rank::Unexpected);
+    assert_eq!(c.cause.kind, CauseKind::KilledInRun);
+    let k = c.killer.as_ref().expect("a killer");
+    assert_eq!(k.process.pid, 4100);
+    assert_eq!(k.process.command, "node runner-session.test");
+    assert_eq!(k.relation, Relation::Sibling);
+    assert_eq!(
+        (k.syscall.as_deref(), k.target_arg),
+        (Some("kill"), Some(-4242))
+    );
+    assert_eq!(k.aimed_at, "process group 4242");
+    assert_eq!(k.deliveries, Some(3));
+    assert!(
+        r.verdict.starts_with(
+            "3 unexpected deaths: `node worker.js` (pid 4242) killed by SIGKILL from \
+             `node runner-session.test` (pid 4100), a sibling, via kill(-4242, SIGKILL) — a \
+             process-group kill of group 4242 (the same call also killed pids 4243, 4244)"
+        ),
+        "verdict: {}",
+        r.verdict
+    );
+    // SIGTERM ignored first, then the fatal SIGKILL; SIGCHLD from its own
+    // dying children is noise and stays out.
+    let hist: Vec<_> = c
+        .history
+        .iter()
+        .map(|h| {
+            (
+                h.signal.sig_name.as_str(),
+                h.signal.result.as_str(),
+                h.fatal,
+            )
+        })
+        .collect();
+    assert_eq!(
+        hist,
+        [
+            ("SIGTERM", "ignored", false),
+            ("SIGKILL", "delivered", true)
+        ]
+    );
+    // The group's other members: same call, different relation.
+    let grandchild = cert(&r, 4243);
+    assert_eq!(
+        grandchild.killer.as_ref().unwrap().relation,
+        Relation::UnrelatedInRun
+    );
+    assert_eq!(grandchild.killer.as_ref().unwrap().call_seq, k.call_seq);
+    assert_eq!(cert(&r, 4244).cause.kind, CauseKind::KilledInRun);
+    // The wrapped command's own exit 1 is a non-zero exit, ranked after.
+    assert_eq!(cert(&r, 4000).rank, Rank::NonzeroExit);
+    assert_eq!(
+        r.analysis.certificates.last().unwrap().victim.process.pid,
+        4000
+    );
+}
+
+#[test]
+fn group_kill_is_one_call_with_three_deliveries() {
+    let m = Model::build(&fixture("seed000_group_kill.ndjson"));
+    let calls: Vec<_> = m
+        .kill_calls
+        .iter()
+        .filter(|k| k.ev.target_arg == -4242)
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].signals.len(), 3);
+    let targets: Vec<u32> = calls[0]
+        .signals
+        .iter()
+        .map(|&i| m.signals[i].target.pid)
+        .collect();
+    assert_eq!(targets, [4242, 4243, 4244]);
+}
+
+#[test]
+fn esrch_near_miss_and_foreign_signal_are_reported() {
+    let r = report("seed000_group_kill.ndjson");
+    let miss: Vec<_> = r
+        .analysis
+        .near_misses
+        .iter()
+        .map(|n| (n.target_arg, n.errno.as_deref(), n.sender.pid))
+        .collect();
+    assert_eq!(miss, [(4141, Some("ESRCH"), 4100)]);
+    let f = &r.analysis.foreign_signals;
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        (f[0].direction, f[0].target.pid, f[0].sender.pid),
+        (Direction::RunToOutside, 4343, 4100)
+    );
+    assert!(!f[0].target.in_run);
+}
+
+#[test]
+fn oom_blames_the_kernel_never_the_allocating_task() {
+    let r = report("oom.ndjson");
+    let c = cert(&r, 210);
+    assert_eq!(c.cause.kind, CauseKind::Oom);
+    assert!(
+        c.killer.is_none(),
+        "the allocating task must not be named killer"
+    );
+    let o = c.oom.as_ref().expect("oom facts");
+    assert_eq!(
+        (o.trigger.pid, o.trigger_is_victim, o.victim_tid),
+        (220, false, 211)
+    );
+    assert_eq!(
+        o.memcg.as_ref().and_then(|m| m.path.as_deref()),
+        Some("/ci/job-7")
+    );
+    assert_eq!(o.limit_bytes, Some(512 << 20));
+    assert_eq!(o.oom_score_adj, Some(0));
+    assert!(
+        c.headline.contains("kernel OOM killer") && c.headline.contains("limit 512 MiB"),
+        "{}",
+        c.headline
+    );
+    assert!(!c.headline.contains("alloc.js"), "{}", c.headline);
+    // In the history the SIGKILL is the kernel's, with no relation to blame.
+    assert!(c.history[0].raised_by_kernel && c.history[0].relation.is_none());
+    let md = render_markdown(&r);
+    assert!(md.contains("it is **not** the culprit"), "{md}");
+    // bash reporting its child's SIGKILL as 137 gets a hint, not a signal hunt.
+    assert!(cert(&r, 200).headline.contains("128+SIGKILL"));
+}
+
+#[test]
+fn oom_victim_thread_maps_to_its_process() {
+    let m = Model::build(&fixture("oom.ndjson"));
+    let victim = m.ooms[0].victim.expect("resolved");
+    assert_eq!(victim.pid, 210);
+    assert!(
+        m.ooms[0].signal.is_some(),
+        "paired with the SI_KERNEL SIGKILL"
+    );
+}
+
+#[test]
+fn crashes_are_told_apart() {
+    let r = report("crashes.ndjson");
+    let kinds: Vec<(u32, CauseKind)> = [310, 320, 330, 340, 350, 360]
+        .iter()
+        .map(|&p| (p, cert(&r, p).cause.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (310, CauseKind::Fault),
+            (320, CauseKind::SelfInflicted),
+            (330, CauseKind::Sigpipe),
+            (340, CauseKind::GroupExit),
+            (350, CauseKind::Kernel),
+            (360, CauseKind::Unknown),
+        ]
+    );
+    let segv = cert(&r, 310);
+    assert!(segv.victim.core_dumped && segv.killer.is_none());
+    assert!(segv.headline.contains("SEGV_MAPERR"), "{}", segv.headline);
+    assert_eq!(
+        cert(&r, 320).killer.as_ref().unwrap().relation,
+        Relation::Itself
+    );
+    assert!(
+        cert(&r, 360).headline.contains("no signal event"),
+        "must admit the gap"
+    );
+    assert!(r
+        .analysis
+        .certificates
+        .iter()
+        .all(|c| c.rank != Rank::Expected || c.victim.process.pid == 300));
+}
+
+#[test]
+fn every_relation_is_classified_and_ranked() {
+    let r = report("relations.ndjson");
+    let rel = |pid| cert(&r, pid).killer.as_ref().map(|k| k.relation);
+    assert_eq!(rel(411), Some(Relation::Ancestor));
+    assert_eq!(rel(415), Some(Relation::Parent));
+    assert_eq!(rel(421), Some(Relation::Descendant));
+    assert_eq!(rel(431), Some(Relation::Sibling));
+    assert_eq!(rel(440), Some(Relation::OutsideRun));
+    assert_eq!(rel(400), Some(Relation::Tracer));
+    let kinds: Vec<(u32, CauseKind, Rank)> = [411, 415, 421, 431, 440, 451, 460, 400]
+        .iter()
+        .map(|&p| (p, cert(&r, p).cause.kind, cert(&r, p).rank))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (411, CauseKind::KilledInRun, Rank::Expected),
+            (415, CauseKind::KilledInRun, Rank::Expected),
+            (421, CauseKind::KilledInRun, Rank::Unexpected),
+            (431, CauseKind::KilledInRun, Rank::Unexpected),
+            (440, CauseKind::KilledOutsideRun, Rank::Unexpected),
+            (451, CauseKind::ParentDeathSignal, Rank::Expected),
+            (460, CauseKind::KilledInRun, Rank::Expected),
+            (400, CauseKind::Tracer, Rank::Expected),
+        ]
+    );
+    // Unexpected deaths come first.
+    let ranks: Vec<Rank> = r.analysis.certificates.iter().map(|c| c.rank).collect();
+    assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{ranks:?}");
+    // Caught SIGTERM, then exited 143: the signal is the cause.
+    assert_eq!(cert(&r, 460).cause.handled_then_exited, Some(143));
+    // The tracer's forwarded signal is a boundary crossing, marked as such.
+    assert!(r
+        .analysis
+        .foreign_signals
+        .iter()
+        .any(|f| f.sender_is_tracer && f.target.pid == 400));
+    assert!(r
+        .analysis
+        .foreign_signals
+        .iter()
+        .any(|f| f.direction == Direction::OutsideToRun && f.target.pid == 440));
+}
+
+#[test]
+fn thread_targeted_kill_kills_the_process() {
+    let r = report("relations.ndjson");
+    let c = cert(&r, 431);
+    let k = c.killer.as_ref().unwrap();
+    assert_eq!(
+        (k.syscall.as_deref(), k.tid_arg),
+        (Some("tgkill"), Some(433))
+    );
+    assert_eq!(k.aimed_at, "thread 433 of pid 431");
+    assert_eq!(c.cause.signal.as_ref().unwrap().target_tid, 433);
+    assert!(c.headline.contains("aimed at thread 433"), "{}", c.headline);
+}
+
+#[test]
+fn pid_reuse_never_merges_two_processes() {
+    let log = fixture("pid_reuse.ndjson");
+    let m = Model::build(&log);
+    let six: Vec<&ProcKey> = m.procs.keys().filter(|k| k.pid == 600).collect();
+    assert_eq!(six.len(), 2, "two processes share pid 600");
+    let (first, second) = (m.proc(*six[0]).unwrap(), m.proc(*six[1]).unwrap());
+    assert!(matches!(
+        first.end.as_ref().unwrap().status,
+        ExitStatus::Signaled { signal: 9, .. }
+    ));
+    assert!(matches!(
+        second.end.as_ref().unwrap().status,
+        ExitStatus::Exited { code: 0 }
+    ));
+    assert_eq!(first.execs[0].argv, ["node", "flaky.js"]);
+    assert_eq!(second.execs[0].argv, ["nohup", "sleep", "5"]);
+    assert_eq!((first.signals_in.len(), second.signals_in.len()), (1, 1));
+    assert_eq!(m.tid_owner(600, first.start_t() + 1), Some(first.key));
+    assert_eq!(m.tid_owner(600, second.start_t() + 1), Some(second.key));
+    let r = build_report(&log, &ReportOptions::default());
+    let c = cert(&r, 600);
+    assert_eq!(c.victim.process.start, first.key.start);
+    assert_eq!(
+        c.history.len(),
+        1,
+        "the second pid-600's SIGHUP is not the first's history"
+    );
+    // The kill aimed at 600 between the two lives reached nobody.
+    assert_eq!(r.analysis.near_misses.len(), 1);
+    assert_eq!(r.analysis.near_misses[0].errno.as_deref(), Some("ESRCH"));
+}
+
+#[test]
+fn nonzero_exits_workers_summary_watch_and_leaks() {
+    let r = report("exits.ndjson");
+    assert_eq!(cert(&r, 710).cause.kind, CauseKind::NonzeroExit);
+    assert_eq!(cert(&r, 700).rank, Rank::NonzeroExit);
+    assert!(r
+        .analysis
+        .certificates
+        .iter()
+        .all(|c| c.victim.process.pid != 730));
+    let groups: Vec<(&str, usize)> = r
+        .analysis
+        .other_exits
+        .iter()
+        .map(|g| (g.program.as_str(), g.count))
+        .collect();
+    assert_eq!(groups, [("grep", 5), ("eslint", 1)]);
+    assert!(r.verdict.starts_with("No unexpected deaths; 2 non-zero exits: `node server/dist/index.js` (pid 710) exited with code 1"), "{}", r.verdict);
+    // The seed-001 shape: a daemon outliving the test that spawned it.
+    let leak: Vec<_> = r
+        .analysis
+        .leftovers
+        .iter()
+        .map(|l| (l.process.pid, l.orphaned))
+        .collect();
+    assert_eq!(leak, [(746, true)]);
+    assert!(
+        r.verdict
+            .contains("Leaked: `relayflowd --data-dir /tmp/.tmpN14qfH serve` (pid 746)"),
+        "{}",
+        r.verdict
+    );
+    assert_eq!(r.run.hooks_missing, ["oom_mark_victim"]);
+    assert!(!r.log.complete);
+
+    let watched = build_report(
+        &fixture("exits.ndjson"),
+        &ReportOptions {
+            watch: vec![regex::Regex::new(r"^eslint\b").unwrap()],
+        },
+    );
+    assert_eq!(cert(&watched, 730).cause.kind, CauseKind::NonzeroExit);
+    assert_eq!(watched.analysis.other_exits.len(), 1);
+}
+
+#[test]
+fn truncated_log_is_still_analysed() {
+    let log = fixture("truncated.ndjson");
+    assert!(log.truncated);
+    let r = build_report(&log, &ReportOptions::default());
+    assert!(r.log.truncated && !r.log.complete);
+    assert!(
+        r.verdict
+            .ends_with("(incomplete: the log is truncated, so deaths may be missing)"),
+        "{}",
+        r.verdict
+    );
+    assert!(render_markdown(&r).contains("**Loss: unknown — the log is truncated**"));
+    assert_eq!(cert(&r, 901).cause.kind, CauseKind::KilledOutsideRun);
+}
+
+#[test]
+fn daemon_mode_process_without_fork() {
+    let r = report("daemon.ndjson");
+    let c = cert(&r, 800);
+    assert!(c.victim.process.in_run && c.victim.ancestry.is_empty());
+    assert_eq!(c.cause.kind, CauseKind::KilledOutsideRun);
+    assert_eq!(c.victim.process.argv, ["node", "agent.js"]);
+    assert_eq!(r.run.mode, "daemon");
+}
+
+#[test]
+fn a_survived_signal_is_not_the_fatal_one() {
+    let r = report("survived.ndjson");
+    let c = cert(&r, 110);
+    // health.py's SIGTERM was caught (svc.js forked git afterwards);
+    // deploy.js's later SIGTERM, aimed with an unreadable start time, killed it.
+    assert_eq!(c.killer.as_ref().unwrap().process.command, "node deploy.js");
+    assert_eq!(c.killer.as_ref().unwrap().relation, Relation::Sibling);
+    let fatal: Vec<bool> = c.history.iter().map(|h| h.fatal).collect();
+    assert_eq!(fatal, [false, true]);
+    let m = Model::build(&fixture("survived.ndjson"));
+    assert!(
+        m.procs.keys().all(|k| k.start != 0),
+        "start 0 resolved to the live pid 110"
+    );
+}
