@@ -38,6 +38,8 @@ pub struct RecordArgs {
     /// Grace for `--leaks kill` (before SIGKILL) and limit for `--leaks wait`.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     pub leak_grace: std::time::Duration,
+    #[command(flatten)]
+    pub report: ReportFlags,
     /// Bytes of stderr kept per process as its "last words" (0 disables).
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,
@@ -50,6 +52,23 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
+/// Options that shape the reports (shared by `record` and `report`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ReportFlags {
+    /// Also certify non-zero exits of processes whose command line matches
+    /// this regex (repeatable), however short-lived.
+    #[arg(long, value_name = "REGEX")]
+    pub watch: Vec<regex::Regex>,
+}
+
+impl ReportFlags {
+    pub fn options(&self) -> crate::report::ReportOptions {
+        crate::report::ReportOptions {
+            watch: self.watch.clone(),
+        }
+    }
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReportArgs {
     /// The event log to read.
@@ -57,6 +76,8 @@ pub struct ReportArgs {
     /// Directory for the reports (default: the log's directory).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportFlags,
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {

@@ -38,6 +38,10 @@ impl LastWordsStore {
         tail.bytes.drain(..excess);
     }
 
+    pub fn has(&self, key: &ProcKey) -> bool {
+        self.tails.contains_key(key)
+    }
+
     /// The process is gone: its last words, if it said anything.
     pub fn take(&mut self, task: &Task, at: Stamp) -> Option<LastWords> {
         let tail = self.tails.remove(&task.key())?;

@@ -1,6 +1,7 @@
 //! `tracer record -- CMD`: trace one command's whole process tree.
 use std::{
     fs,
+    io::IsTerminal,
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, ExitCode},
@@ -22,7 +23,7 @@ use crate::{
     cli::{RecordArgs, ReportArgs},
     error::TracerError,
     eventlog::{self, ExitStatus, Header, LogWriter, SCHEMA_VERSION},
-    leaks,
+    leaks, report,
     session::{self, Session},
     terminal::Foreground,
 };
@@ -72,7 +73,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     session.drain()?;
     handle_leaks(&mut session, args, tracer_tgid)?;
     session.finish(Some(command_status.clone()))?;
-    eprintln!("tracer: event log written to {}", log_path.display());
+    // Reports are rendered from the log on disk, exactly as `tracer report`
+    // would: the two can never disagree.
+    render(&log_path, out_dir, &args.report)?;
     Ok(ExitCode::from(passthrough_code(&command_status)))
 }
 
@@ -204,21 +207,43 @@ fn header(args: &RecordArgs, tracer_tgid: u32, capture: &Capture) -> Header {
 }
 
 pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
-    let log = eventlog::read_log(&args.events)?;
-    let out_dir: PathBuf = args.output.clone().unwrap_or_else(|| {
-        args.events
+    let out_dir: PathBuf = match &args.output {
+        Some(dir) => dir.clone(),
+        None => args
+            .events
             .parent()
             .map(Path::to_path_buf)
-            .unwrap_or_default()
-    });
+            .unwrap_or_default(),
+    };
+    render(&args.events, &out_dir, &args.report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Read the log back and write report.json and report.md, with a short
+/// summary on stderr.
+fn render(
+    log_path: &Path,
+    out_dir: &Path,
+    flags: &crate::cli::ReportFlags,
+) -> Result<(), TracerError> {
+    let log = eventlog::read_log(log_path)?;
     if log.truncated {
         eprintln!(
             "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
-            args.events.display()
+            log_path.display()
         );
     }
-    let _ = out_dir;
-    Err(TracerError::Other(
-        "report rendering lands with the analysis".into(),
-    ))
+    fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
+        path: out_dir.to_path_buf(),
+        source,
+    })?;
+    let rendered = report::write_reports(&log, out_dir, &flags.options()).map_err(|source| {
+        TracerError::Output {
+            path: out_dir.to_path_buf(),
+            source,
+        }
+    })?;
+    let color = report::use_color(std::io::stderr().is_terminal());
+    let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
+    Ok(())
 }

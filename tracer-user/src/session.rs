@@ -131,6 +131,10 @@ impl Session {
     }
 
     fn write_last_words(&mut self, task: &Task, t: u64) -> Result<(), TracerError> {
+        // Stamp only what is written: sequence numbers have no gaps.
+        if !self.last_words.has(&task.key()) {
+            return Ok(());
+        }
         let at = self.writer.stamp(t);
         match self.last_words.take(task, at) {
             Some(lw) => self.write(&Record::LastWords(lw)),

@@ -206,6 +206,18 @@ fn record(m: &mut Model, rec: &Record) {
                 signal: None,
             });
         }
+        Record::LastWords(l) => {
+            let key = see(m, &l.task, l.at.t);
+            if let Some(p) = m.procs.get_mut(&key) {
+                p.last_words = Some(l.clone());
+            }
+        }
+        Record::Leak(l) => {
+            let key = see(m, &l.task, l.at.t);
+            if let Some(p) = m.procs.get_mut(&key) {
+                p.leak = Some(l.clone());
+            }
+        }
         Record::Header(_) | Record::Trailer(_) => {}
     }
 }

@@ -75,6 +75,10 @@ pub struct Process {
     /// The last time it demonstrably ran code of its own: forked, exec'd,
     /// created a thread, made a kill call or sent a signal (0 if never).
     pub last_active: u64,
+    /// The end of what it wrote to stderr (`last_words` record).
+    pub last_words: Option<crate::eventlog::LastWords>,
+    /// Still alive when the command exited (`leak` record).
+    pub leak: Option<crate::eventlog::Leak>,
 }
 
 impl Process {
@@ -91,6 +95,8 @@ impl Process {
             end: None,
             lifecycle_seen: false,
             in_run: false,
+            last_words: None,
+            leak: None,
             signals_in: Vec::new(),
             last_active: 0,
         }

@@ -194,6 +194,8 @@ fn type_name(r: &Record) -> &'static str {
         Record::Signal(_) => "signal",
         Record::KillCall(_) => "kill_call",
         Record::Oom(_) => "oom",
+        Record::LastWords(_) => "last_words",
+        Record::Leak(_) => "leak",
         Record::Trailer(_) => "trailer",
     }
 }

@@ -78,6 +78,7 @@ pub fn record_env(extra: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Recorde
             String::from_utf8_lossy(&output.stderr)
         )
     });
+    assert_seq_contiguous(&log);
     Recorded { dir, output, log }
 }
 
@@ -109,4 +110,18 @@ pub fn root(r: &Recorded) -> tracer_user::eventlog::Task {
 pub fn assert_no_loss(r: &Recorded) {
     let t = r.log.trailer.as_ref().expect("log has a trailer");
     assert_eq!(t.lost.total(), 0, "events were lost: {:?}", t.lost);
+}
+
+/// Sequence numbers run 1..=n without gaps and the trailer agrees.
+fn assert_seq_contiguous(log: &EventLog) {
+    let seqs: Vec<u64> = log
+        .events
+        .iter()
+        .filter_map(|e| e.stamp().map(|s| s.seq))
+        .collect();
+    let want: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert!(seqs == want, "sequence numbers have gaps or repeats");
+    if let Some(t) = &log.trailer {
+        assert_eq!(t.events, seqs.len() as u64, "trailer event count");
+    }
 }
