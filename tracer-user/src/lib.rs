@@ -9,4 +9,5 @@ pub mod error;
 pub mod eventlog;
 pub mod record;
 pub mod session;
+pub mod snapshot;
 pub mod terminal;
