@@ -8,6 +8,11 @@
 //! (`analyze`) is a pure function of the captured values, so every rule is
 //! unit-testable from hand-built `Snapshot`s. Everything is ordered
 //! (pid, tid, fd, holder) so two snapshots of the same state compare equal.
+//!
+//! Limits, by design: a thread in poll/epoll/select is not judged (it may
+//! wait on many fds); sock_diag sees only the caller's network namespace;
+//! "held only by this process" cannot rule out another thread of that same
+//! process writing later, which is why the finding says *no other process*.
 use serde::{Deserialize, Serialize};
 
 mod capture;
