@@ -14,4 +14,5 @@ pub mod model;
 pub mod record;
 pub mod report;
 pub mod session;
+pub mod snapshot;
 pub mod terminal;

@@ -1,0 +1,221 @@
+//! Live snapshot of hung processes: threads, wait channels, syscalls and
+//! open fds with *who holds the other end*, plus findings for the classic
+//! self-deadlocks (a thread reading a socket whose only peer it holds
+//! itself; a parent waiting on a child that is itself blocked; a leaked
+//! daemon reparented to init).
+//!
+//! Capture (`take`) reads /proc and sock_diag once; analysis
+//! (`analyze`) is a pure function of the captured values, so every rule is
+//! unit-testable from hand-built `Snapshot`s. Everything is ordered
+//! (pid, tid, fd, holder) so two snapshots of the same state compare equal.
+//!
+//! Limits, by design: a thread in poll/epoll/select is not judged (it may
+//! wait on many fds); sock_diag sees only the caller's network namespace;
+//! "held only by this process" cannot rule out another thread of that same
+//! process writing later, which is why the finding says *no other process*.
+use serde::{Deserialize, Serialize};
+
+mod capture;
+mod findings;
+mod procread;
+mod render;
+mod sockdiag;
+mod syscalls;
+#[cfg(test)]
+mod tests;
+
+pub use capture::take;
+pub use findings::analyze;
+pub use render::render_text;
+pub use syscalls::syscall_name;
+
+/// Finding kinds (the `Finding::kind` strings).
+pub const SELF_HELD_PEER: &str = "self_held_peer";
+pub const WAITS_ON_BLOCKED_CHILD: &str = "waits_on_blocked_child";
+pub const ORPHANED: &str = "orphaned";
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// Sorted by pid.
+    pub processes: Vec<ProcSnapshot>,
+    /// Sorted by (pid, tid, kind).
+    pub findings: Vec<Finding>,
+    /// Capture caveats a reader must know to trust the findings (sock_diag
+    /// unavailable, /proc scan truncated, pid vanished). Empty when complete.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProcSnapshot {
+    pub pid: u32,
+    /// /proc/PID/stat starttime in CLOCK_BOOTTIME ns: with `pid` it is the
+    /// key the tracer's event log uses for a process (pids get reused).
+    pub start_ns: u64,
+    pub ppid: u32,
+    pub pgid: u32,
+    pub sid: u32,
+    pub comm: String,
+    pub argv: Vec<String>,
+    pub exe: Option<String>,
+    /// Process state letter from /proc/PID/stat (R, S, D, Z, T, t, ...).
+    pub state: char,
+    /// Sorted by tid.
+    pub threads: Vec<ThreadSnapshot>,
+    /// Sorted by fd.
+    pub fds: Vec<FdEntry>,
+    /// The process exited while being read: what is here is partial.
+    #[serde(default)]
+    pub vanished: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ThreadSnapshot {
+    pub tid: u32,
+    pub comm: String,
+    pub state: char,
+    /// Kernel function the thread sleeps in; None when running ("0").
+    pub wchan: Option<String>,
+    /// Kernel stack frames, innermost first, e.g. "unix_stream_read_generic+0x70d/0xcd0".
+    /// Empty when unreadable (needs root) or running.
+    pub stack: Vec<String>,
+    pub syscall: SyscallState,
+}
+
+/// /proc/TID/syscall: what the thread is doing at the user/kernel boundary.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SyscallState {
+    /// On a CPU: no syscall registers to report.
+    Running,
+    /// Blocked outside any syscall (number -1, e.g. a page fault).
+    None,
+    /// Unreadable (permission, or the thread exited).
+    Unknown,
+    /// Blocked inside syscall `nr`; `name` for common x86-64 ones.
+    Syscall {
+        nr: i64,
+        name: Option<String>,
+        args: [u64; 6],
+    },
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+impl Access {
+    /// From fdinfo `flags:` (octal open flags): O_ACCMODE is the low 2 bits.
+    pub fn from_flags(flags: u32) -> Access {
+        match flags & 0o3 {
+            0 => Access::Read,
+            1 => Access::Write,
+            _ => Access::ReadWrite,
+        }
+    }
+    pub fn can_read(self) -> bool {
+        self != Access::Write
+    }
+    pub fn can_write(self) -> bool {
+        self != Access::Read
+    }
+    pub fn short(self) -> &'static str {
+        match self {
+            Access::Read => "r",
+            Access::Write => "w",
+            Access::ReadWrite => "rw",
+        }
+    }
+}
+
+/// One (process, fd) holding some inode.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Holder {
+    pub pid: u32,
+    pub comm: String,
+    pub fd: i32,
+    /// Open mode; known for pipe holders (it tells which end), else None.
+    pub access: Option<Access>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FdEntry {
+    pub fd: i32,
+    /// Raw /proc/PID/fd/N link text ("socket:[123]", "/tmp/x", ...).
+    pub target: String,
+    /// From /proc/PID/fdinfo/N flags; None if unreadable.
+    pub access: Option<Access>,
+    pub kind: FdKind,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FdKind {
+    File {
+        path: String,
+    },
+    Pipe {
+        inode: u64,
+        /// Every other (pid, fd) with this pipe open, in any process on the
+        /// machine, with its access mode (= which end it holds).
+        holders: Vec<Holder>,
+    },
+    Unix {
+        inode: u64,
+        /// "stream", "dgram", "seqpacket".
+        sock_type: String,
+        /// Bound path (or "@abstract"), if any.
+        name: Option<String>,
+        peer: Option<u64>,
+        /// Every (pid, fd) on the machine holding the peer socket.
+        peer_holders: Vec<Holder>,
+    },
+    Inet {
+        inode: u64,
+        /// "tcp", "tcp6", "udp", "udp6".
+        proto: String,
+        local: String,
+        remote: String,
+        /// TCP state name ("ESTABLISHED", "LISTEN", ...).
+        state: String,
+        /// The other end when it is a socket on this machine (loopback).
+        peer: Option<u64>,
+        peer_holders: Vec<Holder>,
+    },
+    /// A socket of another family, or one sock_diag did not report.
+    Socket {
+        inode: u64,
+    },
+    /// anon_inode:[eventfd], anon_inode:[eventpoll], anon_inode:inotify, ...
+    Anon {
+        name: String,
+    },
+    Other,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// One of SELF_HELD_PEER, WAITS_ON_BLOCKED_CHILD, ORPHANED.
+    pub kind: String,
+    pub pid: u32,
+    pub tid: Option<u32>,
+    /// One self-contained sentence naming fds, inodes and pids.
+    pub detail: String,
+    /// Fds involved (for self_held_peer: the fd read first, then the fds
+    /// holding the other end).
+    #[serde(default)]
+    pub fds: Vec<i32>,
+    /// Other processes involved (for waits_on_blocked_child: the children).
+    #[serde(default)]
+    pub related_pids: Vec<u32>,
+}
+
+impl ProcSnapshot {
+    pub fn fd(&self, fd: i32) -> Option<&FdEntry> {
+        self.fds.iter().find(|f| f.fd == fd)
+    }
+}
