@@ -30,7 +30,13 @@ use crate::{
 
 pub const EVENTS_FILE: &str = "events.ndjson";
 
+/// Phase timings at debug level (`TRACER_LOG=tracer_user=debug`).
+fn phase(t0: std::time::Instant, what: &str) {
+    log::debug!("{what}: {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+}
+
 pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
+    let t0 = std::time::Instant::now();
     let log_path = args.output.join(EVENTS_FILE);
 
     let tracer_tgid = getpid().as_raw() as u32;
@@ -40,6 +46,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         disabled: args.disable_hooks.clone(),
         last_words: args.last_words_bytes > 0,
     })?;
+    phase(t0, "loaded and attached");
     let out_dir = &args.output;
     fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
         path: out_dir.clone(),
@@ -59,7 +66,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         log::warn!("cannot become a child subreaper: {e}");
     }
+    phase(t0, "log header written");
     let spawned = spawn_adopted(&mut capture, &args.command);
+    phase(t0, "command spawned");
     let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
     let child = match spawned {
         Ok(child) => child,
@@ -70,12 +79,16 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         }
     };
     let command_status = supervise(&mut session, child, signals)?;
+    phase(t0, "command exited");
     session.drain()?;
     handle_leaks(&mut session, args, tracer_tgid)?;
+    phase(t0, "leaks handled");
     session.finish(Some(command_status.clone()))?;
+    phase(t0, "log closed, hooks detached");
     // Reports are rendered from the log on disk, exactly as `tracer report`
     // would: the two can never disagree.
     render(&log_path, out_dir, &args.report)?;
+    phase(t0, "reports written");
     Ok(ExitCode::from(passthrough_code(&command_status)))
 }
 

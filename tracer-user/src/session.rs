@@ -174,7 +174,9 @@ impl Session {
         let path = self.log_path.clone();
         self.writer
             .finish(trailer)
-            .map_err(|source| TracerError::Output { path, source })
+            .map_err(|source| TracerError::Output { path, source })?;
+        self.capture.shutdown();
+        Ok(())
     }
 
     fn output_error(&self, source: std::io::Error) -> TracerError {

@@ -2,7 +2,7 @@
 //! report what attached and how.
 use aya::{
     maps::{Array, MapData, PerCpuArray, RingBuf},
-    programs::{BtfTracePoint, TracePoint},
+    programs::{trace_point::TracePointLinkId, BtfTracePoint, TracePoint},
     Btf, Ebpf, EbpfLoader,
 };
 use tracer_common::{DropReason, RuntimeConfig, DROP_REASONS};
@@ -20,6 +20,8 @@ const KILL_SYSCALLS: [&str; 6] = [
     "rt_tgsigqueueinfo",
     "pidfd_send_signal",
 ];
+
+type Links = Vec<(&'static str, TracePointLinkId)>;
 
 pub struct LoadOptions {
     pub ring_buffer_bytes: u32,
@@ -39,10 +41,13 @@ impl LoadOptions {
     }
 }
 
-/// Loaded and attached programs. Dropping it detaches everything.
+/// Loaded and attached programs. Dropping it detaches everything;
+/// [`Capture::shutdown`] does it faster.
 pub struct Capture {
     ebpf: Ebpf,
     pub hooks: Vec<HookStatus>,
+    /// Classic tracepoint links, by program, for the parallel detach.
+    links: Vec<(&'static str, TracePointLinkId)>,
 }
 
 pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
@@ -79,6 +84,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             })?;
 
     let mut hooks = Vec::new();
+    let mut links = Links::new();
     for hook in [
         "sched_process_fork",
         "sched_process_exec",
@@ -96,12 +102,23 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             detail: None,
         });
     }
-    hooks.push(attach_kill_syscalls(&mut ebpf, &btf, tracefs.is_ok(), opts));
+    hooks.push(attach_kill_syscalls(
+        &mut ebpf,
+        &mut links,
+        &btf,
+        tracefs.is_ok(),
+        opts,
+    ));
     hooks.push(match &tracefs {
-        Ok(_) => match opts
-            .disabled("oom_mark_victim")
-            .and_then(|()| attach_classic(&mut ebpf, "oom_mark_victim", "oom", &["mark_victim"]))
-        {
+        Ok(_) => match opts.disabled("oom_mark_victim").and_then(|()| {
+            attach_classic(
+                &mut ebpf,
+                &mut links,
+                "oom_mark_victim",
+                "oom",
+                &["mark_victim"],
+            )
+        }) {
             Ok(()) => HookStatus {
                 name: "oom_mark_victim".into(),
                 via: Some("tracepoint".into()),
@@ -113,9 +130,14 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         Err(e) => unavailable("oom_mark_victim", format!("tracefs unavailable: {e}")),
     });
     if opts.last_words {
-        hooks.push(attach_last_words(&mut ebpf, tracefs.is_ok(), opts));
+        hooks.push(attach_last_words(
+            &mut ebpf,
+            &mut links,
+            tracefs.is_ok(),
+            opts,
+        ));
     }
-    Ok(Capture { ebpf, hooks })
+    Ok(Capture { ebpf, hooks, links })
 }
 
 fn unavailable(name: &str, detail: String) -> HookStatus {
@@ -132,6 +154,7 @@ fn unavailable(name: &str, detail: String) -> HookStatus {
 /// missing, raw_syscalls filtered in the kernel (fires on every syscall).
 fn attach_kill_syscalls(
     ebpf: &mut Ebpf,
+    links: &mut Links,
     btf: &Btf,
     have_tracefs: bool,
     opts: &LoadOptions,
@@ -153,8 +176,8 @@ fn attach_kill_syscalls(
     } else if have_tracefs {
         let e: Vec<&str> = enters.iter().map(String::as_str).collect();
         let x: Vec<&str> = exits.iter().map(String::as_str).collect();
-        attach_classic(ebpf, "kill_enter", "syscalls", &e)
-            .and_then(|()| attach_classic(ebpf, "kill_exit", "syscalls", &x))
+        attach_classic(ebpf, links, "kill_enter", "syscalls", &e)
+            .and_then(|()| attach_classic(ebpf, links, "kill_exit", "syscalls", &x))
     } else {
         Err("tracefs unavailable".into())
     };
@@ -169,8 +192,8 @@ fn attach_kill_syscalls(
         }
         Err(e) => e,
     };
-    detach_all(ebpf, "kill_enter");
-    detach_all(ebpf, "kill_exit");
+    detach_all(ebpf, links, "kill_enter");
+    detach_all(ebpf, links, "kill_exit");
     match attach_btf(ebpf, btf, "raw_sys_enter", "sys_enter")
         .and_then(|()| attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit"))
     {
@@ -189,7 +212,12 @@ fn attach_kill_syscalls(
     }
 }
 
-fn attach_last_words(ebpf: &mut Ebpf, have_tracefs: bool, opts: &LoadOptions) -> HookStatus {
+fn attach_last_words(
+    ebpf: &mut Ebpf,
+    links: &mut Links,
+    have_tracefs: bool,
+    opts: &LoadOptions,
+) -> HookStatus {
     let name = "last_words";
     let res = opts
         .disabled(name)
@@ -200,8 +228,24 @@ fn attach_last_words(ebpf: &mut Ebpf, have_tracefs: bool, opts: &LoadOptions) ->
                 Err("tracefs unavailable".into())
             }
         })
-        .and_then(|()| attach_classic(ebpf, "stderr_write", "syscalls", &["sys_enter_write"]))
-        .and_then(|()| attach_classic(ebpf, "stderr_writev", "syscalls", &["sys_enter_writev"]));
+        .and_then(|()| {
+            attach_classic(
+                ebpf,
+                links,
+                "stderr_write",
+                "syscalls",
+                &["sys_enter_write"],
+            )
+        })
+        .and_then(|()| {
+            attach_classic(
+                ebpf,
+                links,
+                "stderr_writev",
+                "syscalls",
+                &["sys_enter_writev"],
+            )
+        });
     match res {
         Ok(()) => HookStatus {
             name: name.into(),
@@ -210,8 +254,8 @@ fn attach_last_words(ebpf: &mut Ebpf, have_tracefs: bool, opts: &LoadOptions) ->
             detail: None,
         },
         Err(e) => {
-            detach_all(ebpf, "stderr_write");
-            detach_all(ebpf, "stderr_writev");
+            detach_all(ebpf, links, "stderr_write");
+            detach_all(ebpf, links, "stderr_writev");
             unavailable(name, e)
         }
     }
@@ -227,7 +271,8 @@ fn attach_btf(ebpf: &mut Ebpf, btf: &Btf, prog: &str, tracepoint: &str) -> Resul
 
 fn attach_classic(
     ebpf: &mut Ebpf,
-    prog: &str,
+    links: &mut Links,
+    prog: &'static str,
     category: &str,
     names: &[&str],
 ) -> Result<(), String> {
@@ -236,13 +281,16 @@ fn attach_classic(
         p.load().map_err(|e| format!("load {prog}: {e}"))?;
     }
     for name in names {
-        p.attach(category, name)
+        let id = p
+            .attach(category, name)
             .map_err(|e| format!("{category}:{name}: {e}"))?;
+        links.push((prog, id));
     }
     Ok(())
 }
 
-fn detach_all(ebpf: &mut Ebpf, prog: &str) {
+fn detach_all(ebpf: &mut Ebpf, links: &mut Links, prog: &str) {
+    links.retain(|(p, _)| *p != prog);
     if let Ok(p) = program::<TracePoint>(ebpf, prog) {
         let _ = p.unload();
     }
@@ -259,6 +307,26 @@ where
 }
 
 impl Capture {
+    /// Detach everything. Unregistering a syscall tracepoint waits for an RCU
+    /// grace period (~70 ms each on 6.x, where they are faultable): done one
+    /// by one, 14 of them cost a second. Concurrently, the waits overlap.
+    pub fn shutdown(mut self) {
+        let mut owned = Vec::new();
+        for (prog, id) in std::mem::take(&mut self.links) {
+            if let Ok(p) = program::<TracePoint>(&mut self.ebpf, prog) {
+                if let Ok(link) = p.take_link(id) {
+                    owned.push(link);
+                }
+            }
+        }
+        std::thread::scope(|s| {
+            for link in owned {
+                s.spawn(move || drop(link));
+            }
+        });
+        drop(self.ebpf);
+    }
+
     pub fn ring(&mut self) -> Result<RingBuf<MapData>, TracerError> {
         let map = self
             .ebpf

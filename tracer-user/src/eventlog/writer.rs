@@ -54,8 +54,7 @@ impl LogWriter {
 
     pub fn finish(mut self, trailer: Trailer) -> std::io::Result<()> {
         self.line(&Record::Trailer(trailer))?;
-        self.flush()?;
-        self.out.get_ref().sync_all()
+        self.flush()
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {
