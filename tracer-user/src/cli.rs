@@ -32,6 +32,17 @@ pub struct RecordArgs {
     /// Ring buffer size in bytes (rounded up to a power of two pages).
     #[arg(long, default_value_t = 16 << 20)]
     pub ring_buffer_size: u32,
+    /// Fail the run (exit 86 when the command itself succeeded) if any of these
+    /// happened: foreign-signal, leak, oom, unexpected-death (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
+    pub fail_on: Vec<crate::fail_on::Condition>,
+    /// Stop a hung run: when DURATION has passed, snapshot what every process
+    /// is blocked on, SIGTERM the run, and SIGKILL it after --kill-grace.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub timeout: Option<std::time::Duration>,
+    /// Between SIGTERM and SIGKILL when --timeout expires.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub kill_grace: std::time::Duration,
     /// What to do with processes of the run still alive when the command exits.
     #[arg(long, value_enum, default_value_t = crate::leaks::LeakPolicy::Report)]
     pub leaks: crate::leaks::LeakPolicy,
@@ -47,8 +58,9 @@ pub struct RecordArgs {
     /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
     pub disable_hooks: Vec<String>,
-    /// The command to run, after `--`.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    /// The command to run, after `--` (required, so a mistyped option is an
+    /// error rather than a command).
+    #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 

@@ -116,7 +116,7 @@ pub fn enforce(
 }
 
 /// Only processes verified to be the run's (pid and start time) are signalled.
-fn signal_all(leaks: &[ProcKey], sig: Signal) {
+pub fn signal_all(leaks: &[ProcKey], sig: Signal) {
     for k in leaks {
         if inspect(*k, 0, None).is_some() {
             let _ = kill(Pid::from_raw(k.pid as i32), sig);

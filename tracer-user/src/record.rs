@@ -5,17 +5,10 @@ use std::{
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, ExitCode},
-    time::Duration,
 };
 
-use nix::{
-    sys::signal::{killpg, Signal as NixSignal},
-    unistd::{getpid, Pid},
-};
-use signal_hook::{
-    consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM},
-    iterator::{exfiltrator::WithOrigin, SignalsInfo},
-};
+use nix::unistd::getpid;
+use signal_hook::iterator::{exfiltrator::WithOrigin, SignalsInfo};
 use tracer_common::RuntimeConfig;
 
 use crate::{
@@ -23,8 +16,9 @@ use crate::{
     cli::{RecordArgs, ReportArgs},
     error::TracerError,
     eventlog::{self, ExitStatus, Header, LogWriter, SCHEMA_VERSION},
-    leaks, report,
+    fail_on, leaks, report,
     session::{self, Session},
+    supervise,
     terminal::Foreground,
 };
 
@@ -58,7 +52,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         source,
     })?;
     // Registered before the child exists, so no signal meant for it is lost.
-    let signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+    let signals = SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS)
         .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
@@ -78,7 +72,23 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
             return Err(err);
         }
     };
-    let command_status = supervise(&mut session, child, signals)?;
+    let limits = supervise::Limits {
+        timeout: args.timeout,
+        kill_grace: args.kill_grace,
+    };
+    let outcome = supervise::supervise(&mut session, child, signals, &limits)?;
+    let command_status = outcome.status;
+    if outcome.timed_out {
+        // The timeout stops the whole run, not only the command: finish the
+        // job on whatever is still dying or ignored the SIGTERM.
+        let rest = session.tracked()?;
+        leaks::enforce(
+            leaks::LeakPolicy::Kill,
+            &rest,
+            args.kill_grace,
+            &mut session,
+        )?;
+    }
     phase(t0, "command exited");
     session.drain()?;
     handle_leaks(&mut session, args, tracer_tgid)?;
@@ -87,10 +97,20 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     phase(t0, "log closed, hooks detached");
     // Reports are rendered from the log on disk, exactly as `tracer report`
     // would: the two can never disagree.
-    render(&log_path, out_dir, &args.report)?;
+    let log = render(&log_path, out_dir, &args.report)?;
     phase(t0, "reports written");
-    Ok(ExitCode::from(passthrough_code(&command_status)))
+    let met = fail_on_met(&args.fail_on, &log, &args.report);
+    let code = match (outcome.timed_out, passthrough_code(&command_status)) {
+        // As timeout(1) does: the run did not finish, whatever it exited with.
+        (true, _) => EXIT_TIMED_OUT,
+        (false, 0) if !met.is_empty() => fail_on::EXIT_FAIL_ON,
+        (false, code) => code,
+    };
+    Ok(ExitCode::from(code))
 }
+
+/// `--timeout` expired (the convention of timeout(1)).
+pub const EXIT_TIMED_OUT: u8 = 124;
 
 /// Spawn CMD with the kernel adopting the tracer's next child, so the command
 /// is in scope from its first instruction: no event of it can be missed.
@@ -107,6 +127,9 @@ fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, Tra
             // Own process group: a Ctrl-C or a group signal to the tracer is not
             // duplicated by our forwarding, and the tree can be signalled whole.
             libc::setpgid(0, 0);
+            // If the tracer itself is killed, the command is told (SIGTERM)
+            // rather than left running unobserved.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
             fg.give_to_self();
             Ok(())
         });
@@ -124,47 +147,6 @@ fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, Tra
         cmd: command.join(" "),
         source,
     })
-}
-
-/// Pump events until the command exits, forwarding the signals a user or a CI
-/// runner sends the tracer to the command's process group. As a child
-/// subreaper the tracer also reaps orphans of the run here.
-fn supervise(
-    session: &mut Session,
-    child: Child,
-    mut signals: SignalsInfo<WithOrigin>,
-) -> Result<ExitStatus, TracerError> {
-    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-    let pid = Pid::from_raw(child.id() as i32);
-    loop {
-        session.pump(Duration::from_millis(50))?;
-        for origin in signals.pending() {
-            // A terminal's own signal (SI_KERNEL) already reached the command's
-            // group if the command holds the terminal; don't send it twice.
-            if session::is_from_terminal(&origin) && Foreground::held_by_child() {
-                continue;
-            }
-            if let Ok(sig) = NixSignal::try_from(origin.signal) {
-                log::info!("forwarding {sig} to process group {pid}");
-                let _ = killpg(pid, sig);
-            }
-        }
-        loop {
-            let status = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
-                Ok(WaitStatus::Exited(p, code)) if p == pid => ExitStatus::Exited { code },
-                Ok(WaitStatus::Signaled(p, sig, core_dumped)) if p == pid => ExitStatus::Signaled {
-                    signal: sig as i32,
-                    name: sig.as_str().into(),
-                    core_dumped,
-                },
-                Ok(_) => continue, // an orphan of the run, inherited and reaped
-                Err(e) => return Err(TracerError::Other(format!("waiting for the command: {e}"))),
-            };
-            Foreground::restore();
-            return Ok(status);
-        }
-    }
 }
 
 /// Log every process of the run still alive, then apply `--leaks`.
@@ -232,13 +214,33 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The `--fail-on` conditions this run met, announced on stderr.
+fn fail_on_met(
+    conditions: &[fail_on::Condition],
+    log: &eventlog::EventLog,
+    flags: &crate::cli::ReportFlags,
+) -> Vec<(fail_on::Condition, usize)> {
+    if conditions.is_empty() {
+        return Vec::new();
+    }
+    let opts = crate::analysis::AnalysisOptions {
+        watch: flags.watch.clone(),
+    };
+    let (_, analysis) = crate::analysis::analyze(log, &opts);
+    let met = fail_on::met(conditions, log, &analysis);
+    for (c, n) in &met {
+        eprintln!("tracer: --fail-on {}: {n} found", c.name());
+    }
+    met
+}
+
 /// Read the log back and write report.json and report.md, with a short
 /// summary on stderr.
 fn render(
     log_path: &Path,
     out_dir: &Path,
     flags: &crate::cli::ReportFlags,
-) -> Result<(), TracerError> {
+) -> Result<eventlog::EventLog, TracerError> {
     let log = eventlog::read_log(log_path)?;
     if log.truncated {
         eprintln!(
@@ -258,5 +260,5 @@ fn render(
     })?;
     let color = report::use_color(std::io::stderr().is_terminal());
     let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
-    Ok(())
+    Ok(log)
 }

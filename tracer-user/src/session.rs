@@ -115,6 +115,22 @@ impl Session {
         self.capture.tracked()
     }
 
+    /// Snapshot every live process of the run into the log; returns it.
+    pub fn log_snapshot(&mut self, reason: &str) -> Result<crate::snapshot::Snapshot, TracerError> {
+        let pids: Vec<u32> = self.tracked()?.iter().map(|k| k.pid).collect();
+        let snapshot = crate::snapshot::take(&pids);
+        let at = self.writer.stamp(boot_ns());
+        self.write(&Record::Snapshot(crate::eventlog::SnapshotTaken {
+            at,
+            reason: reason.into(),
+            snapshot: snapshot.clone(),
+        }))?;
+        self.writer
+            .flush()
+            .map_err(|source| self.output_error(source))?;
+        Ok(snapshot)
+    }
+
     /// Log a leaked process, stamped now.
     pub fn log_leak(&mut self, mut leak: crate::eventlog::Leak) -> Result<(), TracerError> {
         leak.at = self.writer.stamp(boot_ns());

@@ -17,6 +17,7 @@ pub enum Record {
     Oom(Oom),
     LastWords(LastWords),
     Leak(Leak),
+    Snapshot(SnapshotTaken),
     Trailer(Trailer),
 }
 
@@ -288,6 +289,18 @@ pub struct Leak {
     pub fds: Vec<String>,
 }
 
+/// What every live process of the run was doing at one moment: taken when
+/// `--timeout` expires, when the tracer is cancelled (SIGTERM/SIGINT), or on
+/// SIGUSR1.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct SnapshotTaken {
+    #[serde(flatten)]
+    pub at: Stamp,
+    /// `timeout`, `cancelled` or `requested`.
+    pub reason: String,
+    pub snapshot: crate::snapshot::Snapshot,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Trailer {
     pub ended_at: String,
@@ -332,6 +345,7 @@ impl Record {
             Record::Oom(e) => Some(&e.at),
             Record::LastWords(e) => Some(&e.at),
             Record::Leak(e) => Some(&e.at),
+            Record::Snapshot(e) => Some(&e.at),
             Record::Header(_) | Record::Trailer(_) => None,
         }
     }

@@ -23,6 +23,7 @@ pub(super) fn build(log: &EventLog) -> Model {
         signals: Vec::new(),
         kill_calls: Vec::new(),
         ooms: Vec::new(),
+        snapshots: Vec::new(),
         first_t: 0,
         last_t: 0,
     };
@@ -218,6 +219,7 @@ fn record(m: &mut Model, rec: &Record) {
                 p.leak = Some(l.clone());
             }
         }
+        Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
         Record::Header(_) | Record::Trailer(_) => {}
     }
 }

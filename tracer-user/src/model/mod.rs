@@ -55,6 +55,8 @@ pub struct Model {
     pub signals: Vec<SignalEv>,
     pub kill_calls: Vec<KillCallEv>,
     pub ooms: Vec<OomEv>,
+    /// Hang or cancellation snapshots, in log order.
+    pub snapshots: Vec<crate::eventlog::SnapshotTaken>,
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,

@@ -45,6 +45,7 @@ mod tests {
             signals: vec![],
             kill_calls: vec![],
             ooms: vec![],
+            snapshots: vec![],
             first_t: 0,
             last_t: 0,
         };

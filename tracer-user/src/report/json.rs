@@ -196,6 +196,7 @@ fn type_name(r: &Record) -> &'static str {
         Record::Oom(_) => "oom",
         Record::LastWords(_) => "last_words",
         Record::Leak(_) => "leak",
+        Record::Snapshot(_) => "snapshot",
         Record::Trailer(_) => "trailer",
     }
 }

@@ -1,0 +1,71 @@
+//! `--fail-on`: turn what the tracer saw into a failing CI step, so a suite
+//! can enforce hermeticity (no signals across the run's boundary, no leaked
+//! processes, no OOM kills, no unexpected deaths) in any language.
+use crate::{
+    analysis::{Analysis, CauseKind},
+    eventlog::{EventLog, Record},
+};
+
+/// The run's exit status when a `--fail-on` condition is met and the command
+/// itself succeeded (a failing command keeps its own status).
+pub const EXIT_FAIL_ON: u8 = 86;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Condition {
+    /// A signal crossed the run's boundary, in either direction.
+    ForeignSignal,
+    /// A process of the run outlived the command.
+    Leak,
+    /// The kernel OOM killer killed a process of the run.
+    Oom,
+    /// A process of the run died unexpectedly (see the report's ranking rule).
+    UnexpectedDeath,
+}
+
+impl Condition {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ForeignSignal => "foreign-signal",
+            Self::Leak => "leak",
+            Self::Oom => "oom",
+            Self::UnexpectedDeath => "unexpected-death",
+        }
+    }
+
+    /// How many times it happened in this run.
+    pub fn count(self, log: &EventLog, a: &Analysis) -> usize {
+        match self {
+            // The tracer's own signals (forwarding, --timeout, --leaks kill)
+            // are not the suite breaking its boundary.
+            Self::ForeignSignal => a
+                .foreign_signals
+                .iter()
+                .filter(|f| !f.sender_is_tracer)
+                .count(),
+            // Outlived the command, even if `--leaks kill` ended it later.
+            Self::Leak => {
+                let recorded = log
+                    .events
+                    .iter()
+                    .filter(|e| matches!(e, Record::Leak(_)))
+                    .count();
+                recorded.max(a.leftovers.len())
+            }
+            Self::Oom => a
+                .certificates
+                .iter()
+                .filter(|c| c.cause.kind == CauseKind::Oom)
+                .count(),
+            Self::UnexpectedDeath => a.counts.unexpected,
+        }
+    }
+}
+
+/// The conditions met, with counts, in the order asked.
+pub fn met(conditions: &[Condition], log: &EventLog, a: &Analysis) -> Vec<(Condition, usize)> {
+    conditions
+        .iter()
+        .map(|&c| (c, c.count(log, a)))
+        .filter(|&(_, n)| n > 0)
+        .collect()
+}
