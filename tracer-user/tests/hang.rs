@@ -71,6 +71,22 @@ fn timeout_snapshots_the_deadlock_then_stops_the_run() {
         .events()
         .any(|e| matches!(e, Record::Exit(x) if x.group_dead && x.task.key() == root.key())));
     assert!(!r.events().any(|e| matches!(e, Record::Leak(_))));
+    // The reports lead with it.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.path("report.json")).unwrap()).unwrap();
+    let verdict = json["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("Timed out while blocked: thread"),
+        "{verdict}"
+    );
+    assert_eq!(json["snapshots"][0]["reason"], "timeout");
+    assert_eq!(
+        json["snapshots"][0]["findings"][0]["kind"],
+        "self_held_peer"
+    );
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    assert!(md.starts_with("Timed out while blocked"), "{md}");
+    assert!(md.contains("## Snapshot at") && md.contains("**self_held_peer**"));
 }
 
 #[test]

@@ -34,6 +34,8 @@ pub struct Report {
     pub log: LogFacts,
     #[serde(flatten)]
     pub analysis: Analysis,
+    /// Hang / cancellation snapshots, in log order.
+    pub snapshots: Vec<super::snapshots::SnapshotReport>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -174,14 +176,20 @@ pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
         complete,
         warnings,
     };
+    let snapshots = super::snapshots::collect(&model);
+    let mut verdict = verdict(&analysis, &log_facts);
+    if let Some(hang) = super::snapshots::verdict_clause(&snapshots) {
+        verdict = format!("{hang}. {verdict}");
+    }
     Report {
         report_schema: REPORT_SCHEMA_VERSION,
         rendered_by: env!("CARGO_PKG_VERSION").to_string(),
-        verdict: verdict(&analysis, &log_facts),
+        verdict,
         ranking_rule: RANKING_RULE.to_string(),
         run,
         log: log_facts,
         analysis,
+        snapshots,
     }
 }
 

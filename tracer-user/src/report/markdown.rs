@@ -57,6 +57,8 @@ pub fn render(r: &Report) -> String {
         ),
     );
 
+    // A hung run: what it was blocked on comes before everything else.
+    super::snapshots::section(&mut o, &r.snapshots);
     if !a.certificates.is_empty() {
         let _ = writeln!(o, "## Death certificates\n\n_{}_\n", r.ranking_rule);
         for c in a.certificates.iter().take(MAX_DETAILED) {

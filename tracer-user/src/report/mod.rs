@@ -3,6 +3,7 @@
 mod json;
 mod markdown;
 mod sections;
+mod snapshots;
 #[cfg(test)]
 mod tests;
 
