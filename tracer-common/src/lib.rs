@@ -24,6 +24,7 @@ pub enum RecordKind {
     KillCall = 5,
     OomVictim = 6,
     Stderr = 7,
+    Existing = 8,
 }
 
 impl TryFrom<u32> for RecordKind {
@@ -37,6 +38,7 @@ impl TryFrom<u32> for RecordKind {
             5 => Self::KillCall,
             6 => Self::OomVictim,
             7 => Self::Stderr,
+            8 => Self::Existing,
             other => return Err(other),
         })
     }
@@ -242,6 +244,19 @@ pub struct OomRecord {
     pub _pad: u32,
 }
 
+/// A process that existed before the tracer started (from the task
+/// iterator): its exact identity, so daemon mode can scope and name it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExistingRecord {
+    pub hdr: RecordHeader,
+    pub task: TaskId,
+    /// The tgid of its parent (`real_parent`).
+    pub ppid: u32,
+    pub _pad: u32,
+    pub comm: [u8; COMM_LEN],
+}
+
 /// Most bytes of one stderr write captured (its tail).
 pub const STDERR_CHUNK: usize = 4096;
 
@@ -271,6 +286,7 @@ pub struct KernelOffsets {
     pub task_tgid: u32,
     pub task_start_boottime: u32,
     pub task_group_leader: u32,
+    pub task_real_parent: u32,
     pub task_exit_code: u32,
     pub task_signal: u32,
     pub task_mm: u32,
@@ -306,6 +322,7 @@ impl KernelOffsets {
         task_tgid: OFFSET_NONE,
         task_start_boottime: OFFSET_NONE,
         task_group_leader: OFFSET_NONE,
+        task_real_parent: OFFSET_NONE,
         task_exit_code: OFFSET_NONE,
         task_signal: OFFSET_NONE,
         task_mm: OFFSET_NONE,

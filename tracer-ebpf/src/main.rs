@@ -6,6 +6,7 @@
 #![no_std]
 #![no_main]
 
+mod existing;
 mod kill_calls;
 mod maps;
 mod oom;
@@ -78,6 +79,14 @@ pub fn stderr_writev(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn oom_mark_victim(ctx: TracePointContext) -> u32 {
     oom::on_mark_victim(&ctx).unwrap_or(0)
+}
+
+/// Task iterator: the processes that were running before the tracer.
+/// (aya-ebpf has no macro for iterators; the section name is the contract.)
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "iter/task")]
+pub fn existing_tasks(ctx: *mut aya_ebpf::cty::c_void) -> i32 {
+    existing::on_task(ctx).unwrap_or(0)
 }
 
 #[cfg(not(test))]

@@ -20,8 +20,64 @@ pub struct Cli {
 pub enum Command {
     /// Run a command under the tracer and write its event log and reports.
     Record(RecordArgs),
-    /// Re-render the reports from an events.ndjson, offline.
+    /// Re-render the reports from an events.ndjson (or a daemon's log
+    /// directory), offline.
     Report(ReportArgs),
+    /// Watch a whole CI job or runner as a privileged sidecar.
+    Daemon(DaemonArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+#[group(id = "scope", required = true, multiple = false)]
+pub struct DaemonArgs {
+    /// Directory for the event log (rotated) and the reports.
+    #[arg(long, short, default_value = "tracer-report")]
+    pub output: PathBuf,
+    /// Watch every process on the machine.
+    #[arg(long, group = "scope")]
+    pub all: bool,
+    /// Watch the processes of this cgroup (v1 or v2 directory) and its children.
+    #[arg(long, group = "scope", value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Watch this process and every descendant, including ones already running.
+    #[arg(long, group = "scope", value_name = "PID")]
+    pub root_pid: Option<u32>,
+    /// Start a new log file when the current one reaches this many bytes (0: never).
+    #[arg(long, default_value_t = 256 << 20)]
+    pub rotate_size: u64,
+    #[arg(long, default_value_t = 16 << 20)]
+    pub ring_buffer_size: u32,
+    #[arg(long, default_value_t = 4096)]
+    pub last_words_bytes: usize,
+    #[command(flatten)]
+    pub report: ReportFlags,
+}
+
+/// What a daemon watches.
+pub enum Scope {
+    All,
+    Cgroup(PathBuf),
+    RootPid(u32),
+}
+
+impl Scope {
+    pub fn describe(&self) -> String {
+        match self {
+            Scope::All => "all".into(),
+            Scope::Cgroup(p) => format!("cgroup {}", p.display()),
+            Scope::RootPid(p) => format!("root-pid {p}"),
+        }
+    }
+}
+
+impl DaemonArgs {
+    pub fn scope(&self) -> Scope {
+        match (&self.cgroup, self.root_pid) {
+            (Some(p), _) => Scope::Cgroup(p.clone()),
+            (None, Some(pid)) => Scope::RootPid(pid),
+            (None, None) => Scope::All,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -83,7 +139,8 @@ impl ReportFlags {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// The event log to read.
+    /// The event log to read, or a daemon's output directory (its rotated
+    /// series is read as one log).
     pub events: PathBuf,
     /// Directory for the reports (default: the log's directory).
     #[arg(long, short)]
@@ -96,5 +153,6 @@ pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
     match cli.command {
         Command::Record(args) => crate::record::run(&args),
         Command::Report(args) => crate::record::report_only(&args),
+        Command::Daemon(args) => crate::daemon::run(&args),
     }
 }

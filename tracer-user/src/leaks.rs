@@ -60,6 +60,24 @@ pub fn inspect(key: ProcKey, tracer_pid: u32, root_sid: Option<i32>) -> Option<L
     })
 }
 
+/// Already on its way out: exiting, or a SIGKILL is pending (e.g. the last
+/// member of a group the command just killed). Not a leak: its exit is
+/// moments away.
+pub fn dying(key: ProcKey) -> bool {
+    const PF_EXITING: u32 = 0x4;
+    const SIGKILL_BIT: u64 = 1 << 8;
+    let Ok(proc) = procfs::process::Process::new(key.pid as i32) else {
+        return false;
+    };
+    let exiting = proc
+        .stat()
+        .is_ok_and(|s| s.flags & PF_EXITING != 0 || matches!(s.state, 'Z' | 'X'));
+    let killed = proc
+        .status()
+        .is_ok_and(|s| (s.sigpnd | s.shdpnd) & SIGKILL_BIT != 0);
+    exiting || killed
+}
+
 /// /proc's start time is in clock ticks since boot; ours in ns.
 fn same_start(ticks: u64, start_ns: u64) -> bool {
     let tps = procfs::ticks_per_second();

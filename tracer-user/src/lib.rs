@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod capture;
 pub mod cli;
+pub mod daemon;
 pub mod error;
 pub mod eventlog;
 pub mod fail_on;

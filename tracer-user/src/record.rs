@@ -31,6 +31,10 @@ fn phase(t0: std::time::Instant, what: &str) {
 
 pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let t0 = std::time::Instant::now();
+    // Registered first: no signal meant for the command is lost, even during start-up.
+    let signals = SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS)
+        .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
+
     let log_path = args.output.join(EVENTS_FILE);
 
     let tracer_tgid = getpid().as_raw() as u32;
@@ -51,9 +55,6 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         path: log_path.clone(),
         source,
     })?;
-    // Registered before the child exists, so no signal meant for it is lost.
-    let signals = SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS)
-        .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
     // and their zombies are ours to reap.
@@ -156,6 +157,13 @@ fn handle_leaks(
     tracer_pid: u32,
 ) -> Result<(), TracerError> {
     let root_sid = nix::unistd::getsid(None).ok().map(|s| s.as_raw());
+    // Processes the command killed on its way out may not have finished
+    // exiting yet: let their exits land in the log first (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < deadline && session.tracked()?.into_iter().any(leaks::dying) {
+        session.pump(std::time::Duration::from_millis(10))?;
+        leaks::reap_orphans();
+    }
     let mut leaked = Vec::new();
     for key in session.tracked()? {
         if let Some(leak) = leaks::inspect(key, tracer_pid, root_sid) {
@@ -198,6 +206,8 @@ fn header(args: &RecordArgs, tracer_tgid: u32, capture: &Capture) -> Header {
         hooks: capture.hooks.clone(),
         ring_buffer_bytes: args.ring_buffer_size as u64,
         argv_capture_bytes: tracer_common::ARGV_LEN as u64,
+        scope: None,
+        segment: 0,
     }
 }
 
@@ -241,18 +251,28 @@ fn render(
     out_dir: &Path,
     flags: &crate::cli::ReportFlags,
 ) -> Result<eventlog::EventLog, TracerError> {
-    let log = eventlog::read_log(log_path)?;
+    let log = eventlog::read_series(log_path)?;
     if log.truncated {
         eprintln!(
             "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
             log_path.display()
         );
     }
+    render_log(&log, out_dir, flags)?;
+    Ok(log)
+}
+
+/// Write report.json and report.md for a log, with a short summary on stderr.
+pub fn render_log(
+    log: &eventlog::EventLog,
+    out_dir: &Path,
+    flags: &crate::cli::ReportFlags,
+) -> Result<(), TracerError> {
     fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
         path: out_dir.to_path_buf(),
         source,
     })?;
-    let rendered = report::write_reports(&log, out_dir, &flags.options()).map_err(|source| {
+    let rendered = report::write_reports(log, out_dir, &flags.options()).map_err(|source| {
         TracerError::Output {
             path: out_dir.to_path_buf(),
             source,
@@ -260,5 +280,5 @@ fn render(
     })?;
     let color = report::use_color(std::io::stderr().is_terminal());
     let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
-    Ok(log)
+    Ok(())
 }

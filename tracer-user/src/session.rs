@@ -23,6 +23,7 @@ pub struct Session {
     log_path: PathBuf,
     undecodable: u64,
     last_words: LastWordsStore,
+    existing: Vec<tracer_common::ExistingRecord>,
 }
 
 impl Session {
@@ -40,6 +41,7 @@ impl Session {
             log_path,
             undecodable: 0,
             last_words: LastWordsStore::new(last_words_bytes),
+            existing: Vec::new(),
         })
     }
 
@@ -83,6 +85,10 @@ impl Session {
                 self.last_words.push(key, data, *count);
                 continue;
             }
+            if let decode::Wire::Existing(e) = &wire {
+                self.existing.push(*e);
+                continue;
+            }
             let t = wire.ktime();
             let at = self.writer.stamp(t);
             let Some(mut rec) = wire.into_record(at) else {
@@ -109,6 +115,21 @@ impl Session {
             .flush()
             .map_err(|source| self.output_error(source))?;
         Ok(n)
+    }
+
+    /// Every process running now, with exact identities and parents.
+    pub fn existing(&mut self) -> Result<Vec<tracer_common::ExistingRecord>, TracerError> {
+        self.capture.list_existing()?;
+        self.drain()?;
+        Ok(std::mem::take(&mut self.existing))
+    }
+
+    pub fn track(&mut self, keys: &[crate::eventlog::ProcKey]) -> Result<(), TracerError> {
+        self.capture.track(keys)
+    }
+
+    pub fn set_config(&mut self, cfg: tracer_common::RuntimeConfig) -> Result<(), TracerError> {
+        self.capture.set_config(cfg)
     }
 
     pub fn tracked(&self) -> Result<Vec<crate::eventlog::ProcKey>, TracerError> {
@@ -172,27 +193,60 @@ impl Session {
             };
             self.write_last_words(&task, now)?;
         }
-        let per_cpu = self.capture.drops()?;
-        let sum = |i: usize| per_cpu.iter().map(|c| c[i]).sum::<u64>();
-        let lost = Loss {
-            ringbuf_full: sum(0),
-            tracked_map_full: sum(1),
-            inflight_map_full: sum(2),
-            undecodable: self.undecodable,
-            per_cpu,
-        };
-        let trailer = Trailer {
-            ended_at: wall_time(boot_ns(), boot_to_wall_ns()),
-            events: self.writer.events_written(),
-            lost,
-            command_status,
-        };
+        let trailer = self.trailer(command_status)?;
         let path = self.log_path.clone();
         self.writer
             .finish(trailer)
             .map_err(|source| TracerError::Output { path, source })?;
         self.capture.shutdown();
         Ok(())
+    }
+
+    /// The trailer as of now (loss counters are cumulative).
+    pub fn trailer(&self, command_status: Option<ExitStatus>) -> Result<Trailer, TracerError> {
+        let per_cpu = self.capture.drops()?;
+        let sum = |i: usize| per_cpu.iter().map(|c| c[i]).sum::<u64>();
+        Ok(Trailer {
+            ended_at: wall_time(boot_ns(), boot_to_wall_ns()),
+            events: self.writer.events_written(),
+            lost: Loss {
+                ringbuf_full: sum(0),
+                tracked_map_full: sum(1),
+                inflight_map_full: sum(2),
+                undecodable: self.undecodable,
+                per_cpu,
+            },
+            command_status,
+        })
+    }
+
+    /// Bytes in the current log file.
+    pub fn log_bytes(&self) -> u64 {
+        self.writer.bytes()
+    }
+
+    /// Close the current file with a trailer, move it to `rotated`, and go on
+    /// in a fresh file at the same path; sequence numbers continue.
+    pub fn rotate(
+        &mut self,
+        rotated: &std::path::Path,
+        header: &crate::eventlog::Header,
+    ) -> Result<(), TracerError> {
+        let trailer = self.trailer(None)?;
+        let next = self.writer.next_seq();
+        self.writer
+            .finish(trailer)
+            .map_err(|source| self.output_error(source))?;
+        std::fs::rename(&self.log_path, rotated).map_err(|source| self.output_error(source))?;
+        self.writer = LogWriter::create_continuing(&self.log_path, header, next)
+            .map_err(|source| self.output_error(source))?;
+        Ok(())
+    }
+
+    /// Log a process that was running before capture began.
+    pub fn log_existing(&mut self, mut x: crate::eventlog::Existing) -> Result<(), TracerError> {
+        x.at = self.writer.stamp(boot_ns());
+        self.write(&Record::Existing(x))
     }
 
     fn output_error(&self, source: std::io::Error) -> TracerError {

@@ -5,9 +5,9 @@
 use std::mem::size_of;
 
 use tracer_common::{
-    ExecRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord, RecordHeader,
-    RecordKind, SignalRecord, StderrRecord, TaskId, EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG,
-    OOM_HAS_RSS, OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN,
+    ExecRecord, ExistingRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord,
+    RecordHeader, RecordKind, SignalRecord, StderrRecord, TaskId, EXIT_GROUP_DEAD, FORK_IS_THREAD,
+    OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN,
 };
 
 use crate::eventlog::{
@@ -42,6 +42,8 @@ pub enum Wire {
         count: u64,
         data: Vec<u8>,
     },
+    /// A process that was running before the tracer (task iterator).
+    Existing(ExistingRecord),
 }
 
 fn copy<T: Copy>(bytes: &[u8], what: &'static str) -> Result<T, DecodeError> {
@@ -68,6 +70,7 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
             RecordKind::KillCall => Wire::KillCall(copy(bytes, "a kill-call record")?),
             RecordKind::OomVictim => Wire::Oom(copy(bytes, "an OOM record")?),
             RecordKind::Stderr => decode_stderr(bytes)?,
+            RecordKind::Existing => Wire::Existing(copy(bytes, "an existing-process record")?),
         },
     )
 }
@@ -160,6 +163,7 @@ impl Wire {
             Wire::KillCall(r) => r.hdr.ktime_ns,
             Wire::Oom(r) => r.hdr.ktime_ns,
             Wire::Stderr { ktime, .. } => *ktime,
+            Wire::Existing(r) => r.hdr.ktime_ns,
         }
     }
 
@@ -167,7 +171,7 @@ impl Wire {
     /// the session aggregates into `last_words`).
     pub fn into_record(self, at: Stamp) -> Option<Record> {
         Some(match self {
-            Wire::Stderr { .. } => return None,
+            Wire::Stderr { .. } | Wire::Existing(_) => return None,
             Wire::Fork(r) => Record::Fork(Fork {
                 at,
                 parent: task(&r.parent, &r.comm),

@@ -48,6 +48,7 @@ pub struct Capture {
     pub hooks: Vec<HookStatus>,
     /// Classic tracepoint links, by program, for the parallel detach.
     links: Vec<(&'static str, TracePointLinkId)>,
+    btf: Btf,
 }
 
 pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
@@ -137,7 +138,12 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             opts,
         ));
     }
-    Ok(Capture { ebpf, hooks, links })
+    Ok(Capture {
+        ebpf,
+        hooks,
+        links,
+        btf,
+    })
 }
 
 fn unavailable(name: &str, detail: String) -> HookStatus {
@@ -345,6 +351,46 @@ impl Capture {
             Array::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
         arr.set(0, cfg, 0)
             .map_err(|e| TracerError::Load(e.to_string()))
+    }
+
+    /// Run the task iterator: one `Existing` record per running process
+    /// arrives in the ring buffer.
+    pub fn list_existing(&mut self) -> Result<(), TracerError> {
+        let p: &mut aya::programs::Iter =
+            program(&mut self.ebpf, "existing_tasks").map_err(TracerError::Load)?;
+        if p.fd().is_err() {
+            p.load("task", &self.btf)
+                .map_err(|e| TracerError::Load(format!("task iterator: {e}")))?;
+        }
+        let id = p
+            .attach()
+            .map_err(|e| TracerError::Load(format!("task iterator: {e}")))?;
+        let link = p
+            .take_link(id)
+            .map_err(|e| TracerError::Load(e.to_string()))?;
+        let mut file = link
+            .into_file()
+            .map_err(|e| TracerError::Load(e.to_string()))?;
+        // Reading the iterator's file is what runs it; it prints nothing.
+        std::io::copy(&mut file, &mut std::io::sink())
+            .map_err(|e| TracerError::Load(format!("task iterator: {e}")))?;
+        Ok(())
+    }
+
+    /// Put processes in scope (daemon seeding), with their exact start times.
+    pub fn track(&mut self, keys: &[crate::eventlog::ProcKey]) -> Result<(), TracerError> {
+        let map = self
+            .ebpf
+            .map_mut("TRACKED")
+            .ok_or_else(|| TracerError::Load("TRACKED map missing".into()))?;
+        let mut tracked: aya::maps::HashMap<_, u32, u64> =
+            aya::maps::HashMap::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+        for k in keys {
+            tracked
+                .insert(k.pid, k.start, 0)
+                .map_err(|e| TracerError::Load(format!("tracking pid {}: {e}", k.pid)))?;
+        }
+        Ok(())
     }
 
     /// Processes in scope right now, from the kernel's tracked map.

@@ -75,6 +75,7 @@ pub fn resolve(btf: &Btf, oom_format: Option<&str>) -> Result<KernelOffsets, Tra
         task_tgid: req("task_struct", "tgid")?,
         task_start_boottime: start,
         task_group_leader: req("task_struct", "group_leader")?,
+        task_real_parent: opt("task_struct", "real_parent"),
         task_exit_code: req("task_struct", "exit_code")?,
         task_signal: opt("task_struct", "signal"),
         task_mm: opt("task_struct", "mm"),

@@ -6,6 +6,6 @@ mod schema;
 mod writer;
 
 pub use names::{errno_name, si_code_name, signal_name};
-pub use reader::{read_log, EventLog, LogError};
+pub use reader::{read_log, read_series, EventLog, LogError};
 pub use schema::*;
 pub use writer::{wall_time, LogWriter};

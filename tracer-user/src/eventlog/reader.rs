@@ -111,3 +111,41 @@ pub fn read_log(path: &Path) -> Result<EventLog, LogError> {
         truncated,
     })
 }
+
+/// A daemon's rotated series (`events-0001.ndjson`, …, then the live
+/// `events.ndjson`) read as one log: the first header, every event, the last
+/// trailer (its counters are cumulative). A directory names its series.
+pub fn read_series(path: &Path) -> Result<EventLog, LogError> {
+    if !path.is_dir() {
+        return read_log(path);
+    }
+    let io = |source| LogError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(io)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("events-") && name.ends_with(".ndjson")
+        })
+        .collect();
+    files.sort();
+    let live = path.join("events.ndjson");
+    if live.exists() {
+        files.push(live);
+    }
+    let mut parts = files.iter().map(|f| read_log(f));
+    let mut log = parts.next().ok_or_else(|| LogError::Empty {
+        path: path.to_owned(),
+    })??;
+    for part in parts {
+        let part = part?;
+        log.events.extend(part.events);
+        log.trailer = part.trailer;
+        log.truncated = part.truncated;
+    }
+    Ok(log)
+}

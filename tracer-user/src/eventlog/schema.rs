@@ -18,6 +18,7 @@ pub enum Record {
     LastWords(LastWords),
     Leak(Leak),
     Snapshot(SnapshotTaken),
+    Existing(Existing),
     Trailer(Trailer),
 }
 
@@ -79,6 +80,12 @@ pub struct Header {
     pub hooks: Vec<HookStatus>,
     pub ring_buffer_bytes: u64,
     pub argv_capture_bytes: u64,
+    /// Daemon mode: what is watched (`all`, `cgroup PATH`, `root-pid PID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Daemon mode: position of this file in a rotated series, from 0.
+    #[serde(default)]
+    pub segment: u32,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -301,6 +308,19 @@ pub struct SnapshotTaken {
     pub snapshot: crate::snapshot::Snapshot,
 }
 
+/// Daemon mode: a process already running when the tracer started watching
+/// it (its fork and exec happened before; argv is read from /proc).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Existing {
+    #[serde(flatten)]
+    pub at: Stamp,
+    pub task: Task,
+    pub ppid: u32,
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Trailer {
     pub ended_at: String,
@@ -346,6 +366,7 @@ impl Record {
             Record::LastWords(e) => Some(&e.at),
             Record::Leak(e) => Some(&e.at),
             Record::Snapshot(e) => Some(&e.at),
+            Record::Existing(e) => Some(&e.at),
             Record::Header(_) | Record::Trailer(_) => None,
         }
     }

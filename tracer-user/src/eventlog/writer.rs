@@ -16,10 +16,15 @@ pub struct LogWriter {
 
 impl LogWriter {
     pub fn create(path: &Path, header: &Header) -> std::io::Result<Self> {
+        Self::create_continuing(path, header, 1)
+    }
+
+    /// A new file of a rotated series: sequence numbers go on from `next_seq`.
+    pub fn create_continuing(path: &Path, header: &Header, next_seq: u64) -> std::io::Result<Self> {
         let mut w = Self {
             out: BufWriter::with_capacity(1 << 16, File::create(path)?),
             boot_to_wall_ns: header.boot_to_wall_ns,
-            next_seq: 1,
+            next_seq,
             unflushed: 0,
         };
         w.line(&Record::Header(header.clone()))?;
@@ -42,6 +47,15 @@ impl LogWriter {
         self.next_seq - 1
     }
 
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Bytes written to the file so far (including buffered ones).
+    pub fn bytes(&self) -> u64 {
+        self.out.get_ref().metadata().map(|m| m.len()).unwrap_or(0) + self.out.buffer().len() as u64
+    }
+
     pub fn write(&mut self, rec: &Record) -> std::io::Result<()> {
         self.line(rec)?;
         self.unflushed += 1;
@@ -52,7 +66,7 @@ impl LogWriter {
         Ok(())
     }
 
-    pub fn finish(mut self, trailer: Trailer) -> std::io::Result<()> {
+    pub fn finish(&mut self, trailer: Trailer) -> std::io::Result<()> {
         self.line(&Record::Trailer(trailer))?;
         self.flush()
     }

@@ -220,6 +220,35 @@ fn record(m: &mut Model, rec: &Record) {
             }
         }
         Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
+        Record::Existing(x) => {
+            let key = see(m, &x.task, x.at.t);
+            // Its parent, if that was already running too (same instant).
+            let parent = m
+                .procs
+                .keys()
+                .copied()
+                .filter(|k| k.pid == x.ppid && k.start <= x.task.start)
+                .max();
+            let p = m.procs.get_mut(&key).expect("registered");
+            p.lifecycle_seen = true;
+            if !x.argv.is_empty() {
+                p.execs.push(ExecInfo {
+                    seq: x.at.seq,
+                    t: x.at.t,
+                    filename: x.exe.clone().unwrap_or_default(),
+                    argv: x.argv.clone(),
+                    argv_truncated: false,
+                });
+            }
+            if let Some(parent) = parent.filter(|pk| *pk != key) {
+                p.parent = Some(parent);
+                if let Some(pp) = m.procs.get_mut(&parent) {
+                    if !pp.children.contains(&key) {
+                        pp.children.push(key);
+                    }
+                }
+            }
+        }
         Record::Header(_) | Record::Trailer(_) => {}
     }
 }

@@ -205,6 +205,7 @@ fn type_name(r: &Record) -> &'static str {
         Record::LastWords(_) => "last_words",
         Record::Leak(_) => "leak",
         Record::Snapshot(_) => "snapshot",
+        Record::Existing(_) => "existing",
         Record::Trailer(_) => "trailer",
     }
 }

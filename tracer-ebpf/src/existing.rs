@@ -1,0 +1,37 @@
+//! A task iterator (`iter/task`): one record per process already running,
+//! with its exact start time, which /proc only gives in clock ticks.
+use aya_ebpf::cty::c_void;
+use tracer_common::{DropReason, ExistingRecord, RecordKind};
+
+use crate::{
+    maps::{count_drop, off, EVENTS},
+    task::{comm, header, read, task_id, Ptr},
+};
+
+/// `struct bpf_iter__task { struct bpf_iter_meta *meta; struct task_struct *task; }`
+pub fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
+    let task: Ptr = unsafe { *(ctx as *const Ptr).add(1) };
+    if task.is_null() {
+        return Ok(0); // the end of the iteration
+    }
+    let id = task_id(task).ok_or(())?;
+    if id.tid != id.tgid {
+        return Ok(0); // processes only
+    }
+    let ppid = read::<Ptr>(task, off(|o| &o.task_real_parent))
+        .and_then(|p| read::<i32>(p, off(|o| &o.task_tgid)))
+        .unwrap_or(0) as u32;
+    let Some(mut entry) = EVENTS.reserve::<ExistingRecord>(0) else {
+        count_drop(DropReason::RingBufFull);
+        return Ok(0);
+    };
+    entry.write(ExistingRecord {
+        hdr: header(RecordKind::Existing as u32),
+        task: id,
+        ppid,
+        _pad: 0,
+        comm: comm(task),
+    });
+    entry.submit(0);
+    Ok(0)
+}

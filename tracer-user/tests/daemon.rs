@@ -1,0 +1,178 @@
+//! `tracer daemon`: watching processes that already run, rotation, restart.
+mod common;
+
+#[path = "common/cgroup.rs"]
+mod cgroup;
+
+use std::{
+    io::Write,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::*;
+use nix::{sys::signal::kill, unistd::Pid};
+use tracer_user::eventlog::{read_series, Record};
+
+/// A shell of the test's own that waits for a line, then forks and signals.
+fn waiting_shell() -> Child {
+    Command::new("sh")
+        .args([
+            "-c",
+            "read go; sh -c 'sleep 30 & kill -TERM $!; wait'; exit 0",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The daemon under test; stopped even when an assertion fails first.
+struct Daemon(Option<Child>);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut d) = self.0.take() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+}
+
+fn start_daemon(dir: &Path, scope: &[&str], extra: &[&str]) -> Daemon {
+    Daemon(Some(
+        tracer()
+            .arg("daemon")
+            .arg("--output")
+            .arg(dir)
+            .args(scope)
+            .args(extra)
+            .spawn()
+            .unwrap(),
+    ))
+}
+
+/// Bounded wait until the log series (rotated files too) mentions `needle`.
+fn wait_for(dir: &Path, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let seen = || {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|f| {
+                f.file_name().to_string_lossy().ends_with(".ndjson")
+                    && std::fs::read_to_string(f.path())
+                        .unwrap_or_default()
+                        .contains(needle)
+            })
+    };
+    while !seen() {
+        assert!(
+            Instant::now() < deadline,
+            "daemon log never showed {needle}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stop(mut daemon: Daemon) {
+    let mut d = daemon.0.take().unwrap();
+    kill(Pid::from_raw(d.id() as i32), nix::sys::signal::SIGTERM).unwrap();
+    assert_eq!(d.wait().unwrap().code(), Some(0));
+}
+
+fn run_shell_under(dir: &Path, scope: &[&str], extra: &[&str], mut sh: Child) {
+    let d = start_daemon(dir, scope, extra);
+    let me = d.0.as_ref().unwrap().id();
+    wait_for(dir, &format!("\"tracer_pid\":{me}"));
+    wait_for(dir, &format!("\"type\":\"existing\",\"seq\""));
+    wait_for(dir, &format!("\"pid\":{0},\"tid\":{0}", sh.id()));
+    sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(sh.wait().unwrap().success());
+    wait_for(dir, "\"sig\":15");
+    stop(d);
+}
+
+#[test]
+fn root_pid_scope_rotation_and_restart() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let sh = waiting_shell();
+    let pid = sh.id();
+    run_shell_under(
+        dir.path(),
+        &["--root-pid", &pid.to_string()],
+        &["--rotate-size", "1500"],
+        sh,
+    );
+
+    let log = read_series(dir.path()).unwrap();
+    assert!(!log.truncated);
+    assert!(
+        dir.path().join("events-0000.ndjson").exists(),
+        "rotated at 1500 bytes"
+    );
+    let existing = log.events.iter().find_map(|e| match e {
+        Record::Existing(x) => Some(x),
+        _ => None,
+    });
+    let existing = existing.expect("the running shell is logged as existing");
+    assert_eq!(existing.task.pid, pid);
+    assert_eq!(existing.argv[0], "sh");
+    // Its child's fork and the SIGTERM it sent are seen, with identities
+    // that chain back to the existing process.
+    let child = log.events.iter().find_map(|e| match e {
+        Record::Fork(f) if f.parent.key() == existing.task.key() => Some(f.child.key()),
+        _ => None,
+    });
+    let child = child.expect("fork of the pre-existing shell");
+    assert!(log
+        .events
+        .iter()
+        .any(|e| matches!(e, Record::Signal(s) if s.sig == 15 && s.sender.key() == child)));
+    // Gap-free sequence across the segments.
+    let seqs: Vec<u64> = log
+        .events
+        .iter()
+        .filter_map(|e| e.stamp().map(|s| s.seq))
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(dir.path().join("report.json").exists());
+
+    // A restart keeps what the last run wrote.
+    let before = std::fs::read_dir(dir.path()).unwrap().count();
+    let sh = waiting_shell();
+    let pid = sh.id();
+    run_shell_under(dir.path(), &["--root-pid", &pid.to_string()], &[], sh);
+    let after = std::fs::read_dir(dir.path()).unwrap().count();
+    assert!(after > before, "the previous live log became a segment");
+    let log = read_series(dir.path()).unwrap();
+    let shells = log
+        .events
+        .iter()
+        .filter(|e| matches!(e, Record::Existing(_)))
+        .count();
+    assert_eq!(shells, 2, "both runs' processes are in the series");
+}
+
+#[test]
+fn cgroup_scope_follows_members() {
+    require_root();
+    let cg = cgroup::TestCgroup::with_memory_limit(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    let sh = waiting_shell();
+    std::fs::write(cg.dir.join("cgroup.procs"), sh.id().to_string()).unwrap();
+    let pid = sh.id();
+    run_shell_under(dir.path(), &["--cgroup", cg.dir.to_str().unwrap()], &[], sh);
+    let log = read_series(dir.path()).unwrap();
+    assert_eq!(
+        log.header.scope.as_deref(),
+        Some(format!("cgroup {}", cg.dir.display()).as_str())
+    );
+    assert!(log
+        .events
+        .iter()
+        .any(|e| matches!(e, Record::Existing(x) if x.task.pid == pid)));
+    assert!(log.events.iter().any(|e| matches!(e, Record::Exec(x) if x.filename.ends_with("sleep") || x.argv.first().is_some_and(|a| a == "sleep"))));
+}
