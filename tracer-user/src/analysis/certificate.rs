@@ -225,9 +225,18 @@ fn summary(
             (Some(sc), Some(arg)) => w::aim_note(sc, arg, k.tid_arg),
             _ => String::new(),
         };
+        // A signal aimed at one thread that is not the leader: say which, and
+        // that it still ended the whole process.
         let thread = fatal
-            .filter(|s| s.ev.target.tid != v.process.pid && k.tid_arg.is_none() && note.is_empty())
-            .map(|s| format!(" — aimed at its thread {}", s.ev.target.tid))
+            .filter(|s| s.ev.target.tid != v.process.pid && !s.ev.group)
+            .map(|s| {
+                let aim = if note.is_empty() {
+                    format!(" — aimed at its thread {}", s.ev.target.tid)
+                } else {
+                    String::new()
+                };
+                format!("{aim}, which took the whole process down")
+            })
             .unwrap_or_default();
         format!(
             "from {}, {}, via {}{note}{thread}",

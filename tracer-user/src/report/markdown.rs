@@ -279,7 +279,7 @@ pub(super) fn proc_cell(p: &ProcRef) -> String {
     let fork = w::fork_note(p);
     format!(
         "{} (pid {}{fork}{side})",
-        code(&w::short_command(&p.command)),
+        code(&w::short_command(&w::prose_command(p))),
         p.pid
     )
 }
