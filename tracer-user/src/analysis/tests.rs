@@ -166,6 +166,24 @@ fn real_tgkill_at_a_thread_ends_the_process() {
 }
 
 #[test]
+fn real_last_words_are_quoted_when_no_signal_is_involved() {
+    let a = real("real_last_words.ndjson");
+    let c = cert_where(&a, CauseKind::NonzeroExit);
+    let lw = c.last_words.as_ref().expect("last words");
+    let error = "TypeError: Cannot read properties of undefined (reading 'port')";
+    assert_eq!(lw.line.as_deref(), Some(error));
+    assert_eq!(lw.text.lines().count(), 26);
+    assert!(!lw.truncated);
+    assert!(c.evidence.contains(&lw.seq));
+    assert!(
+        c.headline
+            .ends_with(&format!("no signal involved — last words: `{error}`")),
+        "{}",
+        c.headline
+    );
+}
+
+#[test]
 fn real_outside_kill_names_the_outsider() {
     let a = real("real_outside_kill.ndjson");
     let c = cert_where(&a, CauseKind::KilledOutsideRun);
@@ -196,4 +214,28 @@ fn real_oom_triggered_by_another_task_blames_neither() {
     );
     let h = &c.history[0];
     assert!(h.raised_by_kernel && h.relation.is_none() && h.fatal);
+}
+
+#[test]
+fn real_leak_is_traced_to_its_spawner_and_its_removal_named() {
+    let a = real("real_leak_kill.ndjson");
+    assert_eq!(a.leftovers.len(), 1);
+    let l = &a.leftovers[0];
+    let leak = l.leak.as_ref().expect("leak facts");
+    assert!(leak.detached && leak.reparented && l.orphaned);
+    assert_eq!(leak.argv, ["sleep", "300"]);
+    assert!(leak.fds.iter().any(|f| f == "1: /dev/null"));
+    let by = l.spawned_by.as_ref().expect("spawner");
+    assert!(by.argv_inherited, "the `( ... &)` subshell, a fork of sh");
+    assert_eq!(l.ancestry[0].pid, by.pid);
+    assert!(l.ended_at.is_some(), "--leaks kill ended it later");
+    // The tracer's SIGTERM is the leak policy at work, an expected stop.
+    let c = cert_where(&a, CauseKind::Tracer);
+    assert_eq!(c.rank, Rank::Expected);
+    assert!(
+        c.headline
+            .ends_with("it outlived the command and `--leaks kill` removed it"),
+        "{}",
+        c.headline
+    );
 }

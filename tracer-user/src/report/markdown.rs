@@ -272,6 +272,9 @@ fn certificate(o: &mut String, c: &Certificate) {
         }
         o.push('\n');
     }
+    if let Some(lw) = &c.last_words {
+        sections::last_words(o, lw);
+    }
 }
 
 pub(super) fn proc_cell(p: &ProcRef) -> String {
