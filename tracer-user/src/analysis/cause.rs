@@ -111,12 +111,20 @@ fn fatal_signal(m: &Model, key: ProcKey, sig: i32) -> Option<usize> {
         return cands.last().copied();
     };
     let active = p.last_active;
-    Some(
-        delivered
-            .into_iter()
-            .find(|&i| m.signals[i].ev.at.t >= active)
-            .unwrap_or(last),
-    )
+    let after: Vec<usize> = delivered
+        .into_iter()
+        .filter(|&i| m.signals[i].ev.at.t >= active)
+        .collect();
+    // SIGKILL kills at generation: the kernel marks the group exiting, so a
+    // later one can only be a straggler. Any other signal delivered again
+    // was dealt with the first time: a caught signal, or a fault whose
+    // handler returned and re-ran the faulting access (Rust's stack-overflow
+    // handler does exactly that), so the last delivery is the fatal one.
+    Some(if sig == SIGKILL {
+        after.first().copied().unwrap_or(last)
+    } else {
+        after.last().copied().unwrap_or(last)
+    })
 }
 
 fn by_signal(m: &Model, key: ProcKey, i: usize) -> Classified {

@@ -3,7 +3,7 @@ use super::{
     cause::{self, Classified, SIGCHLD},
     types::*,
     wording::{self as w, proc_phrase},
-    Ctx,
+    words, Ctx,
 };
 use crate::{
     eventlog::{ExitStatus, ProcKey},
@@ -65,13 +65,33 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         killer.as_ref().map(|k| k.relation),
         fatal.map(|s| s.ev.sig),
     );
+    // The tracer signalled a process it had already logged as leaked: that
+    // is `--leaks kill` cleaning up, not a forwarded signal.
+    let leaked = p
+        .leak
+        .as_ref()
+        .zip(fatal)
+        .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq);
     let cause = Cause {
         kind: cls.kind,
-        summary: summary(&cls, &victim, fatal, killer.as_ref(), oom.as_ref()),
+        summary: summary(&cls, &victim, fatal, killer.as_ref(), oom.as_ref(), leaked),
         signal: fatal.map(signal_ref),
         handled_then_exited: cls.handled_then_exited,
     };
-    let headline = format!("{} {}", proc_phrase(&victim.process), cause.summary);
+    let last_words = p.last_words.as_ref().map(|l| LastWordsRef {
+        seq: l.at.seq,
+        text: l.text.clone(),
+        bytes_total: l.bytes_total,
+        truncated: l.truncated,
+        line: words::quote_line(&l.text),
+    });
+    // A death without a signal has no sender to name: what the process said
+    // last is the best lead, so the headline (and the verdict) quote it.
+    let said = match (cls.kind, last_words.as_ref().and_then(|l| l.line.as_ref())) {
+        (CauseKind::NonzeroExit, Some(line)) => format!(" — last words: `{line}`"),
+        _ => String::new(),
+    };
+    let headline = format!("{} {}{said}", proc_phrase(&victim.process), cause.summary);
 
     let mut evidence: Vec<u64> = Vec::new();
     evidence.extend(p.fork.as_ref().map(|f| f.seq));
@@ -93,6 +113,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         );
     }
     evidence.push(end.seq);
+    evidence.extend(last_words.as_ref().map(|l| l.seq));
     evidence.sort_unstable();
     evidence.dedup();
 
@@ -106,6 +127,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         killer,
         oom,
         history,
+        last_words,
         evidence,
     }
 }
@@ -211,6 +233,7 @@ fn summary(
     fatal: Option<&SignalEv>,
     killer: Option<&Killer>,
     oom: Option<&OomInfo>,
+    leaked: bool,
 ) -> String {
     let sig = fatal.map_or_else(
         || match &v.status {
@@ -225,9 +248,18 @@ fn summary(
             (Some(sc), Some(arg)) => w::aim_note(sc, arg, k.tid_arg),
             _ => String::new(),
         };
+        // A signal aimed at one thread that is not the leader: say which, and
+        // that it still ended the whole process.
         let thread = fatal
-            .filter(|s| s.ev.target.tid != v.process.pid && k.tid_arg.is_none() && note.is_empty())
-            .map(|s| format!(" — aimed at its thread {}", s.ev.target.tid))
+            .filter(|s| s.ev.target.tid != v.process.pid && !s.ev.group)
+            .map(|s| {
+                let aim = if note.is_empty() {
+                    format!(" — aimed at its thread {}", s.ev.target.tid)
+                } else {
+                    String::new()
+                };
+                format!("{aim}, which took the whole process down")
+            })
             .unwrap_or_default();
         format!(
             "from {}, {}, via {}{note}{thread}",
@@ -250,10 +282,12 @@ fn summary(
                 .as_ref()
                 .map(|_| format!(" via {}", k.call))
                 .unwrap_or_default();
-            format!(
-                "{lead} from the tracer (pid {}){via}: a forwarded signal or the tracer's timeout",
-                k.process.pid
-            )
+            let why = if leaked {
+                "it outlived the command and `--leaks kill` removed it"
+            } else {
+                "a forwarded signal or the tracer's timeout"
+            };
+            format!("{lead} from the tracer (pid {}){via}: {why}", k.process.pid)
         }
         (CauseKind::SelfInflicted, Some(k)) => {
             format!(

@@ -112,21 +112,45 @@ pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
         .collect()
 }
 
-/// Run processes with no recorded end. `orphaned` when the parent ended
-/// first: the classic leaked daemon, reparented to init or a subreaper.
+/// Run processes still alive when the command exited. A `leak` record says
+/// so with /proc's facts, and such a process stays listed even if it ended
+/// later (`--leaks kill`); a log without leak records falls back to "no
+/// recorded end", with `orphaned` inferred from the parent's end.
 pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
     let t = cx.m.last_t;
     cx.m.procs
         .values()
-        .filter(|p| p.in_run && p.end.is_none())
-        .map(|p| Leftover {
-            process: cx.proc_ref(p.key, t),
-            started_at: cx.wall(p.key.start),
-            ancestry: cx.ancestry(p.key, t),
-            orphaned: p
+        .filter(|p| p.in_run && (p.end.is_none() || p.leak.is_some()))
+        .map(|p| {
+            let leak = p.leak.as_ref().map(|l| LeakFacts {
+                seq: l.at.seq,
+                time: l.at.time.clone(),
+                ppid: l.ppid,
+                pgid: l.pgid,
+                sid: l.sid,
+                argv: l.argv.clone(),
+                exe: l.exe.clone(),
+                reparented: l.reparented,
+                detached: l.detached,
+                fds: l.fds.clone(),
+            });
+            let parent_ended = p
                 .parent
                 .and_then(|pp| cx.m.proc(pp))
-                .is_some_and(|pp| pp.end.is_some()),
+                .is_some_and(|pp| pp.end.is_some());
+            let at = p.leak.as_ref().map_or(t, |l| l.at.t);
+            Leftover {
+                process: cx.proc_ref(p.key, at),
+                started_at: cx.wall(p.key.start),
+                ancestry: cx.ancestry(p.key, at),
+                orphaned: leak.as_ref().map_or(parent_ended, |l| l.reparented),
+                spawned_by: p
+                    .parent
+                    .zip(p.fork.as_ref())
+                    .map(|(pp, f)| cx.proc_ref(pp, f.t)),
+                leak,
+                ended_at: p.end.as_ref().map(|e| cx.wall(e.t)),
+            }
         })
         .collect()
 }

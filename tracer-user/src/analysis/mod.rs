@@ -8,6 +8,7 @@ mod extras;
 mod tests;
 mod types;
 pub mod wording;
+pub mod words;
 
 use regex::Regex;
 use serde::Serialize;

@@ -95,3 +95,147 @@ fn real_segv_sent_by_kill_is_not_a_fault() {
         .collect();
     assert_eq!(kinds, [CauseKind::SelfInflicted, CauseKind::Fault]);
 }
+
+fn cert_where(a: &Analysis, kind: CauseKind) -> &Certificate {
+    let found: Vec<&Certificate> = a
+        .certificates
+        .iter()
+        .filter(|c| c.cause.kind == kind)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind:?} certificate");
+    found[0]
+}
+
+#[test]
+fn real_rust_segfault_dies_of_the_second_sigsegv() {
+    // Rust's stack-overflow handler catches the first SIGSEGV, finds no
+    // guard-page hit, restores the default action and returns: the access
+    // faults again and that second SIGSEGV kills.
+    let a = real("real_rust_segv.ndjson");
+    let c = cert_where(&a, CauseKind::Fault);
+    assert_eq!(c.rank, Rank::Unexpected);
+    let hist: Vec<(&str, &str, bool)> = c
+        .history
+        .iter()
+        .map(|h| {
+            (
+                h.signal.sig_name.as_str(),
+                h.signal.code_name.as_str(),
+                h.fatal,
+            )
+        })
+        .collect();
+    assert_eq!(
+        hist,
+        [
+            ("SIGSEGV", "SEGV_MAPERR", false),
+            ("SIGSEGV", "SEGV_MAPERR", true)
+        ]
+    );
+    assert_eq!(
+        c.cause.signal.as_ref().unwrap().seq,
+        c.history[1].signal.seq
+    );
+    assert!(c.killer.is_none());
+}
+
+#[test]
+fn real_tgkill_at_a_thread_ends_the_process() {
+    let a = real("real_tgkill.ndjson");
+    let c = cert_where(&a, CauseKind::KilledInRun);
+    let k = c.killer.as_ref().unwrap();
+    let sig = c.cause.signal.as_ref().unwrap();
+    let (pid, tid) = (c.victim.process.pid, sig.target_tid);
+    assert_ne!(pid, tid, "aimed at a non-leader thread");
+    assert!(!sig.group);
+    assert_eq!(sig.code_name, "SI_TKILL");
+    assert_eq!(k.relation, Relation::Sibling);
+    assert_eq!(
+        (k.syscall.as_deref(), k.target_arg, k.tid_arg),
+        (Some("tgkill"), Some(i64::from(pid)), Some(i64::from(tid)))
+    );
+    assert!(
+        c.headline.ends_with(&format!(
+            "via tgkill({pid}, {tid}, SIGKILL) — aimed at thread {tid}, which took the whole \
+             process down"
+        )),
+        "{}",
+        c.headline
+    );
+    assert_eq!(c.victim.threads, 3);
+}
+
+#[test]
+fn real_last_words_are_quoted_when_no_signal_is_involved() {
+    let a = real("real_last_words.ndjson");
+    let c = cert_where(&a, CauseKind::NonzeroExit);
+    let lw = c.last_words.as_ref().expect("last words");
+    let error = "TypeError: Cannot read properties of undefined (reading 'port')";
+    assert_eq!(lw.line.as_deref(), Some(error));
+    assert_eq!(lw.text.lines().count(), 26);
+    assert!(!lw.truncated);
+    assert!(c.evidence.contains(&lw.seq));
+    assert!(
+        c.headline
+            .ends_with(&format!("no signal involved — last words: `{error}`")),
+        "{}",
+        c.headline
+    );
+}
+
+#[test]
+fn real_outside_kill_names_the_outsider() {
+    let a = real("real_outside_kill.ndjson");
+    let c = cert_where(&a, CauseKind::KilledOutsideRun);
+    assert_eq!(c.rank, Rank::Unexpected);
+    let k = c.killer.as_ref().unwrap();
+    assert_eq!(k.relation, Relation::OutsideRun);
+    assert!(!k.process.in_run);
+    assert_eq!(k.syscall.as_deref(), Some("kill"));
+    assert_eq!(a.foreign_signals.len(), 1);
+    assert_eq!(a.foreign_signals[0].direction, Direction::OutsideToRun);
+}
+
+#[test]
+fn real_oom_triggered_by_another_task_blames_neither() {
+    // SIGKILL (SI_KERNEL) precedes oom:mark_victim, and its "sender" is the
+    // allocating task, which survives: it must not be named a killer.
+    let a = real("real_oom_trigger.ndjson");
+    let c = cert_where(&a, CauseKind::Oom);
+    let o = c.oom.as_ref().unwrap();
+    assert!(!o.trigger_is_victim);
+    assert_ne!(o.trigger.pid, c.victim.process.pid);
+    assert_eq!(o.oom_score_adj, Some(1000));
+    assert!(c.killer.is_none());
+    assert_eq!(
+        a.certificates.len(),
+        1,
+        "the trigger exited 0: no certificate"
+    );
+    let h = &c.history[0];
+    assert!(h.raised_by_kernel && h.relation.is_none() && h.fatal);
+}
+
+#[test]
+fn real_leak_is_traced_to_its_spawner_and_its_removal_named() {
+    let a = real("real_leak_kill.ndjson");
+    assert_eq!(a.leftovers.len(), 1);
+    let l = &a.leftovers[0];
+    let leak = l.leak.as_ref().expect("leak facts");
+    assert!(leak.detached && leak.reparented && l.orphaned);
+    assert_eq!(leak.argv, ["sleep", "300"]);
+    assert!(leak.fds.iter().any(|f| f == "1: /dev/null"));
+    let by = l.spawned_by.as_ref().expect("spawner");
+    assert!(by.argv_inherited, "the `( ... &)` subshell, a fork of sh");
+    assert_eq!(l.ancestry[0].pid, by.pid);
+    assert!(l.ended_at.is_some(), "--leaks kill ended it later");
+    // The tracer's SIGTERM is the leak policy at work, an expected stop.
+    let c = cert_where(&a, CauseKind::Tracer);
+    assert_eq!(c.rank, Rank::Expected);
+    assert!(
+        c.headline
+            .ends_with("it outlived the command and `--leaks kill` removed it"),
+        "{}",
+        c.headline
+    );
+}

@@ -214,8 +214,27 @@ pub struct Certificate {
     pub oom: Option<OomInfo>,
     /// Every non-SIGCHLD signal the victim received, oldest first.
     pub history: Vec<HistoryEntry>,
+    /// The end of what the victim wrote to stderr (`last_words` record).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_words: Option<LastWordsRef>,
     /// Sequence numbers of the events this certificate rests on.
     pub evidence: Vec<u64>,
+}
+
+/// A process's last words: the end of its stderr, as the kernel saw it.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct LastWordsRef {
+    pub seq: u64,
+    /// The captured end of its stderr (at most `--last-words-bytes`).
+    pub text: String,
+    /// Everything it wrote to stderr over its life.
+    pub bytes_total: u64,
+    /// `text` is only the end of what it wrote.
+    pub truncated: bool,
+    /// The one line a headline quotes: the last line that reads like an
+    /// error, else the last non-empty line. Absent when all is blank.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
 }
 
 /// Non-zero exits too small for a certificate, grouped.
@@ -274,7 +293,8 @@ pub struct ForeignSignal {
     pub call: Option<String>,
 }
 
-/// A run process with no recorded end.
+/// A run process still alive when the command exited (`leak` record), or,
+/// in a log without leak records, one with no recorded end.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Leftover {
     pub process: ProcRef,
@@ -282,6 +302,34 @@ pub struct Leftover {
     pub ancestry: Vec<ProcRef>,
     /// Its parent ended while it lived on (reparented: leaked).
     pub orphaned: bool,
+    /// The run process that forked it, as it was at that moment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawned_by: Option<ProcRef>,
+    /// What the tracer saw of it when the command exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leak: Option<LeakFacts>,
+    /// It ended later in the log (e.g. removed by `--leaks kill`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+}
+
+/// A `leak` record: the process as /proc showed it at the command's exit.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct LeakFacts {
+    pub seq: u64,
+    pub time: String,
+    pub ppid: u32,
+    pub pgid: u32,
+    pub sid: u32,
+    pub argv: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    /// Its parent died: re-parented to the tracer (a subreaper) or init.
+    pub reparented: bool,
+    /// It left the run's session (setsid): a daemon.
+    pub detached: bool,
+    /// Open file descriptors, `"N: target"`.
+    pub fds: Vec<String>,
 }
 
 #[derive(Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]

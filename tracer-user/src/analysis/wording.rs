@@ -57,10 +57,26 @@ pub fn short_command(cmd: &str) -> String {
 pub fn proc_phrase(p: &ProcRef) -> String {
     format!(
         "`{}` (pid {}{})",
-        short_command(&p.command),
+        short_command(&prose_command(p)),
         p.pid,
         fork_note(p)
     )
+}
+
+/// The command as prose names it: argv with the program's directory left
+/// out (`/usr/local/bin/node a.js` -> `node a.js`), so a cut sentence keeps
+/// the arguments that tell two workers apart. report.json keeps it whole.
+pub fn prose_command(p: &ProcRef) -> String {
+    match p.argv.split_first() {
+        Some((prog, rest)) if prog.contains('/') => {
+            let base = prog.rsplit('/').next().unwrap_or(prog);
+            std::iter::once(base)
+                .chain(rest.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+        _ => p.command.clone(),
+    }
 }
 
 pub fn fork_note(p: &ProcRef) -> &'static str {

@@ -253,18 +253,8 @@ pub fn verdict(a: &Analysis, log: &LogFacts) -> String {
     } else {
         "No unexpected deaths.".to_string()
     };
-    let leaked: Vec<&Leftover> = a.leftovers.iter().filter(|l| l.orphaned).collect();
-    if let Some(first) = leaked.first() {
-        let more = if leaked.len() > 1 {
-            format!(" and {} more", leaked.len() - 1)
-        } else {
-            String::new()
-        };
-        v = format!(
-            "{}. Leaked: {}{more} outlived its parent and was still running when the log ended.",
-            v.trim_end_matches('.'),
-            w::proc_phrase(&first.process)
-        );
+    if let Some(leaks) = leaked_phrase(&a.leftovers) {
+        v = format!("{}. Leaked: {leaks}", v.trim_end_matches('.'));
     }
     if log.truncated || log.lost_total > 0 {
         let why = if log.truncated {
@@ -282,6 +272,42 @@ pub fn verdict(a: &Analysis, log: &LogFacts) -> String {
         );
     }
     v
+}
+
+/// The verdict's leak clause. `leak` records say exactly which processes
+/// outlived the command; a log without them only shows orphans with no end.
+fn leaked_phrase(leftovers: &[Leftover]) -> Option<String> {
+    let recorded: Vec<&Leftover> = leftovers.iter().filter(|l| l.leak.is_some()).collect();
+    let inferred: Vec<&Leftover> = leftovers.iter().filter(|l| l.orphaned).collect();
+    let (list, recorded) = if recorded.is_empty() {
+        (inferred, false)
+    } else {
+        (recorded, true)
+    };
+    let first = list.first()?;
+    let more = match list.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    if !recorded {
+        return Some(format!(
+            "{}{more} outlived its parent and was still running when the log ended.",
+            w::proc_phrase(&first.process)
+        ));
+    }
+    let mut facts = String::new();
+    if first.leak.as_ref().is_some_and(|l| l.detached) {
+        facts.push_str(", detached via setsid");
+    }
+    if let Some(by) = &first.spawned_by {
+        facts.push_str(&format!(", spawned by {}", w::proc_phrase(by)));
+    }
+    let verb = if list.len() == 1 { "was" } else { "were" };
+    let sep = if facts.is_empty() { "" } else { "," };
+    Some(format!(
+        "{}{facts}{sep}{more} {verb} still running when the command exited.",
+        w::proc_phrase(&first.process)
+    ))
 }
 
 /// One mention per cause: the victims of one group kill (one call, several

@@ -274,6 +274,9 @@ fn certificate(o: &mut String, c: &Certificate) {
         }
         o.push('\n');
     }
+    if let Some(lw) = &c.last_words {
+        sections::last_words(o, lw);
+    }
 }
 
 pub(super) fn proc_cell(p: &ProcRef) -> String {
@@ -281,7 +284,7 @@ pub(super) fn proc_cell(p: &ProcRef) -> String {
     let fork = w::fork_note(p);
     format!(
         "{} (pid {}{fork}{side})",
-        code(&w::short_command(&p.command)),
+        code(&w::short_command(&w::prose_command(p))),
         p.pid
     )
 }

@@ -6,7 +6,7 @@ use super::{
     json::Report,
     markdown::{ancestry, cell, code, loss_line, proc_cell},
 };
-use crate::analysis::{wording as w, Direction};
+use crate::analysis::{wording as w, words as w_words, Direction, LastWordsRef};
 
 /// Rows per side table; report.json always has every event.
 const MAX_ROWS: usize = 30;
@@ -122,6 +122,9 @@ pub(super) fn leftovers(o: &mut String, r: &Report) {
     if list.is_empty() {
         return;
     }
+    if list.iter().any(|l| l.leak.is_some()) {
+        return leaks(o, r);
+    }
     let _ = writeln!(o, "## Still running when the log ended\n");
     if r.log.truncated {
         let _ = writeln!(
@@ -148,6 +151,82 @@ pub(super) fn leftovers(o: &mut String, r: &Report) {
         );
     }
     o.push('\n');
+}
+
+/// Open fds a leak table cell lists before "… and N more".
+const MAX_FDS: usize = 8;
+
+/// Leftovers with `leak` records: what /proc showed at the command's exit,
+/// and which process of the run started each one.
+fn leaks(o: &mut String, r: &Report) {
+    let _ = writeln!(o, "## Leaked: still running when the command exited\n");
+    let _ = writeln!(
+        o,
+        "| process | spawned by | started | at the command's exit | open fds | ancestry |\n\
+         |---|---|---|---|---|---|"
+    );
+    for l in &r.analysis.leftovers {
+        let spawner = l.spawned_by.as_ref().map_or("—".into(), proc_cell);
+        let (state, fds) = match &l.leak {
+            Some(k) => {
+                let mut state = vec![format!("ppid {}", k.ppid)];
+                if k.reparented {
+                    state.push("reparented (its parent died)".into());
+                }
+                if k.detached {
+                    state.push(format!("detached (setsid), session {}", k.sid));
+                }
+                state.push(format!("pgid {}", k.pgid));
+                let mut fds: Vec<String> = k.fds.iter().take(MAX_FDS).map(|f| code(f)).collect();
+                if k.fds.len() > MAX_FDS {
+                    fds.push(format!("… and {} more", k.fds.len() - MAX_FDS));
+                }
+                (state.join(", "), fds.join("<br>"))
+            }
+            None => ("no leak record".into(), "—".into()),
+        };
+        let ended = l
+            .ended_at
+            .as_ref()
+            .map(|t| format!("; ended later, {t}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "| {} | {spawner} | {} | {state}{ended} | {} | {} |",
+            proc_cell(&l.process),
+            l.started_at,
+            if fds.is_empty() { "—".into() } else { fds },
+            ancestry(&l.ancestry)
+        );
+    }
+    o.push('\n');
+}
+
+/// A certificate's last words: the end of the victim's stderr, fenced.
+pub(super) fn last_words(o: &mut String, lw: &LastWordsRef) {
+    let (lines, cut) = w_words::tail_lines(&lw.text, w_words::SHOWN_LINES);
+    if lines.is_empty() {
+        return;
+    }
+    let earlier = if cut || lw.truncated {
+        format!(
+            ", its last {} of {}",
+            w::plural(lines.len(), "line", "lines"),
+            w::plural(lw.bytes_total as usize, "byte", "bytes")
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(o, "Last words (stderr{earlier}, seq {}):\n", lw.seq);
+    // A fence longer than any backtick run inside, so the text cannot end it.
+    let longest = lines
+        .iter()
+        .flat_map(|l| l.split(|c| c != '`'))
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let _ = writeln!(o, "{fence}text\n{}\n{fence}\n", lines.join("\n"));
 }
 
 pub(super) fn log_details(o: &mut String, r: &Report) {

@@ -296,3 +296,75 @@ fn repeated_near_misses_fold_into_one_row() {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert!(rows[0].starts_with("| 10 | 146 |"), "{}", rows[0]);
 }
+
+#[test]
+fn last_words_are_fenced_and_trimmed_to_the_last_lines() {
+    let r = report("real_last_words.ndjson");
+    assert!(
+        r.verdict
+            .starts_with("No unexpected deaths; 1 non-zero exit: `certificates-"),
+        "the program's directory is left out of prose: {}",
+        r.verdict
+    );
+    assert!(r.verdict.ends_with(
+        "— last words: `TypeError: Cannot read properties of undefined (reading 'port')`"
+    ));
+    let md = render_markdown(&r);
+    let block = md
+        .split("```text\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("a fenced block");
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(lines.len(), 20, "{block}");
+    assert_eq!(lines[0], "worker: step 07 done");
+    assert_eq!(lines[19], "    at frame10 (/srv/worker.js:10:7)");
+    assert!(
+        md.contains("Last words (stderr, its last 20 lines of "),
+        "{md}"
+    );
+}
+
+#[test]
+fn a_fence_outlasts_backticks_in_the_words() {
+    let lw = crate::analysis::LastWordsRef {
+        seq: 1,
+        text: "a ``` b\n".into(),
+        bytes_total: 8,
+        truncated: false,
+        line: None,
+    };
+    let mut o = String::new();
+    super::sections::last_words(&mut o, &lw);
+    assert!(o.contains("````text\na ``` b\n````"), "{o}");
+}
+
+#[test]
+fn leaks_are_reported_with_their_facts_and_spawner() {
+    let r = report("real_leak_kill.ndjson");
+    let l = &r.analysis.leftovers[0];
+    let by = l.spawned_by.as_ref().unwrap();
+    assert_eq!(
+        r.verdict,
+        format!(
+            "No unexpected deaths. Leaked: `sleep 300` (pid {}), detached via setsid, spawned by \
+             `sh -c (setsid sleep 300 >/dev/null 2>&1 &); sleep 0.2; exit…` (pid {}, a fork that \
+             never exec'd), was still running when the command exited.",
+            l.process.pid, by.pid
+        )
+    );
+    let md = render_markdown(&r);
+    assert!(md.contains("## Leaked: still running when the command exited"));
+    let row = md
+        .lines()
+        .find(|line| line.starts_with("| `sleep 300`"))
+        .expect("a leak row");
+    for want in [
+        "reparented (its parent died)",
+        "detached (setsid)",
+        "`1: /dev/null`",
+        "ended later",
+    ] {
+        assert!(row.contains(want), "{want} missing from {row}");
+    }
+}
