@@ -25,6 +25,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Watch a whole CI job or runner as a privileged sidecar.
     Daemon(DaemonArgs),
+    /// Fold many runs' report.json into death signatures (docs/summarize.md).
+    Summarize(SummarizeArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -149,10 +151,27 @@ pub struct ReportArgs {
     pub report: ReportFlags,
 }
 
+#[derive(clap::Args, Debug, Clone)]
+pub struct SummarizeArgs {
+    /// report.json files, or directories to search for them (at any depth).
+    #[arg(required = true, value_name = "REPORT")]
+    pub reports: Vec<PathBuf>,
+    /// Output format, written to stdout.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Md)]
+    pub format: SummaryFormat,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SummaryFormat {
+    Md,
+    Json,
+}
+
 pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
     match cli.command {
         Command::Record(args) => crate::record::run(&args),
         Command::Report(args) => crate::record::report_only(&args),
         Command::Daemon(args) => crate::daemon::run(&args),
+        Command::Summarize(args) => crate::summarize::run(&args),
     }
 }

@@ -17,5 +17,6 @@ pub mod record;
 pub mod report;
 pub mod session;
 pub mod snapshot;
+pub mod summarize;
 pub mod supervise;
 pub mod terminal;

@@ -1,5 +1,6 @@
 //! Reports: report.json (machines), report.md (people), a few stderr lines.
 //! All three are pure functions of the event log.
+pub mod html;
 mod json;
 mod markdown;
 mod sections;
@@ -52,6 +53,8 @@ pub fn write_reports(log: &EventLog, out_dir: &Path, opts: &ReportOptions) -> io
     let md_path = out_dir.join("report.md");
     write_atomic(&json_path, render_json(&report).as_bytes())?;
     write_atomic(&md_path, render_markdown(&report).as_bytes())?;
+    let html = html::render(&report, &html::Context::from_log(log));
+    write_atomic(&out_dir.join("report.html"), html.as_bytes())?;
     let summary = summary(&report, &md_path, &json_path);
     Ok(Rendered {
         json_path,

@@ -1,0 +1,252 @@
+//! report.html: the report for people, as one self-contained page (inline
+//! CSS, a few lines of JS, inline SVG; nothing fetched). A timeline of the
+//! processes that matter, then the certificates and side findings, all from
+//! the same [`Report`] as report.json, so the two never disagree. Every text
+//! is escaped (argv is attacker-controlled); the output is deterministic.
+mod cards;
+mod findings;
+mod lanes;
+mod marks;
+mod timeline;
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use super::Report;
+use crate::{analysis::Rank, eventlog::EventLog, model::Model};
+
+const STYLE: &str = include_str!("html/style.css");
+const SCRIPT: &str = include_str!("html/script.js");
+
+/// What the timeline needs beyond report.json: when lane processes ended,
+/// who forked them, and the kernel time of near misses and snapshots. Only
+/// positions come from here; every word comes from the report.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    ends: BTreeMap<(u32, u64), u64>,
+    parents: BTreeMap<(u32, u64), (u32, u64)>,
+    seq_t: BTreeMap<u64, u64>,
+}
+
+impl Context {
+    pub fn from_log(log: &EventLog) -> Context {
+        let m = Model::build(log);
+        let mut cx = Context::default();
+        for (k, p) in &m.procs {
+            let key = (k.pid, k.start);
+            if let Some(e) = &p.end {
+                cx.ends.insert(key, e.t);
+            }
+            if let Some(pa) = p.parent {
+                cx.parents.insert(key, (pa.pid, pa.start));
+            }
+        }
+        for kc in &m.kill_calls {
+            cx.seq_t.insert(kc.ev.at.seq, kc.ev.at.t);
+        }
+        for s in &m.snapshots {
+            cx.seq_t.insert(s.at.seq, s.at.t);
+        }
+        cx
+    }
+
+    fn end(&self, k: (u32, u64)) -> Option<u64> {
+        self.ends.get(&k).copied()
+    }
+
+    fn parent(&self, k: (u32, u64)) -> Option<(u32, u64)> {
+        self.parents.get(&k).copied()
+    }
+
+    fn seq_t(&self, seq: u64) -> Option<u64> {
+        self.seq_t.get(&seq).copied()
+    }
+}
+
+/// HTML-escapes text for element content and quoted attributes. Control
+/// characters (never meaningful in argv shown to a person) become U+FFFD.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => o.push('\u{FFFD}'),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// The whole page.
+pub fn render(r: &Report, cx: &Context) -> String {
+    let mut o = String::with_capacity(64 * 1024);
+    let verdict_class = if r.analysis.counts.unexpected > 0 {
+        "unexpected"
+    } else if r.analysis.counts.nonzero_exit > 0 || !r.log.complete {
+        "nonzero"
+    } else {
+        "clean"
+    };
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n\
+         <title>tracer: {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<header>\n\
+         <h1 id=\"verdict\" class=\"verdict {verdict_class}\">{}</h1>\n",
+        esc(&crate::analysis::wording::short_command(&r.verdict)),
+        esc(&r.verdict)
+    );
+    let loss = super::markdown::loss_line(r).replace("**", "");
+    let loss_class = if r.log.complete { "loss" } else { "loss warn" };
+    let _ = writeln!(o, "<p class=\"{loss_class}\">{}</p>", esc(&loss));
+    if !r.run.hooks_missing.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p class=\"loss warn\">Hooks missing: {}</p>",
+            esc(&r.run.hooks_missing.join(", "))
+        );
+    }
+    for wmsg in &r.log.warnings {
+        let _ = writeln!(o, "<p class=\"warn\">{}</p>", esc(wmsg));
+    }
+    o.push_str("</header>\n<main>\n");
+
+    let (svg, left_out) = timeline::svg(r, cx);
+    o.push_str(
+        "<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"legend\">\
+         <span class=\"k unexpected\">✕ unexpected death</span> \
+         <span class=\"k oom\">◆ OOM kill</span> \
+         <span class=\"k nonzero\">■ non-zero exit</span> \
+         <span class=\"k expected\">✕ expected stop</span> \
+         <span class=\"k leak\">▶ still running (leak)</span> \
+         <span class=\"k arrowk\">→ signal (sender → receiver; dashed: survived)</span> \
+         <span class=\"k miss\">⊗ near miss (failed kill)</span> \
+         <span class=\"k call\">● one call, several signals</span></p>\n\
+         <div class=\"scroll\">\n",
+    );
+    o.push_str(&svg);
+    o.push_str("</div>\n");
+    if !left_out.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p id=\"left-out\" class=\"note\">{}.</p>",
+            esc(&left_out)
+        );
+    }
+    o.push_str("</section>\n<section id=\"run\">\n<h2>Run</h2>\n");
+    cards::run_facts(&mut o, r);
+    o.push_str("</section>\n");
+
+    cards::certificates(&mut o, r);
+    findings::side_findings(&mut o, r);
+    let _ = write!(
+        o,
+        "</main>\n<footer><p>{}</p><p>Rendered by tracer {} from events.ndjson; the same data as \
+         report.json.</p></footer>\n<script>\n{SCRIPT}</script>\n</body>\n</html>\n",
+        esc(&r.ranking_rule),
+        esc(&r.rendered_by)
+    );
+    o
+}
+
+fn rank_css(r: Rank) -> &'static str {
+    match r {
+        Rank::Unexpected => "unexpected",
+        Rank::NonzeroExit => "nonzero",
+        Rank::Expected => "expected",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{eventlog::read_log, report::ReportOptions};
+
+    fn fixture(name: &str) -> (Report, Context) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        let log = read_log(&path).unwrap();
+        let r = super::super::build_report(&log, &ReportOptions::default());
+        (r, Context::from_log(&log))
+    }
+
+    #[test]
+    fn escapes_markup_and_controls() {
+        assert_eq!(
+            esc("<script>alert('x')</script>&\"\x1b"),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;\u{FFFD}"
+        );
+    }
+
+    #[test]
+    fn group_kill_fans_out_from_one_call() {
+        let (r, cx) = fixture("seed000_group_kill.ndjson");
+        let html = render(&r, &cx);
+        // 4000 root, 4100 killer, 4242/4243/4244 victims, 4343 outside.
+        assert_eq!(html.matches("<g class=\"lane ").count(), 6, "{html}");
+        // 2 signals to 4242, one each to 4243/4244, one foreign.
+        assert_eq!(html.matches("<path class=\"arrow").count(), 5);
+        assert!(html.contains("×3</text>"), "the group kill is one call");
+        assert_eq!(html.matches("<g class=\"miss\">").count(), 1);
+        assert!(html.contains("href=\"#cert-1\""));
+        assert!(html.contains("id=\"cert-1\""));
+    }
+
+    #[test]
+    fn every_fixture_renders_deterministically() {
+        for f in [
+            "oom.ndjson",
+            "daemon.ndjson",
+            "crashes.ndjson",
+            "truncated.ndjson",
+        ] {
+            let (r, cx) = fixture(f);
+            let a = render(&r, &cx);
+            assert_eq!(a, render(&r, &cx), "{f}");
+            assert!(!a.contains("<script>alert"), "{f}");
+            assert!(a.ends_with("</html>\n"));
+        }
+    }
+
+    #[test]
+    fn a_big_run_keeps_to_the_lane_cap_and_counts_the_rest() {
+        let (mut r, cx) = fixture("seed000_group_kill.ndjson");
+        let base = r.analysis.certificates[1].clone();
+        for i in 0..2000u32 {
+            let mut c = base.clone();
+            c.id = 10 + i as usize;
+            c.victim.process.pid = 10_000 + i;
+            c.victim.process.start += u64::from(i);
+            r.analysis.certificates.push(c);
+        }
+        r.run.processes = 2100;
+        let html = render(&r, &cx);
+        assert_eq!(
+            html.matches("<g class=\"lane ").count(),
+            lanes::MAX_LANES,
+            "lanes"
+        );
+        assert!(
+            html.contains("beyond the first 150 lanes"),
+            "the cap is said"
+        );
+        assert!(html.contains("other processes of the run not shown"));
+        assert!(html.contains("more certificates (report.json has them all)"));
+    }
+
+    #[test]
+    fn hostile_argv_is_escaped() {
+        let (mut r, cx) = fixture("seed000_group_kill.ndjson");
+        r.analysis.certificates[0].victim.process.command =
+            "<img src=x onerror=alert(1)>".to_string();
+        let html = render(&r, &cx);
+        assert!(!html.contains("<img src=x"));
+        assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    }
+}

@@ -1,0 +1,267 @@
+//! The text half of report.html: run facts, certificates (verdict-first, as
+//! in report.md), near misses, foreign signals, leftovers, other exits and
+//! snapshots.
+use std::fmt::Write as _;
+
+use super::{esc, rank_css};
+use crate::{
+    analysis::{wording as w, Certificate, ProcRef},
+    report::Report,
+};
+
+/// Certificates beyond this are listed by headline only.
+const MAX_CARDS: usize = 200;
+/// Signals listed per certificate.
+const MAX_ROWS: usize = 500;
+
+pub(super) fn proc_cell(p: &ProcRef) -> String {
+    let never = if p.argv_inherited {
+        " <span class=\"note\">(a fork that never exec'd)</span>"
+    } else {
+        ""
+    };
+    let outside = if p.in_run {
+        ""
+    } else {
+        " <span class=\"note\">(outside the run)</span>"
+    };
+    format!(
+        "<code>{}</code> <span class=\"pid\">pid {}</span>{never}{outside}",
+        esc(&p.command),
+        p.pid
+    )
+}
+
+pub(super) fn ancestry(chain: &[ProcRef]) -> String {
+    if chain.is_empty() {
+        return "—".to_string();
+    }
+    chain
+        .iter()
+        .map(|p| {
+            format!(
+                "<code>{}</code> ({})",
+                esc(&w::short_command(&p.command)),
+                p.pid
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ← ")
+}
+
+fn row(o: &mut String, k: &str, v: &str) {
+    let _ = writeln!(o, "<tr><th>{k}</th><td>{v}</td></tr>");
+}
+
+pub fn run_facts(o: &mut String, r: &Report) {
+    let run = &r.run;
+    o.push_str("<table class=\"facts\">\n");
+    row(
+        o,
+        "command",
+        &format!("<code>{}</code>", esc(&run.command.join(" "))),
+    );
+    if let Some(s) = &run.command_status {
+        row(o, "ended", &esc(&w::status_phrase(s)));
+    }
+    row(
+        o,
+        "ran",
+        &format!(
+            "{} from {}, {}",
+            esc(&w::duration(run.duration_ns)),
+            esc(&run.started_at),
+            w::plural(run.processes, "process", "processes")
+        ),
+    );
+    row(
+        o,
+        "host",
+        &format!(
+            "{} ({}, kernel {}, {} mode)",
+            esc(&run.hostname),
+            esc(&format!("tracer {}", run.captured_by)),
+            esc(&run.kernel),
+            esc(&run.mode)
+        ),
+    );
+    let c = &r.analysis.counts;
+    row(
+        o,
+        "deaths",
+        &format!(
+            "<a href=\"#certificates\">{} unexpected, {} non-zero exits, {} expected</a>",
+            c.unexpected, c.nonzero_exit, c.expected
+        ),
+    );
+    o.push_str("</table>\n");
+}
+
+pub fn certificates(o: &mut String, r: &Report) {
+    let certs = &r.analysis.certificates;
+    let _ = writeln!(
+        o,
+        "<section id=\"certificates\">\n<h2>Death certificates ({})</h2>",
+        certs.len()
+    );
+    if certs.is_empty() {
+        o.push_str("<p>No process of the run died abnormally.</p>\n");
+    }
+    for c in certs.iter().take(MAX_CARDS) {
+        card(o, c);
+    }
+    if certs.len() > MAX_CARDS {
+        let _ = writeln!(
+            o,
+            "<details><summary>{} more certificates (report.json has them all)</summary><ol>",
+            certs.len() - MAX_CARDS
+        );
+        for c in &certs[MAX_CARDS..] {
+            let _ = writeln!(
+                o,
+                "<li id=\"cert-{}\">#{} {}</li>",
+                c.id,
+                c.id,
+                esc(&c.headline)
+            );
+        }
+        o.push_str("</ol></details>\n");
+    }
+    o.push_str("</section>\n");
+}
+
+fn card(o: &mut String, c: &Certificate) {
+    let class = if c.cause.kind == crate::analysis::CauseKind::Oom {
+        "oom"
+    } else {
+        rank_css(c.rank)
+    };
+    let rank = rank_css(c.rank).replace("nonzero", "non-zero exit");
+    let _ = writeln!(
+        o,
+        "<article class=\"cert {class}\" id=\"cert-{}\" data-pid=\"{}\">\n<h3><span \
+         class=\"badge\">#{} {rank}</span> {}</h3>\n<p class=\"reason\">{}</p>\n<table>",
+        c.id,
+        c.victim.process.pid,
+        c.id,
+        esc(&c.headline),
+        esc(&c.rank_reason)
+    );
+    let v = &c.victim;
+    row(o, "victim", &proc_cell(&v.process));
+    if let Some(f) = &v.process.filename {
+        row(o, "executable", &format!("<code>{}</code>", esc(f)));
+    }
+    row(o, "ancestry", &ancestry(&v.ancestry));
+    row(
+        o,
+        "lifetime",
+        &format!(
+            "{} ({} → {})",
+            esc(&w::duration(v.lifetime_ns)),
+            esc(&v.started_at),
+            esc(&v.ended_at)
+        ),
+    );
+    let core = if v.core_dumped { ", core dumped" } else { "" };
+    row(
+        o,
+        "status",
+        &format!("{}{core}", esc(&w::status_phrase(&v.status))),
+    );
+    row(o, "cause", &format!("<code>{}</code>", esc(&kind_name(c))));
+    if let Some(k) = &c.killer {
+        row(
+            o,
+            "killer",
+            &format!(
+                "{} — {}",
+                proc_cell(&k.process),
+                esc(w::relation_phrase(k.relation))
+            ),
+        );
+        row(o, "killer ancestry", &ancestry(&k.ancestry));
+        let deliveries = k
+            .deliveries
+            .filter(|n| *n > 1)
+            .map(|n| format!(" — one call, {n} signals"))
+            .unwrap_or_default();
+        row(
+            o,
+            "call",
+            &format!(
+                "<code>{}</code>, aimed at {}{}",
+                esc(&k.call),
+                esc(&k.aimed_at),
+                esc(&deliveries)
+            ),
+        );
+    }
+    if let Some(m) = &c.oom {
+        let memcg = m
+            .memcg
+            .as_ref()
+            .map(|g| g.path.clone().unwrap_or_else(|| g.name.clone()))
+            .unwrap_or_else(|| "—".into());
+        let limit = m
+            .limit_bytes
+            .map(w::bytes)
+            .unwrap_or_else(|| "unknown".into());
+        let rss = m
+            .rss
+            .as_ref()
+            .map(|r| w::bytes((r.anon_rss_kb + r.file_rss_kb + r.shmem_rss_kb) * 1024))
+            .unwrap_or_else(|| "unknown".into());
+        row(
+            o,
+            "OOM",
+            &format!(
+                "memcg <code>{}</code>, limit {}, rss {}; trigger (not the culprit): {}",
+                esc(&memcg),
+                esc(&limit),
+                esc(&rss),
+                proc_cell(&m.trigger)
+            ),
+        );
+    }
+    let ev: Vec<String> = c.evidence.iter().map(u64::to_string).collect();
+    row(o, "evidence", &format!("events {}", esc(&ev.join(", "))));
+    o.push_str("</table>\n");
+    if !c.history.is_empty() {
+        let _ = writeln!(
+            o,
+            "<details{}><summary>Signals received ({})</summary><ol class=\"history\">",
+            if c.history.len() <= 5 { " open" } else { "" },
+            c.history.len()
+        );
+        for h in c.history.iter().take(MAX_ROWS) {
+            let from = if h.raised_by_kernel {
+                "raised by the kernel".to_string()
+            } else {
+                format!("from {}", proc_cell(&h.sender))
+            };
+            let _ = writeln!(
+                o,
+                "<li{}>+{} <b>{}</b> ({}, {}) {from}{}</li>",
+                if h.fatal { " class=\"fatal\"" } else { "" },
+                esc(&w::duration(h.since_start_ns)),
+                esc(&h.signal.sig_name),
+                esc(&h.signal.code_name),
+                esc(&h.signal.result),
+                h.call
+                    .as_ref()
+                    .map(|c| format!(" via <code>{}</code>", esc(c)))
+                    .unwrap_or_default()
+            );
+        }
+        o.push_str("</ol></details>\n");
+    }
+    o.push_str("</article>\n");
+}
+
+fn kind_name(c: &Certificate) -> String {
+    serde_json::to_value(c.cause.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}

@@ -1,0 +1,234 @@
+//! The side findings of report.html: near misses, foreign signals,
+//! leftovers, other non-zero exits and snapshots, as tables.
+use std::fmt::Write as _;
+
+use super::{
+    cards::{ancestry, proc_cell},
+    esc,
+};
+use crate::{
+    analysis::{wording as w, Direction},
+    report::Report,
+};
+
+/// Rows per table.
+const MAX_ROWS: usize = 500;
+
+fn table(o: &mut String, id: &str, title: &str, head: &[&str], rows: Vec<Vec<String>>) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<section id=\"{id}\">\n<h2>{title} ({})</h2>\n<table class=\"list\"><tr>{}</tr>",
+        rows.len(),
+        head.iter()
+            .map(|h| format!("<th>{h}</th>"))
+            .collect::<String>()
+    );
+    let n = rows.len();
+    for r in rows.into_iter().take(MAX_ROWS) {
+        let _ = writeln!(
+            o,
+            "<tr>{}</tr>",
+            r.iter()
+                .map(|c| format!("<td>{c}</td>"))
+                .collect::<String>()
+        );
+    }
+    o.push_str("</table>\n");
+    if n > MAX_ROWS {
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">{} more in report.json.</p>",
+            n - MAX_ROWS
+        );
+    }
+    o.push_str("</section>\n");
+}
+
+pub fn side_findings(o: &mut String, r: &Report) {
+    let a = &r.analysis;
+    let probes = a.near_misses.iter().filter(|n| n.probe).count();
+    let misses = a
+        .near_misses
+        .iter()
+        .filter(|n| !n.probe)
+        .map(|n| {
+            vec![
+                esc(&n.time),
+                proc_cell(&n.sender),
+                format!(
+                    "<code>{}</code>",
+                    esc(&w::call_notation(
+                        &n.syscall,
+                        n.target_arg,
+                        n.tid_arg,
+                        &n.sig_name
+                    ))
+                ),
+                esc(&n.aimed_at),
+                esc(n.errno.as_deref().unwrap_or("failed")),
+            ]
+        })
+        .collect();
+    table(
+        o,
+        "near-misses",
+        "Near misses",
+        &["time", "sender", "call", "aimed at", "error"],
+        misses,
+    );
+    if probes > 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">{} (signal 0) not listed.</p>",
+            w::plural(probes, "failed liveness probe", "failed liveness probes")
+        );
+    }
+    let foreign = a
+        .foreign_signals
+        .iter()
+        .map(|f| {
+            vec![
+                esc(&f.signal.time),
+                match f.direction {
+                    Direction::RunToOutside => "run → outside".to_string(),
+                    Direction::OutsideToRun => "outside → run".to_string(),
+                },
+                proc_cell(&f.sender),
+                proc_cell(&f.target),
+                format!(
+                    "{} <code>{}</code>",
+                    esc(&f.signal.sig_name),
+                    esc(f.call.as_deref().unwrap_or(""))
+                ),
+            ]
+        })
+        .collect();
+    table(
+        o,
+        "foreign",
+        "Signals crossing the run's boundary",
+        &["time", "direction", "sender", "target", "signal"],
+        foreign,
+    );
+    let left = a
+        .leftovers
+        .iter()
+        .map(|l| {
+            vec![
+                proc_cell(&l.process),
+                esc(&l.started_at),
+                if l.orphaned {
+                    "<b>yes — leaked</b>".into()
+                } else {
+                    "no".into()
+                },
+                ancestry(&l.ancestry),
+            ]
+        })
+        .collect();
+    table(
+        o,
+        "leftovers",
+        "Still running when the log ended",
+        &["process", "started", "orphaned", "ancestry"],
+        left,
+    );
+    let exits = a
+        .other_exits
+        .iter()
+        .map(|e| {
+            vec![
+                format!("<code>{}</code>", esc(&e.program)),
+                esc(&w::status_phrase(&e.status)),
+                e.count.to_string(),
+                format!("<code>{}</code>", esc(&e.example)),
+            ]
+        })
+        .collect();
+    table(
+        o,
+        "other-exits",
+        "Other non-zero exits",
+        &["program", "status", "count", "example"],
+        exits,
+    );
+    snapshots(o, r);
+}
+
+fn snapshots(o: &mut String, r: &Report) {
+    if r.snapshots.is_empty() {
+        return;
+    }
+    o.push_str("<section id=\"snapshots\">\n<h2>Snapshots</h2>\n");
+    for s in &r.snapshots {
+        let snap = &s.snapshot;
+        let _ = writeln!(
+            o,
+            "<h3>{} at {} (event {})</h3>",
+            esc(&s.reason),
+            esc(&s.time),
+            s.seq
+        );
+        if snap.findings.is_empty() {
+            o.push_str("<p>No deadlock pattern found.</p>\n");
+        } else {
+            o.push_str("<ul class=\"findings\">\n");
+            for f in &snap.findings {
+                let _ = writeln!(
+                    o,
+                    "<li><b>{}</b> (pid {}): {}</li>",
+                    esc(&f.kind),
+                    f.pid,
+                    esc(&f.detail)
+                );
+            }
+            o.push_str("</ul>\n");
+        }
+        for n in &snap.notes {
+            let _ = writeln!(o, "<p class=\"note\">{}</p>", esc(n));
+        }
+        let rows = snap
+            .processes
+            .iter()
+            .map(|p| {
+                let waits: Vec<String> = p
+                    .threads
+                    .iter()
+                    .map(|t| {
+                        format!(
+                            "{} {} {}",
+                            t.tid,
+                            t.state,
+                            t.wchan.as_deref().unwrap_or("-")
+                        )
+                    })
+                    .collect();
+                vec![
+                    p.pid.to_string(),
+                    format!(
+                        "<code>{}</code>",
+                        esc(&if p.argv.is_empty() {
+                            p.comm.clone()
+                        } else {
+                            p.argv.join(" ")
+                        })
+                    ),
+                    esc(&p.state.to_string()),
+                    esc(&waits.join("; ")),
+                ]
+            })
+            .collect();
+        let id = format!("snapshot-{}", s.seq);
+        table(
+            o,
+            &id,
+            "Processes",
+            &["pid", "command", "state", "threads (tid state wchan)"],
+            rows,
+        );
+    }
+    o.push_str("</section>\n");
+}

@@ -1,0 +1,337 @@
+//! `tracer summarize`: many runs' report.json in, death signatures out. A
+//! signature is (rank, victim command shape, cause class, killer command
+//! shape); the same defect across runs lands in one signature with its
+//! count, the runs it hit and when it was first and last seen. Near misses
+//! and leaks fold the same way. Format: docs/summarize.md.
+mod input;
+mod render;
+pub mod shape;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+pub use input::{load, Loaded, RunIn, Skipped};
+pub use render::markdown;
+
+/// Bumped on any incompatible change to the JSON output.
+pub const SUMMARIZE_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub summarize_schema: u32,
+    pub runs: Vec<RunRow>,
+    pub skipped: Vec<Skipped>,
+    pub signatures: Vec<Signature>,
+    pub near_misses: Vec<MissFold>,
+    pub leaks: Vec<LeakFold>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: String,
+    pub path: String,
+    pub started_at: String,
+    pub hostname: String,
+    pub verdict: String,
+    pub unexpected: usize,
+    pub nonzero_exit: usize,
+    pub expected: usize,
+}
+
+/// Where and when a folded finding was seen.
+#[derive(Serialize, Debug, Clone, PartialEq, Default)]
+pub struct Seen {
+    /// Occurrences across all runs.
+    pub count: usize,
+    /// Distinct runs.
+    pub runs: usize,
+    pub run_ids: Vec<String>,
+    /// `run.started_at` of the earliest and latest run it was seen in.
+    pub first_seen: String,
+    pub last_seen: String,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Signature {
+    /// `unexpected`, `nonzero_exit` or `expected`.
+    pub rank: String,
+    /// `cause.kind` of the certificates.
+    pub cause: String,
+    pub victim_shape: String,
+    /// Absent when no process killed it (OOM, fault, non-zero exit...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub killer_shape: Option<String>,
+    #[serde(flatten)]
+    pub seen: Seen,
+    /// Fatal signal names seen.
+    pub signals: Vec<String>,
+    /// Killer calls with pids replaced, e.g. `kill(-<pid>, SIGKILL)`.
+    pub calls: Vec<String>,
+    /// Relations of the killer to the victim seen.
+    pub relations: Vec<String>,
+    /// The headline of the earliest occurrence.
+    pub example: String,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct MissFold {
+    /// `kill(-<pid>)`: the syscall and whether it aimed at a group.
+    pub call_shape: String,
+    pub errno: String,
+    pub sender_shape: String,
+    /// Signal 0 liveness probes are folded apart from real attempts.
+    pub probe: bool,
+    #[serde(flatten)]
+    pub seen: Seen,
+    pub signals: Vec<String>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct LeakFold {
+    pub process_shape: String,
+    #[serde(flatten)]
+    pub seen: Seen,
+}
+
+/// Accumulates one folded finding.
+#[derive(Default)]
+struct Acc {
+    count: usize,
+    runs: BTreeSet<usize>,
+    signals: BTreeSet<String>,
+    calls: BTreeSet<String>,
+    relations: BTreeSet<String>,
+    example: Option<(usize, String)>,
+}
+
+impl Acc {
+    fn hit(&mut self, run: usize, example: &str) {
+        self.count += 1;
+        self.runs.insert(run);
+        if self.example.as_ref().is_none_or(|(r, _)| run < *r) {
+            self.example = Some((run, example.to_string()));
+        }
+    }
+
+    /// Runs are indexed in chronological order, so first/last are the ends.
+    fn seen(&self, runs: &[RunIn]) -> Seen {
+        let ids: Vec<String> = self.runs.iter().map(|&i| runs[i].id.clone()).collect();
+        let at = |i: Option<&usize>| i.map(|&i| runs[i].started_at.clone()).unwrap_or_default();
+        Seen {
+            count: self.count,
+            runs: self.runs.len(),
+            run_ids: ids,
+            first_seen: at(self.runs.first()),
+            last_seen: at(self.runs.last()),
+        }
+    }
+}
+
+fn rank_order(rank: &str) -> u8 {
+    match rank {
+        "unexpected" => 0,
+        "nonzero_exit" => 1,
+        "expected" => 2,
+        _ => 3,
+    }
+}
+
+/// Folds loaded runs (already in chronological order) into signatures.
+pub fn summarize(loaded: &Loaded) -> Summary {
+    let runs = &loaded.runs;
+    let mut sigs: BTreeMap<(u8, String, String, String, String), Acc> = BTreeMap::new();
+    let mut misses: BTreeMap<(bool, String, String, String), Acc> = BTreeMap::new();
+    let mut leaks: BTreeMap<String, Acc> = BTreeMap::new();
+    for (i, run) in runs.iter().enumerate() {
+        let doc = &run.doc;
+        for c in &doc.certificates {
+            let victim = shape::command(&c.victim.argv, &c.victim.command);
+            let killer = c
+                .killer
+                .as_ref()
+                .map(|k| shape::command(&k.process.argv, &k.process.command))
+                .unwrap_or_default();
+            let key = (
+                rank_order(&c.rank),
+                c.rank.clone(),
+                victim,
+                c.cause.kind.clone(),
+                killer,
+            );
+            let acc = sigs.entry(key).or_default();
+            acc.hit(i, &c.headline);
+            if let Some(s) = &c.cause.signal {
+                acc.signals.insert(s.sig_name.clone());
+            }
+            if let Some(k) = &c.killer {
+                acc.calls.insert(shape::call(&k.call));
+                acc.relations.insert(k.relation.clone());
+            }
+        }
+        for n in &doc.near_misses {
+            let group = if n.target_arg < 0 { "-" } else { "" };
+            let key = (
+                n.probe,
+                format!("{}({group}<pid>)", n.syscall),
+                n.errno.clone().unwrap_or_else(|| "failed".into()),
+                shape::command(&n.sender.argv, &n.sender.command),
+            );
+            let acc = misses.entry(key).or_default();
+            acc.hit(i, "");
+            acc.signals.insert(n.sig_name.clone());
+        }
+        for l in doc.leftovers.iter().filter(|l| l.orphaned) {
+            let key = shape::command(&l.process.argv, &l.process.command);
+            leaks.entry(key).or_default().hit(i, "");
+        }
+    }
+    let v = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>();
+    let mut signatures: Vec<Signature> = sigs
+        .into_iter()
+        .map(|((_, rank, victim, cause, killer), a)| Signature {
+            rank,
+            cause,
+            victim_shape: victim,
+            killer_shape: (!killer.is_empty()).then_some(killer),
+            seen: a.seen(runs),
+            signals: v(&a.signals),
+            calls: v(&a.calls),
+            relations: v(&a.relations),
+            example: a.example.map(|e| e.1).unwrap_or_default(),
+        })
+        .collect();
+    // Within a rank: most runs hit first, then most occurrences; the map
+    // order breaks ties, so the output is deterministic.
+    signatures.sort_by(|a, b| {
+        rank_order(&a.rank)
+            .cmp(&rank_order(&b.rank))
+            .then(b.seen.runs.cmp(&a.seen.runs))
+            .then(b.seen.count.cmp(&a.seen.count))
+    });
+    let mut near_misses: Vec<MissFold> = misses
+        .into_iter()
+        .map(|((probe, call, errno, sender), a)| MissFold {
+            call_shape: call,
+            errno,
+            sender_shape: sender,
+            probe,
+            seen: a.seen(runs),
+            signals: v(&a.signals),
+        })
+        .collect();
+    near_misses.sort_by(|a, b| {
+        a.probe
+            .cmp(&b.probe)
+            .then(b.seen.runs.cmp(&a.seen.runs))
+            .then(b.seen.count.cmp(&a.seen.count))
+    });
+    let mut leaks: Vec<LeakFold> = leaks
+        .into_iter()
+        .map(|(shape, a)| LeakFold {
+            process_shape: shape,
+            seen: a.seen(runs),
+        })
+        .collect();
+    leaks.sort_by_key(|l| std::cmp::Reverse(l.seen.runs));
+    Summary {
+        summarize_schema: SUMMARIZE_SCHEMA_VERSION,
+        runs: runs
+            .iter()
+            .map(|r| RunRow {
+                id: r.id.clone(),
+                path: r.path.clone(),
+                started_at: r.started_at.clone(),
+                hostname: r.doc.run.hostname.clone(),
+                verdict: r.doc.verdict.clone(),
+                unexpected: r.doc.counts.unexpected,
+                nonzero_exit: r.doc.counts.nonzero_exit,
+                expected: r.doc.counts.expected,
+            })
+            .collect(),
+        skipped: loaded.skipped.clone(),
+        signatures,
+        near_misses,
+        leaks,
+    }
+}
+
+/// JSON output: pretty, newline-terminated.
+pub fn json(s: &Summary) -> String {
+    let mut o = serde_json::to_string_pretty(s).expect("summary types always serialize");
+    o.push('\n');
+    o
+}
+
+/// `tracer summarize`: the summary on stdout, skipped inputs on stderr.
+pub fn run(
+    args: &crate::cli::SummarizeArgs,
+) -> Result<std::process::ExitCode, crate::error::TracerError> {
+    use std::io::Write as _;
+    let loaded = load(&args.reports);
+    for s in &loaded.skipped {
+        eprintln!("tracer: skipped {}: {}", s.path, s.error);
+    }
+    if loaded.runs.is_empty() {
+        return Err(crate::error::TracerError::Other(
+            "summarize: no readable report.json in the given paths".to_string(),
+        ));
+    }
+    let summary = summarize(&loaded);
+    let text = match args.format {
+        crate::cli::SummaryFormat::Md => markdown(&summary),
+        crate::cli::SummaryFormat::Json => json(&summary),
+    };
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not an error worth a message.
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{eventlog::read_log, report};
+
+    fn run(id: &str, fixture: &str, started_at: &str) -> RunIn {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(fixture);
+        let r = report::build_report(&read_log(&path).unwrap(), &Default::default());
+        let doc: input::ReportIn = serde_json::from_str(&report::render_json(&r)).unwrap();
+        RunIn {
+            id: id.into(),
+            path: format!("{id}/report.json"),
+            started_at: started_at.into(),
+            doc,
+        }
+    }
+
+    #[test]
+    fn folds_across_runs_and_puts_unexpected_first() {
+        let loaded = Loaded {
+            runs: vec![
+                run("a", "seed000_group_kill.ndjson", "2026-08-18T17:27:00Z"),
+                run("b", "crashes.ndjson", "2026-08-18T18:00:00Z"),
+                run("c", "seed000_group_kill.ndjson", "2026-08-19T09:00:00Z"),
+            ],
+            skipped: Vec::new(),
+        };
+        let s = summarize(&loaded);
+        let g = &s.signatures[0];
+        assert_eq!(
+            (g.rank.as_str(), g.victim_shape.as_str()),
+            ("unexpected", "node worker.js")
+        );
+        assert_eq!((g.seen.runs, g.seen.count), (2, 4));
+        assert_eq!(g.seen.run_ids, ["a", "c"]);
+        assert_eq!(g.seen.first_seen, "2026-08-18T17:27:00Z");
+        assert_eq!(g.seen.last_seen, "2026-08-19T09:00:00Z");
+        let first_other = s.signatures.iter().position(|g| g.rank != "unexpected");
+        assert!(s.signatures[first_other.unwrap()..]
+            .iter()
+            .all(|g| g.rank != "unexpected"));
+        assert_eq!(s.near_misses[0].seen.runs, 2);
+        assert_eq!(markdown(&s), markdown(&summarize(&loaded)));
+    }
+}

@@ -1,0 +1,142 @@
+//! `tracer summarize` end to end: the binary on a directory of report.json
+//! files rendered from the NDJSON fixtures. Two runs of the seed-000 group
+//! kill with different pids must fold into one signature; a broken report is
+//! skipped, not fatal.
+use std::{path::Path, process::Command};
+
+use tracer_user::{
+    eventlog::read_log,
+    report::{build_report, render_json, ReportOptions},
+};
+
+fn report_json(fixture: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(fixture);
+    render_json(&build_report(
+        &read_log(&path).unwrap(),
+        &ReportOptions::default(),
+    ))
+}
+
+fn put(dir: &Path, run: &str, json: &str) {
+    let d = dir.join(run);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("report.json"), json).unwrap();
+}
+
+/// Four runs: the group kill twice (pids and start time differ, as they do
+/// between CI runs), an OOM kill, and a report that is not JSON.
+fn corpus() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = report_json("seed000_group_kill.ndjson");
+    put(dir.path(), "run-1001", &seed);
+    let again = seed
+        .replace("4242", "5353")
+        .replace("4243", "5354")
+        .replace("4100", "6100")
+        .replace("4141", "7171")
+        .replace("2026-08-18T17:27", "2026-08-19T09:00");
+    put(dir.path(), "run-1002", &again);
+    put(dir.path(), "run-0900", &report_json("oom.ndjson"));
+    put(dir.path(), "broken", "{ not json");
+    dir
+}
+
+fn summarize(dir: &Path, format: &str) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tracer"))
+        .args(["summarize", "--format", format])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "summarize failed: {out:?}");
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn the_same_group_kill_in_two_runs_is_one_signature() {
+    let dir = corpus();
+    let (json, stderr) = summarize(dir.path(), "json");
+    assert!(
+        stderr.contains("skipped") && stderr.contains("broken"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["summarize_schema"], 1);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 1);
+    let first = &v["signatures"][0];
+    assert_eq!(first["rank"], "unexpected");
+    assert_eq!(first["victim_shape"], "node worker.js");
+    assert_eq!(first["cause"], "killed_in_run");
+    assert_eq!(first["killer_shape"], "node runner-session.test");
+    assert_eq!(first["runs"], 2, "{first}");
+    assert_eq!(
+        first["run_ids"],
+        serde_json::json!(["run-1001", "run-1002"])
+    );
+    assert_eq!(first["first_seen"], "2026-08-18T17:27:00Z");
+    assert_eq!(first["last_seen"], "2026-08-19T09:00:00Z");
+    assert_eq!(first["calls"], serde_json::json!(["kill(-<pid>, SIGKILL)"]));
+    // Unexpected signatures all come before the non-zero exits.
+    let ranks: Vec<&str> = v["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["rank"].as_str().unwrap())
+        .collect();
+    let mut sorted = ranks.clone();
+    sorted.sort_by_key(|r| match *r {
+        "unexpected" => 0,
+        "nonzero_exit" => 1,
+        _ => 2,
+    });
+    assert_eq!(ranks, sorted);
+    assert!(ranks.contains(&"unexpected") && ranks.contains(&"nonzero_exit"));
+    // The OOM kill is its own signature, with no killer.
+    let oom = v["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["cause"] == "oom")
+        .expect("an oom signature");
+    assert!(oom.get("killer_shape").is_none());
+    // The near miss of both runs folds too.
+    let miss = &v["near_misses"][0];
+    assert_eq!(miss["call_shape"], "kill(<pid>)");
+    assert_eq!(miss["errno"], "ESRCH");
+    assert_eq!(miss["sender_shape"], "node runner-session.test");
+    assert_eq!(miss["runs"], 2);
+}
+
+#[test]
+fn markdown_leads_with_the_unexpected_signature_and_is_deterministic() {
+    let dir = corpus();
+    let (md, _) = summarize(dir.path(), "md");
+    assert!(md.starts_with("# Death signatures across 3 runs\n"), "{md}");
+    let first_row = md
+        .lines()
+        .find(|l| l.starts_with("| 1 |"))
+        .expect("a first signature row");
+    assert!(
+        first_row.contains("**unexpected** | 2 | 4 | `node worker.js`"),
+        "{first_row}"
+    );
+    assert!(md.contains("`kill(<pid>)` → ESRCH | `node runner-session.test`"));
+    assert_eq!(md, summarize(dir.path(), "md").0, "byte-identical output");
+}
+
+#[test]
+fn no_report_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tracer"))
+        .arg("summarize")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no readable report.json"));
+}
