@@ -11,6 +11,7 @@ mod ebpf;
 mod privilege;
 mod run;
 mod test;
+mod test_deps;
 mod workspace;
 
 use std::{ffi::OsString, process::ExitCode};

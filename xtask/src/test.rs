@@ -3,7 +3,7 @@ use std::{ffi::OsString, process::Command};
 
 use anyhow::{bail, Context, Result};
 
-use crate::{cmd, ebpf, privilege, workspace::Workspace};
+use crate::{cmd, ebpf, privilege, test_deps, workspace::Workspace};
 
 /// Integration tests run for real only when this is set (and fail when it is
 /// set but they are not root).
@@ -16,6 +16,7 @@ pub fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
     } else {
         Some(sudo_runner(ws)?)
     };
+    test_deps::ensure()?;
     ebpf::build(ws, true)?;
 
     let mut cargo = Command::new("cargo");

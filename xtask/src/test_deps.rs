@@ -1,0 +1,49 @@
+//! Programs the integration tests drive besides the tracer: installed from
+//! Debian's packages when missing (idempotent: a present tool costs a lookup).
+use std::{path::Path, process::Command};
+
+use anyhow::{Context, Result};
+
+use crate::{cmd, privilege};
+
+/// (program the tests run, Debian package that provides it)
+const NEEDED: [(&str, &str); 3] = [
+    ("chromium", "chromium"), // report.html checked in headless Chromium (/usr/bin/chromium)
+    ("pkill", "procps"),      // the `pkill -f` scenario
+    ("python3", "python3"),   // hang and snapshot scenarios
+];
+
+fn on_path(program: &str) -> bool {
+    // The Chromium test runs /usr/bin/chromium itself.
+    if program == "chromium" {
+        return Path::new("/usr/bin/chromium").exists();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+pub fn ensure() -> Result<()> {
+    let missing: Vec<&str> = NEEDED
+        .iter()
+        .filter(|(prog, _)| !on_path(prog))
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let apt = |args: &[&str]| -> Command {
+        let mut c = if privilege::is_root().unwrap_or(false) {
+            Command::new("apt-get")
+        } else {
+            let mut s = Command::new("sudo");
+            s.arg("apt-get");
+            s
+        };
+        c.env("DEBIAN_FRONTEND", "noninteractive").args(args);
+        c
+    };
+    cmd::run(&mut apt(&["update", "-q"])).context("apt-get update (to install test tools)")?;
+    let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
+    install.extend(&missing);
+    cmd::run(&mut apt(&install)).with_context(|| format!("installing {}", missing.join(" ")))
+}
