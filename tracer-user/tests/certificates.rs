@@ -132,13 +132,16 @@ fn memcg_oom_kill_blames_the_kernel() {
     const NAME: &str = "memcg_oom_kill_blames_the_kernel";
     if in_scenario(NAME) {
         let (mut hog, _, _o) = spawn_until_tagged(worker("hog", &[]));
-        let (mut alloc, _, _p) = spawn_until_tagged(worker("alloc", &[]));
-        assert!(alloc.wait().unwrap().success(), "the allocation succeeded");
+        let mut alloc = worker("alloc", &[]).stdout(std::process::Stdio::null()).spawn().unwrap();
+        let a = alloc.wait().unwrap();
+        // A memcg OOM can fire twice before the first victim's memory is
+        // reaped: the allocator may be a second victim (of the kernel).
+        assert!(a.success() || a.signal() == Some(9), "{a:?}");
         assert_eq!(hog.wait().unwrap().signal(), Some(9));
         tag(format!("hog={} alloc={}", hog.id(), alloc.id()));
         return;
     }
-    let cg = cgroup::TestCgroup::with_memory_limit(64 << 20);
+    let cg = cgroup::TestCgroup::with_memory_limit(256 << 20);
     let procs = cg.dir.join("cgroup.procs");
     let (r, rep) = certify_env(NAME, &[("CERT_CGROUP_PROCS", procs.to_str().unwrap())]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
@@ -152,20 +155,22 @@ fn memcg_oom_kill_blames_the_kernel() {
     assert!(c.get("killer").is_none(), "nobody but the kernel is blamed");
     let o = &c["oom"];
     assert_eq!(o["memcg"]["path"], format!("/{}", cg.name()));
-    assert_eq!(o["limit_bytes"], 64 << 20);
+    assert_eq!(o["limit_bytes"], 256 << 20);
     assert_eq!(o["trigger"]["pid"], alloc);
     assert_eq!(o["trigger_is_victim"], false);
     let want = format!(
-        "killed by the kernel OOM killer (memcg /{}, limit 64 MiB",
+        "killed by the kernel OOM killer (memcg /{}, limit 256 MiB",
         cg.name()
     );
     assert!(s(&c["headline"]).contains(&want), "{}", c["headline"]);
     assert!(
-        certs(&rep)
-            .iter()
-            .all(|c| c["victim"]["pid"] != alloc && c["killer"]["process"]["pid"] != alloc),
-        "the allocating task is neither a victim nor a killer"
+        certs(&rep).iter().all(|c| c["killer"]["process"]["pid"] != alloc),
+        "the allocating task is never named a killer"
     );
+    // If the kernel took the allocator too, that is an OOM kill as well.
+    for c in certs(&rep).iter().filter(|c| c["victim"]["pid"] == alloc) {
+        assert_eq!(s(&c["cause"]["kind"]), "oom", "{c}");
+    }
     assert!(markdown(&r).contains("it is **not** the culprit"));
 }
 

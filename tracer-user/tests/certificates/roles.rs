@@ -94,8 +94,13 @@ fn memory(role: &str) {
     if role == "hog" {
         std::fs::write("/proc/self/oom_score_adj", "1000").unwrap();
     }
-    let block = std::hint::black_box(vec![0x5au8; 40 << 20]);
-    tag(&format!("pid={me} held={}", block.len()));
+    // Each alone fits under the 256 MiB limit with room to spare for the
+    // process itself (>= 56 MiB), so once the hog is killed the allocator
+    // fits; together they cannot. Touched a MiB at a time.
+    let size: usize = if role == "hog" { 100 << 20 } else { 200 << 20 };
+    let block: Vec<Vec<u8>> = (0..size >> 20).map(|_| vec![0x5au8; 1 << 20]).collect();
+    let block = std::hint::black_box(block);
+    tag(&format!("pid={me} held={}", block.len() << 20));
     if role == "hog" {
         std::thread::sleep(NAP);
     }
