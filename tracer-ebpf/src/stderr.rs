@@ -87,10 +87,10 @@ fn emit(buf: u64, count: u64) {
     };
     let Some(id) = task_id(current()) else { return };
     // Keep the tail of a long write: the end of a message is what explains.
-    let mut len = count;
-    if len > STDERR_CHUNK as u64 {
-        len = STDERR_CHUNK as u64;
-    }
+    // The mask on the very value passed as the size is what lets older
+    // verifiers (5.10, 6.1) see its bound: a compare on a copy is not enough.
+    const MAX: u64 = STDERR_CHUNK as u64 - 1;
+    let len = if count > MAX { MAX } else { count } & MAX;
     let src = buf + count - len;
     unsafe {
         (*rec).hdr = header(RecordKind::Stderr as u32);
@@ -106,7 +106,7 @@ fn emit(buf: u64, count: u64) {
             return;
         }
         (*rec).len = len as u32;
-        let total = STDERR_HEADER_LEN + (len as usize & (STDERR_CHUNK * 2 - 1));
+        let total = STDERR_HEADER_LEN + (len & MAX) as usize;
         if total > core::mem::size_of::<StderrRecord>() {
             return;
         }

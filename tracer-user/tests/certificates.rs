@@ -132,7 +132,10 @@ fn memcg_oom_kill_blames_the_kernel() {
     const NAME: &str = "memcg_oom_kill_blames_the_kernel";
     if in_scenario(NAME) {
         let (mut hog, _, _o) = spawn_until_tagged(worker("hog", &[]));
-        let mut alloc = worker("alloc", &[]).stdout(std::process::Stdio::null()).spawn().unwrap();
+        let mut alloc = worker("alloc", &[])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         let a = alloc.wait().unwrap();
         // A memcg OOM can fire twice before the first victim's memory is
         // reaped: the allocator may be a second victim (of the kernel).
@@ -164,7 +167,9 @@ fn memcg_oom_kill_blames_the_kernel() {
     );
     assert!(s(&c["headline"]).contains(&want), "{}", c["headline"]);
     assert!(
-        certs(&rep).iter().all(|c| c["killer"]["process"]["pid"] != alloc),
+        certs(&rep)
+            .iter()
+            .all(|c| c["killer"]["process"]["pid"] != alloc),
         "the allocating task is never named a killer"
     );
     // If the kernel took the allocator too, that is an OOM kill as well.

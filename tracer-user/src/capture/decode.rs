@@ -236,7 +236,10 @@ impl Wire {
                     target_arg: r.target_arg,
                     tid_arg: has_tid.then_some(r.tid_arg),
                     ret: r.ret,
-                    errno: (r.ret < 0).then(|| errno_name(-r.ret)),
+                    // checked: a hostile or corrupt record may carry i64::MIN (found by fuzzing).
+                    errno: (r.ret < 0)
+                        .then(|| r.ret.checked_neg().map(errno_name))
+                        .flatten(),
                     call_id: r.call_id,
                     deliveries: r.deliveries,
                 })
