@@ -4,6 +4,8 @@
 //! is set up here, idempotently, so `cargo xtask run` and `cargo xtask test`
 //! are the only commands anyone has to know. See docs/building.md.
 
+mod bench;
+mod bench_measure;
 mod bootstrap;
 mod build;
 mod cmd;
@@ -55,6 +57,18 @@ enum Command {
         #[arg(last = true)]
         args: Vec<OsString>,
     },
+    /// Measure tracer's overhead against the bare workloads (root; ~10 min). See BENCHMARKS.md.
+    Bench {
+        /// Repetitions per configuration (medians; bpftrace/strace use at most 3).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Quarter-size workloads and 2 repetitions: checks the bench itself.
+        #[arg(long)]
+        quick: bool,
+        /// Skip the bpftrace and `strace -f` reference points.
+        #[arg(long)]
+        no_reference: bool,
+    },
     /// Build the eBPF object, then run unit and kernel integration tests as root.
     Test {
         /// Test the release profile (`cargo test --release`).
@@ -84,5 +98,17 @@ fn run(cli: Cli) -> Result<()> {
         Command::Build { release } => build::run(&ws, release).map(drop),
         Command::Run { release, args } => run::run(&ws, release, &args),
         Command::Test { release, args } => test::run(&ws, release, &args),
+        Command::Bench {
+            reps,
+            quick,
+            no_reference,
+        } => bench::run(
+            &ws,
+            &bench::BenchOpts {
+                reps,
+                quick,
+                no_reference,
+            },
+        ),
     }
 }

@@ -1,0 +1,122 @@
+/* Workload driver for `cargo xtask bench` (compiled by the bench with `cc -O2`).
+ *
+ *   benchdrv fork   N PAR          N fork+exec(/bin/true) in PAR parallel workers
+ *   benchdrv signal N              N signals ping-ponged between a parent and its child
+ *   benchdrv argv   N ARGC ARGLEN  N execs of /bin/true with ARGC args of ARGLEN bytes
+ *   benchdrv stderr PROCS WRITES LEN  PROCS processes (2 at a time), each writing
+ *                                  WRITES times LEN bytes to fd 2
+ *
+ * It only ever signals processes it forked itself. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char *const true_argv[] = {"true", NULL};
+
+static void die(const char *what) { perror(what); exit(2); }
+
+static void wait_ok(pid_t pid) {
+    int st;
+    if (waitpid(pid, &st, 0) < 0) die("waitpid");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { fprintf(stderr, "child failed: %#x\n", st); exit(3); }
+}
+
+static void run_true(char *const argv[]) {
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) { execv("/bin/true", argv); _exit(127); }
+    wait_ok(pid);
+}
+
+static void fork_storm(long n, long par) {
+    pid_t workers[256];
+    if (par < 1 || par > 256) { fprintf(stderr, "PAR in 1..256\n"); exit(2); }
+    for (long w = 0; w < par; w++) {
+        long mine = n / par + (w < n % par);
+        pid_t pid = fork();
+        if (pid < 0) die("fork");
+        if (pid == 0) {
+            for (long i = 0; i < mine; i++) run_true(true_argv);
+            _exit(0);
+        }
+        workers[w] = pid;
+    }
+    for (long w = 0; w < par; w++) wait_ok(workers[w]);
+}
+
+static void signal_storm(long n) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    if (sigprocmask(SIG_BLOCK, &set, NULL)) die("sigprocmask");
+    long rounds = n / 2;
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) die("fork");
+    int sig;
+    if (child == 0) {
+        for (long i = 0; i < rounds; i++) {
+            if (sigwait(&set, &sig)) die("sigwait");
+            if (kill(parent, SIGUSR2)) die("kill");
+        }
+        _exit(0);
+    }
+    for (long i = 0; i < rounds; i++) {
+        if (kill(child, SIGUSR1)) die("kill");
+        if (sigwait(&set, &sig)) die("sigwait");
+    }
+    wait_ok(child);
+}
+
+static void argv_storm(long n, long argc, long arglen) {
+    char **argv = calloc(argc + 2, sizeof *argv);
+    char *arg = malloc(arglen + 1);
+    if (!argv || !arg) die("malloc");
+    memset(arg, 'a', arglen);
+    arg[arglen] = 0;
+    argv[0] = "true";
+    for (long i = 1; i <= argc; i++) argv[i] = arg;
+    for (long i = 0; i < n; i++) run_true(argv);
+}
+
+static void stderr_worker(long writes, long len) {
+    char *buf = malloc(len);
+    if (!buf) die("malloc");
+    memset(buf, 'e', len);
+    buf[len - 1] = '\n';
+    for (long i = 0; i < writes; i++)
+        if (write(2, buf, len) != len) _exit(4);
+    _exit(0);
+}
+
+static void stderr_storm(long procs, long writes, long len) {
+    pid_t running[2] = {0, 0};
+    for (long i = 0; i < procs; i++) {
+        int slot = i % 2;
+        if (running[slot]) wait_ok(running[slot]);
+        pid_t pid = fork();
+        if (pid < 0) die("fork");
+        if (pid == 0) stderr_worker(writes, len);
+        running[slot] = pid;
+    }
+    for (int s = 0; s < 2; s++) if (running[s]) wait_ok(running[s]);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) { fprintf(stderr, "usage: see source\n"); return 2; }
+    long a = atol(argv[2]);
+    long b = argc > 3 ? atol(argv[3]) : 1;
+    long c = argc > 4 ? atol(argv[4]) : 1;
+    if (!strcmp(argv[1], "fork")) fork_storm(a, b);
+    else if (!strcmp(argv[1], "signal")) signal_storm(a);
+    else if (!strcmp(argv[1], "argv")) argv_storm(a, b, c);
+    else if (!strcmp(argv[1], "stderr")) stderr_storm(a, b, c);
+    else { fprintf(stderr, "unknown mode %s\n", argv[1]); return 2; }
+    return 0;
+}

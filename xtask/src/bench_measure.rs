@@ -1,0 +1,126 @@
+//! Timing and peak RSS of one child process, and medians over runs.
+use std::{process::Command, time::Instant};
+
+use anyhow::{Context, Result};
+
+/// One measured run.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    pub secs: f64,
+    /// `ru_maxrss` of the child from wait4(2): the largest of the child and
+    /// the descendants it reaped (our workloads' processes are ~1–2 MB, so
+    /// for `tracer record` this is the tracer's own peak).
+    pub rss_kb: u64,
+    /// Exit code, or 128+N when killed by signal N.
+    pub code: i32,
+}
+
+/// `struct rusage` on Linux x86-64/aarch64: two timevals, then 14 longs,
+/// `ru_maxrss` first among them.
+#[repr(C)]
+struct Rusage {
+    utime: [i64; 2],
+    stime: [i64; 2],
+    maxrss: i64,
+    rest: [i64; 13],
+}
+
+extern "C" {
+    fn wait4(pid: i32, status: *mut i32, options: i32, rusage: *mut Rusage) -> i32;
+}
+
+/// Run `cmd` with quiet stdio; wall time from spawn to reaping.
+pub fn measure(cmd: &mut Command) -> Result<Measured> {
+    crate::bench::quiet(cmd);
+    let t0 = Instant::now();
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting `{}`", crate::cmd::display(cmd)))?;
+    let pid = child.id() as i32;
+    let mut status = 0i32;
+    let mut ru = Rusage {
+        utime: [0; 2],
+        stime: [0; 2],
+        maxrss: 0,
+        rest: [0; 13],
+    };
+    loop {
+        // SAFETY: plain syscall wrapper; both pointers are valid for writes.
+        let r = unsafe { wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("wait4");
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    // Reaped above: `child` must not be waited for again.
+    drop(child);
+    let code = if status & 0x7f == 0 {
+        (status >> 8) & 0xff
+    } else {
+        128 + (status & 0x7f)
+    };
+    Ok(Measured {
+        secs,
+        rss_kb: ru.maxrss.max(0) as u64,
+        code,
+    })
+}
+
+pub struct Stats {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Largest peak RSS over the runs, MB.
+    pub rss_mb: f64,
+}
+
+impl Stats {
+    pub fn of(runs: &[Measured]) -> Stats {
+        let mut t: Vec<f64> = runs.iter().map(|r| r.secs).collect();
+        t.sort_by(f64::total_cmp);
+        let median = match t.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => t[n / 2],
+            n => (t[n / 2 - 1] + t[n / 2]) / 2.0,
+        };
+        Stats {
+            median,
+            min: t.first().copied().unwrap_or(f64::NAN),
+            max: t.last().copied().unwrap_or(f64::NAN),
+            rss_mb: runs.iter().map(|r| r.rss_kb).max().unwrap_or(0) as f64 / 1024.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        let m = |v: &[f64]| {
+            let runs: Vec<Measured> = v
+                .iter()
+                .map(|&secs| Measured {
+                    secs,
+                    rss_kb: 0,
+                    code: 0,
+                })
+                .collect();
+            Stats::of(&runs).median
+        };
+        assert_eq!(m(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(m(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn measures_exit_code_and_rss() {
+        let r = measure(Command::new("sh").args(["-c", "exit 3"])).unwrap();
+        assert_eq!(r.code, 3);
+        assert!(r.rss_kb > 0);
+    }
+}
