@@ -1,0 +1,46 @@
+#!/bin/sh
+# The VM test suite, run by /init in each VM and directly on the host by
+# `cargo xtask vm-test`: the capture self-test, then each test binary.
+# Usage: suite.sh TRACER NAME=TEST_BINARY...
+# Every line meant for xtask starts with "@@tracer-vm ".
+tracer=$1
+shift
+work=$(mktemp -d /tmp/tracer-vm.XXXXXX)
+
+# Self-test: a child killed by SIGTERM, then exit 3. tracer record exits with
+# the command's status, and the log must hold each kind of event.
+echo "@@tracer-vm begin selftest"
+start=$(date +%s)
+"$tracer" record --output "$work/selftest" -- sh -c 'sleep 0.2 & kill -TERM $!; wait; exit 3'
+rc=$?
+log=$work/selftest/events.ndjson
+missing=
+for type in header fork exec signal kill_call exit; do
+    grep -q "\"type\":\"$type\"" "$log" 2>/dev/null || missing="$missing $type"
+done
+if [ -f "$log" ]; then
+    echo "@@tracer-vm header $(head -n 1 "$log")"
+fi
+secs=$(($(date +%s) - start))
+if [ "$rc" = 3 ] && [ -z "$missing" ]; then
+    echo "@@tracer-vm result selftest pass secs=$secs"
+else
+    echo "@@tracer-vm result selftest fail secs=$secs rc=$rc missing:${missing:- none}"
+fi
+
+for spec in "$@"; do
+    name=${spec%%=*}
+    bin=${spec#*=}
+    echo "@@tracer-vm begin $name"
+    start=$(date +%s)
+    TRACER_INTEGRATION=1 RUST_BACKTRACE=0 "$bin" --test-threads=1 2>&1
+    rc=$?
+    secs=$(($(date +%s) - start))
+    if [ "$rc" = 0 ]; then
+        echo "@@tracer-vm result $name pass secs=$secs"
+    else
+        echo "@@tracer-vm result $name fail secs=$secs rc=$rc"
+    fi
+done
+rm -rf "$work"
+echo "@@tracer-vm done"
