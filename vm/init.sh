@@ -16,26 +16,15 @@ hostname tracer-vm
 # Like our CI hosts: cgroup v1 memory at /sys/fs/cgroup/memory and cgroup2
 # at /sys/fs/cgroup/unified. Kernels without v1 memcg (CONFIG_MEMCG_V1=n,
 # Debian 6.12) get cgroup2 at /sys/fs/cgroup with the memory controller.
-cgroup=none
 mount -t tmpfs cgroup /sys/fs/cgroup
 mkdir -p /sys/fs/cgroup/memory /sys/fs/cgroup/unified
 if mount -t cgroup -o memory memory /sys/fs/cgroup/memory 2>/dev/null; then
-    mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified && cgroup=v1-memory+v2
+    mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified
 else
     umount /sys/fs/cgroup
-    if mount -t cgroup2 cgroup2 /sys/fs/cgroup; then
-        echo +memory > /sys/fs/cgroup/cgroup.subtree_control && cgroup=v2-memory
-    fi
+    mount -t cgroup2 cgroup2 /sys/fs/cgroup &&
+        echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 fi
-
-echo "@@tracer-vm kernel $(uname -r)"
-if [ -r /sys/kernel/btf/vmlinux ]; then
-    echo "@@tracer-vm btf yes"
-else
-    echo "@@tracer-vm btf no"
-fi
-echo "@@tracer-vm cgroup $cgroup"
-echo "@@tracer-vm cpus $(grep -c ^processor /proc/cpuinfo) mem_kb $(awk '/MemTotal/{print $2}' /proc/meminfo)"
 
 sh /vm/suite.sh $(cat /vm/args)
 echo "@@tracer-vm poweroff"

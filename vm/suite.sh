@@ -7,11 +7,26 @@ tracer=$1
 shift
 work=$(mktemp -d /tmp/tracer-vm.XXXXXX)
 
+echo "@@tracer-vm kernel $(uname -r)"
+if [ -r /sys/kernel/btf/vmlinux ]; then
+    echo "@@tracer-vm btf yes"
+else
+    echo "@@tracer-vm btf no"
+fi
+if [ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+    echo "@@tracer-vm cgroup v1-memory"
+elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    echo "@@tracer-vm cgroup v2-memory"
+else
+    echo "@@tracer-vm cgroup no-memcg"
+fi
+echo "@@tracer-vm cpus $(grep -c ^processor /proc/cpuinfo) mem_kb $(awk '/MemTotal/{print $2}' /proc/meminfo)"
+
 # Self-test: a child killed by SIGTERM, then exit 3. tracer record exits with
 # the command's status, and the log must hold each kind of event.
 echo "@@tracer-vm begin selftest"
 start=$(date +%s)
-"$tracer" record --output "$work/selftest" -- sh -c 'sleep 0.2 & kill -TERM $!; wait; exit 3'
+"$tracer" record --output "$work/selftest" -- sh -c 'sleep 0.2 & kill -TERM $!; wait; exit 3' 2>&1
 rc=$?
 log=$work/selftest/events.ndjson
 missing=
