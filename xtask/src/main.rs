@@ -91,6 +91,9 @@ enum Command {
         /// Debian mirror URI (default: the one in this machine's apt sources).
         #[arg(long)]
         mirror: Option<String>,
+        /// Only re-render the table from the logs of the last run (target/vm/*.log).
+        #[arg(long)]
+        report_only: bool,
     },
 }
 
@@ -120,6 +123,7 @@ fn run(cli: Cli) -> Result<()> {
             memory,
             cpus,
             mirror,
+            report_only,
         } => {
             let or = |v: Vec<String>, d: &[&str]| {
                 if v.is_empty() {
@@ -138,6 +142,7 @@ fn run(cli: Cli) -> Result<()> {
                     memory_mb: memory,
                     cpus,
                     mirror,
+                    report_only,
                 },
             )
         }

@@ -37,12 +37,17 @@ pub struct Options {
     pub memory_mb: u32,
     pub cpus: u32,
     pub mirror: Option<String>,
+    /// Re-render the table from the logs of the last run; build and boot nothing.
+    pub report_only: bool,
 }
 
 pub fn run(ws: &Workspace, opts: Options) -> Result<()> {
     let started = Instant::now();
     let vm_dir = ws.target_dir.join("vm");
     fs::create_dir_all(&vm_dir)?;
+    if opts.report_only {
+        return report_from_logs(&vm_dir, &opts);
+    }
     let qemu = tool("qemu-system-x86_64", "qemu-system-x86")?;
     let busybox = tool("busybox", "busybox-static")?;
     eprintln!("xtask: qemu {}, accel {}", qemu.display(), vm_qemu::accel());
@@ -95,16 +100,51 @@ pub fn run(ws: &Workspace, opts: Options) -> Result<()> {
             cpus: opts.cpus,
             timeout: opts.timeout,
         };
-        let log = vm_dir.join(format!("console-{}.log", k.label.replace('/', "_")));
+        let log = console_log(&vm_dir, &k.label);
         let run = vm_qemu::boot(&vm, &log)?;
         eprintln!("  console: {}", log.display());
         runs.push((k.label.clone(), run));
     }
 
+    let names: Vec<String> = tests.iter().map(|(n, _)| n.clone()).collect();
+    finish(&vm_dir, &runs, &names, started.elapsed())
+}
+
+fn console_log(vm_dir: &Path, label: &str) -> PathBuf {
+    vm_dir.join(format!("console-{}.log", label.replace('/', "_")))
+}
+
+fn report_from_logs(vm_dir: &Path, opts: &Options) -> Result<()> {
+    let mut runs = Vec::new();
+    let mut secs = 0;
+    if !opts.no_host {
+        runs.push((
+            "host".to_string(),
+            vm_qemu::from_log(&vm_dir.join("host.log"))?,
+        ));
+    }
+    for label in &opts.kernels {
+        runs.push((
+            label.clone(),
+            vm_qemu::from_log(&console_log(vm_dir, label))?,
+        ));
+    }
+    for (_, r) in &runs {
+        secs += r.secs;
+    }
+    finish(vm_dir, &runs, &opts.tests, Duration::from_secs(secs))
+}
+
+fn finish(
+    vm_dir: &Path,
+    runs: &[(String, Run)],
+    tests: &[String],
+    elapsed: Duration,
+) -> Result<()> {
     let names: Vec<String> = std::iter::once("selftest".to_string())
-        .chain(tests.iter().map(|(n, _)| n.clone()))
+        .chain(tests.iter().cloned())
         .collect();
-    let report = crate::vm_report::render(&runs, &names, started.elapsed());
+    let report = crate::vm_report::render(runs, &names, elapsed);
     println!("{report}");
     fs::write(vm_dir.join("results.md"), &report)?;
     eprintln!("xtask: results in {}", vm_dir.join("results.md").display());

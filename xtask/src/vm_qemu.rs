@@ -91,17 +91,17 @@ pub fn boot(vm: &Vm, log: &Path) -> Result<Run> {
 pub fn host(suite: &Path, args: &[String], log: &Path, timeout: Duration) -> Result<Run> {
     let mut sh = Command::new("sh");
     sh.arg(suite).args(args);
-    let mut run = run_logged(sh, log, timeout)?;
-    if run.kernel.is_none() {
-        let out = Command::new("uname").arg("-r").output()?;
-        run.kernel = Some(String::from_utf8_lossy(&out.stdout).trim().to_string());
-    }
-    run.btf = Some(Path::new("/sys/kernel/btf/vmlinux").exists());
-    run.cgroup.get_or_insert_with(|| {
-        let v1 = Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists();
-        if v1 { "v1-memory (host)" } else { "v2 (host)" }.into()
-    });
-    Ok(run)
+    run_logged(sh, log, timeout)
+}
+
+/// Parse a log written earlier (`--report-only`).
+pub fn from_log(log: &Path) -> Result<Run> {
+    let text = fs::read(log).with_context(|| format!("reading {}", log.display()))?;
+    let lines: Vec<String> = String::from_utf8_lossy(&text)
+        .lines()
+        .map(String::from)
+        .collect();
+    Ok(parse(&lines))
 }
 
 fn run_logged(mut command: Command, log: &Path, timeout: Duration) -> Result<Run> {
@@ -141,15 +141,29 @@ fn run_logged(mut command: Command, log: &Path, timeout: Duration) -> Result<Run
     });
     let timed_out = wait(&mut child, timeout)?;
     let lines = reader.join().unwrap_or_default();
+    let secs = start.elapsed().as_secs();
+    // Appended so that `--report-only` sees the same as this run.
+    let mut file = fs::OpenOptions::new().append(true).open(log)?;
+    writeln!(
+        file,
+        "{MARK}wall {secs} {}",
+        if timed_out { "timeout" } else { "exited" }
+    )?;
     let stderr = err_thread.join().unwrap_or_default();
     if !stderr.trim().is_empty() {
         fs::write(log.with_extension("stderr"), &stderr)?;
-        eprintln!("  stderr: {}", stderr.trim());
+        let first = stderr.lines().next().unwrap_or("");
+        eprintln!(
+            "  stderr ({}): {first}",
+            log.with_extension("stderr").display()
+        );
     }
-    let mut run = parse(&lines);
-    run.timed_out = timed_out;
-    run.secs = start.elapsed().as_secs();
-    Ok(run)
+    let mut lines = lines;
+    lines.push(format!(
+        "{MARK}wall {secs} {}",
+        if timed_out { "timeout" } else { "exited" }
+    ));
+    Ok(parse(&lines))
 }
 
 /// Wait up to `timeout`; kill on expiry. True when it timed out.
@@ -187,6 +201,11 @@ pub fn parse(lines: &[String]) -> Run {
             "cgroup" => run.cgroup = Some(value.into()),
             "header" => run.header = Some(value.into()),
             "done" => run.done = true,
+            "wall" => {
+                let mut words = value.split(' ');
+                run.secs = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+                run.timed_out = words.next() == Some("timeout");
+            }
             "begin" => {
                 current = Some(value.into());
                 block.clear();
