@@ -43,6 +43,16 @@ else
     echo "@@tracer-vm result selftest fail secs=$secs rc=$rc missing:${missing:- none}"
 fi
 
+# Which fields oom:mark_victim has on this kernel (tracer mounted tracefs).
+for fmt in /sys/kernel/tracing/events/oom/mark_victim/format \
+    /sys/kernel/debug/tracing/events/oom/mark_victim/format; do
+    if [ -r "$fmt" ]; then
+        fields=$(sed -n 's/.*field:[^;]* \**\([a-z_]*\);.*/\1/p' "$fmt" | grep -v '^common_' | tr '\n' ' ')
+        echo "@@tracer-vm mark_victim $fields"
+        break
+    fi
+done
+
 for spec in "$@"; do
     name=${spec%%=*}
     bin=${spec#*=}

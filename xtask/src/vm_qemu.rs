@@ -21,6 +21,8 @@ pub struct Run {
     pub kernel: Option<String>,
     pub btf: Option<bool>,
     pub cgroup: Option<String>,
+    /// The fields of the oom:mark_victim tracepoint.
+    pub mark_victim: Option<String>,
     /// The self-test's event log header (JSON).
     pub header: Option<String>,
     /// (test name, passed, detail such as `secs=12 rc=101`).
@@ -199,6 +201,7 @@ pub fn parse(lines: &[String]) -> Run {
             "kernel" => run.kernel = Some(value.into()),
             "btf" => run.btf = Some(value == "yes"),
             "cgroup" => run.cgroup = Some(value.into()),
+            "mark_victim" => run.mark_victim = Some(value.trim().into()),
             "header" => run.header = Some(value.into()),
             "done" => run.done = true,
             "wall" => {

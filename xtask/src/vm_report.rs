@@ -30,6 +30,11 @@ pub fn render(runs: &[(String, Run)], tests: &[String], elapsed: Duration) -> St
         "cgroup",
         &cells(&|r| r.cgroup.clone().unwrap_or("?".into())),
     );
+    row(
+        &mut s,
+        "oom:mark_victim fields",
+        &cells(&|r| r.mark_victim.clone().unwrap_or("?".into())),
+    );
     for test in tests {
         row(&mut s, test, &cells(&|r| cell(r, test)));
     }
