@@ -14,9 +14,14 @@ mod privilege;
 mod run;
 mod test;
 mod test_deps;
+mod vm;
+mod vm_initramfs;
+mod vm_kernel;
+mod vm_qemu;
+mod vm_report;
 mod workspace;
 
-use std::{ffi::OsString, process::ExitCode};
+use std::{ffi::OsString, process::ExitCode, time::Duration};
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -78,6 +83,33 @@ enum Command {
         #[arg(last = true)]
         args: Vec<OsString>,
     },
+    /// Run the kernel tests in qemu VMs on other kernels, and on the host (docs/kernels.md).
+    VmTest {
+        /// Kernel to boot: 5.10, 6.1, 6.12 (Debian packages) or a bzImage path; repeatable.
+        #[arg(long = "kernel", value_name = "VERSION")]
+        kernels: Vec<String>,
+        /// Test binary to run (default: capture oom fallback errors leaks last_words); repeatable.
+        #[arg(long = "test", value_name = "NAME")]
+        tests: Vec<String>,
+        /// Skip the host column.
+        #[arg(long)]
+        no_host: bool,
+        /// Seconds per kernel before the VM is killed.
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
+        /// VM memory in MiB.
+        #[arg(long, default_value_t = 2048)]
+        memory: u32,
+        /// VM CPUs.
+        #[arg(long, default_value_t = 2)]
+        cpus: u32,
+        /// Debian mirror URI (default: the one in this machine's apt sources).
+        #[arg(long)]
+        mirror: Option<String>,
+        /// Only re-render the table from the logs of the last run (target/vm/*.log).
+        #[arg(long)]
+        report_only: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -110,5 +142,36 @@ fn run(cli: Cli) -> Result<()> {
                 no_reference,
             },
         ),
+        Command::VmTest {
+            kernels,
+            tests,
+            no_host,
+            timeout,
+            memory,
+            cpus,
+            mirror,
+            report_only,
+        } => {
+            let or = |v: Vec<String>, d: &[&str]| {
+                if v.is_empty() {
+                    d.iter().map(|s| s.to_string()).collect()
+                } else {
+                    v
+                }
+            };
+            vm::run(
+                &ws,
+                vm::Options {
+                    kernels: or(kernels, vm::DEFAULT_KERNELS),
+                    tests: or(tests, vm::CORE_TESTS),
+                    no_host,
+                    timeout: Duration::from_secs(timeout),
+                    memory_mb: memory,
+                    cpus,
+                    mirror,
+                    report_only,
+                },
+            )
+        }
     }
 }

@@ -1,0 +1,71 @@
+#!/bin/sh
+# The VM test suite, run by /init in each VM and directly on the host by
+# `cargo xtask vm-test`: the capture self-test, then each test binary.
+# Usage: suite.sh TRACER NAME=TEST_BINARY...
+# Every line meant for xtask starts with "@@tracer-vm ".
+tracer=$1
+shift
+work=$(mktemp -d /tmp/tracer-vm.XXXXXX)
+
+echo "@@tracer-vm kernel $(uname -r)"
+if [ -r /sys/kernel/btf/vmlinux ]; then
+    echo "@@tracer-vm btf yes"
+else
+    echo "@@tracer-vm btf no"
+fi
+if [ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+    echo "@@tracer-vm cgroup v1-memory"
+elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    echo "@@tracer-vm cgroup v2-memory"
+else
+    echo "@@tracer-vm cgroup no-memcg"
+fi
+echo "@@tracer-vm cpus $(grep -c ^processor /proc/cpuinfo) mem_kb $(awk '/MemTotal/{print $2}' /proc/meminfo)"
+
+# Self-test: a child killed by SIGTERM, then exit 3. tracer record exits with
+# the command's status, and the log must hold each kind of event.
+echo "@@tracer-vm begin selftest"
+start=$(date +%s)
+"$tracer" record --output "$work/selftest" -- sh -c 'sleep 0.2 & kill -TERM $!; wait; exit 3' 2>&1
+rc=$?
+log=$work/selftest/events.ndjson
+missing=
+for type in header fork exec signal kill_call exit; do
+    grep -q "\"type\":\"$type\"" "$log" 2>/dev/null || missing="$missing $type"
+done
+if [ -f "$log" ]; then
+    echo "@@tracer-vm header $(head -n 1 "$log")"
+fi
+secs=$(($(date +%s) - start))
+if [ "$rc" = 3 ] && [ -z "$missing" ]; then
+    echo "@@tracer-vm result selftest pass secs=$secs"
+else
+    echo "@@tracer-vm result selftest fail secs=$secs rc=$rc missing:${missing:- none}"
+fi
+
+# Which fields oom:mark_victim has on this kernel (tracer mounted tracefs).
+for fmt in /sys/kernel/tracing/events/oom/mark_victim/format \
+    /sys/kernel/debug/tracing/events/oom/mark_victim/format; do
+    if [ -r "$fmt" ]; then
+        fields=$(sed -n 's/.*field:[^;]* \**\([a-z_]*\);.*/\1/p' "$fmt" | grep -v '^common_' | tr '\n' ' ')
+        echo "@@tracer-vm mark_victim $fields"
+        break
+    fi
+done
+
+for spec in "$@"; do
+    name=${spec%%=*}
+    bin=${spec#*=}
+    echo "@@tracer-vm begin $name"
+    start=$(date +%s)
+    TRACER_INTEGRATION=1 RUST_BACKTRACE=0 "$bin" --test-threads=1 2>&1
+    rc=$?
+    secs=$(($(date +%s) - start))
+    if [ "$rc" = 0 ]; then
+        echo "@@tracer-vm result $name pass secs=$secs"
+    else
+        echo "@@tracer-vm result $name fail secs=$secs rc=$rc"
+    fi
+done
+rm -rf "$work"
+echo "@@tracer-vm done"

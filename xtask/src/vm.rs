@@ -1,0 +1,273 @@
+//! `cargo xtask vm-test`: the same tracer binary and kernel tests on several
+//! kernels, each booted with qemu from a minimal initramfs, plus the host.
+//! See docs/kernels.md.
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{
+    bootstrap, build, cmd, privilege,
+    vm_initramfs::{self, Initramfs},
+    vm_kernel::{self, Kernel, Mirror},
+    vm_qemu::{self, Run, Vm},
+    workspace::Workspace,
+};
+
+/// The kernel integration tests that run in a VM (snapshot needs python3).
+pub const CORE_TESTS: &[&str] = &[
+    "capture",
+    "oom",
+    "fallback",
+    "errors",
+    "leaks",
+    "last_words",
+];
+pub const DEFAULT_KERNELS: &[&str] = &["5.10", "6.1", "6.12"];
+
+pub struct Options {
+    pub kernels: Vec<String>,
+    pub tests: Vec<String>,
+    pub no_host: bool,
+    pub timeout: Duration,
+    pub memory_mb: u32,
+    pub cpus: u32,
+    pub mirror: Option<String>,
+    /// Re-render the table from the logs of the last run; build and boot nothing.
+    pub report_only: bool,
+}
+
+pub fn run(ws: &Workspace, opts: Options) -> Result<()> {
+    let started = Instant::now();
+    let vm_dir = ws.target_dir.join("vm");
+    fs::create_dir_all(&vm_dir)?;
+    if opts.report_only {
+        return report_from_logs(&vm_dir, &opts);
+    }
+    let qemu = tool("qemu-system-x86_64", "qemu-system-x86")?;
+    let busybox = tool("busybox", "busybox-static")?;
+    eprintln!("xtask: qemu {}, accel {}", qemu.display(), vm_qemu::accel());
+
+    let tracer = build::run(ws, false)?;
+    let tests = test_binaries(ws, &opts.tests)?;
+
+    let mirror = match &opts.mirror {
+        Some(uri) => Some(Mirror {
+            uri: uri.clone(),
+            signed_by: None,
+        }),
+        None => vm_kernel::host_mirror()
+            .map_err(|e| eprintln!("xtask: {e:#}"))
+            .ok(),
+    };
+    let mut kernels = Vec::new();
+    for version in &opts.kernels {
+        let k = vm_kernel::get(&vm_dir, version, mirror.as_ref())?;
+        check_config(&k);
+        kernels.push(k);
+    }
+
+    let initrd = vm_dir.join("initramfs.cpio");
+    let mut args = vec![tracer.to_string_lossy().into_owned()];
+    args.extend(tests.iter().map(|(n, p)| format!("{n}={}", p.display())));
+    let size = initramfs(ws, &vm_dir, &busybox, &tracer, &tests, &args)?.write(&initrd)?;
+    eprintln!("xtask: initramfs {} ({} MiB)", initrd.display(), size >> 20);
+
+    let mut runs: Vec<(String, Run)> = Vec::new();
+    if !opts.no_host {
+        if privilege::is_root()? {
+            eprintln!("xtask: host kernel");
+            let log = vm_dir.join("host.log");
+            let suite = ws.root.join("vm/suite.sh");
+            runs.push((
+                "host".into(),
+                vm_qemu::host(&suite, &args, &log, opts.timeout)?,
+            ));
+        } else {
+            eprintln!("xtask: not root: no host column (run as root for it)");
+        }
+    }
+    for k in &kernels {
+        eprintln!("xtask: kernel {} ({})", k.label, k.origin);
+        let vm = Vm {
+            vmlinuz: &k.vmlinuz,
+            initrd: &initrd,
+            memory_mb: opts.memory_mb,
+            cpus: opts.cpus,
+            timeout: opts.timeout,
+        };
+        let log = console_log(&vm_dir, &k.label);
+        let run = vm_qemu::boot(&vm, &log)?;
+        eprintln!("  console: {}", log.display());
+        runs.push((k.label.clone(), run));
+    }
+
+    let names: Vec<String> = tests.iter().map(|(n, _)| n.clone()).collect();
+    finish(&vm_dir, &runs, &names, started.elapsed())
+}
+
+fn console_log(vm_dir: &Path, label: &str) -> PathBuf {
+    vm_dir.join(format!("console-{}.log", label.replace('/', "_")))
+}
+
+fn report_from_logs(vm_dir: &Path, opts: &Options) -> Result<()> {
+    let mut runs = Vec::new();
+    let mut secs = 0;
+    if !opts.no_host {
+        runs.push((
+            "host".to_string(),
+            vm_qemu::from_log(&vm_dir.join("host.log"))?,
+        ));
+    }
+    for label in &opts.kernels {
+        runs.push((
+            label.clone(),
+            vm_qemu::from_log(&console_log(vm_dir, label))?,
+        ));
+    }
+    for (_, r) in &runs {
+        secs += r.secs;
+    }
+    finish(vm_dir, &runs, &opts.tests, Duration::from_secs(secs))
+}
+
+fn finish(
+    vm_dir: &Path,
+    runs: &[(String, Run)],
+    tests: &[String],
+    elapsed: Duration,
+) -> Result<()> {
+    let names: Vec<String> = std::iter::once("selftest".to_string())
+        .chain(tests.iter().cloned())
+        .collect();
+    let report = crate::vm_report::render(runs, &names, elapsed);
+    println!("{report}");
+    fs::write(vm_dir.join("results.md"), &report)?;
+    eprintln!("xtask: results in {}", vm_dir.join("results.md").display());
+    let failed = runs.iter().any(|(_, r)| {
+        !r.done || r.timed_out || names.iter().any(|n| !r.result(n).is_some_and(|x| x.1))
+    });
+    if failed {
+        bail!("vm-test: failures (see the table above and target/vm/*.log)");
+    }
+    Ok(())
+}
+
+/// The tool on PATH, installed with apt when missing (root only).
+fn tool(name: &str, package: &str) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(found) = bootstrap::which(name, &path) {
+        return Ok(found);
+    }
+    if !privilege::is_root()? {
+        bail!("{name} not found: install {package} (apt-get install {package}) or run as root");
+    }
+    cmd::run(Command::new("apt-get").args(["install", "-y", "--no-install-recommends", package]))?;
+    bootstrap::which(name, &path)
+        .with_context(|| format!("{name} still missing after installing {package}"))
+}
+
+/// Build the test executables; their paths from cargo's JSON messages.
+fn test_binaries(ws: &Workspace, wanted: &[String]) -> Result<Vec<(String, PathBuf)>> {
+    let mut cargo = Command::new("cargo");
+    cargo.current_dir(&ws.root).args([
+        "test",
+        "--no-run",
+        "-p",
+        "tracer-user",
+        "--message-format=json-render-diagnostics",
+    ]);
+    for t in wanted {
+        cargo.args(["--test", t]);
+    }
+    if let Some((key, value)) = ws.ebpf_object_env() {
+        cargo.env(key, value);
+    }
+    cargo.stderr(std::process::Stdio::inherit());
+    let out = cmd::output(&mut cargo)?;
+    if !out.status.success() {
+        bail!("`cargo test --no-run` failed");
+    }
+    let mut found = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let target = &msg["target"];
+        let is_test = target["kind"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "test"));
+        if let (true, Some(name), Some(exe)) =
+            (is_test, target["name"].as_str(), msg["executable"].as_str())
+        {
+            if wanted.iter().any(|w| w == name) {
+                found.push((name.to_string(), PathBuf::from(exe)));
+            }
+        }
+    }
+    found.sort_by_key(|(n, _)| wanted.iter().position(|w| w == n));
+    if found.len() != wanted.len() {
+        bail!("test binaries: wanted {wanted:?}, cargo built {found:?}");
+    }
+    Ok(found)
+}
+
+fn initramfs(
+    ws: &Workspace,
+    vm_dir: &Path,
+    busybox: &Path,
+    tracer: &Path,
+    tests: &[(String, PathBuf)],
+    args: &[String],
+) -> Result<Initramfs> {
+    let stage = vm_dir.join("stage");
+    let mut img = Initramfs::default();
+    img.busybox(busybox)?;
+    for dir in ["proc", "sys", "dev", "tmp", "root", "run", "etc", "mnt"] {
+        img.dir(dir);
+    }
+    img.data("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0o644);
+    img.data("etc/group", "root:x:0:\n", 0o644);
+    for bin in std::iter::once(tracer).chain(tests.iter().map(|(_, p)| p.as_path())) {
+        img.elf_from(bin, &vm_initramfs::stripped(bin, &stage)?)?;
+    }
+    let read = |f: &str| {
+        let p = ws.root.join("vm").join(f);
+        fs::read(&p).with_context(|| format!("reading {}", p.display()))
+    };
+    img.data("init", read("init.sh")?, 0o755);
+    img.data("vm/suite.sh", read("suite.sh")?, 0o755);
+    img.data("vm/args", args.join("\n") + "\n", 0o644);
+    Ok(img)
+}
+
+/// Warn about config options the tracer or the VM boot needs.
+fn check_config(k: &Kernel) {
+    if k.config.is_none() {
+        return;
+    }
+    let need = [
+        ("CONFIG_DEBUG_INFO_BTF", "BTF: tp_btf programs and offsets"),
+        ("CONFIG_BPF_SYSCALL", "eBPF"),
+        ("CONFIG_BPF_EVENTS", "tracepoint programs"),
+        ("CONFIG_SERIAL_8250_CONSOLE", "the serial console"),
+        ("CONFIG_DEVTMPFS", "/dev"),
+        ("CONFIG_MEMCG", "the memcg OOM test"),
+    ];
+    for (name, why) in need {
+        let value = k.config_value(name).unwrap_or_else(|| "absent".into());
+        if value != "y" {
+            eprintln!("xtask: warning: kernel {}: {name}={value} ({why})", k.label);
+        }
+    }
+    if k.config_value("CONFIG_MEMCG_V1").as_deref() == Some("n") {
+        eprintln!(
+            "xtask: kernel {}: no cgroup v1 memcg (CONFIG_MEMCG_V1 is not set): cgroup2 memory",
+            k.label
+        );
+    }
+}
