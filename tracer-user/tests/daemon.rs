@@ -86,7 +86,7 @@ fn run_shell_under(dir: &Path, scope: &[&str], extra: &[&str], mut sh: Child) {
     let d = start_daemon(dir, scope, extra);
     let me = d.0.as_ref().unwrap().id();
     wait_for(dir, &format!("\"tracer_pid\":{me}"));
-    wait_for(dir, &format!("\"type\":\"existing\",\"seq\""));
+    wait_for(dir, "\"type\":\"existing\",\"seq\"");
     wait_for(dir, &format!("\"pid\":{0},\"tid\":{0}", sh.id()));
     sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(sh.wait().unwrap().success());

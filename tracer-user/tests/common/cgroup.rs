@@ -1,5 +1,7 @@
 //! A uniquely named memory cgroup for one test, removed on drop.
 //! cgroup v1 (`/sys/fs/cgroup/memory`) or v2 with the memory controller.
+// Shared by several test crates; not each uses every helper.
+#![allow(dead_code)]
 use std::{
     fs,
     path::{Path, PathBuf},

@@ -125,3 +125,25 @@ fn assert_seq_contiguous(log: &EventLog) {
         assert_eq!(t.events, seqs.len() as u64, "trailer event count");
     }
 }
+
+/// `tracer report LOG --output OUT`.
+pub fn report_cmd(log: &std::path::Path, out: &std::path::Path) -> Output {
+    tracer()
+        .arg("report")
+        .arg(log)
+        .arg("--output")
+        .arg(out)
+        .output()
+        .expect("run tracer report")
+}
+
+/// Neither a panic nor a death by signal: a clean exit, error or not.
+pub fn no_panic(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !stderr.contains("panicked") && out.status.code().is_some(),
+        "tracer panicked or died of a signal ({:?}): {stderr}",
+        out.status
+    );
+    stderr
+}
