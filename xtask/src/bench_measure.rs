@@ -1,5 +1,8 @@
 //! Timing and peak RSS of one child process, and medians over runs.
-use std::{process::Command, time::Instant};
+use std::{
+    process::{Command, Stdio},
+    time::Instant,
+};
 
 use anyhow::{Context, Result};
 
@@ -31,7 +34,7 @@ extern "C" {
 
 /// Run `cmd` with quiet stdio; wall time from spawn to reaping.
 pub fn measure(cmd: &mut Command) -> Result<Measured> {
-    crate::bench::quiet(cmd);
+    quiet(cmd);
     let t0 = Instant::now();
     let child = cmd
         .spawn()
@@ -68,6 +71,13 @@ pub fn measure(cmd: &mut Command) -> Result<Measured> {
         rss_kb: ru.maxrss.max(0) as u64,
         code,
     })
+}
+
+/// Quiet stdio for a measured command.
+pub fn quiet(c: &mut Command) -> &mut Command {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
 }
 
 pub struct Stats {

@@ -5,7 +5,9 @@
 //! are the only commands anyone has to know. See docs/building.md.
 
 mod bench;
+mod bench_logs;
 mod bench_measure;
+mod bench_workloads;
 mod bootstrap;
 mod build;
 mod cmd;
