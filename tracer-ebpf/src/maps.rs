@@ -13,6 +13,17 @@ pub static OFFSETS: KernelOffsets = KernelOffsets::NONE;
 #[unsafe(no_mangle)]
 pub static TRACER_TGID: u32 = 0;
 
+/// `STDERR_CHUNK - 1`, read volatilely: an AND the compiler cannot drop,
+/// on a value the verifier knows (frozen .rodata). Older verifiers (5.10,
+/// 6.1) need the bound on the very register passed as a size.
+#[unsafe(no_mangle)]
+pub static SIZE_MASK: u64 = tracer_common::STDERR_CHUNK as u64 - 1;
+
+#[inline(always)]
+pub fn size_mask() -> u64 {
+    unsafe { core::ptr::read_volatile(&SIZE_MASK) }
+}
+
 /// Read one offset so the compiler cannot fold the default in.
 #[inline(always)]
 pub fn off(f: fn(&KernelOffsets) -> &u32) -> u32 {

@@ -5,7 +5,7 @@ use aya_ebpf::{helpers::generated::bpf_probe_read_user, programs::TracePointCont
 use tracer_common::{DropReason, RecordKind, StderrRecord, STDERR_CHUNK, STDERR_HEADER_LEN};
 
 use crate::{
-    maps::{count_drop, is_tracked, off, EVENTS, STDERR_SCRATCH},
+    maps::{count_drop, is_tracked, off, size_mask, EVENTS, STDERR_SCRATCH},
     task::{current, header, read, task_id, Ptr},
 };
 
@@ -87,11 +87,12 @@ fn emit(buf: u64, count: u64) {
     };
     let Some(id) = task_id(current()) else { return };
     // Keep the tail of a long write: the end of a message is what explains.
-    // The mask on the very value passed as the size is what lets older
-    // verifiers (5.10, 6.1) see its bound: a compare on a copy is not enough.
     const MAX: u64 = STDERR_CHUNK as u64 - 1;
-    let len = if count > MAX { MAX } else { count } & MAX;
+    let len = if count > MAX { MAX } else { count };
     let src = buf + count - len;
+    // Older verifiers (5.10, 6.1) need the bound on the very register passed
+    // as the size; a compare on a spilled copy is not enough (see size_mask).
+    let len = len & size_mask();
     unsafe {
         (*rec).hdr = header(RecordKind::Stderr as u32);
         (*rec).task = id;
@@ -106,7 +107,7 @@ fn emit(buf: u64, count: u64) {
             return;
         }
         (*rec).len = len as u32;
-        let total = STDERR_HEADER_LEN + (len & MAX) as usize;
+        let total = STDERR_HEADER_LEN + (len & size_mask()) as usize;
         if total > core::mem::size_of::<StderrRecord>() {
             return;
         }
