@@ -20,7 +20,7 @@ use crate::{
     capture::{self, decode::cstr, LoadOptions},
     cli::{DaemonArgs, Scope},
     error::TracerError,
-    eventlog::{self, Existing, Header, LogWriter, ProcKey, Task, SCHEMA_VERSION},
+    eventlog::{self, Existing, Header, LogWriter, ProcKey, Task},
     record::{render_log, EVENTS_FILE},
     session::{self, Session},
 };
@@ -49,7 +49,11 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         segment += 1;
     }
     let scope = args.scope();
-    let mut header = header(&scope, tracer_tgid, args, &capture, segment);
+    let mut header = Header {
+        scope: Some(scope.describe()),
+        segment,
+        ..session::header("daemon", Vec::new(), &capture, args.ring_buffer_size)
+    };
     let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
         path: log_path.clone(),
         source,
@@ -217,33 +221,4 @@ fn rename(from: &Path, to: &Path) -> Result<(), TracerError> {
         path: to.to_path_buf(),
         source,
     })
-}
-
-fn header(
-    scope: &Scope,
-    tracer_tgid: u32,
-    args: &DaemonArgs,
-    capture: &capture::Capture,
-    segment: u32,
-) -> Header {
-    Header {
-        schema: SCHEMA_VERSION,
-        tracer_version: env!("CARGO_PKG_VERSION").into(),
-        kernel: nix::sys::utsname::uname()
-            .map(|u| u.release().to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        hostname: nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        mode: "daemon".into(),
-        command: Vec::new(),
-        tracer_pid: tracer_tgid,
-        started_at: eventlog::wall_time(session::boot_ns(), session::boot_to_wall_ns()),
-        boot_to_wall_ns: session::boot_to_wall_ns(),
-        hooks: capture.hooks.clone(),
-        ring_buffer_bytes: args.ring_buffer_size as u64,
-        argv_capture_bytes: tracer_common::ARGV_LEN as u64,
-        scope: Some(scope.describe()),
-        segment,
-    }
 }

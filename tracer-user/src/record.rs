@@ -15,7 +15,7 @@ use crate::{
     capture::{self, Capture, LoadOptions},
     cli::{RecordArgs, ReportArgs},
     error::TracerError,
-    eventlog::{self, ExitStatus, Header, LogWriter, SCHEMA_VERSION},
+    eventlog::{self, ExitStatus, LogWriter},
     fail_on, leaks, report,
     session::{self, Session},
     supervise,
@@ -50,7 +50,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         path: out_dir.clone(),
         source,
     })?;
-    let header = header(args, tracer_tgid, &capture);
+    let header = session::header(
+        "record",
+        args.command.clone(),
+        &capture,
+        args.ring_buffer_size,
+    );
     let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
         path: log_path.clone(),
         source,
@@ -185,29 +190,6 @@ pub fn passthrough_code(status: &ExitStatus) -> u8 {
     match status {
         ExitStatus::Exited { code } => *code as u8,
         ExitStatus::Signaled { signal, .. } => (128 + signal) as u8,
-    }
-}
-
-fn header(args: &RecordArgs, tracer_tgid: u32, capture: &Capture) -> Header {
-    Header {
-        schema: SCHEMA_VERSION,
-        tracer_version: env!("CARGO_PKG_VERSION").into(),
-        kernel: nix::sys::utsname::uname()
-            .map(|u| u.release().to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        hostname: nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        mode: "record".into(),
-        command: args.command.clone(),
-        tracer_pid: tracer_tgid,
-        started_at: eventlog::wall_time(session::boot_ns(), session::boot_to_wall_ns()),
-        boot_to_wall_ns: session::boot_to_wall_ns(),
-        hooks: capture.hooks.clone(),
-        ring_buffer_bytes: args.ring_buffer_size as u64,
-        argv_capture_bytes: tracer_common::ARGV_LEN as u64,
-        scope: None,
-        segment: 0,
     }
 }
 

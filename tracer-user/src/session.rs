@@ -276,3 +276,33 @@ pub fn boot_to_wall_ns() -> i64 {
 pub fn is_from_terminal(origin: &Origin) -> bool {
     matches!(origin.cause, Cause::Kernel)
 }
+
+/// The log header for a capture started now; `record` and `daemon` differ
+/// only in mode, command and scope.
+pub fn header(
+    mode: &str,
+    command: Vec<String>,
+    capture: &Capture,
+    ring_buffer_bytes: u32,
+) -> crate::eventlog::Header {
+    crate::eventlog::Header {
+        schema: crate::eventlog::SCHEMA_VERSION,
+        tracer_version: env!("CARGO_PKG_VERSION").into(),
+        kernel: nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        hostname: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        mode: mode.into(),
+        command,
+        tracer_pid: std::process::id(),
+        started_at: wall_time(boot_ns(), boot_to_wall_ns()),
+        boot_to_wall_ns: boot_to_wall_ns(),
+        hooks: capture.hooks.clone(),
+        ring_buffer_bytes: ring_buffer_bytes as u64,
+        argv_capture_bytes: tracer_common::ARGV_LEN as u64,
+        scope: None,
+        segment: 0,
+    }
+}

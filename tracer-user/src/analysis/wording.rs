@@ -3,17 +3,8 @@
 use super::{types::ProcRef, Relation};
 use crate::eventlog::ExitStatus;
 
-/// RFC 3339 UTC with nanoseconds for a CLOCK_BOOTTIME instant.
-pub fn wall_time(t: u64, boot_to_wall_ns: i64) -> String {
-    let ns = t as i128 + boot_to_wall_ns as i128;
-    time::OffsetDateTime::from_unix_timestamp_nanos(ns)
-        .ok()
-        .and_then(|d| {
-            d.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
+/// The event log's own wall-clock rendering: reports and log never disagree.
+pub use crate::eventlog::wall_time;
 
 /// `12.3 s`, `450 ms`, `2 min 03 s`.
 pub fn duration(ns: u64) -> String {
