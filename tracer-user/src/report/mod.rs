@@ -107,7 +107,13 @@ fn summary(r: &Report, md: &Path, json: &Path) -> String {
         ));
     }
     // Two spaces, no comma: terminals that link paths stop at whitespace.
-    lines.push(format!("  reports: {}  {}", md.display(), json.display()));
+    let html = md.with_file_name("report.html");
+    lines.push(format!(
+        "  reports: {}  {}  {}",
+        md.display(),
+        html.display(),
+        json.display()
+    ));
     lines.join("\n") + "\n"
 }
 
