@@ -24,6 +24,9 @@ pub struct Session {
     undecodable: u64,
     last_words: LastWordsStore,
     existing: Vec<tracer_common::ExistingRecord>,
+    /// Processes of the run (forked in it, or existing in scope), and
+    /// outside senders already named: neither needs its argv read.
+    named: std::collections::HashSet<crate::eventlog::ProcKey>,
 }
 
 impl Session {
@@ -42,6 +45,7 @@ impl Session {
             undecodable: 0,
             last_words: LastWordsStore::new(last_words_bytes),
             existing: Vec::new(),
+            named: std::collections::HashSet::new(),
         })
     }
 
@@ -94,6 +98,7 @@ impl Session {
             let Some(mut rec) = wire.into_record(at) else {
                 continue;
             };
+            self.name_outside_sender(&mut rec);
             if let Record::Oom(oom) = &mut rec {
                 if let Some(m) = oom.memcg.as_mut() {
                     if let Some(info) = cgroups::resolve(m.id) {
@@ -115,6 +120,32 @@ impl Session {
             .flush()
             .map_err(|source| self.output_error(source))?;
         Ok(n)
+    }
+
+    /// A signal from a process the log cannot name (it was never exec'd in
+    /// the run): read its argv now, while it is alive, checked against its
+    /// start time. Once per process.
+    fn name_outside_sender(&mut self, rec: &mut Record) {
+        match rec {
+            Record::Fork(f) => {
+                self.named.insert(f.child.key());
+            }
+            Record::Existing(x) => {
+                self.named.insert(x.task.key());
+            }
+            Record::Signal(s)
+                if s.sender.pid != std::process::id() && !self.named.contains(&s.sender.key()) =>
+            {
+                self.named.insert(s.sender.key());
+                if crate::leaks::inspect(s.sender.key(), 0, None).is_some() {
+                    s.sender_argv = procfs::process::Process::new(s.sender.pid as i32)
+                        .and_then(|p| p.cmdline())
+                        .ok()
+                        .filter(|a| !a.is_empty());
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Every process running now, with exact identities and parents.

@@ -212,6 +212,7 @@ impl Wire {
                 errno: r.errno,
                 group: r.group != 0,
                 result: result_name(r.result),
+                sender_argv: None,
                 call: (r.syscall != 0).then(|| CallRef {
                     id: r.call_id,
                     syscall: syscall_name(r.syscall).into(),

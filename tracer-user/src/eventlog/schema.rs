@@ -189,6 +189,10 @@ pub struct Signal {
     /// The kill-family call the sender was inside, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<CallRef>,
+    /// A sender outside the run: its argv, read from /proc at capture time
+    /// (the log has no exec of it otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_argv: Option<Vec<String>>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -179,6 +179,18 @@ fn record(m: &mut Model, rec: &Record) {
         Record::Signal(s) => {
             let sender = see(m, &s.sender, s.at.t);
             let target = see(m, &s.target, s.at.t);
+            // An outside sender's argv, read at capture time: its only name.
+            if let (Some(argv), Some(p)) = (&s.sender_argv, m.procs.get_mut(&sender)) {
+                if p.execs.is_empty() {
+                    p.execs.push(ExecInfo {
+                        seq: s.at.seq,
+                        t: s.at.t,
+                        filename: String::new(),
+                        argv: argv.clone(),
+                        argv_truncated: false,
+                    });
+                }
+            }
             if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
                 active(m, sender, s.at.t);
             }

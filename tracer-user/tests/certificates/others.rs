@@ -92,6 +92,9 @@ fn worker_killed_from_outside_the_run() {
     assert_eq!(k["process"]["pid"], std::process::id());
     assert_eq!(k["process"]["in_run"], false);
     assert_eq!(k["relation"], "outside_run");
+    // Named by its command line (read at capture time), not a thread name.
+    let me: Vec<String> = std::env::args().collect();
+    assert_eq!(k["process"]["argv"][0], me[0].as_str(), "{k}");
     let via = format!("a process outside the run, via kill({victim}, SIGKILL)");
     assert!(s(&c["headline"]).contains(&via), "{}", c["headline"]);
     let foreign = rep["foreign_signals"].as_array().unwrap();
