@@ -2,7 +2,7 @@
 //! report what attached and how.
 use aya::{
     maps::{Array, MapData, PerCpuArray, RingBuf},
-    programs::{trace_point::TracePointLinkId, BtfTracePoint, TracePoint},
+    programs::{BtfTracePoint, TracePoint},
     Btf, Ebpf, EbpfLoader,
 };
 use tracer_common::{DropReason, RuntimeConfig, DROP_REASONS};
@@ -20,8 +20,6 @@ const KILL_SYSCALLS: [&str; 6] = [
     "rt_tgsigqueueinfo",
     "pidfd_send_signal",
 ];
-
-type Links = Vec<(&'static str, TracePointLinkId)>;
 
 pub struct LoadOptions {
     pub ring_buffer_bytes: u32,
@@ -41,13 +39,10 @@ impl LoadOptions {
     }
 }
 
-/// Loaded and attached programs. Dropping it detaches everything;
-/// [`Capture::shutdown`] does it faster.
+/// Loaded and attached programs. Dropping it detaches everything.
 pub struct Capture {
     ebpf: Ebpf,
     pub hooks: Vec<HookStatus>,
-    /// Classic tracepoint links, by program, for the parallel detach.
-    links: Vec<(&'static str, TracePointLinkId)>,
     btf: Btf,
 }
 
@@ -85,7 +80,6 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             })?;
 
     let mut hooks = Vec::new();
-    let mut links = Links::new();
     for hook in [
         "sched_process_fork",
         "sched_process_exec",
@@ -103,23 +97,12 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             detail: None,
         });
     }
-    hooks.push(attach_kill_syscalls(
-        &mut ebpf,
-        &mut links,
-        &btf,
-        tracefs.is_ok(),
-        opts,
-    ));
+    hooks.push(attach_kill_syscalls(&mut ebpf, &btf, tracefs.is_ok(), opts));
     hooks.push(match &tracefs {
-        Ok(_) => match opts.disabled("oom_mark_victim").and_then(|()| {
-            attach_classic(
-                &mut ebpf,
-                &mut links,
-                "oom_mark_victim",
-                "oom",
-                &["mark_victim"],
-            )
-        }) {
+        Ok(_) => match opts
+            .disabled("oom_mark_victim")
+            .and_then(|()| attach_classic(&mut ebpf, "oom_mark_victim", "oom", &["mark_victim"]))
+        {
             Ok(()) => HookStatus {
                 name: "oom_mark_victim".into(),
                 via: Some("tracepoint".into()),
@@ -131,19 +114,9 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         Err(e) => unavailable("oom_mark_victim", format!("tracefs unavailable: {e}")),
     });
     if opts.last_words {
-        hooks.push(attach_last_words(
-            &mut ebpf,
-            &mut links,
-            tracefs.is_ok(),
-            opts,
-        ));
+        hooks.push(attach_last_words(&mut ebpf, tracefs.is_ok(), opts));
     }
-    Ok(Capture {
-        ebpf,
-        hooks,
-        links,
-        btf,
-    })
+    Ok(Capture { ebpf, hooks, btf })
 }
 
 fn unavailable(name: &str, detail: String) -> HookStatus {
@@ -160,7 +133,6 @@ fn unavailable(name: &str, detail: String) -> HookStatus {
 /// missing, raw_syscalls filtered in the kernel (fires on every syscall).
 fn attach_kill_syscalls(
     ebpf: &mut Ebpf,
-    links: &mut Links,
     btf: &Btf,
     have_tracefs: bool,
     opts: &LoadOptions,
@@ -182,8 +154,8 @@ fn attach_kill_syscalls(
     } else if have_tracefs {
         let e: Vec<&str> = enters.iter().map(String::as_str).collect();
         let x: Vec<&str> = exits.iter().map(String::as_str).collect();
-        attach_classic(ebpf, links, "kill_enter", "syscalls", &e)
-            .and_then(|()| attach_classic(ebpf, links, "kill_exit", "syscalls", &x))
+        attach_classic(ebpf, "kill_enter", "syscalls", &e)
+            .and_then(|()| attach_classic(ebpf, "kill_exit", "syscalls", &x))
     } else {
         Err("tracefs unavailable".into())
     };
@@ -198,8 +170,8 @@ fn attach_kill_syscalls(
         }
         Err(e) => e,
     };
-    detach_all(ebpf, links, "kill_enter");
-    detach_all(ebpf, links, "kill_exit");
+    detach_all(ebpf, "kill_enter");
+    detach_all(ebpf, "kill_exit");
     match attach_btf(ebpf, btf, "raw_sys_enter", "sys_enter")
         .and_then(|()| attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit"))
     {
@@ -218,12 +190,7 @@ fn attach_kill_syscalls(
     }
 }
 
-fn attach_last_words(
-    ebpf: &mut Ebpf,
-    links: &mut Links,
-    have_tracefs: bool,
-    opts: &LoadOptions,
-) -> HookStatus {
+fn attach_last_words(ebpf: &mut Ebpf, have_tracefs: bool, opts: &LoadOptions) -> HookStatus {
     let name = "last_words";
     let res = opts
         .disabled(name)
@@ -234,24 +201,8 @@ fn attach_last_words(
                 Err("tracefs unavailable".into())
             }
         })
-        .and_then(|()| {
-            attach_classic(
-                ebpf,
-                links,
-                "stderr_write",
-                "syscalls",
-                &["sys_enter_write"],
-            )
-        })
-        .and_then(|()| {
-            attach_classic(
-                ebpf,
-                links,
-                "stderr_writev",
-                "syscalls",
-                &["sys_enter_writev"],
-            )
-        });
+        .and_then(|()| attach_classic(ebpf, "stderr_write", "syscalls", &["sys_enter_write"]))
+        .and_then(|()| attach_classic(ebpf, "stderr_writev", "syscalls", &["sys_enter_writev"]));
     match res {
         Ok(()) => HookStatus {
             name: name.into(),
@@ -260,8 +211,8 @@ fn attach_last_words(
             detail: None,
         },
         Err(e) => {
-            detach_all(ebpf, links, "stderr_write");
-            detach_all(ebpf, links, "stderr_writev");
+            detach_all(ebpf, "stderr_write");
+            detach_all(ebpf, "stderr_writev");
             unavailable(name, e)
         }
     }
@@ -277,8 +228,7 @@ fn attach_btf(ebpf: &mut Ebpf, btf: &Btf, prog: &str, tracepoint: &str) -> Resul
 
 fn attach_classic(
     ebpf: &mut Ebpf,
-    links: &mut Links,
-    prog: &'static str,
+    prog: &str,
     category: &str,
     names: &[&str],
 ) -> Result<(), String> {
@@ -287,16 +237,13 @@ fn attach_classic(
         p.load().map_err(|e| format!("load {prog}: {e}"))?;
     }
     for name in names {
-        let id = p
-            .attach(category, name)
+        p.attach(category, name)
             .map_err(|e| format!("{category}:{name}: {e}"))?;
-        links.push((prog, id));
     }
     Ok(())
 }
 
-fn detach_all(ebpf: &mut Ebpf, links: &mut Links, prog: &str) {
-    links.retain(|(p, _)| *p != prog);
+fn detach_all(ebpf: &mut Ebpf, prog: &str) {
     if let Ok(p) = program::<TracePoint>(ebpf, prog) {
         let _ = p.unload();
     }
@@ -313,23 +260,11 @@ where
 }
 
 impl Capture {
-    /// Detach everything. Unregistering a syscall tracepoint waits for an RCU
-    /// grace period (~70 ms each on 6.x, where they are faultable): done one
-    /// by one, 14 of them cost a second. Concurrently, the waits overlap.
-    pub fn shutdown(mut self) {
-        let mut owned = Vec::new();
-        for (prog, id) in std::mem::take(&mut self.links) {
-            if let Ok(p) = program::<TracePoint>(&mut self.ebpf, prog) {
-                if let Ok(link) = p.take_link(id) {
-                    owned.push(link);
-                }
-            }
-        }
-        std::thread::scope(|s| {
-            for link in owned {
-                s.spawn(move || drop(link));
-            }
-        });
+    /// Detach everything. Each classic syscall tracepoint costs an RCU grace
+    /// period here (~70 ms on 6.x); the kernel serialises them, so closing
+    /// them from several threads gains nothing (and was seen to soft-lock a
+    /// 5.10 guest once): one by one, plainly.
+    pub fn shutdown(self) {
         drop(self.ebpf);
     }
 
