@@ -60,6 +60,14 @@ pub fn inspect(key: ProcKey, tracer_pid: u32, root_sid: Option<i32>) -> Option<L
     })
 }
 
+/// Is `key` still this very process? (Its pid alive with the same start
+/// time: a recycled pid is not.) Cheap: one /proc stat read.
+pub fn alive(key: ProcKey) -> bool {
+    procfs::process::Process::new(key.pid as i32)
+        .and_then(|p| p.stat())
+        .is_ok_and(|s| same_start(s.starttime, key.start))
+}
+
 /// Already on its way out: exiting, or a SIGKILL is pending (e.g. the last
 /// member of a group the command just killed). Not a leak: its exit is
 /// moments away.
@@ -110,22 +118,22 @@ pub fn enforce(
     if policy == LeakPolicy::Report || leaks.is_empty() {
         return Ok(());
     }
-    let alive = |k: &ProcKey| inspect(*k, 0, None).is_some();
+    let still_here = |k: &ProcKey| alive(*k);
     if policy == LeakPolicy::Kill {
         signal_all(leaks, Signal::SIGTERM);
     }
     let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && leaks.iter().any(alive) {
+    while Instant::now() < deadline && leaks.iter().any(still_here) {
         session.pump(Duration::from_millis(50))?;
         reap_orphans();
     }
     if policy == LeakPolicy::Kill {
         signal_all(
-            &leaks.iter().copied().filter(alive).collect::<Vec<_>>(),
+            &leaks.iter().copied().filter(still_here).collect::<Vec<_>>(),
             Signal::SIGKILL,
         );
         let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline && leaks.iter().any(alive) {
+        while Instant::now() < deadline && leaks.iter().any(still_here) {
             session.pump(Duration::from_millis(20))?;
             reap_orphans();
         }
@@ -136,7 +144,7 @@ pub fn enforce(
 /// Only processes verified to be the run's (pid and start time) are signalled.
 pub fn signal_all(leaks: &[ProcKey], sig: Signal) {
     for k in leaks {
-        if inspect(*k, 0, None).is_some() {
+        if alive(*k) {
             let _ = kill(Pid::from_raw(k.pid as i32), sig);
         }
     }

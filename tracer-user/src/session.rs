@@ -137,7 +137,7 @@ impl Session {
                 if s.sender.pid != std::process::id() && !self.named.contains(&s.sender.key()) =>
             {
                 self.named.insert(s.sender.key());
-                if crate::leaks::inspect(s.sender.key(), 0, None).is_some() {
+                if crate::leaks::alive(s.sender.key()) {
                     s.sender_argv = procfs::process::Process::new(s.sender.pid as i32)
                         .and_then(|p| p.cmdline())
                         .ok()
