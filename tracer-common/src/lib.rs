@@ -144,6 +144,22 @@ pub struct ForkRecord {
     pub comm: [u8; COMM_LEN],
     pub flags: u32,
     pub _pad: u32,
+    /// The child's pid in its own pid namespace, when that is below the view.
+    pub child_ns: NsPid,
+}
+
+/// A process's pid as it sees it, in its own pid namespace. Filled only when
+/// that namespace is below the one the tracer reports pids in (the view);
+/// `level == 0` means "same as the reported pid".
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NsPid {
+    pub pid: u32,
+    /// Depth of the namespace (the host's is 0).
+    pub level: u32,
+    /// Inode number of the namespace (`/proc/PID/ns/pid`).
+    pub ns_inum: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -255,6 +271,7 @@ pub struct ExistingRecord {
     pub ppid: u32,
     pub _pad: u32,
     pub comm: [u8; COMM_LEN],
+    pub ns: NsPid,
 }
 
 /// Most bytes of one stderr write captured (its tail).
@@ -305,6 +322,15 @@ pub struct KernelOffsets {
     pub cgroup_kn: u32,
     pub kernfs_id: u32,
     pub kernfs_name: u32,
+    /// Pid namespaces: `task->thread_pid`, `pid.level`, `pid.numbers`, the
+    /// size of one `struct upid`, its `nr` and `ns`, and `pid_namespace.ns.inum`.
+    pub task_thread_pid: u32,
+    pub pid_level: u32,
+    pub pid_numbers: u32,
+    pub upid_size: u32,
+    pub upid_nr: u32,
+    pub upid_ns: u32,
+    pub pidns_inum: u32,
     /// Offsets into the classic `oom:mark_victim` record (format file).
     pub oom_total_vm: u32,
     pub oom_anon_rss: u32,
@@ -341,6 +367,13 @@ impl KernelOffsets {
         cgroup_kn: OFFSET_NONE,
         kernfs_id: OFFSET_NONE,
         kernfs_name: OFFSET_NONE,
+        task_thread_pid: OFFSET_NONE,
+        pid_level: OFFSET_NONE,
+        pid_numbers: OFFSET_NONE,
+        upid_size: OFFSET_NONE,
+        upid_nr: OFFSET_NONE,
+        upid_ns: OFFSET_NONE,
+        pidns_inum: OFFSET_NONE,
         oom_total_vm: OFFSET_NONE,
         oom_anon_rss: OFFSET_NONE,
         oom_file_rss: OFFSET_NONE,
@@ -360,6 +393,10 @@ pub struct RuntimeConfig {
     pub adopt_children: u32,
     /// Non-zero: every process on the machine is in scope (daemon `--all`).
     pub scope_all: u32,
+    /// The pid namespace pids are reported in: the tracer's own. Level 0 (the
+    /// host's) reads `task->pid`; deeper views read `task->thread_pid`.
+    pub view_level: u32,
+    pub view_ns_inum: u32,
 }
 
 #[cfg(feature = "user")]

@@ -5,7 +5,7 @@ use tracer_common::{DropReason, ExistingRecord, RecordKind};
 
 use crate::{
     maps::{count_drop, off, EVENTS},
-    task::{comm, header, read, task_id, Ptr},
+    task::{comm, header, ns_pid, read, task_id, Ptr},
 };
 
 /// `struct bpf_iter__task { struct bpf_iter_meta *meta; struct task_struct *task; }`
@@ -15,12 +15,12 @@ pub fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
         return Ok(0); // the end of the iteration
     }
     let id = task_id(task).ok_or(())?;
-    if id.tid != id.tgid {
-        return Ok(0); // processes only
+    if id.tid != id.tgid || id.tgid == 0 {
+        return Ok(0); // processes only, and only those the tracer can see
     }
     let ppid = read::<Ptr>(task, off(|o| &o.task_real_parent))
-        .and_then(|p| read::<i32>(p, off(|o| &o.task_tgid)))
-        .unwrap_or(0) as u32;
+        .and_then(task_id)
+        .map_or(0, |p| p.tgid);
     let Some(mut entry) = EVENTS.reserve::<ExistingRecord>(0) else {
         count_drop(DropReason::RingBufFull);
         return Ok(0);
@@ -31,6 +31,7 @@ pub fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
         ppid,
         _pad: 0,
         comm: comm(task),
+        ns: ns_pid(task),
     });
     entry.submit(0);
     Ok(0)

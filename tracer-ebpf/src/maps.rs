@@ -83,11 +83,20 @@ pub fn config() -> RuntimeConfig {
     CONFIG.get(0).copied().unwrap_or_default()
 }
 
+/// The tracer's own pid namespace, `(level, inode)`: every pid is reported
+/// as seen from it.
+#[inline(always)]
+pub fn view() -> (u32, u32) {
+    let c = config();
+    (c.view_level, c.view_ns_inum)
+}
+
 /// Is `(tgid, start_ns)` a process of the run?
 #[inline(always)]
 pub fn is_tracked(tgid: u32, start_ns: u64) -> bool {
     if config().scope_all != 0 {
-        return tgid != tracer_tgid();
+        // 0: a process outside the tracer's pid namespace, never in scope.
+        return tgid != 0 && tgid != tracer_tgid();
     }
     match unsafe { TRACKED.get(&tgid) } {
         Some(s) => *s == start_ns,

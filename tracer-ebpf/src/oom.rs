@@ -6,7 +6,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{count_drop, off, EVENTS},
+    maps::{count_drop, off, view, EVENTS},
     task::{comm, current, header, read, task_id, Ptr},
 };
 
@@ -35,7 +35,9 @@ pub fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
         (*rec).hdr = header(RecordKind::OomVictim as u32);
         (*rec).trigger = trigger;
         (*rec).trigger_comm = comm(me);
-        (*rec).victim_tid = victim_tid as u32;
+        // The tracepoint names the victim by its host pid: meaningless in a
+        // pid-namespaced view, where the model pairs it by its SIGKILL.
+        (*rec).victim_tid = if view().0 == 0 { victim_tid as u32 } else { 0 };
         (*rec)._pad = 0;
         let rss_off = off(|o| &o.oom_anon_rss);
         if rss_off != OFFSET_NONE {

@@ -10,7 +10,7 @@ use tracer_common::{
 
 use crate::{
     maps::{config, count_drop, is_tracked, off, tracer_tgid, track, untrack, EVENTS},
-    task::{comm, header, read, task_id, Ptr},
+    task::{comm, header, ns_pid, read, task_id, Ptr},
 };
 
 pub fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
@@ -49,6 +49,11 @@ pub fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         comm: comm(parent),
         flags: if is_thread { FORK_IS_THREAD } else { 0 },
         _pad: 0,
+        child_ns: if is_thread {
+            Default::default()
+        } else {
+            ns_pid(child)
+        },
     });
     entry.submit(0);
     Ok(0)

@@ -1,8 +1,8 @@
 //! Reads from kernel structs through offsets resolved at load time.
 use aya_ebpf::helpers::{bpf_get_current_task, bpf_ktime_get_boot_ns, bpf_probe_read_kernel};
-use tracer_common::{RecordHeader, TaskId, COMM_LEN, OFFSET_NONE};
+use tracer_common::{NsPid, RecordHeader, TaskId, COMM_LEN, OFFSET_NONE};
 
-use crate::maps::off;
+use crate::maps::{off, view};
 
 pub type Ptr = *const u8;
 
@@ -20,18 +20,83 @@ pub fn current() -> Ptr {
     unsafe { bpf_get_current_task() as Ptr }
 }
 
-/// `(tid, tgid, leader start_boottime)` of a task.
+/// `(tid, tgid, leader start_boottime)` of a task, the ids as seen from the
+/// tracer's pid namespace (0 for a task outside it).
 #[inline(always)]
 pub fn task_id(task: Ptr) -> Option<TaskId> {
-    let tid: i32 = read(task, off(|o| &o.task_pid))?;
-    let tgid: i32 = read(task, off(|o| &o.task_tgid))?;
     let leader: Ptr = read(task, off(|o| &o.task_group_leader))?;
     let start_ns: u64 = read(leader, off(|o| &o.task_start_boottime))?;
+    let (tid, tgid) = if view().0 == 0 {
+        let tid: i32 = read(task, off(|o| &o.task_pid))?;
+        let tgid: i32 = read(task, off(|o| &o.task_tgid))?;
+        (tid as u32, tgid as u32)
+    } else {
+        (view_nr(task), view_nr(leader))
+    };
     Some(TaskId {
-        tid: tid as u32,
-        tgid: tgid as u32,
+        tid,
+        tgid,
         start_ns,
     })
+}
+
+/// `(nr, namespace inode)` of `pid->numbers[level]`.
+#[inline(always)]
+fn upid(pid: Ptr, level: u32) -> Option<(u32, u32)> {
+    let (numbers, size) = (off(|o| &o.pid_numbers), off(|o| &o.upid_size));
+    let (nr_off, ns_off) = (off(|o| &o.upid_nr), off(|o| &o.upid_ns));
+    if numbers == OFFSET_NONE
+        || size == OFFSET_NONE
+        || nr_off == OFFSET_NONE
+        || ns_off == OFFSET_NONE
+    {
+        return None;
+    }
+    let at = numbers + level * size;
+    let nr: i32 = read(pid, at + nr_off)?;
+    let ns: Ptr = read(pid, at + ns_off)?;
+    let inum: u32 = read(ns, off(|o| &o.pidns_inum))?;
+    Some((nr as u32, inum))
+}
+
+/// A task's pid in the tracer's pid namespace; 0 when it is not visible there.
+#[inline(always)]
+fn view_nr(task: Ptr) -> u32 {
+    let (view_level, view_inum) = view();
+    let Some(pid) = read::<Ptr>(task, off(|o| &o.task_thread_pid)) else {
+        return 0;
+    };
+    match read::<u32>(pid, off(|o| &o.pid_level)) {
+        Some(level) if level >= view_level => match upid(pid, view_level) {
+            Some((nr, inum)) if inum == view_inum => nr,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// A process's pid in its own namespace, when that lies below the view.
+#[inline(always)]
+pub fn ns_pid(task: Ptr) -> NsPid {
+    let none = NsPid::default();
+    let Some(pid) = read::<Ptr>(task, off(|o| &o.task_thread_pid)) else {
+        return none;
+    };
+    let Some(level) = read::<u32>(pid, off(|o| &o.pid_level)) else {
+        return none;
+    };
+    if level <= view().0 {
+        return none;
+    }
+    match upid(pid, level) {
+        Some((nr, inum)) => NsPid {
+            pid: nr,
+            level,
+            ns_inum: inum,
+            _pad: 0,
+        },
+        None => none,
+    }
 }
 
 #[inline(always)]

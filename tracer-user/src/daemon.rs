@@ -63,8 +63,8 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     let mut known = BTreeSet::new();
     match &scope {
         Scope::All => session.set_config(RuntimeConfig {
-            adopt_children: 0,
             scope_all: 1,
+            ..Default::default()
         })?,
         _ => seed(&mut session, &scope, &mut known)?,
     }
@@ -142,6 +142,7 @@ fn seed(
                     .as_ref()
                     .and_then(|p| p.exe().ok())
                     .map(|p| p.display().to_string()),
+                ns: crate::capture::decode::ns_pid(&e.ns),
             })?;
         }
     }

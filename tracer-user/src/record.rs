@@ -142,13 +142,10 @@ fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, Tra
     }
     capture.set_config(RuntimeConfig {
         adopt_children: 1,
-        scope_all: 0,
+        ..Default::default()
     })?;
     let spawned = cmd.spawn();
-    capture.set_config(RuntimeConfig {
-        adopt_children: 0,
-        scope_all: 0,
-    })?;
+    capture.set_config(RuntimeConfig::default())?;
     spawned.map_err(|source| TracerError::Spawn {
         cmd: command.join(" "),
         source,

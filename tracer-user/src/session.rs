@@ -335,5 +335,6 @@ pub fn header(
         argv_capture_bytes: tracer_common::ARGV_LEN as u64,
         scope: None,
         segment: 0,
+        pid_namespace: (capture.view.level > 0).then_some(capture.view),
     }
 }

@@ -395,3 +395,35 @@ fn a_survived_signal_is_not_the_fatal_one() {
         "start 0 resolved to the live pid 110"
     );
 }
+
+/// A real capture: the command is `unshare --pid --fork --mount-proc sh -c
+/// '…'`, whose `sh` (pid 1 inside) forks `sleep` (pid 2 inside) and a killer
+/// that runs `kill -KILL 2; kill -TERM 77`. The certificate must carry the
+/// pids the job's own output prints, and the in-namespace target must be
+/// resolved to the process it named, not read as a host pid.
+#[test]
+fn kill_inside_a_pid_namespace_is_resolved_there() {
+    let r = report("real_pidns_kill.ndjson");
+    let c = cert(&r, 10990);
+    assert_eq!(c.cause.kind, CauseKind::KilledInRun);
+    let ns = c.victim.process.ns_pid.expect("victim's in-namespace pid");
+    assert_eq!((ns.pid, ns.level), (2, 1));
+    let k = c.killer.as_ref().expect("killer");
+    assert_eq!(k.process.ns_pid.map(|n| n.pid), Some(3));
+    assert_eq!(k.target_arg, Some(2), "the argument stays as given");
+    let t = k.target_ns.expect("target resolved in the sender's namespace");
+    assert_eq!((t.inum, t.pid), (ns.inum, Some(10990)));
+    assert!(k.aimed_at.contains("pid 10990 here"), "{}", k.aimed_at);
+    assert!(
+        c.headline.contains("pid 10990, pid 2 in its namespace"),
+        "{}",
+        c.headline
+    );
+
+    // kill(77) inside the namespace found no process: the near miss says
+    // where it looked, and resolves to nothing rather than to host pid 77.
+    let miss = &r.analysis.near_misses[0];
+    assert_eq!(miss.target_arg, 77);
+    assert_eq!(miss.target_ns.map(|t| t.pid), Some(None));
+    assert!(miss.aimed_at.contains("sender's pid namespace"), "{}", miss.aimed_at);
+}

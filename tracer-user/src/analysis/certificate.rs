@@ -162,9 +162,12 @@ pub(crate) fn call_of(cx: &Ctx, s: &SignalEv) -> Option<(String, i64, Option<i64
 fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
     let k = s.kill_call.map(|k| &cx.m.kill_calls[k].ev);
     let call = call_of(cx, s);
+    let target_ns = call
+        .as_ref()
+        .and_then(|(sc, arg, _)| cx.target_ns(s.sender, sc, *arg, s.ev.at.t));
     let (aimed_at, notation) = match &call {
         Some((sc, arg, tid)) => (
-            w::aimed_at(sc, *arg, *tid),
+            w::aimed_in_ns(&w::aimed_at(sc, *arg, *tid), target_ns.as_ref()),
             w::call_notation(sc, *arg, *tid, &s.ev.sig_name),
         ),
         None => (
@@ -181,6 +184,7 @@ fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
         target_arg: call.as_ref().map(|c| c.1),
         tid_arg: call.as_ref().and_then(|c| c.2),
         aimed_at,
+        target_ns,
         call: notation,
         call_seq: k.map(|k| k.at.seq),
         deliveries: k.map(|k| k.deliveries),

@@ -68,20 +68,27 @@ pub(crate) fn near_misses(cx: &Ctx) -> Vec<NearMiss> {
     cx.m.kill_calls
         .iter()
         .filter(|k| k.ev.ret < 0)
-        .map(|k| NearMiss {
-            seq: k.ev.at.seq,
-            time: k.ev.at.time.clone(),
-            sender: cx.proc_ref(k.sender, k.ev.at.t),
-            sender_tid: k.ev.sender.tid,
-            syscall: k.ev.syscall.clone(),
-            sig: k.ev.sig,
-            sig_name: k.ev.sig_name.clone(),
-            target_arg: k.ev.target_arg,
-            tid_arg: k.ev.tid_arg,
-            aimed_at: w::aimed_at(&k.ev.syscall, k.ev.target_arg, k.ev.tid_arg),
-            ret: k.ev.ret,
-            errno: k.ev.errno.clone(),
-            probe: k.ev.sig == 0,
+        .map(|k| {
+            let target_ns = cx.target_ns(k.sender, &k.ev.syscall, k.ev.target_arg, k.ev.at.t);
+            NearMiss {
+                seq: k.ev.at.seq,
+                time: k.ev.at.time.clone(),
+                sender: cx.proc_ref(k.sender, k.ev.at.t),
+                sender_tid: k.ev.sender.tid,
+                syscall: k.ev.syscall.clone(),
+                sig: k.ev.sig,
+                sig_name: k.ev.sig_name.clone(),
+                target_arg: k.ev.target_arg,
+                tid_arg: k.ev.tid_arg,
+                aimed_at: w::aimed_in_ns(
+                    &w::aimed_at(&k.ev.syscall, k.ev.target_arg, k.ev.tid_arg),
+                    target_ns.as_ref(),
+                ),
+                target_ns,
+                ret: k.ev.ret,
+                errno: k.ev.errno.clone(),
+                probe: k.ev.sig == 0,
+            }
         })
         .collect()
 }

@@ -139,7 +139,31 @@ impl Ctx<'_> {
             filename: self.m.filename_at(key, t).map(str::to_owned),
             comm,
             in_run: self.m.in_run(key),
+            ns_pid: p.and_then(|p| p.ns),
         }
+    }
+
+    /// A kill-family target named from inside a deeper pid namespace,
+    /// resolved to the process it meant there. The namespace is the
+    /// sender's own: kill(2) reads pids in the caller's namespace.
+    pub fn target_ns(
+        &self,
+        sender: ProcKey,
+        syscall: &str,
+        target_arg: i64,
+        t: u64,
+    ) -> Option<types::TargetNs> {
+        let ns = self.m.proc(sender)?.ns?;
+        let n = u32::try_from(target_arg.unsigned_abs()).ok()?;
+        // 0 and -1 are the caller's group and everyone; a pidfd is no pid;
+        // tkill names a thread, whose in-namespace id the log does not keep.
+        if n <= 1 || matches!(syscall, "pidfd_send_signal" | "tkill") {
+            return None;
+        }
+        Some(types::TargetNs {
+            inum: ns.inum,
+            pid: self.m.ns_owner(ns.inum, n, t).map(|k| k.pid),
+        })
     }
 
     pub fn ancestry(&self, key: ProcKey, t: u64) -> Vec<ProcRef> {

@@ -24,6 +24,22 @@ pub struct ProcRef {
     pub comm: Option<String>,
     /// Part of the traced run (the wrapped command and its descendants).
     pub in_run: bool,
+    /// Its pid inside its own pid namespace (a container's), when that is
+    /// below the log's: the pid its own output prints.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_pid: Option<crate::eventlog::NsPid>,
+}
+
+/// A kill target given inside a deeper pid namespace than the log's: the
+/// caller's namespace, and the process it named there.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq)]
+pub struct TargetNs {
+    /// Inode number of the caller's pid namespace.
+    pub inum: u32,
+    /// The pid `target_arg` named there, as the log numbers it; absent when
+    /// no process of the log had that pid there at the time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 /// How a death is ranked. Order matters: lower sorts first.
@@ -119,6 +135,9 @@ pub struct Killer {
     pub tid_arg: Option<i64>,
     /// What the call aimed at, in words: "pid 4242", "process group 4242".
     pub aimed_at: String,
+    /// The sender was in a deeper pid namespace: `target_arg` is its pid there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_ns: Option<TargetNs>,
     /// The call in C notation, e.g. `kill(-4242, SIGKILL)`, or
     /// "an uncaptured call (si_code ...)" when the syscall was not seen.
     pub call: String,
@@ -266,6 +285,9 @@ pub struct NearMiss {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tid_arg: Option<i64>,
     pub aimed_at: String,
+    /// The sender was in a deeper pid namespace: `target_arg` is its pid there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_ns: Option<TargetNs>,
     pub ret: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errno: Option<String>,

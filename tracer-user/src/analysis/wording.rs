@@ -1,6 +1,9 @@
 //! How things are said. One place, so the JSON headline, the Markdown and the
 //! terminal summary use the same words.
-use super::{types::ProcRef, Relation};
+use super::{
+    types::{ProcRef, TargetNs},
+    Relation,
+};
 use crate::eventlog::ExitStatus;
 
 /// The event log's own wall-clock rendering: reports and log never disagree.
@@ -47,11 +50,20 @@ pub fn short_command(cmd: &str) -> String {
 /// parent's image: say so, or parent and child read as the same process.
 pub fn proc_phrase(p: &ProcRef) -> String {
     format!(
-        "`{}` (pid {}{})",
+        "`{}` ({}{})",
         short_command(&prose_command(p)),
-        p.pid,
+        pid_label(p),
         fork_note(p)
     )
+}
+
+/// "pid 4242", or "pid 4242, pid 7 in its namespace" for a process in a
+/// container's pid namespace: the second is what its own logs print.
+pub fn pid_label(p: &ProcRef) -> String {
+    match p.ns_pid {
+        Some(ns) => format!("pid {}, pid {} in its namespace", p.pid, ns.pid),
+        None => format!("pid {}", p.pid),
+    }
 }
 
 /// The command as prose names it: argv with the program's directory left
@@ -125,6 +137,19 @@ pub fn aimed_at(syscall: &str, target_arg: i64, tid_arg: Option<i64>) -> String 
         ("pidfd_send_signal", n, _) => format!("the process behind pidfd {n}"),
         (_, n, Some(tid)) => format!("thread {tid} of pid {n}"),
         (_, n, None) => format!("pid {n}"),
+    }
+}
+
+/// `aimed_at` for a target named inside the sender's pid namespace.
+pub fn aimed_in_ns(aimed_at: &str, ns: Option<&TargetNs>) -> String {
+    match ns {
+        None => aimed_at.to_string(),
+        Some(TargetNs { pid: Some(p), .. }) => {
+            format!("{aimed_at} in the sender's pid namespace (pid {p} here)")
+        }
+        Some(TargetNs { pid: None, .. }) => {
+            format!("{aimed_at} in the sender's pid namespace (no process of the log had it)")
+        }
     }
 }
 

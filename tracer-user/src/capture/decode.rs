@@ -12,7 +12,7 @@ use tracer_common::{
 
 use crate::eventlog::{
     errno_name, si_code_name, signal_name, CallRef, Exec, Exit, ExitStatus, Fork, KillCall, Memcg,
-    Oom, OomRss, Record, Signal, Stamp, Task,
+    NsPid, Oom, OomRss, Record, Signal, Stamp, Task,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -153,6 +153,15 @@ fn split_argv(area: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// The wire's "below the view" pid, if there is one.
+pub fn ns_pid(n: &tracer_common::NsPid) -> Option<NsPid> {
+    (n.level > 0).then_some(NsPid {
+        pid: n.pid,
+        level: n.level,
+        inum: n.ns_inum,
+    })
+}
+
 impl Wire {
     pub fn ktime(&self) -> u64 {
         match self {
@@ -182,6 +191,7 @@ impl Wire {
                     comm: Some(cstr(&r.comm)),
                 },
                 thread: r.flags & FORK_IS_THREAD != 0,
+                child_ns: ns_pid(&r.child_ns),
             }),
             Wire::Exec(r) => {
                 let len = (r.argv_len as usize).min(r.argv.len());

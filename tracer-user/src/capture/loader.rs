@@ -8,7 +8,10 @@ use aya::{
 use tracer_common::{DropReason, RuntimeConfig, DROP_REASONS};
 
 use super::{offsets, tracefs};
-use crate::{error::TracerError, eventlog::HookStatus};
+use crate::{
+    error::TracerError,
+    eventlog::{HookStatus, PidNamespace},
+};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf.o"));
 
@@ -43,6 +46,8 @@ impl LoadOptions {
 pub struct Capture {
     ebpf: Ebpf,
     pub hooks: Vec<HookStatus>,
+    /// The pid namespace every reported pid is in (the tracer's own).
+    pub view: PidNamespace,
     btf: Btf,
 }
 
@@ -63,9 +68,10 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         .ok()
         .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
     let offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    let own_ns = super::pidns::own_ns_inum()?;
     let btf = Btf::from_sys_fs().map_err(|e| TracerError::Load(format!("kernel BTF: {e}")))?;
 
-    let mut ebpf =
+    let ebpf =
         EbpfLoader::new()
             .btf(Some(&btf))
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
@@ -78,6 +84,27 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
                 }) if io_error.raw_os_error() == Some(libc::EPERM) => TracerError::NotPrivileged,
                 other => TracerError::Load(other.to_string()),
             })?;
+
+    let mut cap = Capture {
+        ebpf,
+        hooks: Vec::new(),
+        view: PidNamespace {
+            level: 0,
+            inum: own_ns,
+        },
+        btf,
+    };
+    if own_ns != super::pidns::HOST_PID_NS_INUM {
+        cap.view.level = cap.own_ns_level()?;
+    }
+    // Before any hook runs: every pid they report is in this view.
+    cap.set_config(RuntimeConfig::default())?;
+    let Capture {
+        mut ebpf,
+        view,
+        btf,
+        ..
+    } = cap;
 
     let mut hooks = Vec::new();
     for hook in [
@@ -116,7 +143,12 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
     if opts.last_words {
         hooks.push(attach_last_words(&mut ebpf, tracefs.is_ok(), opts));
     }
-    Ok(Capture { ebpf, hooks, btf })
+    Ok(Capture {
+        ebpf,
+        hooks,
+        view,
+        btf,
+    })
 }
 
 fn unavailable(name: &str, detail: String) -> HookStatus {
@@ -276,8 +308,40 @@ impl Capture {
         RingBuf::try_from(map).map_err(|e| TracerError::Load(e.to_string()))
     }
 
-    /// Flip the runtime switches (adopting the tracer's next child).
-    pub fn set_config(&mut self, cfg: RuntimeConfig) -> Result<(), TracerError> {
+    /// How deep the tracer's pid namespace is. No syscall says (NS_GET_PARENT
+    /// stops at the caller's own namespace), but the kernel knows: the task
+    /// iterator, run with a host-level view, reports every process's pid in
+    /// its own namespace with the depth, the tracer's own among them.
+    fn own_ns_level(&mut self) -> Result<u32, TracerError> {
+        self.set_config(RuntimeConfig::default())?;
+        self.list_existing()?;
+        let me = std::process::id();
+        let map = self
+            .ebpf
+            .map_mut("EVENTS")
+            .ok_or_else(|| TracerError::Load("EVENTS map missing".into()))?;
+        let mut ring = RingBuf::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+        let mut level = None;
+        while let Some(item) = ring.next() {
+            if let Ok(super::decode::Wire::Existing(e)) = super::decode::decode(&item) {
+                if e.ns.pid == me && e.ns.ns_inum == self.view.inum {
+                    level = Some(e.ns.level);
+                }
+            }
+        }
+        level.ok_or_else(|| {
+            TracerError::Load(format!(
+                "pid namespace {}: the kernel did not report this process in it",
+                self.view.inum
+            ))
+        })
+    }
+
+    /// Flip the runtime switches (adopting the tracer's next child). The
+    /// pid view is always the tracer's own.
+    pub fn set_config(&mut self, mut cfg: RuntimeConfig) -> Result<(), TracerError> {
+        cfg.view_level = self.view.level;
+        cfg.view_ns_inum = self.view.inum;
         let map = self
             .ebpf
             .map_mut("CONFIG")

@@ -3,6 +3,7 @@ pub mod cgroups;
 pub mod decode;
 pub mod loader;
 pub mod offsets;
+pub mod pidns;
 pub mod tracefs;
 
 pub use loader::{load, Capture, LoadOptions};

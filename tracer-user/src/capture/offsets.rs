@@ -49,6 +49,15 @@ fn find_in(btf: &Btf, s: &btf_rs::Struct, field: &str, base_bits: u32) -> Option
     None
 }
 
+/// `sizeof(struct name)`.
+pub fn struct_size(btf: &Btf, name: &str) -> Option<u32> {
+    let types = btf.resolve_types_by_name(name).ok()?;
+    types.iter().find_map(|t| match t {
+        Type::Struct(s) if !s.members.is_empty() => Some(s.size() as u32),
+        _ => None,
+    })
+}
+
 /// Value of an enumerator, e.g. `memory_cgrp_id` in `enum cgroup_subsys_id`.
 pub fn enum_value(btf: &Btf, enum_name: &str, member: &str) -> Option<u32> {
     let types = btf.resolve_types_by_name(enum_name).ok()?;
@@ -98,6 +107,16 @@ pub fn resolve(btf: &Btf, oom_format: Option<&str>) -> Result<KernelOffsets, Tra
         cgroup_kn: opt("cgroup", "kn"),
         kernfs_id: opt("kernfs_node", "id"),
         kernfs_name: opt("kernfs_node", "name"),
+        task_thread_pid: opt("task_struct", "thread_pid"),
+        pid_level: opt("pid", "level"),
+        pid_numbers: opt("pid", "numbers"),
+        upid_size: struct_size(btf, "upid").unwrap_or(OFFSET_NONE),
+        upid_nr: opt("upid", "nr"),
+        upid_ns: opt("upid", "ns"),
+        pidns_inum: match (opt("pid_namespace", "ns"), opt("ns_common", "inum")) {
+            (ns, inum) if ns != OFFSET_NONE && inum != OFFSET_NONE => ns + inum,
+            _ => OFFSET_NONE,
+        },
         ..KernelOffsets::NONE
     };
     if let Some(format) = oom_format {

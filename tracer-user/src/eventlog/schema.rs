@@ -86,6 +86,28 @@ pub struct Header {
     /// Daemon mode: position of this file in a rotated series, from 0.
     #[serde(default)]
     pub segment: u32,
+    /// The pid namespace every pid in this log is in, when it is not the
+    /// host's (the tracer ran in a container's namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<PidNamespace>,
+}
+
+/// A pid namespace: its depth (the host's is 0) and inode number, as
+/// `/proc/PID/ns/pid` shows it (`pid:[4026532301]`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PidNamespace {
+    pub level: u32,
+    pub inum: u32,
+}
+
+/// A process's pid in its own pid namespace (a container's), when that is
+/// below the namespace the log's pids are in: the pid its own logs print.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NsPid {
+    pub pid: u32,
+    /// The namespace: depth and inode number.
+    pub level: u32,
+    pub inum: u32,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -110,6 +132,9 @@ pub struct Fork {
     pub child: Task,
     /// The child is a new thread of the parent's process, not a process.
     pub thread: bool,
+    /// The child's pid inside its own (deeper) pid namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_ns: Option<NsPid>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -323,6 +348,9 @@ pub struct Existing {
     pub argv: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
+    /// Its pid inside its own (deeper) pid namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ns: Option<NsPid>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]

@@ -113,6 +113,7 @@ fn record(m: &mut Model, rec: &Record) {
             let child = see(m, &f.child, f.at.t);
             let p = m.procs.get_mut(&child).expect("registered");
             p.parent = Some(parent);
+            p.ns = f.child_ns;
             p.fork = Some(ForkInfo {
                 seq: f.at.seq,
                 t: f.at.t,
@@ -243,6 +244,7 @@ fn record(m: &mut Model, rec: &Record) {
                 .max();
             let p = m.procs.get_mut(&key).expect("registered");
             p.lifecycle_seen = true;
+            p.ns = x.ns;
             if !x.argv.is_empty() {
                 p.execs.push(ExecInfo {
                     seq: x.at.seq,
@@ -329,13 +331,15 @@ fn mark_run(m: &mut Model, log: &EventLog) {
 fn join_ooms(m: &mut Model) {
     for i in 0..m.ooms.len() {
         let (tid, t) = (m.ooms[i].ev.victim_tid, m.ooms[i].ev.at.t);
-        let by_tid = m.tid_owner(tid, t);
+        let by_tid = if tid == 0 { None } else { m.tid_owner(tid, t) };
         let signal = m
             .signals
             .iter()
             .enumerate()
             .filter(|(_, s)| s.ev.sig == SIGKILL && s.ev.code == SI_KERNEL)
-            .filter(|(_, s)| s.ev.target.tid == tid || Some(s.target) == by_tid)
+            // tid 0: the victim's pid was not visible from the tracer's pid
+            // namespace; its SIGKILL alone names it.
+            .filter(|(_, s)| tid == 0 || s.ev.target.tid == tid || Some(s.target) == by_tid)
             .filter(|(_, s)| s.ev.at.t.abs_diff(t) <= OOM_PAIR_WINDOW_NS)
             .min_by_key(|(_, s)| s.ev.at.t.abs_diff(t))
             .map(|(j, _)| j);

@@ -134,4 +134,15 @@ impl Model {
     pub fn tid_owner(&self, tid: u32, t: u64) -> Option<ProcKey> {
         threads::owner(self, tid, t)
     }
+
+    /// The process that was pid `ns_pid` in pid namespace `inum` at `t`: how
+    /// a kill(2) from inside a container names its target.
+    pub fn ns_owner(&self, inum: u32, ns_pid: u32, t: u64) -> Option<ProcKey> {
+        self.procs
+            .values()
+            .filter(|p| p.ns.is_some_and(|n| n.inum == inum && n.pid == ns_pid))
+            .filter(|p| p.alive_at(t))
+            .map(|p| p.key)
+            .max_by_key(|k| k.start)
+    }
 }

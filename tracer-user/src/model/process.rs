@@ -79,9 +79,16 @@ pub struct Process {
     pub last_words: Option<crate::eventlog::LastWords>,
     /// Still alive when the command exited (`leak` record).
     pub leak: Option<crate::eventlog::Leak>,
+    /// Its pid inside its own pid namespace, when that is below the log's.
+    pub ns: Option<crate::eventlog::NsPid>,
 }
 
 impl Process {
+    /// Alive at `t`: started, and not yet ended.
+    pub fn alive_at(&self, t: u64) -> bool {
+        self.key.start <= t && self.end.as_ref().is_none_or(|e| e.t >= t)
+    }
+
     pub fn new(key: ProcKey) -> Self {
         Process {
             key,
@@ -97,6 +104,7 @@ impl Process {
             in_run: false,
             last_words: None,
             leak: None,
+            ns: None,
             signals_in: Vec::new(),
             last_active: 0,
         }

@@ -62,6 +62,9 @@ pub struct RunFacts {
     pub hooks: Vec<HookStatus>,
     /// Names of hooks that did not attach.
     pub hooks_missing: Vec<String>,
+    /// The pid namespace every pid is in, when not the host's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<crate::eventlog::PidNamespace>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -165,6 +168,7 @@ pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
         processes: model.procs.values().filter(|p| p.in_run).count(),
         hooks: h.hooks.clone(),
         hooks_missing,
+        pid_namespace: h.pid_namespace,
     };
     let log_facts = LogFacts {
         events: log.events.len(),

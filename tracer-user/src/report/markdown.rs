@@ -123,8 +123,14 @@ fn run_line(r: &Report) -> String {
         .command_status
         .as_ref()
         .map_or("did not finish in the log".into(), w::status_phrase);
+    let pid_ns = r.run.pid_namespace.map_or(String::new(), |ns| {
+        format!(
+            " · pids as seen in pid namespace {} (level {})",
+            ns.inum, ns.level
+        )
+    });
     format!(
-        "**Run:** {} {status} after {} · {} processes · {} mode · kernel {} · host {} · started {}",
+        "**Run:** {} {status} after {} · {} processes · {} mode · kernel {} · host {} · started {}{pid_ns}",
         code(&cmd),
         w::duration(r.run.duration_ns),
         r.run.processes,
@@ -283,9 +289,9 @@ pub(super) fn proc_cell(p: &ProcRef) -> String {
     let side = if p.in_run { "" } else { ", outside the run" };
     let fork = w::fork_note(p);
     format!(
-        "{} (pid {}{fork}{side})",
+        "{} ({}{fork}{side})",
         code(&w::short_command(&w::prose_command(p))),
-        p.pid
+        w::pid_label(p)
     )
 }
 

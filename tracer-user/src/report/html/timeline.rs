@@ -170,7 +170,10 @@ pub fn svg(r: &Report, cx: &Context) -> (String, String) {
                 yc - LANE_H / 2.0
             );
         }
-        let label = format!("{} {}", p.pid, p.command);
+        let label = match p.ns_pid {
+            Some(ns) => format!("{} ({} in ns) {}", p.pid, ns.pid, p.command),
+            None => format!("{} {}", p.pid, p.command),
+        };
         let room = ((LABEL_W - 14.0 - l.depth.min(12) as f64 * 12.0) / 6.6) as usize;
         let _ = write!(
             o,
