@@ -411,7 +411,9 @@ fn kill_inside_a_pid_namespace_is_resolved_there() {
     let k = c.killer.as_ref().expect("killer");
     assert_eq!(k.process.ns_pid.map(|n| n.pid), Some(3));
     assert_eq!(k.target_arg, Some(2), "the argument stays as given");
-    let t = k.target_ns.expect("target resolved in the sender's namespace");
+    let t = k
+        .target_ns
+        .expect("target resolved in the sender's namespace");
     assert_eq!((t.inum, t.pid), (ns.inum, Some(10990)));
     assert!(k.aimed_at.contains("pid 10990 here"), "{}", k.aimed_at);
     assert!(
@@ -425,5 +427,9 @@ fn kill_inside_a_pid_namespace_is_resolved_there() {
     let miss = &r.analysis.near_misses[0];
     assert_eq!(miss.target_arg, 77);
     assert_eq!(miss.target_ns.map(|t| t.pid), Some(None));
-    assert!(miss.aimed_at.contains("sender's pid namespace"), "{}", miss.aimed_at);
+    assert!(
+        miss.aimed_at.contains("sender's pid namespace"),
+        "{}",
+        miss.aimed_at
+    );
 }

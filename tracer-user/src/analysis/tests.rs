@@ -62,6 +62,23 @@ fn real_memcg_oom_where_the_victim_was_allocating() {
     assert!(c.killer.is_none());
 }
 
+/// A tracer in a pid namespace logs OOM victims as tid 0 (the kernel names
+/// them by host pid): the kernel's SIGKILL alone must still name the victim.
+#[test]
+fn oom_victim_unnamed_by_pid_is_paired_by_its_sigkill() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real_memcg_oom.ndjson");
+    let mut log = read_log(&path).unwrap();
+    for e in &mut log.events {
+        if let crate::eventlog::Record::Oom(o) = e {
+            o.victim_tid = 0;
+        }
+    }
+    let a = analyze(&log, &AnalysisOptions::default()).1;
+    let c = only(&a, Rank::Unexpected)[0];
+    assert_eq!(c.cause.kind, CauseKind::Oom);
+    assert_eq!(c.victim.process.argv[0], "dd");
+}
+
 #[test]
 fn real_shell_stopping_its_child_is_expected() {
     let a = real("real_sigterm_exit3.ndjson");
