@@ -35,7 +35,8 @@ pub struct DaemonArgs {
     /// Directory for the event log (rotated) and the reports.
     #[arg(long, short, default_value = "tracer-report")]
     pub output: PathBuf,
-    /// Watch every process on the machine.
+    /// Watch every process the tracer can see: the whole machine from the
+    /// host, or a pod's processes from inside its shared pid namespace.
     #[arg(long, group = "scope")]
     pub all: bool,
     /// Watch the processes of this cgroup (v1 or v2 directory) and its children.
