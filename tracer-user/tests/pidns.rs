@@ -112,7 +112,9 @@ fn a_tracer_inside_a_pid_namespace_reports_that_namespace_s_pids() {
     let out = tmp.path().join("report");
     let (killed, leaked) = (tmp.path().join("sleep.pid"), tmp.path().join("leak.pid"));
     let script = format!(
-        "{}; setsid sleep 300 & echo $! > {}; exit 3",
+        // Exit only once the leak runs `sleep`, so /proc shows its argv.
+        "{}; setsid sleep 300 & l=$!; echo $l > {}; \
+         until grep -qx sleep /proc/$l/comm; do sleep 0.01; done; exit 3",
         kill_script(&killed).replace("; exit 1", ""),
         leaked.display()
     );
@@ -184,17 +186,20 @@ fn a_daemon_inside_a_pid_namespace_watches_that_namespace() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("report");
     let pid_file = tmp.path().join("sleep.pid");
-    let unshare = Unshare(
-        Command::new("unshare")
-            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+    // (No --kill-child: busybox's unshare, in the VM tests, lacks it.)
+    let mut ns = Namespace {
+        unshare: Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc"])
             .arg(env!("CARGO_BIN_EXE_tracer"))
             .args(["daemon", "--all", "--output"])
             .arg(&out)
             .spawn()
             .unwrap(),
-    );
+        daemon: None,
+    };
     wait_for(&out.join("events.ndjson"), "\"tracer_pid\":1,");
-    let daemon = daemon_host_pid(&unshare.0);
+    let daemon = daemon_host_pid(&ns.unshare);
+    ns.daemon = Some(daemon);
 
     // A job step entering the namespace, as a pod's CI container would be.
     let status = Command::new("nsenter")
@@ -206,8 +211,8 @@ fn a_daemon_inside_a_pid_namespace_watches_that_namespace() {
     let killed = read_pid(&pid_file);
     wait_for(&out.join("events.ndjson"), "\"sig\":9");
     kill(Pid::from_raw(daemon as i32), nix::sys::signal::SIGTERM).unwrap();
-    let mut unshare = unshare;
-    let code = unshare.0.wait().unwrap().code();
+    let code = ns.unshare.wait().unwrap().code();
+    ns.daemon = None; // gone with its namespace: never signal a recycled pid
     assert_eq!(code, Some(0), "daemon stopped cleanly on SIGTERM");
 
     let log = read_series(&out).unwrap();
@@ -232,14 +237,24 @@ fn a_daemon_inside_a_pid_namespace_watches_that_namespace() {
     );
 }
 
-/// The `unshare` wrapping a daemon: killed (and with it the namespace) if
-/// the test fails before stopping it.
-struct Unshare(Child);
+/// The `unshare` wrapping a daemon, and the daemon (the namespace's init:
+/// its death ends every process of the namespace). Both are killed if the
+/// test fails before stopping them.
+struct Namespace {
+    unshare: Child,
+    daemon: Option<u32>,
+}
 
-impl Drop for Unshare {
+impl Drop for Namespace {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        // While unshare runs, the daemon (its child) is alive or its
+        // unreaped zombie: its pid cannot have been recycled.
+        let running = matches!(self.unshare.try_wait(), Ok(None));
+        if let (Some(pid), true) = (self.daemon, running) {
+            let _ = kill(Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
     }
 }
 
