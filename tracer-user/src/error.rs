@@ -23,6 +23,12 @@ pub enum TracerError {
     RequiredHook { hook: String, detail: String },
     #[error("cannot run `{cmd}`: {source}")]
     Spawn { cmd: String, source: std::io::Error },
+    #[error("--redact pattern {which} of {of} is not a valid regex: {reason}")]
+    BadRedact {
+        which: usize,
+        of: usize,
+        reason: String,
+    },
     #[error("cannot write {path}: {source}")]
     Output {
         path: PathBuf,

@@ -14,6 +14,7 @@ pub mod last_words;
 pub mod leaks;
 pub mod model;
 pub mod record;
+pub mod redact;
 pub mod report;
 pub mod session;
 pub mod snapshot;

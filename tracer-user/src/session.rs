@@ -335,5 +335,7 @@ pub fn header(
         argv_capture_bytes: tracer_common::ARGV_LEN as u64,
         scope: None,
         segment: 0,
+        command_user: None,
+        redactions: 0,
     }
 }

@@ -86,6 +86,17 @@ pub struct Header {
     /// Daemon mode: position of this file in a rotated series, from 0.
     #[serde(default)]
     pub segment: u32,
+    /// Record mode: the user the wrapped command ran as, e.g. `alice (uid 1000)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_user: Option<String>,
+    /// How many `--redact` patterns masked command lines and stderr text in
+    /// this log (never the patterns: they may be the secrets). 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redactions: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
