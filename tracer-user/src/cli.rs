@@ -112,6 +112,14 @@ pub struct RecordArgs {
     /// Bytes of stderr kept per process as its "last words" (0 disables).
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,
+    /// Run the command as USER (a name or a numeric uid; `--user root` keeps
+    /// root). Default: under sudo, the user who ran sudo (SUDO_UID,
+    /// SUDO_GID); otherwise the tracer's own user. Only the tracer keeps its
+    /// privileges. The command gets the user's groups, and HOME, USER and
+    /// LOGNAME as `sudo -u` sets them; the rest of the environment is passed
+    /// on as given.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
     /// Skip a hook or one attach method, to exercise fallbacks (testing and
     /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]

@@ -16,6 +16,7 @@ pub mod model;
 pub mod record;
 pub mod redact;
 pub mod report;
+pub mod run_as;
 pub mod session;
 pub mod snapshot;
 pub mod summarize;

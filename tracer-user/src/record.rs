@@ -17,6 +17,7 @@ use crate::{
     error::TracerError,
     eventlog::{self, ExitStatus, LogWriter},
     fail_on, leaks, report,
+    run_as::{RunAs, SudoEnv},
     session::{self, Session},
     supervise,
     terminal::Foreground,
@@ -36,6 +37,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
 
     let log_path = args.output.join(EVENTS_FILE);
+    // Usage errors first, before any hook is loaded.
+    let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
 
     let tracer_tgid = getpid().as_raw() as u32;
     let mut capture = capture::load(&LoadOptions {
@@ -50,12 +53,13 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         path: out_dir.clone(),
         source,
     })?;
-    let header = session::header(
+    let mut header = session::header(
         "record",
         args.command.clone(),
         &capture,
         args.ring_buffer_size,
     );
+    header.command_user = Some(run_as.describe());
     let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
         path: log_path.clone(),
         source,
@@ -67,7 +71,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         log::warn!("cannot become a child subreaper: {e}");
     }
     phase(t0, "log header written");
-    let spawned = spawn_adopted(&mut capture, &args.command);
+    let spawned = spawn_adopted(&mut capture, &args.command, &run_as);
     phase(t0, "command spawned");
     let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
     let child = match spawned {
@@ -120,12 +124,18 @@ pub const EXIT_TIMED_OUT: u8 = 124;
 
 /// Spawn CMD with the kernel adopting the tracer's next child, so the command
 /// is in scope from its first instruction: no event of it can be missed.
-fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, TracerError> {
+fn spawn_adopted(
+    capture: &mut Capture,
+    command: &[String],
+    run_as: &RunAs,
+) -> Result<Child, TracerError> {
     let (program, rest) = command
         .split_first()
         .ok_or_else(|| TracerError::Other("no command given".into()))?;
     let mut cmd = Command::new(program);
     cmd.args(rest);
+    run_as.set_env(&mut cmd);
+    let child_creds = run_as.clone();
     let fg = Foreground::take_if_terminal();
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
@@ -133,6 +143,9 @@ fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, Tra
             // Own process group: a Ctrl-C or a group signal to the tracer is not
             // duplicated by our forwarding, and the tree can be signalled whole.
             libc::setpgid(0, 0);
+            // The command's own user (the tracer keeps root). Before the
+            // death signal: a change of credentials clears it.
+            child_creds.drop_privileges()?;
             // If the tracer itself is killed, the command is told (SIGTERM)
             // rather than left running unobserved.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
@@ -151,6 +164,11 @@ fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, Tra
     })?;
     spawned.map_err(|source| TracerError::Spawn {
         cmd: command.join(" "),
+        as_user: if run_as.changes_user() {
+            format!(" as {}", run_as.describe())
+        } else {
+            String::new()
+        },
         source,
     })
 }
