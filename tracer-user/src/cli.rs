@@ -130,13 +130,21 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
-/// Options that shape the reports (shared by `record` and `report`).
+/// Options that shape the reports (shared by `record`, `report` and `daemon`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ReportFlags {
     /// Also certify non-zero exits of processes whose command line matches
     /// this regex (repeatable), however short-lived.
     #[arg(long, value_name = "REGEX")]
     pub watch: Vec<regex::Regex>,
+    /// Replace what matches REGEX (repeatable) by [REDACTED]: in command lines
+    /// (each argv element on its own; only the matched part), executable
+    /// paths, process names, open-file paths, and stderr last words.
+    /// `record` and `daemon` mask before anything is written, so the log, the
+    /// reports and the stderr summary never hold the secret; `report` masks
+    /// the reports it writes (the log it reads is left as it is).
+    #[arg(long, value_name = "REGEX")]
+    pub redact: Vec<String>,
 }
 
 impl ReportFlags {

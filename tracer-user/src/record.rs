@@ -16,7 +16,9 @@ use crate::{
     cli::{RecordArgs, ReportArgs},
     error::TracerError,
     eventlog::{self, ExitStatus, LogWriter},
-    fail_on, leaks, report,
+    fail_on, leaks,
+    redact::Redactor,
+    report,
     run_as::{RunAs, SudoEnv},
     session::{self, Session},
     supervise,
@@ -39,6 +41,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let log_path = args.output.join(EVENTS_FILE);
     // Usage errors first, before any hook is loaded.
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
+    let redactor = Redactor::new(&args.report.redact)?;
 
     let tracer_tgid = getpid().as_raw() as u32;
     let mut capture = capture::load(&LoadOptions {
@@ -60,6 +63,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         args.ring_buffer_size,
     );
     header.command_user = Some(run_as.describe());
+    redactor.header(&mut header);
     let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
         path: log_path.clone(),
         source,
@@ -71,9 +75,10 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         log::warn!("cannot become a child subreaper: {e}");
     }
     phase(t0, "log header written");
-    let spawned = spawn_adopted(&mut capture, &args.command, &run_as);
+    let spawned = spawn_adopted(&mut capture, &args.command, &run_as, &header.command);
     phase(t0, "command spawned");
     let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
+    session.redact_with(redactor);
     let child = match spawned {
         Ok(child) => child,
         Err(err) => {
@@ -124,10 +129,12 @@ pub const EXIT_TIMED_OUT: u8 = 124;
 
 /// Spawn CMD with the kernel adopting the tracer's next child, so the command
 /// is in scope from its first instruction: no event of it can be missed.
+/// `shown` is the command as errors may print it (redacted).
 fn spawn_adopted(
     capture: &mut Capture,
     command: &[String],
     run_as: &RunAs,
+    shown: &[String],
 ) -> Result<Child, TracerError> {
     let (program, rest) = command
         .split_first()
@@ -163,7 +170,7 @@ fn spawn_adopted(
         scope_all: 0,
     })?;
     spawned.map_err(|source| TracerError::Spawn {
-        cmd: command.join(" "),
+        cmd: shown.join(" "),
         as_user: if run_as.changes_user() {
             format!(" as {}", run_as.describe())
         } else {
@@ -220,7 +227,10 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
             .map(Path::to_path_buf)
             .unwrap_or_default(),
     };
-    render(&args.events, &out_dir, &args.report)?;
+    let redactor = Redactor::new(&args.report.redact)?;
+    let mut log = read_back(&args.events)?;
+    redactor.log(&mut log);
+    render_log(&log, &out_dir, &args.report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -251,6 +261,13 @@ fn render(
     out_dir: &Path,
     flags: &crate::cli::ReportFlags,
 ) -> Result<eventlog::EventLog, TracerError> {
+    let log = read_back(log_path)?;
+    render_log(&log, out_dir, flags)?;
+    Ok(log)
+}
+
+/// Read a log (or a daemon's series), warning when it was cut short.
+fn read_back(log_path: &Path) -> Result<eventlog::EventLog, TracerError> {
     let log = eventlog::read_series(log_path)?;
     if log.truncated {
         eprintln!(
@@ -258,7 +275,6 @@ fn render(
             log_path.display()
         );
     }
-    render_log(&log, out_dir, flags)?;
     Ok(log)
 }
 
