@@ -113,6 +113,14 @@ pub struct RecordArgs {
     /// Bytes of stderr kept per process as its "last words" (0 disables).
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,
+    /// Run the command as USER (a name or a numeric uid; `--user root` keeps
+    /// root). Default: under sudo, the user who ran sudo (SUDO_UID,
+    /// SUDO_GID); otherwise the tracer's own user. Only the tracer keeps its
+    /// privileges. The command gets the user's groups, and HOME, USER and
+    /// LOGNAME as `sudo -u` sets them; the rest of the environment is passed
+    /// on as given.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
     /// Skip a hook or one attach method, to exercise fallbacks (testing and
     /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
@@ -123,13 +131,21 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
-/// Options that shape the reports (shared by `record` and `report`).
+/// Options that shape the reports (shared by `record`, `report` and `daemon`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ReportFlags {
     /// Also certify non-zero exits of processes whose command line matches
     /// this regex (repeatable), however short-lived.
     #[arg(long, value_name = "REGEX")]
     pub watch: Vec<regex::Regex>,
+    /// Replace what matches REGEX (repeatable) by [REDACTED]: in command lines
+    /// (each argv element on its own; only the matched part), executable
+    /// paths, process names, open-file paths, and stderr last words.
+    /// `record` and `daemon` mask before anything is written, so the log, the
+    /// reports and the stderr summary never hold the secret; `report` masks
+    /// the reports it writes (the log it reads is left as it is).
+    #[arg(long, value_name = "REGEX")]
+    pub redact: Vec<String>,
 }
 
 impl ReportFlags {

@@ -22,6 +22,7 @@ use crate::{
     error::TracerError,
     eventlog::{self, Existing, Header, LogWriter, ProcKey, Task},
     record::{render_log, EVENTS_FILE},
+    redact::Redactor,
     session::{self, Session},
 };
 
@@ -29,6 +30,7 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     // First of all: a stop request during start-up is honoured, not fatal.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
+    let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
     let capture = capture::load(&LoadOptions {
         ring_buffer_bytes: args.ring_buffer_size,
@@ -54,11 +56,13 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         segment,
         ..session::header("daemon", Vec::new(), &capture, args.ring_buffer_size)
     };
+    redactor.header(&mut header);
     let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
         path: log_path.clone(),
         source,
     })?;
     let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
+    session.redact_with(redactor);
 
     let mut known = BTreeSet::new();
     match &scope {

@@ -21,8 +21,21 @@ pub enum TracerError {
     Load(String),
     #[error("required hook {hook} could not be attached: {detail}")]
     RequiredHook { hook: String, detail: String },
-    #[error("cannot run `{cmd}`: {source}")]
-    Spawn { cmd: String, source: std::io::Error },
+    #[error("cannot run `{cmd}`{as_user}: {source}")]
+    Spawn {
+        cmd: String,
+        /// ` as alice (uid 1000)` when the command was to run as another user.
+        as_user: String,
+        source: std::io::Error,
+    },
+    #[error("no such user: {0} (--user takes a user name or a numeric uid known to this system)")]
+    UnknownUser(String),
+    #[error("--redact pattern {which} of {of} is not a valid regex: {reason}")]
+    BadRedact {
+        which: usize,
+        of: usize,
+        reason: String,
+    },
     #[error("cannot write {path}: {source}")]
     Output {
         path: PathBuf,

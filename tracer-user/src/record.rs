@@ -16,7 +16,10 @@ use crate::{
     cli::{RecordArgs, ReportArgs},
     error::TracerError,
     eventlog::{self, ExitStatus, LogWriter},
-    fail_on, leaks, report,
+    fail_on, leaks,
+    redact::Redactor,
+    report,
+    run_as::{RunAs, SudoEnv},
     session::{self, Session},
     supervise,
     terminal::Foreground,
@@ -36,6 +39,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
 
     let log_path = args.output.join(EVENTS_FILE);
+    // Usage errors first, before any hook is loaded.
+    let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
+    let redactor = Redactor::new(&args.report.redact)?;
 
     let tracer_tgid = getpid().as_raw() as u32;
     let mut capture = capture::load(&LoadOptions {
@@ -50,12 +56,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         path: out_dir.clone(),
         source,
     })?;
-    let header = session::header(
+    let mut header = session::header(
         "record",
         args.command.clone(),
         &capture,
         args.ring_buffer_size,
     );
+    header.command_user = Some(run_as.describe());
+    redactor.header(&mut header);
     let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
         path: log_path.clone(),
         source,
@@ -67,9 +75,10 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         log::warn!("cannot become a child subreaper: {e}");
     }
     phase(t0, "log header written");
-    let spawned = spawn_adopted(&mut capture, &args.command);
+    let spawned = spawn_adopted(&mut capture, &args.command, &run_as, &header.command);
     phase(t0, "command spawned");
     let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
+    session.redact_with(redactor);
     let child = match spawned {
         Ok(child) => child,
         Err(err) => {
@@ -120,12 +129,20 @@ pub const EXIT_TIMED_OUT: u8 = 124;
 
 /// Spawn CMD with the kernel adopting the tracer's next child, so the command
 /// is in scope from its first instruction: no event of it can be missed.
-fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, TracerError> {
+/// `shown` is the command as errors may print it (redacted).
+fn spawn_adopted(
+    capture: &mut Capture,
+    command: &[String],
+    run_as: &RunAs,
+    shown: &[String],
+) -> Result<Child, TracerError> {
     let (program, rest) = command
         .split_first()
         .ok_or_else(|| TracerError::Other("no command given".into()))?;
     let mut cmd = Command::new(program);
     cmd.args(rest);
+    run_as.set_env(&mut cmd);
+    let child_creds = run_as.clone();
     let fg = Foreground::take_if_terminal();
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
@@ -133,6 +150,9 @@ fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, Tra
             // Own process group: a Ctrl-C or a group signal to the tracer is not
             // duplicated by our forwarding, and the tree can be signalled whole.
             libc::setpgid(0, 0);
+            // The command's own user (the tracer keeps root). Before the
+            // death signal: a change of credentials clears it.
+            child_creds.drop_privileges()?;
             // If the tracer itself is killed, the command is told (SIGTERM)
             // rather than left running unobserved.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
@@ -147,7 +167,12 @@ fn spawn_adopted(capture: &mut Capture, command: &[String]) -> Result<Child, Tra
     let spawned = cmd.spawn();
     capture.set_config(RuntimeConfig::default())?;
     spawned.map_err(|source| TracerError::Spawn {
-        cmd: command.join(" "),
+        cmd: shown.join(" "),
+        as_user: if run_as.changes_user() {
+            format!(" as {}", run_as.describe())
+        } else {
+            String::new()
+        },
         source,
     })
 }
@@ -199,7 +224,10 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
             .map(Path::to_path_buf)
             .unwrap_or_default(),
     };
-    render(&args.events, &out_dir, &args.report)?;
+    let redactor = Redactor::new(&args.report.redact)?;
+    let mut log = read_back(&args.events)?;
+    redactor.log(&mut log);
+    render_log(&log, &out_dir, &args.report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,6 +258,13 @@ fn render(
     out_dir: &Path,
     flags: &crate::cli::ReportFlags,
 ) -> Result<eventlog::EventLog, TracerError> {
+    let log = read_back(log_path)?;
+    render_log(&log, out_dir, flags)?;
+    Ok(log)
+}
+
+/// Read a log (or a daemon's series), warning when it was cut short.
+fn read_back(log_path: &Path) -> Result<eventlog::EventLog, TracerError> {
     let log = eventlog::read_series(log_path)?;
     if log.truncated {
         eprintln!(
@@ -237,7 +272,6 @@ fn render(
             log_path.display()
         );
     }
-    render_log(&log, out_dir, flags)?;
     Ok(log)
 }
 

@@ -27,6 +27,8 @@ pub struct Session {
     /// Processes of the run (forked in it, or existing in scope), and
     /// outside senders already named: neither needs its argv read.
     named: std::collections::HashSet<crate::eventlog::ProcKey>,
+    /// `--redact`: applied to every record on its way into the log.
+    redactor: crate::redact::Redactor,
 }
 
 impl Session {
@@ -46,7 +48,13 @@ impl Session {
             last_words: LastWordsStore::new(last_words_bytes),
             existing: Vec::new(),
             named: std::collections::HashSet::new(),
+            redactor: Default::default(),
         })
+    }
+
+    /// Mask `--redact` patterns in every record written from now on.
+    pub fn redact_with(&mut self, redactor: crate::redact::Redactor) {
+        self.redactor = redactor;
     }
 
     /// Wait up to `timeout` for events, then write all that are ready.
@@ -167,7 +175,8 @@ impl Session {
         self.capture.tracked()
     }
 
-    /// Snapshot every live process of the run into the log; returns it.
+    /// Snapshot every live process of the run into the log; returns it as
+    /// logged (redacted).
     pub fn log_snapshot(&mut self, reason: &str) -> Result<crate::snapshot::Snapshot, TracerError> {
         let pids: Vec<u32> = self.tracked()?.iter().map(|k| k.pid).collect();
         let snapshot = crate::snapshot::take(&pids);
@@ -180,7 +189,7 @@ impl Session {
         self.writer
             .flush()
             .map_err(|source| self.output_error(source))?;
-        Ok(snapshot)
+        Ok(self.redactor.snapshot_copy(&snapshot))
     }
 
     /// Log a leaked process, stamped now.
@@ -189,9 +198,11 @@ impl Session {
         self.write(&Record::Leak(leak))
     }
 
+    /// The one way records reach the log: redacted here.
     fn write(&mut self, rec: &Record) -> Result<(), TracerError> {
+        let rec = self.redactor.apply(rec);
         self.writer
-            .write(rec)
+            .write(&rec)
             .map_err(|source| TracerError::Output {
                 path: self.log_path.clone(),
                 source,
@@ -336,5 +347,7 @@ pub fn header(
         scope: None,
         segment: 0,
         pid_namespace: (capture.view.level > 0).then_some(capture.view),
+        command_user: None,
+        redactions: 0,
     }
 }

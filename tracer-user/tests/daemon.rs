@@ -180,3 +180,47 @@ fn cgroup_scope_follows_members() {
         .iter()
         .any(|e| matches!(e, Record::Signal(s) if s.sig == 15 && s.sender.pid != pid)));
 }
+
+/// `--redact`: the existing process's argv and everything after it are
+/// masked in every file the daemon writes.
+#[test]
+fn redact_masks_the_daemon_log_and_reports() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let sh = Command::new("sh")
+        .args([
+            "-c",
+            "read go; sh -c 'sleep 30 & kill -TERM $!; wait' sh \"$1\"; exit 0",
+            "sh",
+            "--token=hunter22",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = sh.id();
+    run_shell_under(
+        dir.path(),
+        &["--root-pid", &pid.to_string()],
+        &["--redact", r"hunter\d+"],
+        sh,
+    );
+    let log = read_series(dir.path()).unwrap();
+    assert_eq!(log.header.redactions, 1);
+    let existing = log.events.iter().find_map(|e| match e {
+        Record::Existing(x) if x.task.pid == pid => Some(x),
+        _ => None,
+    });
+    assert_eq!(
+        existing.expect("the shell, existing").argv.last().unwrap(),
+        "--token=[REDACTED]"
+    );
+    for f in std::fs::read_dir(dir.path()).unwrap() {
+        let f = f.unwrap().path();
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            !text.contains("hunter22"),
+            "{} holds the secret",
+            f.display()
+        );
+    }
+}

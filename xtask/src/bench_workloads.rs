@@ -111,6 +111,9 @@ impl Ctx {
             Tool::Tracer => {
                 let mut c = Command::new(&self.tracer);
                 c.arg("record").arg("--output").arg(dir);
+                // Like for like: the bare run is root's, so is the traced one
+                // (under `sudo -E`, tracer would otherwise drop to SUDO_UID).
+                c.args(["--user", "root"]);
                 if let Some(bytes) = ring {
                     c.arg("--ring-buffer-size").arg(bytes.to_string());
                 }

@@ -90,6 +90,13 @@ pub struct Header {
     /// host's (the tracer ran in a container's namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid_namespace: Option<PidNamespace>,
+    /// Record mode: the user the wrapped command ran as, e.g. `alice (uid 1000)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_user: Option<String>,
+    /// How many `--redact` patterns masked command lines and stderr text in
+    /// this log (never the patterns: they may be the secrets). 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redactions: u32,
 }
 
 /// A pid namespace: its depth (the host's is 0) and inode number, as
@@ -108,6 +115,10 @@ pub struct NsPid {
     /// The namespace: depth and inode number.
     pub level: u32,
     pub inum: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

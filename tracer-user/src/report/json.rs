@@ -42,6 +42,12 @@ pub struct Report {
 pub struct RunFacts {
     pub mode: String,
     pub command: Vec<String>,
+    /// The user the wrapped command ran as (record mode), e.g. `alice (uid 1000)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_user: Option<String>,
+    /// How many `--redact` patterns masked command lines and stderr text.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub redactions: u32,
     pub hostname: String,
     pub kernel: String,
     pub tracer_pid: u32,
@@ -145,6 +151,8 @@ pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
     let run = RunFacts {
         mode: h.mode.clone(),
         command: h.command.clone(),
+        command_user: h.command_user.clone(),
+        redactions: h.redactions,
         hostname: h.hostname.clone(),
         kernel: h.kernel.clone(),
         tracer_pid: h.tracer_pid,
@@ -195,6 +203,10 @@ pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
         analysis,
         snapshots,
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn type_name(r: &Record) -> &'static str {

@@ -130,14 +130,30 @@ fn run_line(r: &Report) -> String {
         )
     });
     format!(
-        "**Run:** {} {status} after {} · {} processes · {} mode · kernel {} · host {} · started {}{pid_ns}",
+        "**Run:** {} {status} after {} · {} processes · {} mode{} · kernel {} · host {} · started {}{}{pid_ns}",
         code(&cmd),
         w::duration(r.run.duration_ns),
         r.run.processes,
         r.run.mode,
+        r.run
+            .command_user
+            .as_ref()
+            .map_or(String::new(), |u| format!(" · ran as {u}")),
         r.run.kernel,
         r.run.hostname,
-        r.run.started_at
+        r.run.started_at,
+        redacted_note(r.run.redactions),
+    )
+}
+
+/// Tells a reader that `[REDACTED]` in the report is deliberate.
+fn redacted_note(patterns: u32) -> String {
+    if patterns == 0 {
+        return String::new();
+    }
+    format!(
+        " · secrets masked as [REDACTED] ({})",
+        w::plural(patterns as usize, "--redact pattern", "--redact patterns")
     )
 }
 

@@ -50,8 +50,15 @@ impl Recorded {
     }
 }
 
+/// The tracer binary, with the command kept as root: under `sudo cargo
+/// xtask test` the SUDO_* variables would otherwise make every recorded
+/// command run as the invoking user. Tests of that default set them again.
 pub fn tracer() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tracer"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tracer"));
+    for var in ["SUDO_UID", "SUDO_GID", "SUDO_USER"] {
+        c.env_remove(var);
+    }
+    c
 }
 
 /// `tracer record [extra...] -- cmd...` into a fresh directory.

@@ -61,6 +61,23 @@ pub fn run_facts(o: &mut String, r: &Report) {
         "command",
         &format!("<code>{}</code>", esc(&run.command.join(" "))),
     );
+    if let Some(u) = &run.command_user {
+        row(o, "user", &esc(u));
+    }
+    if run.redactions > 0 {
+        row(
+            o,
+            "redacted",
+            &esc(&format!(
+                "secrets masked as [REDACTED] ({})",
+                w::plural(
+                    run.redactions as usize,
+                    "--redact pattern",
+                    "--redact patterns"
+                )
+            )),
+        );
+    }
     if let Some(s) = &run.command_status {
         row(o, "ended", &esc(&w::status_phrase(s)));
     }

@@ -1,0 +1,695 @@
+//! `--redact REGEX`: keep secrets (tokens, passwords given on a command line
+//! or printed in an error) out of every output.
+//!
+//! Applied to each record before it is written to the log, so the log, the
+//! reports rendered from it and the stderr summary never hold the secret.
+//! What is masked: command lines (every argv element on its own, the
+//! executable path, the process name), stderr last words, and the paths of
+//! open files in leak records and snapshots. Only the matched part of a
+//! string is replaced by [`MASK`]: `--token=abc123` with `abc\d+` becomes
+//! `--token=[REDACTED]`. Numbers, times, signals and identities are never
+//! touched, so the analysis is the same with or without redaction.
+use std::borrow::Cow;
+
+use regex::Regex;
+
+use crate::{
+    error::TracerError,
+    eventlog::{
+        EventLog, Exec, Existing, Exit, Fork, Header, KillCall, LastWords, Leak, Oom, Record,
+        Signal, SnapshotTaken, Task,
+    },
+    snapshot::{FdEntry, FdKind, Holder, ProcSnapshot, Snapshot, ThreadSnapshot},
+};
+
+/// What a redacted match becomes.
+pub const MASK: &str = "[REDACTED]";
+
+/// The `--redact` patterns; without any, it changes nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Redactor {
+    patterns: Vec<Regex>,
+}
+
+impl Redactor {
+    /// Compile the patterns. An invalid one is named by its position, not
+    /// echoed: a pattern can be the secret itself.
+    pub fn new(patterns: &[String]) -> Result<Self, TracerError> {
+        let patterns = patterns
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                Regex::new(p).map_err(|e| TracerError::BadRedact {
+                    which: i + 1,
+                    of: patterns.len(),
+                    reason: reason(&e),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { patterns })
+    }
+
+    pub fn is_active(&self) -> bool {
+        !self.patterns.is_empty()
+    }
+
+    /// How many patterns there are (recorded in the log header).
+    pub fn count(&self) -> u32 {
+        self.patterns.len() as u32
+    }
+
+    /// `s` with every non-empty match of any pattern replaced by [`MASK`].
+    /// Matches are found in the original text (never in a mask already put
+    /// in), and overlapping or touching matches become one mask.
+    pub fn text<'a>(&self, s: &'a str) -> Cow<'a, str> {
+        let mut spans: Vec<(usize, usize)> = self
+            .patterns
+            .iter()
+            .flat_map(|re| re.find_iter(s))
+            .filter(|m| !m.is_empty())
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        if spans.is_empty() {
+            return Cow::Borrowed(s);
+        }
+        spans.sort_unstable();
+        let mut out = String::with_capacity(s.len());
+        let mut done = 0;
+        let mut i = 0;
+        while i < spans.len() {
+            let (start, mut end) = spans[i];
+            i += 1;
+            while i < spans.len() && spans[i].0 <= end {
+                end = end.max(spans[i].1);
+                i += 1;
+            }
+            out.push_str(&s[done..start]);
+            out.push_str(MASK);
+            done = end;
+        }
+        out.push_str(&s[done..]);
+        Cow::Owned(out)
+    }
+
+    /// `rec` as it may be written: a copy only when something was masked.
+    pub fn apply<'a>(&self, rec: &'a Record) -> Cow<'a, Record> {
+        if !self.is_active() {
+            return Cow::Borrowed(rec);
+        }
+        let mut copy = rec.clone();
+        if self.record(&mut copy) {
+            Cow::Owned(copy)
+        } else {
+            Cow::Borrowed(rec)
+        }
+    }
+
+    /// Mask one record in place; true if anything changed.
+    ///
+    /// Every field is named on purpose: a field added to the schema does not
+    /// compile here until someone decides whether it can hold a secret.
+    pub fn record(&self, rec: &mut Record) -> bool {
+        if !self.is_active() {
+            return false;
+        }
+        match rec {
+            Record::Header(h) => self.header(h),
+            Record::Fork(Fork {
+                at: _,
+                parent,
+                child,
+                thread: _,
+                // Numbers only.
+                child_ns: _,
+            }) => self.task(parent) | self.task(child),
+            Record::Exec(Exec {
+                at: _,
+                task,
+                old_tid: _,
+                filename,
+                argv,
+                argv_truncated: _,
+            }) => self.task(task) | self.string(filename) | self.strings(argv),
+            Record::Exit(Exit {
+                at: _,
+                task,
+                exit_code: _,
+                status: _,
+                group_dead: _,
+            }) => self.task(task),
+            Record::Signal(Signal {
+                at: _,
+                sender,
+                target,
+                sig: _,
+                sig_name: _,
+                code: _,
+                code_name: _,
+                errno: _,
+                group: _,
+                result: _,
+                call: _,
+                sender_argv,
+            }) => {
+                self.task(sender)
+                    | self.task(target)
+                    | sender_argv.as_mut().is_some_and(|a| self.strings(a))
+            }
+            Record::KillCall(KillCall {
+                at: _,
+                sender,
+                syscall: _,
+                sig: _,
+                sig_name: _,
+                target_arg: _,
+                tid_arg: _,
+                ret: _,
+                errno: _,
+                call_id: _,
+                deliveries: _,
+            }) => self.task(sender),
+            // The memcg name and path are the cgroup's, not the process's.
+            Record::Oom(Oom {
+                at: _,
+                trigger,
+                victim_tid: _,
+                rss: _,
+                oom_score_adj: _,
+                memcg: _,
+            }) => self.task(trigger),
+            Record::LastWords(LastWords {
+                at: _,
+                task,
+                text,
+                bytes_total: _,
+                truncated: _,
+            }) => self.task(task) | self.string(text),
+            Record::Leak(Leak {
+                at: _,
+                task,
+                ppid: _,
+                pgid: _,
+                sid: _,
+                argv,
+                exe,
+                reparented: _,
+                detached: _,
+                fds,
+            }) => {
+                self.task(task)
+                    | self.strings(argv)
+                    | self.opt(exe)
+                    | fds.iter_mut().fold(false, |c, f| self.fd_line(f) | c)
+            }
+            Record::Snapshot(SnapshotTaken {
+                at: _,
+                reason: _,
+                snapshot,
+            }) => self.snapshot(snapshot),
+            Record::Existing(Existing {
+                at: _,
+                task,
+                ppid: _,
+                argv,
+                exe,
+                ns: _,
+            }) => self.task(task) | self.strings(argv) | self.opt(exe),
+            Record::Trailer(_) => false,
+        }
+    }
+
+    /// The wrapped command, and the count of patterns applied (added to any
+    /// already recorded: `tracer report --redact` on a redacted log).
+    pub fn header(&self, h: &mut Header) -> bool {
+        if !self.is_active() {
+            return false;
+        }
+        let Header {
+            schema: _,
+            tracer_version: _,
+            kernel: _,
+            hostname: _,
+            mode: _,
+            command,
+            tracer_pid: _,
+            started_at: _,
+            boot_to_wall_ns: _,
+            hooks: _,
+            ring_buffer_bytes: _,
+            argv_capture_bytes: _,
+            // What a daemon watches (a cgroup path), the user's name.
+            scope: _,
+            segment: _,
+            pid_namespace: _,
+            command_user: _,
+            redactions,
+        } = h;
+        self.strings(command);
+        *redactions += self.count();
+        true
+    }
+
+    /// A whole log read back (`tracer report --redact`).
+    pub fn log(&self, log: &mut EventLog) {
+        if !self.is_active() {
+            return;
+        }
+        self.header(&mut log.header);
+        for rec in &mut log.events {
+            self.record(rec);
+        }
+    }
+
+    /// Mask a snapshot's processes; its findings quote their command lines
+    /// and fd targets (possibly cut short, where a regex could no longer
+    /// match), so they are derived again from the masked processes, exactly
+    /// as the capture derives them (`snapshot::analyze` is pure).
+    pub fn snapshot(&self, s: &mut Snapshot) -> bool {
+        let changed = s
+            .processes
+            .iter_mut()
+            .fold(false, |c, p| self.process(p) | c);
+        if changed {
+            s.findings = crate::snapshot::analyze(&s.processes);
+        }
+        changed
+    }
+
+    /// A copy of `s`, masked.
+    pub fn snapshot_copy(&self, s: &Snapshot) -> Snapshot {
+        let mut copy = s.clone();
+        self.snapshot(&mut copy);
+        copy
+    }
+
+    fn process(&self, p: &mut ProcSnapshot) -> bool {
+        let ProcSnapshot {
+            pid: _,
+            start_ns: _,
+            ppid: _,
+            pgid: _,
+            sid: _,
+            comm,
+            argv,
+            exe,
+            state: _,
+            threads,
+            fds,
+            vanished: _,
+        } = p;
+        let mut changed = self.string(comm) | self.strings(argv) | self.opt(exe);
+        for t in threads {
+            // The rest is the kernel's: states, wait channels, stack frames.
+            let ThreadSnapshot {
+                tid: _,
+                comm,
+                state: _,
+                wchan: _,
+                stack: _,
+                syscall: _,
+            } = t;
+            changed |= self.string(comm);
+        }
+        for f in fds {
+            changed |= self.fd(f);
+        }
+        changed
+    }
+
+    fn fd(&self, f: &mut FdEntry) -> bool {
+        let FdEntry {
+            fd: _,
+            target,
+            access: _,
+            kind,
+        } = f;
+        self.string(target)
+            | match kind {
+                FdKind::File { path } => self.string(path),
+                FdKind::Pipe { inode: _, holders } => self.holders(holders),
+                FdKind::Unix {
+                    inode: _,
+                    sock_type: _,
+                    name,
+                    peer: _,
+                    peer_holders,
+                } => self.opt(name) | self.holders(peer_holders),
+                // Addresses and ports are the network's, not secrets of argv.
+                FdKind::Inet {
+                    inode: _,
+                    proto: _,
+                    local: _,
+                    remote: _,
+                    state: _,
+                    peer: _,
+                    peer_holders,
+                } => self.holders(peer_holders),
+                FdKind::Anon { name } => self.string(name),
+                FdKind::Socket { inode: _ } | FdKind::Other => false,
+            }
+    }
+
+    fn holders(&self, hs: &mut [Holder]) -> bool {
+        hs.iter_mut().fold(false, |c, h| {
+            let Holder {
+                pid: _,
+                comm,
+                fd: _,
+                access: _,
+            } = h;
+            self.string(comm) | c
+        })
+    }
+
+    /// A leak's `"N: target"`: the fd number stays.
+    fn fd_line(&self, line: &mut String) -> bool {
+        match line.split_once(": ") {
+            Some((n, target)) => match self.text(target) {
+                Cow::Owned(t) => {
+                    *line = format!("{n}: {t}");
+                    true
+                }
+                Cow::Borrowed(_) => false,
+            },
+            None => self.string(line),
+        }
+    }
+
+    fn task(&self, t: &mut Task) -> bool {
+        self.opt(&mut t.comm)
+    }
+
+    fn opt(&self, s: &mut Option<String>) -> bool {
+        s.as_mut().is_some_and(|s| self.string(s))
+    }
+
+    fn strings(&self, v: &mut [String]) -> bool {
+        v.iter_mut().fold(false, |c, s| self.string(s) | c)
+    }
+
+    fn string(&self, s: &mut String) -> bool {
+        match self.text(s) {
+            Cow::Owned(t) => {
+                *s = t;
+                true
+            }
+            Cow::Borrowed(_) => false,
+        }
+    }
+}
+
+/// The regex crate's complaint, on one line and without the pattern.
+fn reason(e: &regex::Error) -> String {
+    match e {
+        regex::Error::Syntax(text) => text
+            .lines()
+            .rev()
+            .find_map(|l| l.trim().strip_prefix("error: "))
+            .unwrap_or("syntax error")
+            .to_string(),
+        regex::Error::CompiledTooBig(limit) => {
+            format!("it compiles to more than {limit} bytes")
+        }
+        _ => "not a valid regex".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::{
+        eventlog::{read_log, Stamp},
+        report::{build_report, render_json, ReportOptions},
+        snapshot::SyscallState,
+    };
+
+    fn redactor(patterns: &[&str]) -> Redactor {
+        Redactor::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    fn task(comm: &str) -> Task {
+        Task {
+            pid: 10,
+            tid: 10,
+            start: 1,
+            comm: Some(comm.into()),
+        }
+    }
+
+    #[test]
+    fn only_the_matched_part_is_masked() {
+        let r = redactor(&[r"abc\d+"]);
+        assert_eq!(r.text("--token=abc123"), "--token=[REDACTED]");
+        assert_eq!(r.text("abc1 and abc22"), "[REDACTED] and [REDACTED]");
+        assert!(matches!(r.text("no secret here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn overlapping_and_touching_matches_become_one_mask() {
+        let r = redactor(&["hunter", "ter22", "22x"]);
+        assert_eq!(r.text("pw=hunter22x!"), "pw=[REDACTED]!");
+        let r = redactor(&["ab", "cd"]);
+        assert_eq!(r.text("abcd ab-cd"), "[REDACTED] [REDACTED]-[REDACTED]");
+    }
+
+    #[test]
+    fn masks_are_never_matched_again_and_empty_matches_change_nothing() {
+        // A pattern that would match the mask itself is only applied to the
+        // original text.
+        let r = redactor(&["secret", r"RED\w*"]);
+        assert_eq!(r.text("a secret"), "a [REDACTED]");
+        let r = redactor(&["x*", "^"]);
+        assert!(matches!(r.text("abc"), Cow::Borrowed("abc")));
+    }
+
+    #[test]
+    fn replacement_text_is_literal() {
+        let r = redactor(&[r"(?P<k>key)=\w+"]);
+        assert_eq!(r.text("key=v $k"), "[REDACTED] $k");
+    }
+
+    #[test]
+    fn invalid_pattern_is_one_line_without_the_pattern() {
+        let e = Redactor::new(&["ok".into(), "hunter(22".into()]).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(
+            e,
+            TracerError::BadRedact {
+                which: 2,
+                of: 2,
+                ..
+            }
+        ));
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+        assert!(!msg.contains("hunter"), "{msg}");
+        assert!(msg.contains("unclosed group"), "{msg}");
+    }
+
+    #[test]
+    fn no_patterns_change_nothing() {
+        let r = Redactor::default();
+        let rec = Record::LastWords(LastWords {
+            at: Stamp::default(),
+            task: task("sh"),
+            text: "hunter22".into(),
+            bytes_total: 8,
+            truncated: false,
+        });
+        assert!(matches!(r.apply(&rec), Cow::Borrowed(_)));
+        let mut h = header();
+        assert!(!r.header(&mut h));
+        assert_eq!(h.redactions, 0);
+    }
+
+    fn header() -> Header {
+        Header {
+            schema: 1,
+            tracer_version: "0".into(),
+            kernel: "k".into(),
+            hostname: "h".into(),
+            mode: "record".into(),
+            command: vec!["deploy".into(), "--password=hunter22".into()],
+            tracer_pid: 1,
+            started_at: String::new(),
+            boot_to_wall_ns: 0,
+            hooks: Vec::new(),
+            ring_buffer_bytes: 0,
+            argv_capture_bytes: 0,
+            scope: None,
+            segment: 0,
+            pid_namespace: None,
+            command_user: Some("hunter (uid 1000)".into()),
+            redactions: 0,
+        }
+    }
+
+    #[test]
+    fn header_command_is_masked_and_patterns_counted() {
+        let r = redactor(&[r"hunter\d+", "nothing"]);
+        let mut h = header();
+        assert!(r.header(&mut h));
+        assert_eq!(h.command, ["deploy", "--password=[REDACTED]"]);
+        assert_eq!(h.redactions, 2);
+        // A re-render with more patterns adds to the count; the user's name
+        // is not a command line.
+        r.header(&mut h);
+        assert_eq!(h.redactions, 4);
+        assert_eq!(h.command_user.as_deref(), Some("hunter (uid 1000)"));
+    }
+
+    #[test]
+    fn every_command_line_and_stderr_field_is_masked() {
+        let r = redactor(&[r"hunter\d+"]);
+        let secret = |s: &str| s.replace("S", "hunter22");
+        let mut recs = vec![
+            Record::Exec(Exec {
+                at: Stamp::default(),
+                task: task(&secret("S")),
+                old_tid: None,
+                filename: secret("/bin/S"),
+                argv: vec!["tool".into(), secret("--pw=S")],
+                argv_truncated: false,
+            }),
+            Record::Signal(Signal {
+                at: Stamp::default(),
+                sender: task("kill"),
+                target: task("sh"),
+                sig: 9,
+                sig_name: "SIGKILL".into(),
+                code: 0,
+                code_name: "SI_USER".into(),
+                errno: 0,
+                group: true,
+                result: "delivered".into(),
+                call: None,
+                sender_argv: Some(vec!["kill".into(), secret("S")]),
+            }),
+            Record::LastWords(LastWords {
+                at: Stamp::default(),
+                task: task("sh"),
+                text: secret("error: bad password S\n"),
+                bytes_total: 30,
+                truncated: false,
+            }),
+            Record::Leak(Leak {
+                at: Stamp::default(),
+                task: task("sleep"),
+                ppid: 1,
+                pgid: 1,
+                sid: 1,
+                argv: vec!["sleep".into(), secret("S")],
+                exe: Some(secret("/opt/S/sleep")),
+                reparented: true,
+                detached: false,
+                fds: vec!["0: /dev/null".into(), secret("3: /tmp/S.txt")],
+            }),
+            Record::Existing(Existing {
+                at: Stamp::default(),
+                task: task("daemon"),
+                ppid: 1,
+                argv: vec![secret("--key=S")],
+                exe: None,
+                ns: None,
+            }),
+        ];
+        for rec in &mut recs {
+            let before = rec.clone();
+            assert!(r.record(rec), "{before:?}");
+            let json = serde_json::to_string(rec).unwrap();
+            assert!(!json.contains("hunter22"), "{json}");
+            assert!(json.contains(MASK), "{json}");
+        }
+        let Record::Exec(e) = &recs[0] else { panic!() };
+        assert_eq!(e.argv, ["tool", "--pw=[REDACTED]"]);
+        assert_eq!(e.filename, "/bin/[REDACTED]");
+        let Record::Leak(l) = &recs[3] else { panic!() };
+        assert_eq!(l.fds, ["0: /dev/null", "3: /tmp/[REDACTED].txt"]);
+    }
+
+    fn orphan(argv: &[&str]) -> ProcSnapshot {
+        ProcSnapshot {
+            pid: 50,
+            start_ns: 1,
+            ppid: 1,
+            pgid: 50,
+            sid: 50,
+            comm: "sleep".into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            exe: Some("/usr/bin/sleep".into()),
+            state: 'S',
+            threads: vec![ThreadSnapshot {
+                tid: 50,
+                comm: "sleep".into(),
+                state: 'S',
+                wchan: Some("hrtimer_nanosleep".into()),
+                stack: Vec::new(),
+                syscall: SyscallState::Unknown,
+            }],
+            fds: vec![FdEntry {
+                fd: 3,
+                target: "/tmp/hunter22".into(),
+                access: None,
+                kind: FdKind::File {
+                    path: "/tmp/hunter22".into(),
+                },
+            }],
+            vanished: false,
+        }
+    }
+
+    #[test]
+    fn snapshot_findings_are_derived_again_from_masked_processes() {
+        // The argv is long: the finding quotes it cut at 120 characters, in
+        // the middle of the secret, where the regex can no longer match it.
+        let pad = "x".repeat(109);
+        let argv = ["sleep", pad.as_str(), "hunter22"];
+        let processes = vec![orphan(&argv)];
+        let mut s = Snapshot {
+            findings: crate::snapshot::analyze(&processes),
+            processes,
+            notes: Vec::new(),
+        };
+        let cut = &s.findings[0].detail;
+        assert!(
+            cut.contains("hunt...") && !cut.contains("hunter22"),
+            "{cut}"
+        );
+        let r = redactor(&[r"hunter\d+"]);
+        let copy = r.snapshot_copy(&s);
+        assert!(r.snapshot(&mut s));
+        assert_eq!(copy, s);
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(!json.contains("hunt"), "{json}");
+        assert_eq!(s.findings.len(), 1);
+        assert_eq!(s.findings[0].kind, crate::snapshot::ORPHANED);
+        assert_eq!(s.processes[0].fds[0].target, "/tmp/[REDACTED]");
+    }
+
+    #[test]
+    fn a_redacted_fixture_gives_the_same_analysis() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed000_group_kill.ndjson");
+        let log = read_log(&path).unwrap();
+        let mut masked = read_log(&path).unwrap();
+        redactor(&[r"worker\.js", "vitest"]).log(&mut masked);
+        let text = serde_json::to_string(&masked.events).unwrap();
+        assert!(!text.contains("worker.js") && !text.contains("vitest"));
+        let opts = ReportOptions::default();
+        let (a, b) = (build_report(&log, &opts), build_report(&masked, &opts));
+        assert_eq!(masked.header.redactions, 2);
+        assert_eq!(b.run.command, ["npx", "[REDACTED]", "run"]);
+        assert_eq!(a.analysis.counts, b.analysis.counts);
+        let victims = |r: &crate::report::Report| -> Vec<(u32, String)> {
+            r.analysis
+                .certificates
+                .iter()
+                .map(|c| (c.victim.process.pid, format!("{:?}", c.cause)))
+                .collect()
+        };
+        assert_eq!(victims(&a), victims(&b));
+        let json = render_json(&b);
+        assert!(!json.contains("worker.js") && json.contains(MASK));
+    }
+}
