@@ -26,6 +26,7 @@ pub const CORE_TESTS: &[&str] = &[
     "errors",
     "leaks",
     "last_words",
+    "pidns",
 ];
 pub const DEFAULT_KERNELS: &[&str] = &["5.10", "6.1", "6.12"];
 
