@@ -7,7 +7,7 @@ use std::{
     process::{Child, Command, ExitCode},
 };
 
-use nix::unistd::getpid;
+use nix::unistd::{getpid, Gid, Uid};
 use signal_hook::iterator::{exfiltrator::WithOrigin, SignalsInfo};
 use tracer_common::RuntimeConfig;
 
@@ -52,6 +52,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     })?;
     phase(t0, "loaded and attached");
     let out_dir = &args.output;
+    let created_dir = !out_dir.exists();
     fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
         path: out_dir.clone(),
         source,
@@ -113,6 +114,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     // Reports are rendered from the log on disk, exactly as `tracer report`
     // would: the two can never disagree.
     let log = render(&log_path, out_dir, &args.report)?;
+    if let Some(owner) = run_as.owner() {
+        hand_over(out_dir, created_dir, owner);
+    }
     phase(t0, "reports written");
     let met = fail_on_met(&args.fail_on, &log, &args.report);
     let code = match (outcome.timed_out, passthrough_code(&command_status)) {
@@ -122,6 +126,19 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         (false, code) => code,
     };
     Ok(ExitCode::from(code))
+}
+
+/// Under sudo the report belongs to the user whose run it is, so they can
+/// read, upload and delete it: the files tracer wrote, and the directory if
+/// tracer created it (an existing one keeps its owner). Best effort.
+fn hand_over(out_dir: &Path, created_dir: bool, (uid, gid): (Uid, Gid)) {
+    let files = [EVENTS_FILE, "report.json", "report.md", "report.html"];
+    let dir = created_dir.then_some(out_dir.to_path_buf());
+    for path in files.iter().map(|f| out_dir.join(f)).chain(dir) {
+        if let Err(e) = std::os::unix::fs::chown(&path, Some(uid.as_raw()), Some(gid.as_raw())) {
+            log::warn!("cannot hand {} over to uid {uid}: {e}", path.display());
+        }
+    }
 }
 
 /// `--timeout` expired (the convention of timeout(1)).

@@ -97,6 +97,12 @@ impl RunAs {
         }
     }
 
+    /// The user and group that take the output over, when the command runs
+    /// as another user than the tracer.
+    pub fn owner(&self) -> Option<(Uid, Gid)> {
+        self.change.as_ref().map(|c| (self.uid, c.gid))
+    }
+
     /// Whether the command runs with other credentials than the tracer.
     pub fn changes_user(&self) -> bool {
         self.change.is_some()

@@ -95,6 +95,14 @@ fn under_sudo_the_command_runs_as_the_invoking_user() {
         r.log.header.command_user,
         Some(format!("nobody (uid {})", n.uid))
     );
+    // The report is handed to the user whose run it is; the directory the
+    // test made keeps its owner.
+    use std::os::unix::fs::MetadataExt;
+    for f in ["events.ndjson", "report.json", "report.md", "report.html"] {
+        let m = std::fs::metadata(r.path(f)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (n.uid.as_raw(), n.gid.as_raw()), "{f}");
+    }
+    assert_eq!(std::fs::metadata(r.dir.path()).unwrap().uid(), 0);
 }
 
 #[test]
