@@ -202,8 +202,15 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
             .map(Path::to_path_buf)
             .unwrap_or_default(),
     };
-    render(&args.events, &out_dir, &args.report)?;
-    Ok(ExitCode::SUCCESS)
+    let log = render(&args.events, &out_dir, &args.report)?;
+    if log.header.mode == "daemon" {
+        fail_on::daemon_supports(&args.fail_on).map_err(TracerError::Other)?;
+    }
+    if fail_on_met(&args.fail_on, &log, &args.report).is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
+    }
 }
 
 /// The `--fail-on` conditions this run met, announced on stderr.
