@@ -196,6 +196,8 @@ pub fn passthrough_code(status: &ExitStatus) -> u8 {
 pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     let out_dir: PathBuf = match &args.output {
         Some(dir) => dir.clone(),
+        // A daemon's directory holds its own reports.
+        None if args.events.is_dir() => args.events.clone(),
         None => args
             .events
             .parent()

@@ -98,3 +98,19 @@ fn report_fail_on_a_daemon_log_refuses_what_it_cannot_judge() {
         );
     }
 }
+
+/// `tracer report DIR` with no --output writes into DIR itself (a daemon's
+/// directory), not beside it.
+#[test]
+fn report_of_a_directory_renders_into_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("daemon-out");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(fixture("daemon.ndjson"), dir.join("events.ndjson")).unwrap();
+    let out = tracer().arg("report").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", no_panic(&out));
+    for f in ["report.json", "report.md", "report.html"] {
+        assert!(dir.join(f).is_file(), "{f} in the directory");
+        assert!(!tmp.path().join(f).exists(), "{f} not beside it");
+    }
+}
