@@ -50,7 +50,8 @@ else
         fi
         sleep 0.1
     done
-    cat "$state/daemon.log" >&2
+    # What it said since daemon-start.sh showed its first line: the summary.
+    sed '1,/^tracer: daemon watching/d' "$state/daemon.log" >&2
 fi
 rc=$(cat "$state/rc")
 [ "$rc" = 0 ] || ci_log "the daemon exited with status $rc (its log is above)"

@@ -29,6 +29,7 @@ import argparse
 import ctypes
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -234,6 +235,13 @@ class Job:
         self.files = os.path.join(workdir, "files")
         os.makedirs(self.files)
         self.env = dict(runner.base_env)
+        if runner.user:
+            for d in (workdir, self.temp, self.workspace, self.files):
+                os.chown(d, runner.user.pw_uid, runner.user.pw_gid)
+            self.env.update(
+                {"HOME": runner.user.pw_dir, "USER": runner.user.pw_name,
+                 "LOGNAME": runner.user.pw_name}
+            )
         self.env.update(
             {
                 "GITHUB_ACTIONS": "true",
@@ -322,11 +330,13 @@ class Job:
         n = self.counter
         files = {k: os.path.join(self.files, f"{k.lower()}-{n}") for k in
                  ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STEP_SUMMARY")}
-        for f in files.values():
-            open(f, "w").close()
         path = os.path.join(self.temp, f"step-{n}.sh")
         with open(path, "w") as f:
             f.write(script)
+        for f in list(files.values()) + [path]:
+            open(f, "a").close()
+            if self.runner.user:
+                os.chown(f, self.runner.user.pw_uid, self.runner.user.pw_gid)
         env = dict(self.env)
         env["PATH"] = os.pathsep.join(self.paths + [self.env.get("PATH", "")])
         env.update(files)
@@ -341,6 +351,7 @@ class Job:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             text=True,
+            preexec_fn=self.runner.become_user,
         )
         for line in proc.stdout:
             sys.stdout.write(line)
@@ -400,10 +411,14 @@ class Job:
                 print(f"download-artifact: no artifact named {with_['name']}")
                 return False, 1, {}
             shutil.copytree(src, dest, dirs_exist_ok=True)
-            # Artifacts keep no file modes.
-            for root, _, names in os.walk(dest):
+            # Artifacts keep no file modes; the job's user owns what it downloads.
+            for root, dirs, names in os.walk(dest):
                 for n in names:
                     os.chmod(os.path.join(root, n), 0o644)
+                if self.runner.user:
+                    for n in dirs + names + [""]:
+                        os.chown(os.path.join(root, n), self.runner.user.pw_uid,
+                                 self.runner.user.pw_gid)
             return True, 0, {"download-path": dest}
         raise ValueError(f"no stand-in for `uses: {ref}`")
 
@@ -446,10 +461,19 @@ class Runner:
         self.work = os.path.abspath(args.work)
         self.artifacts = os.path.join(self.work, "artifacts")
         os.makedirs(self.artifacts, exist_ok=True)
+        # Steps run as this user (GitHub's hosted runners: `runner`, with
+        # passwordless sudo); the stand-in itself stays root.
+        self.user = pwd.getpwnam(args.user) if args.user else None
         self.base_env = dict(os.environ)
         for k in args.env:
             key, _, val = k.partition("=")
             self.base_env[key] = val
+
+    def become_user(self):
+        if self.user:
+            os.setgid(self.user.pw_gid)
+            os.initgroups(self.user.pw_name, self.user.pw_gid)
+            os.setuid(self.user.pw_uid)
 
     def order(self, wanted):
         jobs = self.workflow["jobs"]
@@ -500,6 +524,7 @@ def main():
     p.add_argument("--work", required=True, help="directory for workspaces and artifacts")
     p.add_argument("--result", required=True)
     p.add_argument("--as-runner-worker", action="store_true")
+    p.add_argument("--user", help="run the steps as this user")
     args = p.parse_args()
     if args.as_runner_worker:
         # PR_SET_NAME: /proc/PID/comm, which daemon-start.sh's `job` scope reads.

@@ -27,6 +27,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -176,7 +177,7 @@ def as_script(lines):
 def run_script(lines, env, cwd, label):
     body = "set -eo pipefail\n" + "".join(
         # GitLab echoes each line before it runs it.
-        f"printf '%s\\n' {json.dumps('$ ' + line)}\n{line}\n" for line in lines
+        f"printf '%s\\n' {shlex.quote('$ ' + line)}\n{line}\n" for line in lines
     )
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False, dir=cwd) as f:
         f.write(body)

@@ -7,10 +7,13 @@ use anyhow::{Context, Result};
 use crate::{cmd, privilege};
 
 /// (program the tests run, Debian package that provides it)
-const NEEDED: [(&str, &str); 3] = [
+const NEEDED: [(&str, &str); 6] = [
     ("chromium", "chromium"), // report.html checked in headless Chromium (/usr/bin/chromium)
     ("pkill", "procps"),      // the `pkill -f` scenario
-    ("python3", "python3"),   // hang and snapshot scenarios
+    ("python3", "python3"),   // hang and snapshot scenarios; the ci/ tests' venv
+    ("jq", "jq"),             // ci/ scripts and their end-to-end test
+    ("sudo", "sudo"),         // ci/ end-to-end: a runner user with sudo, as on GitHub
+    ("setpriv", "util-linux"), // ci/ tracer-record runs the command as its caller
 ];
 
 fn on_path(program: &str) -> bool {

@@ -102,10 +102,7 @@ fn record(m: &mut Model, rec: &Record) {
             // the tracer's own): under `daemon --all` that is how a process
             // started before the daemon, which never execs or exits while
             // watched (the job's shell), is known to be watched.
-            m.procs
-                .get_mut(&parent)
-                .expect("registered")
-                .lifecycle_seen = true;
+            m.procs.get_mut(&parent).expect("registered").lifecycle_seen = true;
             if f.thread {
                 let key = see(m, &f.child, f.at.t);
                 let p = m.procs.get_mut(&key).expect("registered");
