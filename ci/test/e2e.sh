@@ -207,6 +207,20 @@ EOF
     done
     jq -e '.log.warnings == []' "$(jq -r '."test-daemon".project_dir' "$result")/tracer-report/report.json" \
         >/dev/null || fail "gitlab test-daemon: the log is incomplete"
+
+    # Once more without a checkout: the template clones TRACER_REPO_URL
+    # (this repository's committed HEAD) into .tracer and runs its scripts.
+    result=$work/gitlab-clone.json
+    "$python" "$repo/ci/test/glci.py" --pipeline "$repo/ci/gitlab/example.gitlab-ci.yml" --root "$repo" \
+        --work "$work/gitlab" --result "$result" --job test \
+        --var "TRACER_REPO_URL=file://$repo" --var "TRACER_BINARY=$tracer" \
+        --substitute "make test=sh $repo/ci/test/workload.sh"
+    dir=$(jq -r .test.project_dir "$result")
+    [ -x "$dir/.tracer/ci/scripts/install.sh" ] || fail "gitlab clone: no checkout in .tracer"
+    [ "$(jq -r .test.script_exit "$result")" = 86 ] || fail "gitlab clone: script should exit 86"
+    jq -e '.test.artifact_problems == []' "$result" >/dev/null || fail "gitlab clone: artifacts"
+    check_report "$dir/tracer-report" record
+    pass "gitlab test, scripts cloned from TRACER_REPO_URL: the same report"
 }
 
 section_kubernetes() {
