@@ -164,6 +164,11 @@ pub struct ReportArgs {
     /// Directory for the reports (default: the log's directory).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Exit 86 if any of these happened, as `record --fail-on` would:
+    /// foreign-signal, leak, oom, unexpected-death (comma-separated). A
+    /// daemon's log supports oom and unexpected-death only.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
+    pub fail_on: Vec<crate::fail_on::Condition>,
     #[command(flatten)]
     pub report: ReportFlags,
 }

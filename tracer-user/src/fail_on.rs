@@ -61,6 +61,25 @@ impl Condition {
     }
 }
 
+/// A daemon's log has no boundary a leak or a foreign signal could be
+/// measured against: it has no leak records (every process still running
+/// when it stopped would count), and the signal that stops it comes from the
+/// watched processes themselves (the CI step that stops it).
+pub fn daemon_supports(conditions: &[Condition]) -> Result<(), String> {
+    match conditions
+        .iter()
+        .find(|c| matches!(c, Condition::Leak | Condition::ForeignSignal))
+    {
+        Some(c) => Err(format!(
+            "--fail-on {} is not supported for a daemon's log (use oom or unexpected-death, \
+             or `tracer record --fail-on {}` around the command)",
+            c.name(),
+            c.name()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The conditions met, with counts, in the order asked.
 pub fn met(conditions: &[Condition], log: &EventLog, a: &Analysis) -> Vec<(Condition, usize)> {
     conditions

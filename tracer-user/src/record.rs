@@ -235,6 +235,8 @@ pub fn passthrough_code(status: &ExitStatus) -> u8 {
 pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     let out_dir: PathBuf = match &args.output {
         Some(dir) => dir.clone(),
+        // A daemon's directory holds its own reports.
+        None if args.events.is_dir() => args.events.clone(),
         None => args
             .events
             .parent()
@@ -244,8 +246,15 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     let redactor = Redactor::new(&args.report.redact)?;
     let mut log = read_back(&args.events)?;
     redactor.log(&mut log);
+    if log.header.mode == "daemon" {
+        fail_on::daemon_supports(&args.fail_on).map_err(TracerError::Other)?;
+    }
     render_log(&log, &out_dir, &args.report)?;
-    Ok(ExitCode::SUCCESS)
+    if fail_on_met(&args.fail_on, &log, &args.report).is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
+    }
 }
 
 /// The `--fail-on` conditions this run met, announced on stderr.

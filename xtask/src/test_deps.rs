@@ -7,16 +7,29 @@ use anyhow::{Context, Result};
 use crate::{cmd, privilege};
 
 /// (program the tests run, Debian package that provides it)
-const NEEDED: [(&str, &str); 3] = [
+const NEEDED: [(&str, &str); 7] = [
     ("chromium", "chromium"), // report.html checked in headless Chromium (/usr/bin/chromium)
     ("pkill", "procps"),      // the `pkill -f` scenario
     ("python3", "python3"),   // hang and snapshot scenarios
+    ("python3 -m venv", "python3-venv"), // the ci/ tests' venv of pinned lint tools
+    ("jq", "jq"),             // ci/ scripts and their end-to-end test
+    ("sudo", "sudo"),         // ci/ end-to-end: a runner user with sudo, as on GitHub
+    ("setpriv", "util-linux"), // ci/ tracer-record runs the command as its caller
 ];
 
 fn on_path(program: &str) -> bool {
     // The Chromium test runs /usr/bin/chromium itself.
     if program == "chromium" {
         return Path::new("/usr/bin/chromium").exists();
+    }
+    // Debian's python3 makes venvs only with python3-venv (ensurepip).
+    if program == "python3 -m venv" {
+        return Command::new("python3")
+            .args(["-c", "import ensurepip, venv"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
     }
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))

@@ -256,3 +256,20 @@ fn real_leak_is_traced_to_its_spawner_and_its_removal_named() {
         c.headline
     );
 }
+
+/// `daemon --all`: the shell that runs the job started before the daemon and
+/// neither execs nor exits while watched; only its forks show it was watched.
+/// What it spawns is in the run all the same (the CI pod sidecar's case).
+#[test]
+fn real_daemon_all_counts_children_of_a_process_older_than_the_daemon() {
+    let a = real("real_daemon_all.ndjson");
+    let un = only(&a, Rank::Unexpected);
+    assert_eq!(un.len(), 1, "{:?}", a.certificates);
+    assert_eq!(un[0].victim.process.pid, 2945);
+    assert_eq!(
+        un[0].killer.as_ref().unwrap().relation,
+        Relation::Sibling,
+        "{}",
+        un[0].headline
+    );
+}

@@ -98,6 +98,11 @@ fn record(m: &mut Model, rec: &Record) {
         Record::Fork(f) => {
             let parent = see(m, &f.parent, f.at.t);
             active(m, parent, f.at.t);
+            // The kernel side logs a fork only from a process it tracks (or
+            // the tracer's own): under `daemon --all` that is how a process
+            // started before the daemon, which never execs or exits while
+            // watched (the job's shell), is known to be watched.
+            m.procs.get_mut(&parent).expect("registered").lifecycle_seen = true;
             if f.thread {
                 let key = see(m, &f.child, f.at.t);
                 let p = m.procs.get_mut(&key).expect("registered");

@@ -65,7 +65,7 @@ pub struct Process {
     pub threads: BTreeMap<u32, ThreadSpan>,
     pub thread_exits: Vec<ThreadExit>,
     pub end: Option<End>,
-    /// A fork (as child), exec or exit record was written for it: the
+    /// A fork (as either end), exec or exit record was written for it: the
     /// kernel side was tracking it, not merely naming it as a signal end.
     pub lifecycle_seen: bool,
     /// Part of the traced run (the root and its descendants).

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Stop the daemon daemon-start.sh started (SIGTERM: it writes its reports and
+# exits), wait until it has exited, and hand the reports to the caller.
+#
+#   daemon-stop.sh [--state DIR] [--stop-timeout SECONDS] [--fail-on LIST]
+#
+# Idempotent: a daemon already stopped is not signalled again, so a job can
+# stop it at the end of its script (with --fail-on, to fail the job) and again
+# in an always-run clean-up step. --fail-on (TRACER_FAIL_ON) takes the
+# conditions a daemon's log can judge: unexpected-death, oom; exit 86 when
+# one is met. TRACER_STOP_TIMEOUT (600 s) bounds the wait: a long job's
+# report takes a while to render.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+state=${TRACER_STATE_DIR:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/tracer-daemon}
+timeout=${TRACER_STOP_TIMEOUT:-600}
+fail_on=${TRACER_FAIL_ON:-}
+while [ $# -gt 0 ]; do
+    case $1 in
+    --state) state=$2; shift 2 ;;
+    --stop-timeout) timeout=$2; shift 2 ;;
+    --fail-on) fail_on=$2; shift 2 ;;
+    *) ci_die "daemon-stop.sh: unknown argument $1" ;;
+    esac
+done
+
+[ -f "$state/pid" ] || ci_die "no daemon was started with state in $state (no pid file)"
+pid=$(cat "$state/pid")
+output=$(cat "$state/output")
+
+if [ -f "$state/rc" ]; then
+    ci_log "the daemon (pid $pid) has already exited"
+    cat "$state/daemon.log" >&2
+else
+    # Signal only the process we started: the pid and its start time. If it
+    # is gone, the shell around it is writing its exit status right now.
+    if [ "$(proc_stat_field "$pid" 22)" = "$(cat "$state/start")" ]; then
+        ci_log "stopping the daemon (pid $pid)"
+        as_root kill -TERM "$pid"
+    fi
+    ticks=$((timeout * 10))
+    while [ ! -f "$state/rc" ]; do
+        ticks=$((ticks - 1))
+        if [ "$ticks" -le 0 ]; then
+            cat "$state/daemon.log" >&2
+            ci_die "the daemon (pid $pid) has not exited ${timeout}s after SIGTERM"
+        fi
+        sleep 0.1
+    done
+    # What it said since daemon-start.sh showed its first line: the summary.
+    sed '1,/^tracer: daemon watching/d' "$state/daemon.log" >&2
+fi
+rc=$(cat "$state/rc")
+[ "$rc" = 0 ] || ci_log "the daemon exited with status $rc (its log is above)"
+collect_reports "$output"
+[ "$rc" = 0 ] || exit 1
+check_fail_on "$output" "$fail_on"

@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# End to end: the CI integrations in ci/ run as written, against a real
+# tracer, on this machine. As root (tracer loads eBPF programs).
+#
+#   e2e.sh PYTHON TRACER [SECTION...]
+#
+# PYTHON: the venv ci/test/venv.sh makes (PyYAML); TRACER: a built tracer.
+# Sections (default: all, in this order):
+#
+#   github      ci/github/example-workflow.yml, every job, through gha.py (a
+#               stand-in for the runner that runs the workflow's and the
+#               composite action's own steps). The build job runs as root and
+#               builds tracer from this checkout (install.sh: cargo xtask
+#               build, the dev profile); the daemon and record jobs run their
+#               steps as an unprivileged user with passwordless sudo, as on
+#               GitHub's hosted runners.
+#   gitlab      ci/gitlab/example.gitlab-ci.yml, both jobs, through glci.py,
+#               as root (a Docker executor's user).
+#   kubernetes  ci/kubernetes/ci-pod.yaml: the sidecar's and the CI
+#               container's commands, as written, side by side; the DaemonSet's
+#               tracer arguments.
+#   container   ci/container/build-in-container.sh (the Containerfile's build
+#               stage), with the dev profile.
+#
+# `make test` in the examples becomes ci/test/workload.sh: a worker SIGKILLed
+# by a sibling, a suite that passes. Each section asserts what a user would
+# see: the verdict naming that death in the step summary / job log, a
+# ::error annotation or a junit failure for it, the report directory with
+# report.json/md/html, the job failing through --fail-on (86).
+#
+# Deterministic: every wait is on a real signal (the daemon's "watching"
+# line, its exit status file, its pid gone), bounded. On any exit, every
+# daemon this script started is stopped, and the user it made is removed.
+set -euo pipefail
+
+python=$(realpath "$1")
+tracer=$(realpath "$2")
+shift 2
+sections=("$@")
+[ ${#sections[@]} -gt 0 ] || sections=(github gitlab kubernetes container)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+[ "$(id -u)" = 0 ] || { echo "e2e.sh: needs root" >&2; exit 1; }
+# cargo for the builds, when cargo test runs us with a PATH that lacks it.
+if [ -n "${CARGO:-}" ]; then PATH=$(dirname "$CARGO"):$PATH; fi
+export PATH
+
+work=$(mktemp -d /tmp/tracer-ci-e2e.XXXXXX)
+chmod 755 "$work"
+user='tracer-ci-e2e'
+made_user=
+
+fail() {
+    echo "e2e: FAIL: $*" >&2
+    exit 1
+}
+pass() { echo "e2e: ok: $*"; }
+
+# Every daemon started under $work: a tracer whose command line names $work.
+stop_daemons() {
+    local f pid
+    while IFS= read -r f; do
+        pid=$(cat "$f" 2>/dev/null) || continue
+        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = tracer ] || continue
+        tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$work" || continue
+        echo "e2e: stopping leftover daemon $pid" >&2
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 300); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    done < <(find "$work" \( -name pid -o -name tracer.pid \) -type f 2>/dev/null)
+}
+
+cleanup() {
+    local status=$?
+    stop_daemons
+    if [ -n "$made_user" ]; then
+        rm -f "/etc/sudoers.d/$user"
+        userdel -r "$user" 2>/dev/null || true
+    fi
+    if [ "$status" = 0 ]; then rm -rf "$work"; else echo "e2e: work left in $work" >&2; fi
+}
+trap cleanup EXIT
+
+# A GitHub-runner-like user: unprivileged, passwordless sudo.
+make_user() {
+    id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
+    made_user=1
+    printf '%s ALL=(ALL) NOPASSWD: ALL\n' "$user" >"/etc/sudoers.d/$user"
+    chmod 0440 "/etc/sudoers.d/$user"
+    visudo -cf "/etc/sudoers.d/$user" >/dev/null || fail "sudoers entry for $user"
+}
+
+# What every report of the workload must show.
+check_report() {
+    local dir=$1 mode=$2
+    for f in report.json report.md report.html events.ndjson; do
+        [ -s "$dir/$f" ] || fail "$dir/$f missing"
+    done
+    [ "$(jq -r .run.mode "$dir/report.json")" = "$mode" ] || fail "$dir: mode is not $mode"
+    jq -e '[.certificates[] | select(.rank == "unexpected" and .victim.argv == ["sleep", "300"]
+            and .killer.relation == "sibling")] | length == 1' "$dir/report.json" >/dev/null ||
+        fail "$dir/report.json: no unexpected death of sleep 300 by a sibling"
+    # shellcheck disable=SC2016 # Markdown backquotes
+    head -n 1 "$dir/report.md" | grep -q '^1 unexpected death: `sleep 300`' ||
+        fail "$dir/report.md: verdict is $(head -n 1 "$dir/report.md")"
+    # Our own launcher stays out of the job's tree (daemon-run.sh).
+    ! grep -q daemon-run "$dir/report.md" || fail "$dir/report.md names daemon-run.sh"
+}
+
+wait_for_line() { # FILE PATTERN: bounded wait for the daemon's own words
+    local _
+    for _ in $(seq 600); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    cat "$1" >&2 || true
+    fail "no '$2' in $1 after 60 s"
+}
+
+section_github() {
+    make_user
+    local uid src gh result
+    uid=$(id -u "$user")
+    # What the unprivileged steps see: a world-readable copy of ci/ (this
+    # checkout may sit in a directory only root can enter).
+    src=$work/src
+    mkdir -p "$src"
+    cp -r "$repo/ci" "$src/"
+    chmod -R a+rX "$src"
+    gh=(--workflow "$repo/ci/github/example-workflow.yml" --work "$work/github"
+        --substitute "make test=sh $src/ci/test/workload.sh")
+    mkdir -p "$work/github"
+
+    # The build job, as root: install.sh builds from the checkout the action
+    # is in (cargo xtask build; the dev profile here, release by default).
+    "$python" "$repo/ci/test/gha.py" "${gh[@]}" --job tracer \
+        --action "OWNER/tracer/ci/github@main=$repo/ci/github" \
+        --env TRACER_PROFILE=debug --result "$work/github-build.json"
+    [ "$(jq -r .tracer.conclusion "$work/github-build.json")" = success ] || fail "github: build job"
+    [ -f "$work/github/artifacts/tracer-binary/tracer" ] || fail "github: no tracer-binary artifact"
+    pass "github: build job built tracer from source and uploaded it"
+
+    # The daemon and record jobs, steps as $user, under a Runner.Worker.
+    "$python" "$repo/ci/test/gha.py" "${gh[@]}" --job daemon --job record --user "$user" \
+        --as-runner-worker --action "OWNER/tracer/ci/github@main=$src/ci/github" \
+        --result "$work/github.json"
+    result=$work/github.json
+
+    local job ws
+    for job in daemon record; do
+        ws=$(jq -r ".$job.workspace" "$result")
+        [ "$(jq -r ".$job.conclusion" "$result")" = failure ] || fail "github $job: the job should fail (--fail-on)"
+        check_report "$ws/tracer-report" "$([ $job = daemon ] && echo daemon || echo record)"
+        [ "$(find "$ws/tracer-report" ! -user "$uid" | wc -l)" = 0 ] ||
+            fail "github $job: report files not handed back to $user"
+        [ "$(cat "$ws/workload-uid")" = "$uid" ] || fail "github $job: the tests did not run as $user"
+        jq -e --arg v "$(head -n 1 "$ws/tracer-report/report.md")" \
+            ".$job.summary | contains(\$v)" "$result" >/dev/null ||
+            fail "github $job: the step summary lacks the verdict"
+        jq -e ".$job.annotations | map(select(.level == \"error\"
+                and (.properties.title | contains(\"unexpected death of sleep 300\"))
+                and (.message | contains(\"a sibling\")))) | length == 1" "$result" >/dev/null ||
+            fail "github $job: no ::error annotation for the death"
+        for f in report.json report.md report.html; do
+            [ -f "$work/github/artifacts/tracer-report-$job/$f" ] || fail "github $job: artifact lacks $f"
+        done
+        pass "github $job: summary, ::error annotation, artifact, files owned by $user"
+    done
+    # How each failed: the daemon job in the action's report step (86, after
+    # the summary); the record job in its Tests step (tracer-record: 86).
+    jq -e '.daemon.steps | map(select(.id == "report" and .outcome != "skipped")) | .[0].exit_code == 86' "$result" >/dev/null ||
+        fail "github daemon: the report step did not exit 86"
+    jq -e '.daemon.steps | map(select(.id == "stop" and .outcome != "skipped")) | .[0].outcome == "success"' "$result" >/dev/null ||
+        fail "github daemon: the stop step failed"
+    jq -e '.record.steps | map(select(.name == "Tests")) | .[0].exit_code == 86' "$result" >/dev/null ||
+        fail "github record: the Tests step did not exit 86"
+    [ "$(cat "$(jq -r .daemon.temp "$result")/tracer-daemon/rc")" = 0 ] || fail "github daemon: daemon exit status"
+    jq -e '.run.command[0] == "setpriv"' \
+        "$(jq -r .record.workspace "$result")/tracer-report/report.json" >/dev/null ||
+        fail "github record: the command was not handed to setpriv"
+    pass "github: the daemon job failed in its report step (86), the record job in its Tests step (86)"
+}
+
+section_gitlab() {
+    local result=$work/gitlab.json dir job
+    mkdir -p "$work/gitlab"
+    "$python" "$repo/ci/test/glci.py" --pipeline "$repo/ci/gitlab/example.gitlab-ci.yml" --root "$repo" \
+        --work "$work/gitlab" --result "$result" \
+        --var "TRACER_SOURCE=$repo" --var "TRACER_BINARY=$tracer" \
+        --substitute "make test=sh $repo/ci/test/workload.sh"
+    for job in test test-daemon; do
+        dir=$(jq -r ".\"$job\".project_dir" "$result")/tracer-report
+        [ "$(jq -r ".\"$job\".script_exit" "$result")" = 86 ] || fail "gitlab $job: script should exit 86"
+        [ "$(jq -r ".\"$job\".after_script_exit" "$result")" = 0 ] || fail "gitlab $job: after_script failed"
+        jq -e ".\"$job\".artifact_problems == []" "$result" >/dev/null || fail "gitlab $job: artifacts"
+        check_report "$dir" "$([ $job = test ] && echo record || echo daemon)"
+        jq -e '.tracer[0].external_link.url | test("^https://gitlab.invalid/group/project/-/jobs/[0-9]+/artifacts/file/tracer-report/report.html$")' \
+            "$dir/gitlab-annotations.json" >/dev/null || fail "gitlab $job: annotations link"
+        "$python" - "$dir/junit.xml" <<'EOF' || fail "gitlab $job: junit.xml"
+import sys, xml.etree.ElementTree as ET
+suite = ET.parse(sys.argv[1]).getroot().find("testsuite")
+failures = [c for c in suite.iter("testcase") if c.find("failure") is not None]
+assert suite.get("failures") == "1" and len(failures) == 1, "one failure"
+assert failures[0].get("name").startswith("sleep 300 (pid "), failures[0].get("name")
+assert "a sibling" in failures[0].find("failure").get("message")
+EOF
+        pass "gitlab $job: failed with 86, artifacts declared exist, annotations link, junit failure"
+    done
+    jq -e '.log.warnings == []' "$(jq -r '."test-daemon".project_dir' "$result")/tracer-report/report.json" \
+        >/dev/null || fail "gitlab test-daemon: the log is incomplete"
+
+    # Once more without a checkout: the template clones TRACER_REPO_URL
+    # (this repository's committed HEAD) into .tracer and runs its scripts.
+    result=$work/gitlab-clone.json
+    "$python" "$repo/ci/test/glci.py" --pipeline "$repo/ci/gitlab/example.gitlab-ci.yml" --root "$repo" \
+        --work "$work/gitlab" --result "$result" --job test \
+        --var "TRACER_REPO_URL=file://$repo" --var "TRACER_BINARY=$tracer" \
+        --substitute "make test=sh $repo/ci/test/workload.sh"
+    dir=$(jq -r .test.project_dir "$result")
+    [ -x "$dir/.tracer/ci/scripts/install.sh" ] || fail "gitlab clone: no checkout in .tracer"
+    [ "$(jq -r .test.script_exit "$result")" = 86 ] || fail "gitlab clone: script should exit 86"
+    jq -e '.test.artifact_problems == []' "$result" >/dev/null || fail "gitlab clone: artifacts"
+    check_report "$dir/tracer-report" record
+    pass "gitlab test, scripts cloned from TRACER_REPO_URL: the same report"
+}
+
+section_kubernetes() {
+    local dir=$work/k8s/reports sidecar ci out status
+    mkdir -p "$dir"
+    # The two commands exactly as the manifest has them, /reports moved here.
+    sidecar=$("$python" -c 'import sys, yaml
+pod = yaml.safe_load(open(sys.argv[1]))
+print(next(c for c in pod["spec"]["containers"] if c["name"] == "tracer")["command"][2])' \
+        "$repo/ci/kubernetes/ci-pod.yaml")
+    ci=$("$python" -c 'import sys, yaml
+pod = yaml.safe_load(open(sys.argv[1]))
+print(next(c for c in pod["spec"]["containers"] if c["name"] == "ci")["command"][2])' \
+        "$repo/ci/kubernetes/ci-pod.yaml")
+    # The image has tracer on PATH; so does this shell.
+    PATH=$(dirname "$tracer"):$PATH sh -c "${sidecar//\/reports/$dir}" &
+    local sidecar_pid=$!
+    out=$(cd "$work/k8s" && TEST_COMMAND="sh $repo/ci/test/workload.sh" sh -c "${ci//\/reports/$dir}") ||
+        fail "kubernetes: the CI container's command failed"
+    wait "$sidecar_pid" && status=0 || status=$?
+    [ "$status" = 0 ] || fail "kubernetes: the sidecar exited $status"
+    # --all here is the whole machine: other deaths may share the verdict.
+    grep -Eq '^[0-9]+ unexpected deaths?: ' <<<"$out" || fail "kubernetes: the CI log lacks the verdict: $out"
+    grep -q '^tracer: daemon watching all' "$dir/daemon.log" || fail "kubernetes: daemon.log"
+    [ -s "$dir/report.html" ] && [ -s "$dir/report.json" ] || fail "kubernetes: reports"
+    jq -e '[.certificates[] | select(.victim.argv == ["sleep", "300"] and .rank == "unexpected")] | length == 1' \
+        "$dir/report.json" >/dev/null || fail "kubernetes: the death is not certified"
+    pass "kubernetes pod: sidecar ready before the tests, stopped by the CI container, verdict in its log"
+
+    # The DaemonSet's arguments, its hostPath moved here.
+    local ds=$work/k8s/ds args pid
+    mkdir -p "$ds"
+    mapfile -t args < <("$python" -c 'import sys, yaml
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    if doc["kind"] == "DaemonSet":
+        print("\n".join(doc["spec"]["template"]["spec"]["containers"][0]["args"]))' \
+        "$repo/ci/kubernetes/daemonset.yaml")
+    args=("${args[@]//\/var\/log\/tracer/$ds}")
+    "$tracer" "${args[@]}" 2>"$work/k8s/ds.log" &
+    pid=$!
+    wait_for_line "$work/k8s/ds.log" '^tracer: daemon watching all'
+    (cd "$work/k8s" && sh "$repo/ci/test/workload.sh" >/dev/null)
+    kill -TERM "$pid"
+    wait "$pid" || fail "kubernetes DaemonSet: the daemon exited $?"
+    jq -e '[.certificates[] | select(.victim.argv == ["sleep", "300"] and .rank == "unexpected")] | length == 1' \
+        "$ds/report.json" >/dev/null || fail "kubernetes DaemonSet: the death is not certified"
+    pass "kubernetes DaemonSet: its arguments run a daemon that reports on SIGTERM"
+}
+
+section_container() {
+    TRACER_PROFILE=debug "$repo/ci/container/build-in-container.sh" "$work/image"
+    "$work/image/tracer" --version | grep -q '^tracer ' || fail "container: the built binary does not run"
+    [ ! -e "$work/image/tracer-record" ] || fail "container: more than the binary in the image"
+    pass "container: the build stage's script builds tracer and checks its libraries"
+}
+
+for s in "${sections[@]}"; do
+    echo "e2e: === $s"
+    "section_$s"
+done
+echo "e2e: all sections passed: ${sections[*]}"

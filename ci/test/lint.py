@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Lint and validate the CI integrations in ci/, offline. Run with the venv
+ci/test/venv.sh makes (its tools are pinned in requirements.txt):
+
+    VENV/bin/python ci/test/lint.py
+
+What is checked, and against what:
+- yamllint (ci/.yamllint.yml) on every YAML file under ci/.
+- check-jsonschema's bundled SchemaStore schemas: ci/github/action.yml
+  against vendor.github-actions, the example workflow against
+  vendor.github-workflows, both GitLab files against vendor.gitlab-ci, and
+  also the pipeline GitLab would run: the example with the template
+  included, extends and !reference resolved (glci.py --dump-merged).
+- kubernetes-validate --strict (the Kubernetes 1.37 OpenAPI schemas it
+  bundles; unknown fields are errors) on ci/kubernetes/*.yaml.
+- shellcheck on every script under ci/, and on the shell embedded in the
+  YAML: the action's and the workflow's `run:` steps, the GitLab jobs'
+  script lines, the CI pod's container commands.
+- the Containerfile, by reading it (there is no engine here to build it):
+  each COPY --from names an earlier stage, each RUN'd script and COPY'd
+  source exists, and .dockerignore keeps target/ out of the context.
+- Canaries: one deliberately broken copy per validator must be rejected,
+  so a validator that checks nothing cannot pass for one that works.
+
+Exit status 0 when everything passes; every failure is printed.
+"""
+import copy
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CI = os.path.join(ROOT, "ci")
+BIN = os.path.dirname(sys.executable)
+sys.path.insert(0, os.path.dirname(__file__))
+import glci  # noqa: E402
+
+failures = []
+passed = []
+
+
+def tool(name):
+    return os.path.join(BIN, name)
+
+
+def run(label, cmd, expect_ok=True):
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    ok = (proc.returncode == 0) == expect_ok
+    what = label if expect_ok else f"{label} (canary: must be rejected)"
+    if ok:
+        passed.append(what)
+        print(f"ok    {what}")
+    else:
+        failures.append(what)
+        print(f"FAIL  {what}\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
+def rel(path):
+    return os.path.relpath(path, ROOT)
+
+
+def files(sub, *exts):
+    out = []
+    for base, _, names in os.walk(os.path.join(CI, sub)):
+        out += [os.path.join(base, n) for n in sorted(names) if n.endswith(exts)]
+    return sorted(out)
+
+
+def dump(doc, tmp, name):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+    return path
+
+
+def shellcheck(label, script, shell, tmp, n, expect_ok=True):
+    path = os.path.join(tmp, f"snippet-{n}.sh")
+    with open(path, "w") as f:
+        f.write(f"#!/bin/{shell}\n{script}\n")
+    return run(label, [tool("shellcheck"), "-s", shell, path], expect_ok)
+
+
+def check_containerfile(path):
+    problems = []
+    stages, lines = [], open(path).read().splitlines()
+    for line in lines:
+        m = re.match(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?", line, re.I)
+        if m:
+            stages.append(m.group(2))
+            continue
+        m = re.match(r"COPY\s+--from=(\S+)\s", line, re.I)
+        if m and m.group(1) not in stages:
+            problems.append(f"COPY --from={m.group(1)}: no earlier stage of that name")
+        elif re.match(r"COPY\s+(?!--)", line, re.I):
+            for src in line.split()[1:-1]:
+                if not os.path.exists(os.path.join(ROOT, src)):
+                    problems.append(f"COPY source {src} is not in the repository")
+        m = re.match(r"RUN\s+(ci/\S+)", line, re.I)
+        if m and not os.access(os.path.join(ROOT, m.group(1)), os.X_OK):
+            problems.append(f"RUN {m.group(1)}: no such executable script")
+    if len(stages) < 2:
+        problems.append("expected a build stage and a runtime stage")
+    ignore = os.path.join(ROOT, ".dockerignore")
+    if not os.path.exists(ignore) or "target/" not in open(ignore).read().split():
+        problems.append(".dockerignore does not keep target/ out of the build context")
+    return problems
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ci-lint-")
+    snippet = 0
+    yamls = files("", ".yml", ".yaml")
+
+    # --- yamllint
+    run("yamllint ci/", [tool("yamllint"), "-s", "-c", os.path.join(CI, ".yamllint.yml")] + yamls)
+    bad = os.path.join(tmp, "bad-indent.yml")
+    with open(bad, "w") as f:
+        f.write("a:\n   b: 1\n  c: 2\n")
+    run("yamllint", [tool("yamllint"), "-c", os.path.join(CI, ".yamllint.yml"), bad], False)
+
+    # --- GitHub
+    action = os.path.join(CI, "github", "action.yml")
+    workflow = os.path.join(CI, "github", "example-workflow.yml")
+    cj = tool("check-jsonschema")
+    run("action.yml: vendor.github-actions", [cj, "--builtin-schema", "vendor.github-actions", action])
+    run("example-workflow.yml: vendor.github-workflows",
+        [cj, "--builtin-schema", "vendor.github-workflows", workflow])
+    broken = yaml.safe_load(open(action))
+    del broken["runs"]["steps"][1]["shell"]  # a composite run step needs its shell
+    run("action.yml without a step's shell: vendor.github-actions",
+        [cj, "--builtin-schema", "vendor.github-actions", dump(broken, tmp, "action.yml")], False)
+    broken = yaml.safe_load(open(workflow))
+    broken["jobs"]["daemon"]["runs_on"] = broken["jobs"]["daemon"].pop("runs-on")
+    run("workflow with runs_on: vendor.github-workflows",
+        [cj, "--builtin-schema", "vendor.github-workflows", dump(broken, tmp, "wf.yml")], False)
+    for doc, where in ((yaml.safe_load(open(action))["runs"]["steps"], "action.yml"),
+                       *((job["steps"], f"workflow job {name}") for name, job in
+                         yaml.safe_load(open(workflow))["jobs"].items())):
+        for step in doc:
+            if "run" in step:
+                snippet += 1
+                # ${{ }} is replaced before the shell sees it.
+                script = re.sub(r"\$\{\{.*?\}\}", "x", step["run"])
+                shellcheck(f"shellcheck: {where} step {step.get('id') or step.get('name')}",
+                           script, "bash", tmp, snippet)
+
+    # --- GitLab
+    template = os.path.join(CI, "gitlab", "tracer.gitlab-ci.yml")
+    example = os.path.join(CI, "gitlab", "example.gitlab-ci.yml")
+    gl = [cj, "--builtin-schema", "vendor.gitlab-ci", "--data-transform", "gitlab-ci"]
+    run("GitLab template and example: vendor.gitlab-ci", gl + [template, example])
+    merged_path = os.path.join(tmp, "merged.gitlab-ci.yml")
+    merged = glci.resolved(glci.load_pipeline(example, ROOT))
+    with open(merged_path, "w") as f:
+        yaml.safe_dump(merged, f, sort_keys=False)
+    run("GitLab example with the template included and resolved: vendor.gitlab-ci",
+        gl + [merged_path])
+    broken = copy.deepcopy(merged)
+    broken["test"]["artifacts"]["when"] = "sometimes"
+    run("GitLab artifacts:when sometimes: vendor.gitlab-ci",
+        gl + [dump(broken, tmp, "broken.gitlab-ci.yml")], False)
+    for name, job in merged.items():
+        if not isinstance(job, dict) or name.startswith(".") or name in glci.RESERVED:
+            continue
+        for key in ("before_script", "script", "after_script"):
+            if job.get(key):
+                snippet += 1
+                shellcheck(f"shellcheck: GitLab job {name} {key}",
+                           "\n".join(glci.as_script(job[key])), "bash", tmp, snippet)
+
+    # --- Kubernetes
+    manifests = files("kubernetes", ".yaml")
+    run("Kubernetes manifests: kubernetes-validate --strict",
+        [tool("kubernetes-validate"), "--strict", "--quiet"] + manifests)
+    pod = yaml.safe_load(open(os.path.join(CI, "kubernetes", "ci-pod.yaml")))
+    broken = copy.deepcopy(pod)
+    broken["spec"]["containers"][0]["securityContext"]["privilegd"] = True
+    run("Pod with a misspelt securityContext field: kubernetes-validate --strict",
+        [tool("kubernetes-validate"), "--strict", "--quiet", dump(broken, tmp, "pod.yaml")], False)
+    for c in pod["spec"]["containers"]:
+        if c.get("command", [None])[:2] == ["sh", "-c"]:
+            snippet += 1
+            shellcheck(f"shellcheck: CI pod container {c['name']} command",
+                       c["command"][2], "sh", tmp, snippet)
+
+    # --- scripts
+    scripts = files("", ".sh")
+    run("shellcheck ci/**/*.sh", [tool("shellcheck")] + scripts)
+    snippet += 1
+    shellcheck("shellcheck", 'x="a b"\nrm $x', "sh", tmp, snippet, expect_ok=False)
+
+    # --- Containerfile
+    problems = check_containerfile(os.path.join(CI, "container", "Containerfile"))
+    label = "Containerfile: stages, COPY sources, RUN scripts, .dockerignore"
+    (failures if problems else passed).append(label)
+    print(("FAIL  " if problems else "ok    ") + label + "".join(f"\n      {p}" for p in problems))
+
+    print(f"\nci lint: {len(passed)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
