@@ -4,9 +4,9 @@
 # `tracer record` for a CI step, whoever runs it (install.sh installs this
 # script as `tracer-record` beside the tracer). As root it is exactly
 # `tracer record`. Otherwise the tracer runs through `sudo -n -E` (it loads
-# eBPF programs) and the command is handed back to the calling user with
-# `setpriv` (an exec, not an extra process), so the tests run as they would
-# without the tracer: same user, groups, environment and PATH. The exit
+# eBPF programs) and, being under sudo, runs the command as the calling user
+# itself (SUDO_UID; see `tracer record --user`), so the tests run as they
+# would without the tracer: same user, groups, environment and PATH. The exit
 # status is tracer's: the command's own, 86 for --fail-on, 70 when tracer
 # itself fails. The report directory is created first, as the caller, so it
 # stays the caller's to clean up; the report step (collect_reports) hands the
@@ -34,10 +34,9 @@ if [ "$(id -u)" = 0 ]; then
     exec "$tracer" record "$@"
 fi
 command -v sudo >/dev/null 2>&1 || die "not root and no sudo: tracer loads eBPF programs and needs root"
-command -v setpriv >/dev/null 2>&1 || die "setpriv (util-linux) not found: it runs the command as you under a root tracer"
 
-# Rebuild the arguments with the user switch right after the first `--`,
-# noting --output on the way (the default is tracer's: tracer-report).
+# Find --output before the first `--` (the default is tracer's:
+# tracer-report), to create the directory as the caller.
 output='tracer-report'
 seen=
 want_output=
@@ -54,8 +53,7 @@ while [ "$n" -gt 0 ]; do
         want_output=
     else
         case $a in
-        --) seen=1
-            set -- "$@" setpriv --reuid="$(id -u)" --regid="$(id -g)" --init-groups -- ;;
+        --) seen=1 ;;
         --output | -o) want_output=1 ;;
         --output=*) output=${a#--output=} ;;
         esac

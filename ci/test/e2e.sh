@@ -174,9 +174,9 @@ section_github() {
     jq -e '.record.steps | map(select(.name == "Tests")) | .[0].exit_code == 86' "$result" >/dev/null ||
         fail "github record: the Tests step did not exit 86"
     [ "$(cat "$(jq -r .daemon.temp "$result")/tracer-daemon/rc")" = 0 ] || fail "github daemon: daemon exit status"
-    jq -e '.run.command[0] == "setpriv"' \
+    jq -e --arg u "$user" '.run.command_user | startswith($u + " (uid ")' \
         "$(jq -r .record.workspace "$result")/tracer-report/report.json" >/dev/null ||
-        fail "github record: the command was not handed to setpriv"
+        fail "github record: the command did not run as $user"
     pass "github: the daemon job failed in its report step (86), the record job in its Tests step (86)"
 }
 

@@ -14,7 +14,7 @@ const NEEDED: [(&str, &str); 7] = [
     ("python3 -m venv", "python3-venv"), // the ci/ tests' venv of pinned lint tools
     ("jq", "jq"),             // ci/ scripts and their end-to-end test
     ("sudo", "sudo"),         // ci/ end-to-end: a runner user with sudo, as on GitHub
-    ("setpriv", "util-linux"), // ci/ tracer-record runs the command as its caller
+    ("nsenter", "util-linux"), // pid-namespace tests (unshare, nsenter); ci/ scripts (setsid)
 ];
 
 fn on_path(program: &str) -> bool {
