@@ -40,9 +40,13 @@ pub fn task_id(task: Ptr) -> Option<TaskId> {
     })
 }
 
-/// `(nr, namespace inode)` of `pid->numbers[level]`.
+/// `(nr, namespace inode)` of `pid->numbers[level]`, `(0, 0)` when unknown.
+///
+/// Straight-line, every failure a plain 0: no `Option` payload for LLVM to
+/// load speculatively on the failing path, which the 5.10 verifier rejects
+/// as a read of uninitialised stack.
 #[inline(always)]
-fn upid(pid: Ptr, level: u32) -> Option<(u32, u32)> {
+fn upid(pid: Ptr, level: u32) -> (u32, u32) {
     let (numbers, size) = (off(|o| &o.pid_numbers), off(|o| &o.upid_size));
     let (nr_off, ns_off) = (off(|o| &o.upid_nr), off(|o| &o.upid_ns));
     if numbers == OFFSET_NONE
@@ -50,52 +54,51 @@ fn upid(pid: Ptr, level: u32) -> Option<(u32, u32)> {
         || nr_off == OFFSET_NONE
         || ns_off == OFFSET_NONE
     {
-        return None;
+        return (0, 0);
     }
     let at = numbers + level * size;
-    let nr: i32 = read(pid, at + nr_off)?;
-    let ns: Ptr = read(pid, at + ns_off)?;
-    let inum: u32 = read(ns, off(|o| &o.pidns_inum))?;
-    Some((nr as u32, inum))
+    let nr = read::<i32>(pid, at + nr_off).unwrap_or(0) as u32;
+    let ns = read::<Ptr>(pid, at + ns_off).unwrap_or(core::ptr::null());
+    let inum = read::<u32>(ns, off(|o| &o.pidns_inum)).unwrap_or(0);
+    (nr, inum)
+}
+
+/// `(struct pid *, its level)` of a task; a null pointer when unreadable.
+#[inline(always)]
+fn pid_of(task: Ptr) -> (Ptr, u32) {
+    let pid = read::<Ptr>(task, off(|o| &o.task_thread_pid)).unwrap_or(core::ptr::null());
+    (pid, read::<u32>(pid, off(|o| &o.pid_level)).unwrap_or(0))
 }
 
 /// A task's pid in the tracer's pid namespace; 0 when it is not visible there.
 #[inline(always)]
 fn view_nr(task: Ptr) -> u32 {
     let (view_level, view_inum) = view();
-    let Some(pid) = read::<Ptr>(task, off(|o| &o.task_thread_pid)) else {
+    let (pid, level) = pid_of(task);
+    if pid.is_null() || level < view_level {
         return 0;
-    };
-    match read::<u32>(pid, off(|o| &o.pid_level)) {
-        Some(level) if level >= view_level => match upid(pid, view_level) {
-            Some((nr, inum)) if inum == view_inum => nr,
-            _ => 0,
-        },
-        _ => 0,
+    }
+    let (nr, inum) = upid(pid, view_level);
+    if inum == view_inum {
+        nr
+    } else {
+        0
     }
 }
 
 /// A process's pid in its own namespace, when that lies below the view.
 #[inline(always)]
 pub fn ns_pid(task: Ptr) -> NsPid {
-    let none = NsPid::default();
-    let Some(pid) = read::<Ptr>(task, off(|o| &o.task_thread_pid)) else {
-        return none;
-    };
-    let Some(level) = read::<u32>(pid, off(|o| &o.pid_level)) else {
-        return none;
-    };
-    if level <= view().0 {
-        return none;
+    let (pid, level) = pid_of(task);
+    if pid.is_null() || level <= view().0 {
+        return NsPid::default();
     }
-    match upid(pid, level) {
-        Some((nr, inum)) => NsPid {
-            pid: nr,
-            level,
-            ns_inum: inum,
-            _pad: 0,
-        },
-        None => none,
+    let (nr, inum) = upid(pid, level);
+    NsPid {
+        pid: nr,
+        level,
+        ns_inum: inum,
+        _pad: 0,
     }
 }
 
