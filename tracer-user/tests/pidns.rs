@@ -280,3 +280,27 @@ fn wait_for(file: &Path, needle: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// In a pid namespace whose /proc is still the parent's, every pid the
+/// tracer read from /proc would name another process: refuse, in one line.
+#[test]
+fn a_foreign_proc_mount_is_one_clear_line() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork"])
+        .arg(env!("CARGO_BIN_EXE_tracer"))
+        .args(["record", "--output"])
+        .arg(tmp.path().join("out"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("/proc belongs to another pid namespace")
+            && stderr.contains("--mount-proc"),
+        "{stderr}"
+    );
+}
