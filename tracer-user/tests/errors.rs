@@ -18,9 +18,7 @@ fn not_root_is_one_clear_line() {
         .gid(65534)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(70), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let stderr = one_line_failure(&out);
     assert!(
         stderr.contains("needs root") && stderr.contains("sudo"),
         "{stderr}"

@@ -130,9 +130,7 @@ fn unknown_user_is_one_line_and_exit_70() {
         .args(["--user", "no-such-user-tracer-test", "--", "true"])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(70), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let stderr = one_line_failure(&out);
     assert!(
         stderr.starts_with("tracer: error: no such user: no-such-user-tracer-test"),
         "{stderr}"

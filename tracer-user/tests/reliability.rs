@@ -445,9 +445,8 @@ fn unprivileged_record_fails_clearly_and_report_works() {
         .gid(65534)
         .output()
         .unwrap();
-    let stderr = no_panic(&out);
-    assert_eq!(out.status.code(), Some(70), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    no_panic(&out);
+    let stderr = one_line_failure(&out);
     assert!(stderr.contains("root"), "{stderr}");
 
     let log = tmp.path().join("log.ndjson");

@@ -144,6 +144,15 @@ pub fn report_cmd(log: &std::path::Path, out: &std::path::Path) -> Output {
         .expect("run tracer report")
 }
 
+/// A failure of tracer itself, as users are promised it: exit 70 and one
+/// line on stderr. Returns that line for the caller's wording checks.
+pub fn one_line_failure(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
 /// Neither a panic nor a death by signal: a clean exit, error or not.
 pub fn no_panic(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
