@@ -100,7 +100,8 @@ fn seed000_group_kill_names_the_sibling_and_the_process_group() {
 
 #[test]
 fn group_kill_is_one_call_with_three_deliveries() {
-    let m = Model::build(&fixture("seed000_group_kill.ndjson"));
+    let log = fixture("seed000_group_kill.ndjson");
+    let m = Model::build(&log);
     let calls: Vec<_> = m
         .kill_calls
         .iter()
@@ -171,7 +172,8 @@ fn oom_blames_the_kernel_never_the_allocating_task() {
 
 #[test]
 fn oom_victim_thread_maps_to_its_process() {
-    let m = Model::build(&fixture("oom.ndjson"));
+    let log = fixture("oom.ndjson");
+    let m = Model::build(&log);
     let victim = m.ooms[0].victim.expect("resolved");
     assert_eq!(victim.pid, 210);
     assert!(
@@ -389,7 +391,8 @@ fn a_survived_signal_is_not_the_fatal_one() {
     assert_eq!(c.killer.as_ref().unwrap().relation, Relation::Sibling);
     let fatal: Vec<bool> = c.history.iter().map(|h| h.fatal).collect();
     assert_eq!(fatal, [false, true]);
-    let m = Model::build(&fixture("survived.ndjson"));
+    let log = fixture("survived.ndjson");
+    let m = Model::build(&log);
     assert!(
         m.procs.keys().all(|k| k.start != 0),
         "start 0 resolved to the live pid 110"

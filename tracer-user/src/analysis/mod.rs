@@ -40,7 +40,7 @@ pub struct Analysis {
     pub leftovers: Vec<Leftover>,
 }
 
-pub fn analyze(log: &EventLog, opts: &AnalysisOptions) -> (Model, Analysis) {
+pub fn analyze<'a>(log: &'a EventLog, opts: &AnalysisOptions) -> (Model<'a>, Analysis) {
     let model = Model::build(log);
     let analysis = analyze_model(&model, log.header.boot_to_wall_ns, opts);
     (model, analysis)
@@ -105,7 +105,7 @@ pub fn proc_ref(model: &Model, boot_to_wall_ns: i64, key: ProcKey, t: u64) -> Pr
 
 /// Shared context: the model plus what is needed to cite it.
 pub(crate) struct Ctx<'a> {
-    pub m: &'a Model,
+    pub m: &'a Model<'a>,
     pub wall_offset: i64,
     pub opts: &'a AnalysisOptions,
 }

@@ -15,7 +15,7 @@ const SI_KERNEL: i32 = 0x80;
 /// the signal and marks the victim in the same function; a second is slack.
 const OOM_PAIR_WINDOW_NS: u64 = 1_000_000_000;
 
-pub(super) fn build(log: &EventLog) -> Model {
+pub(super) fn build(log: &EventLog) -> Model<'_> {
     let mut m = Model {
         tracer_pid: log.header.tracer_pid,
         root: None,
@@ -93,7 +93,7 @@ fn active(m: &mut Model, key: ProcKey, t: u64) {
     }
 }
 
-fn record(m: &mut Model, rec: &Record) {
+fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
     match rec {
         Record::Fork(f) => {
             let parent = see(m, &f.parent, f.at.t);
@@ -201,7 +201,7 @@ fn record(m: &mut Model, rec: &Record) {
                 active(m, sender, s.at.t);
             }
             m.signals.push(SignalEv {
-                ev: s.clone(),
+                ev: s,
                 sender,
                 target,
                 kill_call: None,
@@ -211,7 +211,7 @@ fn record(m: &mut Model, rec: &Record) {
             let sender = see(m, &k.sender, k.at.t);
             active(m, sender, k.at.t);
             m.kill_calls.push(KillCallEv {
-                ev: k.clone(),
+                ev: k,
                 sender,
                 signals: Vec::new(),
             });
@@ -219,7 +219,7 @@ fn record(m: &mut Model, rec: &Record) {
         Record::Oom(o) => {
             let trigger = see(m, &o.trigger, o.at.t);
             m.ooms.push(OomEv {
-                ev: o.clone(),
+                ev: o,
                 victim: None,
                 trigger,
                 signal: None,
@@ -237,7 +237,7 @@ fn record(m: &mut Model, rec: &Record) {
                 p.leak = Some(l.clone());
             }
         }
-        Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
+        Record::Snapshot(snap) => m.snapshots.push(snap),
         Record::Existing(x) => {
             let key = see(m, &x.task, x.at.t);
             // Its parent, if that was already running too (same instant).

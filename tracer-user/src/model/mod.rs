@@ -17,8 +17,8 @@ use crate::eventlog::{EventLog, KillCall, Oom, ProcKey, Signal};
 
 /// One `signal` record with both ends resolved to processes.
 #[derive(Debug, Clone)]
-pub struct SignalEv {
-    pub ev: Signal,
+pub struct SignalEv<'a> {
+    pub ev: &'a Signal,
     pub sender: ProcKey,
     pub target: ProcKey,
     /// Index into [`Model::kill_calls`]: the syscall this delivery came from.
@@ -27,8 +27,8 @@ pub struct SignalEv {
 
 /// One `kill_call` record with the signals it produced.
 #[derive(Debug, Clone)]
-pub struct KillCallEv {
-    pub ev: KillCall,
+pub struct KillCallEv<'a> {
+    pub ev: &'a KillCall,
     pub sender: ProcKey,
     /// Indices into [`Model::signals`].
     pub signals: Vec<usize>,
@@ -36,8 +36,8 @@ pub struct KillCallEv {
 
 /// One `oom` record with its victim resolved.
 #[derive(Debug, Clone)]
-pub struct OomEv {
-    pub ev: Oom,
+pub struct OomEv<'a> {
+    pub ev: &'a Oom,
     /// The process owning `victim_tid` at the time of the kill, if known.
     pub victim: Option<ProcKey>,
     /// The allocating task's process: named in reports, never blamed.
@@ -47,23 +47,26 @@ pub struct OomEv {
 }
 
 #[derive(Debug, Clone)]
-pub struct Model {
+pub struct Model<'a> {
     pub tracer_pid: u32,
     /// The wrapped command's process (forked by the tracer), if seen.
     pub root: Option<ProcKey>,
     pub procs: BTreeMap<ProcKey, Process>,
-    pub signals: Vec<SignalEv>,
-    pub kill_calls: Vec<KillCallEv>,
-    pub ooms: Vec<OomEv>,
+    pub signals: Vec<SignalEv<'a>>,
+    pub kill_calls: Vec<KillCallEv<'a>>,
+    pub ooms: Vec<OomEv<'a>>,
     /// Hang or cancellation snapshots, in log order.
-    pub snapshots: Vec<crate::eventlog::SnapshotTaken>,
+    pub snapshots: Vec<&'a crate::eventlog::SnapshotTaken>,
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,
 }
 
-impl Model {
-    pub fn build(log: &EventLog) -> Model {
+/// The model borrows the log's records rather than copying them: on a
+/// million-event log, copies of every signal and kill call doubled the
+/// report's peak memory.
+impl<'a> Model<'a> {
+    pub fn build(log: &'a EventLog) -> Model<'a> {
         build::build(log)
     }
 

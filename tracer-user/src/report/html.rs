@@ -29,7 +29,10 @@ pub struct Context {
 
 impl Context {
     pub fn from_log(log: &EventLog) -> Context {
-        let m = Model::build(log);
+        Self::from_model(&Model::build(log))
+    }
+
+    pub fn from_model(m: &Model<'_>) -> Context {
         let mut cx = Context::default();
         for (k, p) in &m.procs {
             let key = (k.pid, k.start);

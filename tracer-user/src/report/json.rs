@@ -11,6 +11,7 @@ use crate::{
         self, wording as w, Analysis, AnalysisOptions, Certificate, Leftover, ProcRef, Rank,
     },
     eventlog::{EventLog, ExitStatus, HookStatus, Loss, Record},
+    model::Model,
 };
 
 /// Bumped on any incompatible change to report.json.
@@ -92,10 +93,20 @@ pub struct LogFacts {
 }
 
 pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
+    let (model, analysis) = analyze(log, opts);
+    report_of(log, &model, analysis)
+}
+
+pub(super) fn analyze<'a>(log: &'a EventLog, opts: &ReportOptions) -> (Model<'a>, Analysis) {
     let aopts = AnalysisOptions {
         watch: opts.watch.clone(),
     };
-    let (model, analysis) = analysis::analyze(log, &aopts);
+    analysis::analyze(log, &aopts)
+}
+
+/// The report of a log whose model is already built (the HTML timeline
+/// reads the same model: built once, it is the report's largest cost).
+pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -> Report {
     let h = &log.header;
     let root = model.root.and_then(|k| model.proc(k));
     let lost = log
@@ -166,7 +177,7 @@ pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
             let t = root
                 .and_then(|r| r.end.as_ref())
                 .map_or(model.last_t, |e| e.t);
-            analysis::proc_ref(&model, h.boot_to_wall_ns, k, t)
+            analysis::proc_ref(model, h.boot_to_wall_ns, k, t)
         }),
         command_status: log
             .trailer
@@ -188,7 +199,7 @@ pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
         complete,
         warnings,
     };
-    let snapshots = super::snapshots::collect(&model);
+    let snapshots = super::snapshots::collect(model);
     let mut verdict = verdict(&analysis, &log_facts);
     if let Some(hang) = super::snapshots::verdict_clause(&snapshots) {
         verdict = format!("{hang}. {verdict}");

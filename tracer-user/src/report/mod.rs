@@ -47,13 +47,16 @@ pub fn render_markdown(r: &Report) -> String {
 }
 
 pub fn write_reports(log: &EventLog, out_dir: &Path, opts: &ReportOptions) -> io::Result<Rendered> {
-    let report = build_report(log, opts);
+    let (model, analysis) = json::analyze(log, opts);
+    let report = json::report_of(log, &model, analysis);
+    let timeline = html::Context::from_model(&model);
+    drop(model);
     std::fs::create_dir_all(out_dir)?;
     let json_path = out_dir.join("report.json");
     let md_path = out_dir.join("report.md");
     write_atomic(&json_path, render_json(&report).as_bytes())?;
     write_atomic(&md_path, render_markdown(&report).as_bytes())?;
-    let html = html::render(&report, &html::Context::from_log(log));
+    let html = html::render(&report, &timeline);
     write_atomic(&out_dir.join("report.html"), html.as_bytes())?;
     let summary = summary(&report, &md_path, &json_path);
     Ok(Rendered {
