@@ -8,7 +8,6 @@ use std::{
     io::Write,
     path::Path,
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
 };
 
 use common::*;
@@ -52,30 +51,6 @@ fn start_daemon(dir: &Path, scope: &[&str], extra: &[&str]) -> Daemon {
     ))
 }
 
-/// Bounded wait until the log series (rotated files too) mentions `needle`.
-fn wait_for(dir: &Path, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let seen = || {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|f| {
-                f.file_name().to_string_lossy().ends_with(".ndjson")
-                    && std::fs::read_to_string(f.path())
-                        .unwrap_or_default()
-                        .contains(needle)
-            })
-    };
-    while !seen() {
-        assert!(
-            Instant::now() < deadline,
-            "daemon log never showed {needle}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn stop(mut daemon: Daemon) {
     let mut d = daemon.0.take().unwrap();
     kill(Pid::from_raw(d.id() as i32), nix::sys::signal::SIGTERM).unwrap();
@@ -85,12 +60,12 @@ fn stop(mut daemon: Daemon) {
 fn run_shell_under(dir: &Path, scope: &[&str], extra: &[&str], mut sh: Child) {
     let d = start_daemon(dir, scope, extra);
     let me = d.0.as_ref().unwrap().id();
-    wait_for(dir, &format!("\"tracer_pid\":{me}"));
-    wait_for(dir, "\"type\":\"existing\",\"seq\"");
-    wait_for(dir, &format!("\"pid\":{0},\"tid\":{0}", sh.id()));
+    wait_for_log(dir, &format!("\"tracer_pid\":{me}"));
+    wait_for_log(dir, "\"type\":\"existing\",\"seq\"");
+    wait_for_log(dir, &format!("\"pid\":{0},\"tid\":{0}", sh.id()));
     sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(sh.wait().unwrap().success());
-    wait_for(dir, "\"sig\":15");
+    wait_for_log(dir, "\"sig\":15");
     stop(d);
 }
 

@@ -50,13 +50,7 @@ fn unknown_command_exits_127_and_keeps_the_log() {
 fn missing_hooks_degrade_and_are_named() {
     let r = record(&["--disable-hook", "oom_mark_victim"], &["true"]);
     assert_eq!(r.code(), Some(0));
-    let oom = r
-        .log
-        .header
-        .hooks
-        .iter()
-        .find(|h| h.name == "oom_mark_victim")
-        .unwrap();
+    let oom = hook(&r.log, "oom_mark_victim");
     assert!(!oom.attached);
     assert!(oom.detail.as_deref().unwrap().contains("disabled"));
 }

@@ -16,13 +16,7 @@ fn raw_syscalls_fallback_sees_kill_calls() {
         ],
     );
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
-    let hook = r
-        .log
-        .header
-        .hooks
-        .iter()
-        .find(|h| h.name == "kill_syscalls")
-        .unwrap();
+    let hook = hook(&r.log, "kill_syscalls");
     assert!(hook.attached);
     assert_eq!(hook.via.as_deref(), Some("raw_syscalls"));
     let calls: Vec<_> = r

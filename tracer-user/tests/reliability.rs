@@ -478,13 +478,7 @@ fn missing_kill_hook_degrades_and_is_named() {
         &["sh", "-c", "sleep 5 & kill -TERM $!; wait; exit 0"],
     );
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
-    let hook = r
-        .log
-        .header
-        .hooks
-        .iter()
-        .find(|h| h.name == "kill_syscalls")
-        .unwrap();
+    let hook = hook(&r.log, "kill_syscalls");
     assert!(!hook.attached);
     assert!(
         !r.events().any(|e| matches!(e, Record::KillCall(_))),

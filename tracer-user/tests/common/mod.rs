@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Output},
 };
 
@@ -144,6 +144,15 @@ pub fn report_cmd(log: &std::path::Path, out: &std::path::Path) -> Output {
         .expect("run tracer report")
 }
 
+/// The header's entry for hook `name`.
+pub fn hook<'a>(log: &'a EventLog, name: &str) -> &'a tracer_user::eventlog::HookStatus {
+    log.header
+        .hooks
+        .iter()
+        .find(|h| h.name == name)
+        .unwrap_or_else(|| panic!("no hook {name} in the header"))
+}
+
 /// A failure of tracer itself, as users are promised it: exit 70 and one
 /// line on stderr. Returns that line for the caller's wording checks.
 pub fn one_line_failure(out: &Output) -> String {
@@ -151,6 +160,31 @@ pub fn one_line_failure(out: &Output) -> String {
     assert_eq!(out.status.code(), Some(70), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     stderr
+}
+
+/// Bounded wait until a running tracer's log in `dir` (rotated files too)
+/// mentions `needle`.
+pub fn wait_for_log(dir: &Path, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let seen = || {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|f| {
+                f.file_name().to_string_lossy().ends_with(".ndjson")
+                    && std::fs::read_to_string(f.path())
+                        .unwrap_or_default()
+                        .contains(needle)
+            })
+    };
+    while !seen() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log in {dir:?} never showed {needle}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Neither a panic nor a death by signal: a clean exit, error or not.
