@@ -268,3 +268,25 @@ fn daemon_host_pid(unshare: &Child) -> u32 {
         .and_then(|p| p.parse().ok())
         .expect("unshare has forked the daemon")
 }
+
+/// In a pid namespace whose /proc is still the parent's, every pid the
+/// tracer read from /proc would name another process: refuse, in one line.
+#[test]
+fn a_foreign_proc_mount_is_one_clear_line() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork"])
+        .arg(env!("CARGO_BIN_EXE_tracer"))
+        .args(["record", "--output"])
+        .arg(tmp.path().join("out"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = one_line_failure(&out);
+    assert!(
+        stderr.contains("/proc belongs to another pid namespace")
+            && stderr.contains("--mount-proc"),
+        "{stderr}"
+    );
+}
