@@ -243,12 +243,16 @@ pub(crate) fn loss_breakdown(l: &Loss) -> String {
         ("tracked-process map full", l.tracked_map_full),
         ("in-flight kill map full", l.inflight_map_full),
         ("undecodable", l.undecodable),
+        ("not written to the log", l.unwritten),
     ];
-    let named: Vec<String> = parts
+    let mut named: Vec<String> = parts
         .iter()
         .filter(|(_, n)| *n > 0)
         .map(|(what, n)| format!("{what}: {n}"))
         .collect();
+    if let Some(e) = &l.write_error {
+        named.push(format!("the log file stopped being written: {e}"));
+    }
     named.join(", ")
 }
 
