@@ -39,16 +39,6 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     // Usage errors first, before any hook is loaded.
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
-    // Then the output directory, held from here on: an unsafe one is
-    // refused before anything runs.
-    let out = OutDir::open(
-        &args.output,
-        Policy {
-            owner: run_as.owner(),
-            any_owner: false,
-        },
-    )?;
-
     let tracer_tgid = getpid().as_raw() as u32;
     let mut capture = capture::load(&LoadOptions {
         ring_buffer_bytes: args.ring_buffer_size,
@@ -57,6 +47,15 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         last_words: args.last_words_bytes > 0,
     })?;
     phase(t0, "loaded and attached");
+    // The output directory, held from here on: an unsafe one is refused
+    // before the command runs.
+    let out = OutDir::open(
+        &args.output,
+        Policy {
+            owner: run_as.owner(),
+            any_owner: false,
+        },
+    )?;
     let mut header = session::header(
         "record",
         args.command.clone(),

@@ -219,7 +219,8 @@ impl OutDir {
             match fcntl::openat(
                 &self.fd,
                 tmp.as_os_str(),
-                OFlag::O_WRONLY
+                // Read too: the event log is read back through this file.
+                OFlag::O_RDWR
                     | OFlag::O_CREAT
                     | OFlag::O_EXCL
                     | OFlag::O_NOFOLLOW
