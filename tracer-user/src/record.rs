@@ -133,6 +133,19 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     if let Err(e) = closed.out.give(closed.writer.file()) {
         log::warn!("cannot hand the event log over: {e}");
     }
+    // The command removed or replaced the log during the run: put tracer's
+    // copy back under its name, so the evidence is where users look.
+    match closed.out.restore(LIVE, closed.writer.file()) {
+        Ok(true) => eprintln!(
+            "tracer: warning: {} was removed or replaced during the run; tracer's own copy was written back",
+            closed.out.display(LIVE).display()
+        ),
+        Ok(false) => {}
+        Err(e) => eprintln!(
+            "tracer: error: {} was removed or replaced during the run and cannot be written back ({e})",
+            closed.out.display(LIVE).display()
+        ),
+    }
     closed.out.hand_over_dirs();
     phase(t0, "reports written");
     let log = closed.log;

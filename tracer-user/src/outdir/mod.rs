@@ -176,6 +176,27 @@ impl OutDir {
             .collect())
     }
 
+    /// Make `name` hold `file`'s content again if the command removed or
+    /// replaced it during the run (tracer kept writing its own file): a
+    /// fresh copy is written in its place. Returns whether it had to.
+    pub fn restore(&self, name: &str, file: &File) -> io::Result<bool> {
+        let held = stat::fstat(file)?;
+        let now = stat::fstatat(&self.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok();
+        if now.is_some_and(|st| (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)) {
+            return Ok(false);
+        }
+        let (tmp, mut copy) = self.create_temp(name)?;
+        let mut from = file.try_clone()?;
+        let copied = io::Seek::rewind(&mut from)
+            .and_then(|()| io::copy(&mut from, &mut copy))
+            .and_then(|_| self.give(&copy))
+            .and_then(|()| self.rename_temp(&tmp, name));
+        if copied.is_err() {
+            let _ = unistd::unlinkat(&self.fd, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        copied.map(|()| true)
+    }
+
     /// Hand an open file to the run's user (no-op without one).
     pub fn give(&self, file: &File) -> io::Result<()> {
         match self.owner {
@@ -275,12 +296,19 @@ pub fn open_regular<Fd: AsFd>(dir: Fd, path: &Path) -> io::Result<File> {
         path,
         OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
         Mode::empty(),
-    )?;
+    )
+    .map_err(|e| match e {
+        Errno::ELOOP => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a symbolic link (tracer reads only regular files: pass the file it points to)",
+        ),
+        e => e.into(),
+    })?;
     let st = stat::fstat(&fd)?;
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "not a regular file",
+            "not a regular file (a FIFO, device or directory is never read)",
         ));
     }
     // Back to blocking reads: O_NONBLOCK was only for the open.

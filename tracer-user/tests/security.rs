@@ -1,0 +1,7 @@
+//! Attacks a hostile wrapped command (or a hostile file handed to tracer)
+//! can mount against root tracer, each performed for real and each asserted
+//! to fail safely. The threat model is docs/security.md.
+mod common;
+
+#[path = "security/output.rs"]
+mod output;
