@@ -59,6 +59,11 @@ impl Session {
 
     /// Mask `--redact` patterns in every record written from now on.
     pub fn redact_with(&mut self, redactor: crate::redact::Redactor) {
+        if redactor.is_active() {
+            // Room for a secret that straddles the cut to be seen whole.
+            self.last_words =
+                LastWordsStore::with_slack(self.last_words.cap(), crate::redact::CUT_SLACK);
+        }
         self.redactor = redactor;
     }
 
@@ -213,7 +218,11 @@ impl Session {
             return Ok(());
         }
         let at = self.writer.stamp(t);
-        match self.last_words.take(task, at) {
+        let redactor = &self.redactor;
+        match self
+            .last_words
+            .take_redacted(task, at, |text| redactor.text(text).into_owned())
+        {
             Some(lw) => self.write(&Record::LastWords(lw)),
             None => Ok(()),
         }

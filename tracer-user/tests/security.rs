@@ -5,3 +5,6 @@ mod common;
 
 #[path = "security/output.rs"]
 mod output;
+
+#[path = "security/redact_cut.rs"]
+mod redact_cut;
