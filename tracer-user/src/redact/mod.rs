@@ -136,7 +136,7 @@ impl Redactor {
             }) => {
                 // The kernel cut argv: its last bytes may begin a secret no
                 // pattern can match any more.
-                let cut = *argv_truncated && argv.last_mut().is_some_and(|a| mask_cut_end(a));
+                let cut = *argv_truncated && argv.last_mut().is_some_and(mask_cut_end);
                 self.task(task) | self.string(filename) | self.strings(argv) | cut
             }
             Record::Exit(Exit {
