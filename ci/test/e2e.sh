@@ -138,7 +138,7 @@ section_github() {
     # The build job, as root: install.sh builds from the checkout the action
     # is in (cargo xtask build; the dev profile here, release by default).
     "$python" "$repo/ci/test/gha.py" "${gh[@]}" --job tracer \
-        --action "OWNER/tracer/ci/github@main=$repo/ci/github" \
+        --action "OWNER/tracer/ci/github@<commit-sha>=$repo/ci/github" \
         --env TRACER_PROFILE=debug --result "$work/github-build.json"
     [ "$(jq -r .tracer.conclusion "$work/github-build.json")" = success ] || fail "github: build job"
     [ -f "$work/github/artifacts/tracer-binary/tracer" ] || fail "github: no tracer-binary artifact"
@@ -146,7 +146,7 @@ section_github() {
 
     # The daemon and record jobs, steps as $user, under a Runner.Worker.
     "$python" "$repo/ci/test/gha.py" "${gh[@]}" --job daemon --job record --user "$user" \
-        --as-runner-worker --action "OWNER/tracer/ci/github@main=$src/ci/github" \
+        --as-runner-worker --action "OWNER/tracer/ci/github@<commit-sha>=$src/ci/github" \
         --result "$work/github.json"
     result=$work/github.json
 
