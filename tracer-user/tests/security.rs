@@ -4,3 +4,5 @@ mod common;
 
 #[path = "security/bounds.rs"]
 mod bounds;
+#[path = "security/ci_tmp.rs"]
+mod ci_tmp;
