@@ -182,15 +182,20 @@ impl Ctx<'_> {
         })
     }
 
-    /// The ancestors of `key` as they were at `t`, as an `ancestors` entry.
+    /// The ancestors of `key` as they were at `t`, as an `ancestors` entry
+    /// (interned from the farthest down). A `ProcRef` is only built for an
+    /// entry not seen before.
     pub fn ancestry(&self, key: ProcKey, t: u64) -> Option<usize> {
-        let chain = self
-            .m
-            .ancestors(key)
-            .into_iter()
-            .map(|a| self.proc_ref(a, t))
-            .collect();
-        self.ancestors.borrow_mut().intern(chain)
+        let mut table = self.ancestors.borrow_mut();
+        let mut parent = None;
+        for a in self.m.ancestors(key).into_iter().rev() {
+            // Execs in force at `t`, counted as `exec_at` finds the last one.
+            let execs = self.m.proc(a).map_or(0, |p| {
+                p.execs.iter().rposition(|e| e.t <= t).map_or(0, |i| i + 1)
+            });
+            parent = Some(table.intern((a, execs), parent, || self.proc_ref(a, t)));
+        }
+        parent
     }
 
     /// A worker's non-zero exit deserves a certificate: it lived at least a

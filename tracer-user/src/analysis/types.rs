@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::eventlog::{ExitStatus, Memcg, OomRss};
 
 /// A process as a report names it.
-#[derive(Serialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct ProcRef {
     pub pid: u32,
     /// Process start, CLOCK_BOOTTIME ns: with `pid`, the process identity.
