@@ -23,34 +23,8 @@ pub const TARGET: &str = "x86_64-unknown-linux-musl";
 const CHECK_TESTS: &[&str] = &["capture", "certificates", "errors", "security"];
 
 pub fn run(ws: &Workspace, check: bool) -> Result<PathBuf> {
-    ensure_target(ws)?;
-    // signal-hook's siginfo shim is C: compiled by musl's gcc wrapper.
-    crate::test_deps::ensure_programs(&[("musl-gcc", "musl-tools")])?;
-    let object = ebpf::build(ws, true)?;
-    let mut cargo = Command::new("cargo");
-    cargo
-        .current_dir(&ws.root)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "tracer-user",
-            "--target",
-            TARGET,
-        ])
-        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
-        .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
-        .env("TRACER_EBPF_OBJECT", &object);
-    cmd::run(&mut cargo)?;
-    let bin = ws.target_dir.join(TARGET).join("release/tracer");
-    crate::workspace::require_file(&bin, "static tracer binary")?;
-    let elf = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
-    if has_interpreter(&elf)? {
-        bail!(
-            "{} asks for a dynamic loader: it is not a static binary",
-            bin.display()
-        );
-    }
+    let bin = build_static(ws)?;
+    let elf = fs::read(&bin)?;
 
     let version = version_of(&bin)?;
     let name = format!("tracer-{}-x86_64-linux-musl", env!("CARGO_PKG_VERSION"));
@@ -91,6 +65,41 @@ pub fn run(ws: &Workspace, check: bool) -> Result<PathBuf> {
         check_with(ws, &stage.join("tracer"))?;
     }
     Ok(tarball)
+}
+
+/// The static, stripped binary (built when out of date); checked to ask for
+/// no dynamic loader.
+pub fn build_static(ws: &Workspace) -> Result<PathBuf> {
+    ensure_target(ws)?;
+    // signal-hook's siginfo shim is C: compiled by musl's gcc wrapper.
+    crate::test_deps::ensure_programs(&[("musl-gcc", "musl-tools")])?;
+    let object = ebpf::build(ws, true)?;
+    let mut cargo = Command::new("cargo");
+    cargo
+        .current_dir(&ws.root)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "tracer-user",
+            "--target",
+            TARGET,
+        ])
+        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
+        .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
+        .env("TRACER_EBPF_OBJECT", &object);
+    cmd::run(&mut cargo)?;
+    let bin = ws.target_dir.join(TARGET).join("release/tracer");
+    crate::workspace::require_file(&bin, "static tracer binary")?;
+    let elf = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
+    if has_interpreter(&elf)? {
+        bail!(
+            "{} asks for a dynamic loader: it is not a static binary",
+            bin.display()
+        );
+    }
+
+    Ok(bin)
 }
 
 /// rustup's musl standard library for the pinned toolchain (idempotent).

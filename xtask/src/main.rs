@@ -118,6 +118,9 @@ enum Command {
         /// Only re-render the table from the logs of the last run (target/vm/*.log).
         #[arg(long)]
         report_only: bool,
+        /// Also check the static release binary (`cargo xtask dist`) in a chroot without libc.
+        #[arg(long)]
+        dist: bool,
     },
 }
 
@@ -161,6 +164,7 @@ fn run(cli: Cli) -> Result<()> {
             cpus,
             mirror,
             report_only,
+            dist,
         } => {
             let or = |v: Vec<String>, d: &[&str]| {
                 if v.is_empty() {
@@ -180,6 +184,7 @@ fn run(cli: Cli) -> Result<()> {
                     cpus,
                     mirror,
                     report_only,
+                    dist,
                 },
             )
         }
