@@ -21,6 +21,13 @@ const STOP_SIGS: [i32; 4] = [2, 1, 15, SIGKILL];
 /// address space can take a while to tear down in between.
 const PDEATH_BEFORE_NS: u64 = 1_000_000_000;
 const PDEATH_AFTER_NS: u64 = 100_000_000;
+/// A non-zero exit (other than 128+N) this soon after a caught signal is that
+/// signal's doing: a handler that cleans up and calls exit(1). Stated in
+/// docs/report.md and the ranking rule.
+pub const CAUGHT_EXIT_WINDOW_NS: u64 = 5_000_000_000;
+/// Signals whose default action does not end a process: catching one says
+/// nothing about a death.
+const HARMLESS_SIGS: [i32; 8] = [17, 18, 19, 20, 21, 22, 23, 28]; // CHLD CONT STOP TSTP TTIN TTOU URG WINCH
 
 #[derive(Debug, Clone)]
 pub(crate) struct Classified {
@@ -32,6 +39,14 @@ pub(crate) struct Classified {
     pub handled_then_exited: Option<i32>,
     /// For a group exit: the thread whose exit came first.
     pub group_exit_tid: Option<u32>,
+    /// Caught `fatal` (from another process), then ended itself with this
+    /// signal of its own (index into `Model::signals`): the re-raise.
+    pub reraised: Option<usize>,
+    /// A non-zero exit with no chain: a signal it had caught earlier, outside
+    /// the window (index into `Model::signals`), so no "no signal involved".
+    pub caught_earlier: Option<usize>,
+    /// The tracer's signal forwarded a cancellation of the run.
+    pub cancelled: bool,
 }
 
 impl Classified {
@@ -42,6 +57,9 @@ impl Classified {
             oom: None,
             handled_then_exited: None,
             group_exit_tid: None,
+            reraised: None,
+            caught_earlier: None,
+            cancelled: false,
         }
     }
 }
@@ -54,6 +72,23 @@ pub(crate) fn sent_by_process(s: &SignalEv) -> bool {
 
 pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
     let m = cx.m;
+    let mut c = classify_end(m, key);
+    c.cancelled = match c.kind {
+        CauseKind::Tracer => c
+            .fatal
+            .is_some_and(|i| cancelled_before(m, m.signals[i].ev.at.seq)),
+        // Whatever a job's processes do once the run is cancelled (a runner
+        // exiting 1 as its workers vanish) is the cancellation's doing.
+        CauseKind::NonzeroExit => m
+            .proc(key)
+            .and_then(|p| p.end.as_ref())
+            .is_some_and(|e| cancelled_before(m, e.seq)),
+        _ => false,
+    };
+    c
+}
+
+fn classify_end(m: &Model, key: ProcKey) -> Classified {
     let p = m.proc(key).expect("certificate for a known process");
     let end = p.end.as_ref().expect("certificate for an ended process");
     let oom = m.ooms.iter().position(|o| o.victim == Some(key));
@@ -66,27 +101,96 @@ pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
                     ..Classified::of(CauseKind::Oom)
                 };
             }
-            match fatal_signal(m, key, signal) {
-                Some(i) => by_signal(m, key, i),
-                None => no_signal_seen(m, key),
+            let Some(i) = fatal_signal(m, key, signal) else {
+                return no_signal_seen(m, key);
+            };
+            let own = by_signal(m, key, i);
+            // Caught N from someone, cleaned up, raised N on itself (Node,
+            // bash after its foreground child died of SIGINT, Python's
+            // SIG_DFL + raise_signal): the sender of the caught N is the
+            // killer; the re-raise is only how it chose to die.
+            if own.kind == CauseKind::SelfInflicted {
+                let s = &m.signals[i];
+                if let Some(j) = caught(m, key, s.ev.at.seq, Some(signal), None) {
+                    return Classified {
+                        reraised: Some(i),
+                        ..by_signal(m, key, j)
+                    };
+                }
             }
+            own
         }
-        ExitStatus::Exited { code } => {
-            // Caught a signal, cleaned up, exited 128+N: the signal is the
-            // cause, the process only chose how to die of it.
-            let caught = (code > 128 && code < 128 + 65)
-                .then(|| fatal_signal(m, key, code - 128))
-                .flatten()
-                .filter(|&i| m.signals[i].sender != key);
-            match caught {
-                Some(i) => Classified {
-                    handled_then_exited: Some(code),
-                    ..by_signal(m, key, i)
-                },
-                None => Classified::of(CauseKind::NonzeroExit),
-            }
-        }
+        ExitStatus::Exited { code } => match caught_exit(m, key) {
+            Some(i) => Classified {
+                handled_then_exited: Some(code),
+                ..by_signal(m, key, i)
+            },
+            None => Classified {
+                caught_earlier: (code != 0)
+                    .then(|| caught(m, key, end.seq, None, None))
+                    .flatten(),
+                ..Classified::of(CauseKind::NonzeroExit)
+            },
+        },
     }
+}
+
+/// The caught signal a non-zero exit is blamed on: a caught N before an exit
+/// 128+N (a shell's or a handler's "died of N"), else any caught signal
+/// within [`CAUGHT_EXIT_WINDOW_NS`] of the exit; the tracer's own signal
+/// (a cancellation or its timeout) with no window, since it ends the run.
+pub(crate) fn caught_exit(m: &Model, key: ProcKey) -> Option<usize> {
+    let end = m.proc(key)?.end.as_ref()?;
+    let ExitStatus::Exited { code } = end.status else {
+        return None;
+    };
+    if code == 0 {
+        return None;
+    }
+    let as_signal = (code > 128 && code < 128 + 65).then_some(code - 128);
+    as_signal
+        .and_then(|n| caught(m, key, end.seq, Some(n), None))
+        .or_else(|| caught(m, key, end.seq, None, Some(CAUGHT_EXIT_WINDOW_NS)))
+        .or_else(|| {
+            caught(m, key, end.seq, None, None).filter(|&i| m.is_tracer(m.signals[i].sender))
+        })
+}
+
+/// The last signal `key` caught before event `before_seq`: sent by another
+/// process (not raised by the kernel), delivered, one whose default action
+/// would have ended it, and survived (it acted or ended on its own terms
+/// afterwards, which the caller's event proves). `sig` narrows to one
+/// signal; `within` to deliveries that recent before the event.
+fn caught(
+    m: &Model,
+    key: ProcKey,
+    before_seq: u64,
+    sig: Option<i32>,
+    within: Option<u64>,
+) -> Option<usize> {
+    let p = m.proc(key)?;
+    let end_t = p.end.as_ref().map_or(u64::MAX, |e| e.t);
+    p.signals_in.iter().copied().rev().find(|&i| {
+        let s = &m.signals[i];
+        s.ev.at.seq < before_seq
+            && s.sender != key
+            && sent_by_process(s)
+            && s.ev.result == "delivered"
+            && s.ev.sig != SIGKILL
+            && !HARMLESS_SIGS.contains(&s.ev.sig)
+            && sig.is_none_or(|n| n == s.ev.sig)
+            && within.is_none_or(|w| s.ev.at.t + w >= end_t)
+    })
+}
+
+/// The run had been cancelled by event `seq`: the tracer takes a
+/// `cancelled` snapshot when SIGINT/SIGTERM/SIGHUP/SIGQUIT reaches it, then
+/// forwards the signal, so its signals after that snapshot are the
+/// cancellation (a later `requested` snapshot does not undo it).
+fn cancelled_before(m: &Model, seq: u64) -> bool {
+    m.snapshots
+        .iter()
+        .any(|snap| snap.at.seq < seq && snap.reason == "cancelled")
 }
 
 /// The signal `sig` that ended `key`: the first one delivered after the
@@ -228,16 +332,24 @@ pub(crate) fn relation(m: &Model, killer: ProcKey, victim: ProcKey) -> Relation 
 
 /// The ranking rule, stated in docs/report.md and in every report:
 /// expected = stopped by the tracer, by a parent-death signal, or by its own
-/// parent/ancestor with INT/HUP/TERM/KILL (an orderly shutdown);
+/// parent/ancestor with INT/HUP/TERM/KILL (an orderly shutdown), or a
+/// non-zero exit after the run was cancelled;
 /// non-zero exit = a worker that exited non-zero with no signal;
 /// unexpected = everything else (another process, OOM, a fault, itself...).
+/// A caught-then-re-raised or caught-then-exited death ranks as the caught
+/// signal's sender would (see `classify`).
 pub(crate) fn rank(
-    kind: CauseKind,
+    cls: &Classified,
     relation: Option<Relation>,
     sig: Option<i32>,
 ) -> (Rank, String) {
     let stop_sig = sig.is_some_and(|s| STOP_SIGS.contains(&s));
-    match (kind, relation) {
+    let chain = cls.reraised.is_some() || cls.handled_then_exited.is_some();
+    let (rank, reason) = match (cls.kind, relation) {
+        (CauseKind::Tracer, _) if cls.cancelled => (
+            Rank::Expected,
+            "the run was cancelled: the tracer forwarded the cancellation to the job".into(),
+        ),
         (CauseKind::Tracer, _) => (
             Rank::Expected,
             "stopped by the tracer itself (a forwarded signal or its timeout)".into(),
@@ -249,6 +361,18 @@ pub(crate) fn rank(
         (CauseKind::KilledInRun, Some(Relation::Parent | Relation::Ancestor)) if stop_sig => (
             Rank::Expected,
             "stopped by its own parent/ancestor with a termination signal".into(),
+        ),
+        (CauseKind::NonzeroExit, _) if cls.cancelled => (
+            Rank::Expected,
+            "exited non-zero after the run was cancelled".into(),
+        ),
+        (CauseKind::NonzeroExit, _) if cls.caught_earlier.is_some() => (
+            Rank::NonzeroExit,
+            format!(
+                "exited non-zero by itself; the signal it caught came more than {} before \
+                 its exit, too early to be the cause",
+                super::wording::duration(CAUGHT_EXIT_WINDOW_NS)
+            ),
         ),
         (CauseKind::NonzeroExit, _) => (
             Rank::NonzeroExit,
@@ -272,5 +396,18 @@ pub(crate) fn rank(
             Rank::Unexpected,
             "died of a signal whose origin was not observed".into(),
         ),
+    };
+    if chain {
+        let how = if cls.reraised.is_some() {
+            "re-raised it on itself"
+        } else {
+            "exited"
+        };
+        (
+            rank,
+            format!("{reason} (it caught that signal, then {how})"),
+        )
+    } else {
+        (rank, reason)
     }
 }

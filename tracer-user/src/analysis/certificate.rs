@@ -14,8 +14,17 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     let m = cx.m;
     let p = m.proc(key).expect("known process");
     let end = p.end.as_ref().expect("ended process");
-    let cls = cause::classify(cx, key);
+    let mut cls = cause::classify(cx, key);
     let fatal = cls.fatal.map(|i| &m.signals[i]);
+    // The tracer signalled a process it had already logged as leaked: that
+    // is `--leaks kill` cleaning up, not a forwarded signal.
+    let leaked = p
+        .leak
+        .as_ref()
+        .zip(fatal)
+        .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq);
+    cls.cancelled &= !leaked;
+    let reraised = cls.reraised.map(|i| &m.signals[i]);
 
     let victim = Victim {
         process: cx.proc_ref(key, end.t),
@@ -61,22 +70,40 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     let oom = cls.oom.map(|o| oom_info(cx, o));
     let history = history(cx, key, end.t, cls.fatal);
     let (rank, rank_reason) = cause::rank(
-        cls.kind,
+        &cls,
         killer.as_ref().map(|k| k.relation),
         fatal.map(|s| s.ev.sig),
     );
-    // The tracer signalled a process it had already logged as leaked: that
-    // is `--leaks kill` cleaning up, not a forwarded signal.
-    let leaked = p
-        .leak
-        .as_ref()
-        .zip(fatal)
-        .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq);
+    let reraise_call = reraised.map(|s| {
+        call_of(cx, s).map_or_else(
+            || format!("an uncaptured call (si_code {})", s.ev.code_name),
+            |(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name),
+        )
+    });
+    let earlier = cls.caught_earlier.map(|i| {
+        let s = &m.signals[i];
+        (
+            s.ev.sig_name.clone(),
+            cx.proc_ref(s.sender, s.ev.at.t),
+            s.ev.at.t,
+        )
+    });
+    let facts = Facts {
+        victim: &victim,
+        fatal,
+        killer: killer.as_ref(),
+        oom: oom.as_ref(),
+        leaked,
+        reraise_call: reraise_call.as_deref(),
+        earlier: earlier.as_ref(),
+    };
     let cause = Cause {
         kind: cls.kind,
-        summary: summary(&cls, &victim, fatal, killer.as_ref(), oom.as_ref(), leaked),
+        summary: summary(&cls, &facts),
         signal: fatal.map(signal_ref),
         handled_then_exited: cls.handled_then_exited,
+        reraised: reraised.map(signal_ref),
+        cancelled: cls.cancelled,
     };
     let last_words = p.last_words.as_ref().map(|l| LastWordsRef {
         seq: l.at.seq,
@@ -100,6 +127,13 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     evidence.extend(fatal.map(|s| s.ev.at.seq));
     evidence.extend(
         fatal
+            .and_then(|s| s.kill_call)
+            .map(|k| m.kill_calls[k].ev.at.seq),
+    );
+    // The victim's own re-raise stays in the evidence: it is how it died.
+    evidence.extend(reraised.map(|s| s.ev.at.seq));
+    evidence.extend(
+        reraised
             .and_then(|s| s.kill_call)
             .map(|k| m.kill_calls[k].ev.at.seq),
     );
@@ -230,15 +264,22 @@ fn history(cx: &Ctx, key: ProcKey, end_t: u64, fatal: Option<usize>) -> Vec<Hist
         .collect()
 }
 
-/// The cause in one clause, following the victim's name in the headline.
-fn summary(
-    cls: &Classified,
-    v: &Victim,
-    fatal: Option<&SignalEv>,
-    killer: Option<&Killer>,
-    oom: Option<&OomInfo>,
+/// What `summary` words a death from.
+struct Facts<'a> {
+    victim: &'a Victim,
+    fatal: Option<&'a SignalEv<'a>>,
+    killer: Option<&'a Killer>,
+    oom: Option<&'a OomInfo>,
     leaked: bool,
-) -> String {
+    /// The victim's re-raise of the caught signal, in C notation.
+    reraise_call: Option<&'a str>,
+    /// A signal it caught too long before its non-zero exit to be the cause.
+    earlier: Option<&'a (String, ProcRef, u64)>,
+}
+
+/// The cause in one clause, following the victim's name in the headline.
+fn summary(cls: &Classified, f: &Facts) -> String {
+    let (v, fatal) = (f.victim, f.fatal);
     let sig = fatal.map_or_else(
         || match &v.status {
             ExitStatus::Signaled { name, .. } => name.clone(),
@@ -256,6 +297,7 @@ fn summary(
         // that it still ended the whole process.
         let thread = fatal
             .filter(|s| s.ev.target.tid != v.process.pid && !s.ev.group)
+            .filter(|_| cls.reraised.is_none() && cls.handled_then_exited.is_none())
             .map(|s| {
                 let aim = if note.is_empty() {
                     format!(" — aimed at its thread {}", s.ev.target.tid)
@@ -272,11 +314,25 @@ fn summary(
             k.call
         )
     };
-    let lead = match cls.handled_then_exited {
-        Some(code) => format!("exited with code {code} after catching {sig}"),
-        None => format!("killed by {sig}"),
+    // How a process that caught the signal ended: the chain in words.
+    let ended = || match (f.reraise_call, cls.handled_then_exited) {
+        (Some(call), _) => format!("and re-raised it on itself via {call}{core}"),
+        (None, Some(code)) => {
+            let after = fatal.map_or(0, |s| v.end_t.saturating_sub(s.ev.at.t));
+            format!("and exited with code {code} {} later", w::duration(after))
+        }
+        (None, None) => String::new(),
     };
-    match (cls.kind, killer) {
+    let chain = cls.reraised.is_some() || cls.handled_then_exited.is_some();
+    let lead = if chain {
+        format!("caught {sig}")
+    } else {
+        format!("killed by {sig}")
+    };
+    match (cls.kind, f.killer) {
+        (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) if chain => {
+            format!("{lead} {}, {}", by_process(k), ended())
+        }
         (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) => {
             format!("{lead} {}", by_process(k))
         }
@@ -286,12 +342,22 @@ fn summary(
                 .as_ref()
                 .map(|_| format!(" via {}", k.call))
                 .unwrap_or_default();
-            let why = if leaked {
+            let why = if f.leaked {
                 "it outlived the command and `--leaks kill` removed it"
+            } else if cls.cancelled {
+                "the run was cancelled (a signal to the tracer, forwarded to the job)"
             } else {
                 "a forwarded signal or the tracer's timeout"
             };
-            format!("{lead} from the tracer (pid {}){via}: {why}", k.process.pid)
+            let then = if chain {
+                format!(", {}", ended())
+            } else {
+                String::new()
+            };
+            format!(
+                "{lead} from the tracer (pid {}){via}{then}: {why}",
+                k.process.pid
+            )
         }
         (CauseKind::SelfInflicted, Some(k)) => {
             format!(
@@ -299,13 +365,20 @@ fn summary(
                 k.call
             )
         }
-        (CauseKind::ParentDeathSignal, Some(k)) => format!(
-            "{lead}, its parent-death signal, as its parent {} exited",
-            proc_phrase(&k.process)
-        ),
+        (CauseKind::ParentDeathSignal, Some(k)) => {
+            let then = if chain {
+                format!(", {}", ended())
+            } else {
+                String::new()
+            };
+            format!(
+                "{lead}, its parent-death signal, as its parent {} exited{then}",
+                proc_phrase(&k.process)
+            )
+        }
         (CauseKind::Oom, _) => {
             let mut s = "killed by the kernel OOM killer".to_string();
-            if let Some(o) = oom {
+            if let Some(o) = f.oom {
                 let mut facts = Vec::new();
                 if let Some(mc) = &o.memcg {
                     facts.push(format!("memcg {}", mc.path.as_deref().unwrap_or(&mc.name)));
@@ -346,8 +419,19 @@ fn summary(
                 ),
                 _ => String::new(),
             };
+            // A caught signal is never "no signal involved", even when it
+            // came too long before the exit to be blamed.
+            let signals = match f.earlier {
+                Some((name, from, t)) => format!(
+                    "; it had caught {name} from {} {} before",
+                    proc_phrase(from),
+                    w::duration(v.end_t.saturating_sub(*t))
+                ),
+                None if cls.cancelled => ", after the run was cancelled".into(),
+                None => ", no signal involved".into(),
+            };
             format!(
-                "{}{hint} after {}, no signal involved",
+                "{}{hint} after {}{signals}",
                 w::status_phrase(&v.status),
                 w::duration(v.lifetime_ns)
             )

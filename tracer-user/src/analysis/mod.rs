@@ -59,7 +59,13 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         let oom_victim = model.ooms.iter().any(|o| o.victim == Some(p.key));
         let needs_cert = match end.status {
             ExitStatus::Signaled { .. } => true,
-            ExitStatus::Exited { code } => oom_victim || (code != 0 && cx.is_worker(p.key)),
+            // A non-zero exit that a caught signal explains is a death,
+            // however short the life: the handler's exit(1) after a SIGTERM.
+            ExitStatus::Exited { code } => {
+                oom_victim
+                    || (code != 0
+                        && (cx.is_worker(p.key) || cause::caught_exit(model, p.key).is_some()))
+            }
         };
         if needs_cert {
             certificates.push(certificate::build(&cx, p.key));
