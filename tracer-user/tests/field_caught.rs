@@ -53,10 +53,10 @@ fn spawn_ready(mut cmd: Command) -> (Child, String) {
     let mut line = String::new();
     loop {
         line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "child never got ready"
-        );
+        if out.read_line(&mut line).unwrap() == 0 {
+            let status = child.wait().unwrap();
+            panic!("child never got ready: {status}");
+        }
         if let Some(rest) = line.trim_end().strip_prefix("ready") {
             let rest = rest.trim().to_string();
             // Keep draining so a chatty child never blocks on a full pipe.
