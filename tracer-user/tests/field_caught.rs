@@ -46,7 +46,9 @@ fn unique(what: &str) -> String {
 }
 
 /// Spawns `cmd` with stdout piped and returns once it printed a line
-/// starting with `ready` (the rest of that line is returned).
+/// starting with `ready` (the rest of that line is returned). The caller
+/// waits for the child it is handed.
+#[allow(clippy::zombie_processes)]
 fn spawn_ready(mut cmd: Command) -> (Child, String) {
     let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
