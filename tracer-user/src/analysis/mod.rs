@@ -181,13 +181,23 @@ impl Ctx<'_> {
     }
 
     /// A worker's non-zero exit deserves a certificate: it lived at least a
-    /// second, had children, or the user asked to watch it. Short-lived
-    /// helpers (`grep -q`, `test -f`) failing is normal control flow.
+    /// second, had children, said something on stderr (a Node worker that
+    /// prints `TypeError: …` and exits 1 in 150 ms), or the user asked to
+    /// watch it. Silent short-lived helpers (`grep -q`, `test -f`) failing
+    /// is normal control flow.
     pub fn is_worker(&self, key: ProcKey) -> bool {
         let Some(p) = self.m.proc(key) else {
             return false;
         };
         if p.lifetime_ns().unwrap_or(0) >= 1_000_000_000 || !p.children.is_empty() {
+            return true;
+        }
+        // The log keeps no time for a write, so any stderr output counts:
+        // the last_words record holds only what a process wrote itself.
+        if p.last_words
+            .as_ref()
+            .is_some_and(|l| words::quote_line(&l.text).is_some())
+        {
             return true;
         }
         if self.opts.watch.is_empty() {

@@ -273,3 +273,25 @@ fn real_daemon_all_counts_children_of_a_process_older_than_the_daemon() {
         un[0].headline
     );
 }
+
+#[test]
+fn a_short_non_zero_exit_that_said_something_is_certified() {
+    // `sh -c 'kill -KILL 2; kill -TERM 77'` lived under a millisecond and
+    // exited 1 after printing `kill: No such process`: certified, not
+    // grouped with the silent helpers.
+    let a = real("real_pidns_kill.ndjson");
+    let c = a
+        .certificates
+        .iter()
+        .find(|c| c.victim.process.command.starts_with("sh -c kill -KILL 2"))
+        .expect("certified");
+    assert!(c.victim.lifetime_ns < 1_000_000_000 && c.victim.children == 0);
+    assert_eq!(c.rank, Rank::NonzeroExit);
+    assert!(
+        c.headline
+            .ends_with("— last words: `sh: 1: kill: No such process`"),
+        "{}",
+        c.headline
+    );
+    assert!(a.other_exits.is_empty(), "{:?}", a.other_exits);
+}
