@@ -83,8 +83,18 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let child = match spawned {
         Ok(child) => child,
         Err(err) => {
-            // The log stays complete (header + trailer) even when CMD never ran.
-            session.finish(None)?;
+            // The log stays complete (header + trailer) even when CMD never
+            // ran, and says why, so the reports can carry a certificate.
+            let code = crate::error::spawn_exit_code(&err);
+            if let TracerError::Spawn { source, .. } = &err {
+                session.set_command_error(source.to_string());
+            }
+            let status = ExitStatus::Exited { code: code.into() };
+            session.finish(Some(status))?;
+            render(&log_path, out_dir, &args.report)?;
+            if let Some(owner) = run_as.owner() {
+                hand_over(out_dir, created_dir, owner);
+            }
             return Err(err);
         }
     };

@@ -72,6 +72,9 @@ pub(crate) fn sent_by_process(s: &SignalEv) -> bool {
 
 pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
     let m = cx.m;
+    if m.not_run.is_some() && m.root == Some(key) {
+        return Classified::of(CauseKind::NotRun);
+    }
     let mut c = classify_end(m, key);
     c.cancelled = match c.kind {
         CauseKind::Tracer => c
@@ -378,6 +381,7 @@ pub(crate) fn rank(
             Rank::NonzeroExit,
             "exited non-zero by itself, no signal involved".into(),
         ),
+        (CauseKind::NotRun, _) => (Rank::NonzeroExit, "the command could not be run".into()),
         (CauseKind::KilledInRun, Some(r)) => (
             Rank::Unexpected,
             format!("killed by {}", super::wording::relation_phrase(r)),

@@ -26,8 +26,16 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     cls.cancelled &= !leaked;
     let reraised = cls.reraised.map(|i| &m.signals[i]);
 
+    let mut process = cx.proc_ref(key, end.t);
+    // The tracer's fork that failed to exec the command: named by the
+    // command it was to become (it never exec'd, as the prose says).
+    if let Some(nr) = m.not_run.as_ref().filter(|_| cls.kind == CauseKind::NotRun) {
+        process.command = nr.command.join(" ");
+        process.argv = nr.command.clone();
+        process.argv_inherited = true;
+    }
     let victim = Victim {
-        process: cx.proc_ref(key, end.t),
+        process,
         ancestry: cx.ancestry(key, end.t),
         execs: p
             .execs
@@ -96,6 +104,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         leaked,
         reraise_call: reraise_call.as_deref(),
         earlier: earlier.as_ref(),
+        not_run: m.not_run.as_ref(),
     };
     let cause = Cause {
         kind: cls.kind,
@@ -275,6 +284,8 @@ struct Facts<'a> {
     reraise_call: Option<&'a str>,
     /// A signal it caught too long before its non-zero exit to be the cause.
     earlier: Option<&'a (String, ProcRef, u64)>,
+    /// The command could not be run.
+    not_run: Option<&'a crate::model::NotRun>,
 }
 
 /// The cause in one clause, following the victim's name in the headline.
@@ -434,6 +445,20 @@ fn summary(cls: &Classified, f: &Facts) -> String {
                 "{}{hint} after {}{signals}",
                 w::status_phrase(&v.status),
                 w::duration(v.lifetime_ns)
+            )
+        }
+        (CauseKind::NotRun, _) => {
+            let nr = f.not_run.expect("a not-run cause has its facts");
+            let shell = match nr.code {
+                Some(127) => "; tracer exited 127, as a shell does for a command not found",
+                Some(126) => "; tracer exited 126, as a shell does for a command it cannot execute",
+                _ => "",
+            };
+            let program = nr.command.first().map_or("", String::as_str);
+            format!(
+                "could not be run: executing `{}` failed with {}{shell}",
+                w::short_command(program),
+                nr.reason
             )
         }
         _ => format!(

@@ -57,16 +57,20 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     for p in model.procs.values().filter(|p| p.in_run) {
         let Some(end) = &p.end else { continue };
         let oom_victim = model.ooms.iter().any(|o| o.victim == Some(p.key));
-        let needs_cert = match end.status {
-            ExitStatus::Signaled { .. } => true,
-            // A non-zero exit that a caught signal explains is a death,
-            // however short the life: the handler's exit(1) after a SIGTERM.
-            ExitStatus::Exited { code } => {
-                oom_victim
-                    || (code != 0
-                        && (cx.is_worker(p.key) || cause::caught_exit(model, p.key).is_some()))
-            }
-        };
+        // The command that could not be run gets its certificate whatever
+        // its fork's exit looked like: it is the whole story of the run.
+        let not_run = model.not_run.is_some() && model.root == Some(p.key);
+        let needs_cert = not_run
+            || match end.status {
+                ExitStatus::Signaled { .. } => true,
+                // A non-zero exit that a caught signal explains is a death,
+                // however short the life: the handler's exit(1) after a SIGTERM.
+                ExitStatus::Exited { code } => {
+                    oom_victim
+                        || (code != 0
+                            && (cx.is_worker(p.key) || cause::caught_exit(model, p.key).is_some()))
+                }
+            };
         if needs_cert {
             certificates.push(certificate::build(&cx, p.key));
         } else if matches!(end.status, ExitStatus::Exited { code } if code != 0) {

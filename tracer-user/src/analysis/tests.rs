@@ -295,3 +295,25 @@ fn a_short_non_zero_exit_that_said_something_is_certified() {
     );
     assert!(a.other_exits.is_empty(), "{:?}", a.other_exits);
 }
+
+#[test]
+fn real_command_not_found_still_gets_its_certificate() {
+    let a = real("real_not_run.ndjson");
+    assert_eq!(a.certificates.len(), 1);
+    let c = &a.certificates[0];
+    assert_eq!(
+        (c.cause.kind, c.rank),
+        (CauseKind::NotRun, Rank::NonzeroExit)
+    );
+    assert_eq!(c.victim.process.argv, ["/nonexistent"]);
+    assert!(c.victim.process.argv_inherited, "the fork never exec'd");
+    assert!(
+        c.headline.ends_with(
+            "could not be run: executing `/nonexistent` failed with No such file or directory \
+             (os error 2); tracer exited 127, as a shell does for a command not found"
+        ),
+        "{}",
+        c.headline
+    );
+    assert!(a.other_exits.is_empty());
+}

@@ -68,6 +68,8 @@ pub enum CauseKind {
     Tracer,
     Kernel,
     NonzeroExit,
+    /// The wrapped command could not be run (not found, not executable).
+    NotRun,
     Unknown,
 }
 
