@@ -43,6 +43,41 @@ fn short_node_worker_that_prints_an_error_is_certified() {
     assert!(s(&c["headline"]).ends_with(&format!("— last words: `{line}`")));
 }
 
+#[test]
+fn v8_heap_exhaustion_is_quoted_not_its_native_stack() {
+    const NAME: &str = "v8_heap_exhaustion_is_quoted_not_its_native_stack";
+    if in_scenario(NAME) {
+        // V8 prints FATAL ERROR, then a native stack of ~16 frames whose
+        // names hold "OOMErrorHandler", "FatalProcessOutOfMemory"...
+        let out = std::process::Command::new("node")
+            .args([
+                "--max-old-space-size=16",
+                "-e",
+                "const a = []; for (;;) a.push(new Array(1e5).fill(1))",
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        println!("{TAG}ok");
+        return;
+    }
+    let (r, rep) = certify(NAME);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let c = certs(&rep)
+        .iter()
+        .find(|c| c["victim"]["argv"][0] == "node")
+        .unwrap_or_else(|| panic!("node's death is certified: {rep:#}"));
+    let lw = &c["last_words"];
+    assert_eq!(
+        s(&lw["line"]),
+        "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"
+    );
+    assert!(
+        s(&lw["text"]).contains("----- Native stack trace -----"),
+        "the raw tail stays"
+    );
+}
+
 /// `record -- CMD` where CMD cannot be run: the status a shell would give,
 /// the one-line error, and still the log and the three reports, whose
 /// certificate `tracer report` reproduces.
