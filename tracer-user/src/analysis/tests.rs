@@ -317,3 +317,24 @@ fn real_command_not_found_still_gets_its_certificate() {
     );
     assert!(a.other_exits.is_empty());
 }
+
+#[test]
+fn a_leak_that_execs_after_the_leak_record_is_named_by_its_exec() {
+    // A real `--leaks kill -- sh -c 'sleep 300 & exit 0'` capture, edited so
+    // the fork's exec lands after the leak record (the race when the command
+    // exits between its child's fork and exec).
+    let a = real("leak_exec_after.ndjson");
+    assert_eq!(a.leftovers.len(), 1);
+    let l = &a.leftovers[0];
+    assert_eq!(l.process.argv, ["sleep", "300"]);
+    assert!(!l.process.argv_inherited);
+    assert_eq!(
+        l.leak.as_ref().unwrap().argv,
+        ["sh", "-c", "sleep 300 & exit 0"]
+    );
+    let c = &a.certificates[0];
+    assert_eq!(
+        c.victim.process.command, l.process.command,
+        "one name for one process"
+    );
+}
