@@ -78,6 +78,56 @@ fn v8_heap_exhaustion_is_quoted_not_its_native_stack() {
     );
 }
 
+#[test]
+fn pidfd_targets_are_resolved_by_their_signal_or_said_unresolved() {
+    const NAME: &str = "pidfd_targets_are_resolved_by_their_signal_or_said_unresolved";
+    if in_scenario(NAME) {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        // SAFETY: plain syscalls on our own child; no pointers but NULL.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id(), 0) };
+        assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        let send = || unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        assert_eq!(send(), 0);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.wait().unwrap().signal(), Some(9));
+        // Reaped: the pidfd now reaches nobody (ESRCH), a near miss.
+        assert_eq!(send(), -1);
+        println!("{TAG}sleep={} fd={fd}", child.id());
+        return;
+    }
+    let (r, rep) = certify(NAME);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let line = scenario_tag(&r);
+    let (sleep, fd) = (field(&line, "sleep"), field(&line, "fd"));
+    let c = cert(&rep, sleep.parse().unwrap());
+    let k = &c["killer"];
+    assert_eq!(k["syscall"], "pidfd_send_signal");
+    assert_eq!(s(&k["aimed_at"]), format!("pid {sleep} through pidfd {fd}"));
+    assert_eq!(
+        s(&k["call"]),
+        format!("pidfd_send_signal(pidfd {fd}, SIGKILL)")
+    );
+    let miss = rep["near_misses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["syscall"] == "pidfd_send_signal")
+        .unwrap_or_else(|| panic!("the failed pidfd call is a near miss: {rep:#}"));
+    assert_eq!(miss["errno"], "ESRCH");
+    assert_eq!(s(&miss["aimed_at"]), format!("pidfd {fd} (unresolved)"));
+}
+
 /// `record -- CMD` where CMD cannot be run: the status a shell would give,
 /// the one-line error, and still the log and the three reports, whose
 /// certificate `tracer report` reproduces.
