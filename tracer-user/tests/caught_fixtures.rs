@@ -205,3 +205,24 @@ fn the_window_is_the_one_the_ranking_rule_states() {
     let gap = c.victim.end_t - caught_t;
     assert!(gap > 5_000_000_000 && gap < 6_000_000_000, "{gap}");
 }
+
+#[test]
+fn a_crash_handler_that_re_raises_died_of_the_fault() {
+    // /usr/bin/python3 -X faulthandler -c 'import ctypes; ctypes.string_at(0)':
+    // the kernel's SIGSEGV (SEGV_MAPERR), faulthandler's dump, then its
+    // raise(SIGSEGV).
+    let r = report("real_faulthandler.ndjson");
+    let c = cert(&r, "faulthandler");
+    assert_eq!(c.cause.kind, CauseKind::Fault);
+    assert!(c.killer.is_none(), "a fault has no sender to blame");
+    assert_eq!(c.cause.signal.as_ref().unwrap().code_name, "SEGV_MAPERR");
+    assert_eq!(c.cause.reraised.as_ref().unwrap().code_name, "SI_TKILL");
+    assert!(
+        c.headline.contains(
+            "crashed: SIGSEGV (SEGV_MAPERR) raised by the kernel on a faulting access; its \
+             handler caught it and re-raised it via tgkill("
+        ),
+        "{}",
+        c.headline
+    );
+}

@@ -111,10 +111,14 @@ fn classify_end(m: &Model, key: ProcKey) -> Classified {
             // Caught N from someone, cleaned up, raised N on itself (Node,
             // bash after its foreground child died of SIGINT, Python's
             // SIG_DFL + raise_signal): the sender of the caught N is the
-            // killer; the re-raise is only how it chose to die.
+            // killer; the re-raise is only how it chose to die. A crash
+            // handler re-raising a fault (Python's faulthandler, C crash
+            // reporters) died of the fault.
             if own.kind == CauseKind::SelfInflicted {
                 let s = &m.signals[i];
-                if let Some(j) = caught(m, key, s.ev.at.seq, Some(signal), None) {
+                let j = caught(m, key, s.ev.at.seq, Some(signal), None)
+                    .or_else(|| caught_fault(m, key, s.ev.at.seq, signal));
+                if let Some(j) = j {
                     return Classified {
                         reraised: Some(i),
                         ..by_signal(m, key, j)
@@ -183,6 +187,22 @@ fn caught(
             && !HARMLESS_SIGS.contains(&s.ev.sig)
             && sig.is_none_or(|n| n == s.ev.sig)
             && within.is_none_or(|w| s.ev.at.t + w >= end_t)
+    })
+}
+
+/// The last fault `sig` the kernel raised in `key` before event
+/// `before_seq`. Only a re-raise of the same signal ties a death to it: a
+/// JVM takes and handles SIGSEGV faults all day long.
+fn caught_fault(m: &Model, key: ProcKey, before_seq: u64, sig: i32) -> Option<usize> {
+    let p = m.proc(key)?;
+    p.signals_in.iter().copied().rev().find(|&i| {
+        let s = &m.signals[i];
+        s.ev.at.seq < before_seq
+            && s.ev.sig == sig
+            && FAULT_SIGS.contains(&sig)
+            && s.ev.code > 0
+            && !sent_by_process(s)
+            && s.ev.result == "delivered"
     })
 }
 

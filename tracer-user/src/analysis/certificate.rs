@@ -413,7 +413,13 @@ fn summary(cls: &Classified, f: &Facts) -> String {
         }
         (CauseKind::Fault, _) => {
             let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
-            format!("crashed: {sig} ({code}) raised by the kernel on a faulting access{core}")
+            let handled = f
+                .reraise_call
+                .map(|call| format!("; its handler caught it and re-raised it via {call}"))
+                .unwrap_or_default();
+            format!(
+                "crashed: {sig} ({code}) raised by the kernel on a faulting access{handled}{core}"
+            )
         }
         (CauseKind::Sigpipe, _) => format!("{lead}: it wrote to a pipe nobody was reading"),
         (CauseKind::Kernel, _) => {
