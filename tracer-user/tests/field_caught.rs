@@ -364,3 +364,29 @@ fn ci_cancellation_is_expected_whatever_bash_and_node_do() {
     assert_reraised(c, "SIGINT", "SI_USER");
     assert_reraised(node, "SIGINT", "SI_TKILL");
 }
+
+#[test]
+fn python_faulthandler_reraise_is_the_fault() {
+    let r = record(
+        &[],
+        &[
+            "python3",
+            "-X",
+            "faulthandler",
+            "-c",
+            "import ctypes; ctypes.string_at(0)",
+        ],
+    );
+    assert_eq!(r.code(), Some(128 + 11), "{}", r.stderr());
+    let rep = checked_report(&r);
+    let c = cert(&rep, root(&r).pid);
+    assert_eq!(s(&c["cause"]["kind"]), "fault", "{c:#}");
+    assert!(c.get("killer").is_none());
+    assert_eq!(c["cause"]["reraised"]["sig_name"], "SIGSEGV");
+    assert!(
+        s(&c["headline"]).contains("; its handler caught it and re-raised it via tgkill("),
+        "{}",
+        c["headline"]
+    );
+    assert!(s(&c["last_words"]["line"]).contains("Segmentation fault"));
+}
