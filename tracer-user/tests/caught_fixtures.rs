@@ -185,7 +185,11 @@ fn a_caught_signal_long_before_the_exit_is_said_but_not_blamed() {
         "{}",
         c.headline
     );
-    assert!(c.rank_reason.contains("too early to be the cause"));
+    assert!(
+        c.rank_reason.contains("is not taken as the cause"),
+        "{}",
+        c.rank_reason
+    );
 }
 
 #[test]
@@ -222,6 +226,43 @@ fn a_crash_handler_that_re_raises_died_of_the_fault() {
             "crashed: SIGSEGV (SEGV_MAPERR) raised by the kernel on a faulting access; its \
              handler caught it and re-raised it via tgkill("
         ),
+        "{}",
+        c.headline
+    );
+}
+
+#[test]
+fn only_a_request_to_stop_explains_an_exit() {
+    // The same real capture with the sibling's SIGTERM turned into SIGUSR1
+    // (a status dump): the exit 1 4 ms later is the worker's own, though the
+    // caught signal is still named.
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real_caught_python.ndjson");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let to_worker = v["target"]["pid"] == 28399 || v["target_arg"] == 28399;
+        if to_worker && v["sig"] == 15 {
+            v["sig"] = 10.into();
+            v["sig_name"] = "SIGUSR1".into();
+        }
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let edited = dir.path().join("usr1.ndjson");
+    std::fs::write(&edited, out).unwrap();
+    let r = build_report(&read_log(&edited).unwrap(), &ReportOptions::default());
+    let c = cert(&r, "worker.py exit1");
+    assert_eq!(
+        (c.cause.kind, c.rank),
+        (CauseKind::NonzeroExit, Rank::NonzeroExit)
+    );
+    assert!(c.killer.is_none() && c.cause.handled_then_exited.is_none());
+    assert!(
+        c.headline
+            .contains("; it had caught SIGUSR1 from `sh -c kill -TERM 28399`"),
         "{}",
         c.headline
     );

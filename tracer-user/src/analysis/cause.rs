@@ -25,6 +25,8 @@ const PDEATH_AFTER_NS: u64 = 100_000_000;
 /// signal's doing: a handler that cleans up and calls exit(1). Stated in
 /// docs/report.md and the ranking rule.
 pub const CAUGHT_EXIT_WINDOW_NS: u64 = 5_000_000_000;
+/// Requests to stop: a non-zero exit soon after catching one is its doing.
+const SHUTDOWN_SIGS: [i32; 4] = [1, 2, 3, 15]; // HUP INT QUIT TERM
 /// Signals whose default action does not end a process: catching one says
 /// nothing about a death.
 const HARMLESS_SIGS: [i32; 8] = [17, 18, 19, 20, 21, 22, 23, 28]; // CHLD CONT STOP TSTP TTIN TTOU URG WINCH
@@ -116,7 +118,7 @@ fn classify_end(m: &Model, key: ProcKey) -> Classified {
             // reporters) died of the fault.
             if own.kind == CauseKind::SelfInflicted {
                 let s = &m.signals[i];
-                let j = caught(m, key, s.ev.at.seq, Some(signal), None)
+                let j = caught(m, key, s.ev.at.seq, Some(&[signal]), None)
                     .or_else(|| caught_fault(m, key, s.ev.at.seq, signal));
                 if let Some(j) = j {
                     return Classified {
@@ -143,9 +145,10 @@ fn classify_end(m: &Model, key: ProcKey) -> Classified {
 }
 
 /// The caught signal a non-zero exit is blamed on: a caught N before an exit
-/// 128+N (a shell's or a handler's "died of N"), else any caught signal
-/// within [`CAUGHT_EXIT_WINDOW_NS`] of the exit; the tracer's own signal
-/// (a cancellation or its timeout) with no window, since it ends the run.
+/// 128+N (a shell's or a handler's "died of N"), else a caught request to
+/// stop (INT HUP QUIT TERM) within [`CAUGHT_EXIT_WINDOW_NS`] of the exit;
+/// the tracer's own (a cancellation or its timeout) with no window, since
+/// it ends the run.
 pub(crate) fn caught_exit(m: &Model, key: ProcKey) -> Option<usize> {
     let end = m.proc(key)?.end.as_ref()?;
     let ExitStatus::Exited { code } = end.status else {
@@ -155,24 +158,27 @@ pub(crate) fn caught_exit(m: &Model, key: ProcKey) -> Option<usize> {
         return None;
     }
     let as_signal = (code > 128 && code < 128 + 65).then_some(code - 128);
+    // Only a request to stop explains an arbitrary exit code; a caught
+    // SIGUSR1 (a status dump, a debugger) says nothing about the exit.
+    let stop = Some(&SHUTDOWN_SIGS[..]);
     as_signal
-        .and_then(|n| caught(m, key, end.seq, Some(n), None))
-        .or_else(|| caught(m, key, end.seq, None, Some(CAUGHT_EXIT_WINDOW_NS)))
+        .and_then(|n| caught(m, key, end.seq, Some(&[n]), None))
+        .or_else(|| caught(m, key, end.seq, stop, Some(CAUGHT_EXIT_WINDOW_NS)))
         .or_else(|| {
-            caught(m, key, end.seq, None, None).filter(|&i| m.is_tracer(m.signals[i].sender))
+            caught(m, key, end.seq, stop, None).filter(|&i| m.is_tracer(m.signals[i].sender))
         })
 }
 
 /// The last signal `key` caught before event `before_seq`: sent by another
 /// process (not raised by the kernel), delivered, one whose default action
 /// would have ended it, and survived (it acted or ended on its own terms
-/// afterwards, which the caller's event proves). `sig` narrows to one
-/// signal; `within` to deliveries that recent before the event.
+/// afterwards, which the caller's event proves). `sigs` narrows to those
+/// signals; `within` to deliveries that recent before the event.
 fn caught(
     m: &Model,
     key: ProcKey,
     before_seq: u64,
-    sig: Option<i32>,
+    sigs: Option<&[i32]>,
     within: Option<u64>,
 ) -> Option<usize> {
     let p = m.proc(key)?;
@@ -185,7 +191,7 @@ fn caught(
             && s.ev.result == "delivered"
             && s.ev.sig != SIGKILL
             && !HARMLESS_SIGS.contains(&s.ev.sig)
-            && sig.is_none_or(|n| n == s.ev.sig)
+            && sigs.is_none_or(|n| n.contains(&s.ev.sig))
             && within.is_none_or(|w| s.ev.at.t + w >= end_t)
     })
 }
@@ -392,8 +398,9 @@ pub(crate) fn rank(
         (CauseKind::NonzeroExit, _) if cls.caught_earlier.is_some() => (
             Rank::NonzeroExit,
             format!(
-                "exited non-zero by itself; the signal it caught came more than {} before \
-                 its exit, too early to be the cause",
+                "exited non-zero by itself; the signal it had caught is not taken as the cause \
+                 (only SIGINT, SIGHUP, SIGQUIT or SIGTERM caught within {} of the exit, or N \
+                 before an exit 128+N, is)",
                 super::wording::duration(CAUGHT_EXIT_WINDOW_NS)
             ),
         ),

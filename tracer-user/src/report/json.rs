@@ -25,8 +25,8 @@ after the run was cancelled is expected too. Every other signal death is unexpec
 sibling, a descendant, an unrelated or outside process, the OOM killer, a fault, itself, or an \
 unobserved signal. A process that caught a signal from another process (it ran on after the \
 delivery) and then raised the same signal on itself, exited 128+N, or exited non-zero within 5 s \
-(any time after, for the tracer's own signal) died of the caught signal: it is ranked by that \
-signal's sender.";
+of a caught SIGINT, SIGHUP, SIGQUIT or SIGTERM (any time after, for the tracer's own) died of the \
+caught signal: it is ranked by that signal's sender.";
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Report {
