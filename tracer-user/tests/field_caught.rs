@@ -390,3 +390,35 @@ fn python_faulthandler_reraise_is_the_fault() {
     );
     assert!(s(&c["last_words"]["line"]).contains("Segmentation fault"));
 }
+
+#[test]
+fn the_tracers_timeout_is_named_as_such() {
+    // bash waits on sleep; --timeout expires; the tracer SIGTERMs the job's
+    // group: both die of it (bash leaves SIGTERM at its default).
+    let r = record(
+        &["--timeout", "1s", "--kill-grace", "5s"],
+        &["bash", "-c", "sleep 30; echo after"],
+    );
+    assert_eq!(r.code(), Some(124), "{}", r.stderr());
+    let rep = checked_report(&r);
+    assert_eq!(rep["counts"]["unexpected"], 0, "{}", rep["verdict"]);
+    for c in certs(&rep) {
+        assert_eq!(
+            (s(&c["rank"]), s(&c["cause"]["kind"])),
+            ("expected", "tracer")
+        );
+        assert!(c["cause"].get("cancelled").is_none());
+        assert!(
+            s(&c["headline"]).ends_with(": its `--timeout` expired and the tracer stopped the run"),
+            "{}",
+            c["headline"]
+        );
+        assert_eq!(
+            s(&c["rank_reason"]).split(" (").next(),
+            Some("stopped by the tracer when its --timeout expired")
+        );
+    }
+    assert_eq!(certs(&rep).len(), 2, "bash and its sleep");
+    let bash = cert(&rep, root(&r).pid);
+    assert_eq!(bash["killer"]["process"]["pid"], r.log.header.tracer_pid);
+}

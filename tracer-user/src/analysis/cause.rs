@@ -49,6 +49,8 @@ pub(crate) struct Classified {
     pub caught_earlier: Option<usize>,
     /// The tracer's signal forwarded a cancellation of the run.
     pub cancelled: bool,
+    /// The tracer's signal came after its `--timeout` expired.
+    pub timed_out: bool,
 }
 
 impl Classified {
@@ -62,6 +64,7 @@ impl Classified {
             reraised: None,
             caught_earlier: None,
             cancelled: false,
+            timed_out: false,
         }
     }
 }
@@ -78,6 +81,9 @@ pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
         return Classified::of(CauseKind::NotRun);
     }
     let mut c = classify_end(m, key);
+    c.timed_out = c.kind == CauseKind::Tracer
+        && c.fatal
+            .is_some_and(|i| snapshot_before(m, m.signals[i].ev.at.seq, "timeout"));
     c.cancelled = match c.kind {
         CauseKind::Tracer => c
             .fatal
@@ -217,9 +223,14 @@ fn caught_fault(m: &Model, key: ProcKey, before_seq: u64, sig: i32) -> Option<us
 /// forwards the signal, so its signals after that snapshot are the
 /// cancellation (a later `requested` snapshot does not undo it).
 fn cancelled_before(m: &Model, seq: u64) -> bool {
+    snapshot_before(m, seq, "cancelled")
+}
+
+/// A snapshot taken for `reason` precedes event `seq`.
+fn snapshot_before(m: &Model, seq: u64, reason: &str) -> bool {
     m.snapshots
         .iter()
-        .any(|snap| snap.at.seq < seq && snap.reason == "cancelled")
+        .any(|snap| snap.at.seq < seq && snap.reason == reason)
 }
 
 /// The signal `sig` that ended `key`: the first one delivered after the
@@ -378,6 +389,10 @@ pub(crate) fn rank(
         (CauseKind::Tracer, _) if cls.cancelled => (
             Rank::Expected,
             "the run was cancelled: the tracer forwarded the cancellation to the job".into(),
+        ),
+        (CauseKind::Tracer, _) if cls.timed_out => (
+            Rank::Expected,
+            "stopped by the tracer when its --timeout expired".into(),
         ),
         (CauseKind::Tracer, _) => (
             Rank::Expected,

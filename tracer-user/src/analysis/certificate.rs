@@ -24,6 +24,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         .zip(fatal)
         .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq);
     cls.cancelled &= !leaked;
+    cls.timed_out &= !leaked;
     let reraised = cls.reraised.map(|i| &m.signals[i]);
 
     let mut process = cx.proc_ref(key, end.t);
@@ -361,6 +362,8 @@ fn summary(cls: &Classified, f: &Facts) -> String {
                 "it outlived the command and `--leaks kill` removed it"
             } else if cls.cancelled {
                 "the run was cancelled (a signal to the tracer, forwarded to the job)"
+            } else if cls.timed_out {
+                "its `--timeout` expired and the tracer stopped the run"
             } else {
                 "a forwarded signal or the tracer's timeout"
             };
