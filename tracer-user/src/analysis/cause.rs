@@ -1,6 +1,9 @@
 //! Which signal ended a process, what kind of cause that is, how the sender
 //! relates to the victim, and how the death ranks.
-use super::{CauseKind, Ctx, Rank, Relation};
+use super::{
+    caught::{cancelled_before, caught, caught_exit, caught_fault, snapshot_before},
+    CauseKind, Ctx, Relation,
+};
 use crate::{
     eventlog::{ExitStatus, ProcKey},
     model::{Model, SignalEv},
@@ -13,23 +16,14 @@ const SI_USER: i32 = 0;
 const SI_QUEUE: i32 = -1;
 const SI_TKILL: i32 = -6;
 /// Signals the kernel raises for a faulting instruction (positive si_code).
-const FAULT_SIGS: [i32; 6] = [4, 5, 7, 8, 11, 31]; // ILL TRAP BUS FPE SEGV SYS
+pub(super) const FAULT_SIGS: [i32; 6] = [4, 5, 7, 8, 11, 31]; // ILL TRAP BUS FPE SEGV SYS
 /// Termination signals an orderly shutdown sends: INT HUP TERM KILL.
-const STOP_SIGS: [i32; 4] = [2, 1, 15, SIGKILL];
+pub(super) const STOP_SIGS: [i32; 4] = [2, 1, 15, SIGKILL];
 /// A parent-death signal is sent while the parent thread exits; its exit
 /// record lands just before (exit tracepoint precedes exit_notify) — a large
 /// address space can take a while to tear down in between.
 const PDEATH_BEFORE_NS: u64 = 1_000_000_000;
 const PDEATH_AFTER_NS: u64 = 100_000_000;
-/// A non-zero exit (other than 128+N) this soon after a caught signal is that
-/// signal's doing: a handler that cleans up and calls exit(1). Stated in
-/// docs/report.md and the ranking rule.
-pub const CAUGHT_EXIT_WINDOW_NS: u64 = 5_000_000_000;
-/// Requests to stop: a non-zero exit soon after catching one is its doing.
-const SHUTDOWN_SIGS: [i32; 4] = [1, 2, 3, 15]; // HUP INT QUIT TERM
-/// Signals whose default action does not end a process: catching one says
-/// nothing about a death.
-const HARMLESS_SIGS: [i32; 8] = [17, 18, 19, 20, 21, 22, 23, 28]; // CHLD CONT STOP TSTP TTIN TTOU URG WINCH
 
 #[derive(Debug, Clone)]
 pub(crate) struct Classified {
@@ -148,89 +142,6 @@ fn classify_end(m: &Model, key: ProcKey) -> Classified {
             },
         },
     }
-}
-
-/// The caught signal a non-zero exit is blamed on: a caught N before an exit
-/// 128+N (a shell's or a handler's "died of N"), else a caught request to
-/// stop (INT HUP QUIT TERM) within [`CAUGHT_EXIT_WINDOW_NS`] of the exit;
-/// the tracer's own (a cancellation or its timeout) with no window, since
-/// it ends the run.
-pub(crate) fn caught_exit(m: &Model, key: ProcKey) -> Option<usize> {
-    let end = m.proc(key)?.end.as_ref()?;
-    let ExitStatus::Exited { code } = end.status else {
-        return None;
-    };
-    if code == 0 {
-        return None;
-    }
-    let as_signal = (code > 128 && code < 128 + 65).then_some(code - 128);
-    // Only a request to stop explains an arbitrary exit code; a caught
-    // SIGUSR1 (a status dump, a debugger) says nothing about the exit.
-    let stop = Some(&SHUTDOWN_SIGS[..]);
-    as_signal
-        .and_then(|n| caught(m, key, end.seq, Some(&[n]), None))
-        .or_else(|| caught(m, key, end.seq, stop, Some(CAUGHT_EXIT_WINDOW_NS)))
-        .or_else(|| {
-            caught(m, key, end.seq, stop, None).filter(|&i| m.is_tracer(m.signals[i].sender))
-        })
-}
-
-/// The last signal `key` caught before event `before_seq`: sent by another
-/// process (not raised by the kernel), delivered, one whose default action
-/// would have ended it, and survived (it acted or ended on its own terms
-/// afterwards, which the caller's event proves). `sigs` narrows to those
-/// signals; `within` to deliveries that recent before the event.
-fn caught(
-    m: &Model,
-    key: ProcKey,
-    before_seq: u64,
-    sigs: Option<&[i32]>,
-    within: Option<u64>,
-) -> Option<usize> {
-    let p = m.proc(key)?;
-    let end_t = p.end.as_ref().map_or(u64::MAX, |e| e.t);
-    p.signals_in.iter().copied().rev().find(|&i| {
-        let s = &m.signals[i];
-        s.ev.at.seq < before_seq
-            && s.sender != key
-            && sent_by_process(s)
-            && s.ev.result == "delivered"
-            && s.ev.sig != SIGKILL
-            && !HARMLESS_SIGS.contains(&s.ev.sig)
-            && sigs.is_none_or(|n| n.contains(&s.ev.sig))
-            && within.is_none_or(|w| s.ev.at.t + w >= end_t)
-    })
-}
-
-/// The last fault `sig` the kernel raised in `key` before event
-/// `before_seq`. Only a re-raise of the same signal ties a death to it: a
-/// JVM takes and handles SIGSEGV faults all day long.
-fn caught_fault(m: &Model, key: ProcKey, before_seq: u64, sig: i32) -> Option<usize> {
-    let p = m.proc(key)?;
-    p.signals_in.iter().copied().rev().find(|&i| {
-        let s = &m.signals[i];
-        s.ev.at.seq < before_seq
-            && s.ev.sig == sig
-            && FAULT_SIGS.contains(&sig)
-            && s.ev.code > 0
-            && !sent_by_process(s)
-            && s.ev.result == "delivered"
-    })
-}
-
-/// The run had been cancelled by event `seq`: the tracer takes a
-/// `cancelled` snapshot when SIGINT/SIGTERM/SIGHUP/SIGQUIT reaches it, then
-/// forwards the signal, so its signals after that snapshot are the
-/// cancellation (a later `requested` snapshot does not undo it).
-fn cancelled_before(m: &Model, seq: u64) -> bool {
-    snapshot_before(m, seq, "cancelled")
-}
-
-/// A snapshot taken for `reason` precedes event `seq`.
-fn snapshot_before(m: &Model, seq: u64, reason: &str) -> bool {
-    m.snapshots
-        .iter()
-        .any(|snap| snap.at.seq < seq && snap.reason == reason)
 }
 
 /// The signal `sig` that ended `key`: the first one delivered after the
@@ -367,93 +278,5 @@ pub(crate) fn relation(m: &Model, killer: ProcKey, victim: ProcKey) -> Relation 
         Relation::UnrelatedInRun
     } else {
         Relation::OutsideRun
-    }
-}
-
-/// The ranking rule, stated in docs/report.md and in every report:
-/// expected = stopped by the tracer, by a parent-death signal, or by its own
-/// parent/ancestor with INT/HUP/TERM/KILL (an orderly shutdown), or a
-/// non-zero exit after the run was cancelled;
-/// non-zero exit = a worker that exited non-zero with no signal;
-/// unexpected = everything else (another process, OOM, a fault, itself...).
-/// A caught-then-re-raised or caught-then-exited death ranks as the caught
-/// signal's sender would (see `classify`).
-pub(crate) fn rank(
-    cls: &Classified,
-    relation: Option<Relation>,
-    sig: Option<i32>,
-) -> (Rank, String) {
-    let stop_sig = sig.is_some_and(|s| STOP_SIGS.contains(&s));
-    let chain = cls.reraised.is_some() || cls.handled_then_exited.is_some();
-    let (rank, reason) = match (cls.kind, relation) {
-        (CauseKind::Tracer, _) if cls.cancelled => (
-            Rank::Expected,
-            "the run was cancelled: the tracer forwarded the cancellation to the job".into(),
-        ),
-        (CauseKind::Tracer, _) if cls.timed_out => (
-            Rank::Expected,
-            "stopped by the tracer when its --timeout expired".into(),
-        ),
-        (CauseKind::Tracer, _) => (
-            Rank::Expected,
-            "stopped by the tracer itself (a forwarded signal or its timeout)".into(),
-        ),
-        (CauseKind::ParentDeathSignal, _) => (
-            Rank::Expected,
-            "parent-death signal: it went down with its parent (see the parent's fate)".into(),
-        ),
-        (CauseKind::KilledInRun, Some(Relation::Parent | Relation::Ancestor)) if stop_sig => (
-            Rank::Expected,
-            "stopped by its own parent/ancestor with a termination signal".into(),
-        ),
-        (CauseKind::NonzeroExit, _) if cls.cancelled => (
-            Rank::Expected,
-            "exited non-zero after the run was cancelled".into(),
-        ),
-        (CauseKind::NonzeroExit, _) if cls.caught_earlier.is_some() => (
-            Rank::NonzeroExit,
-            format!(
-                "exited non-zero by itself; the signal it had caught is not taken as the cause \
-                 (only SIGINT, SIGHUP, SIGQUIT or SIGTERM caught within {} of the exit, or N \
-                 before an exit 128+N, is)",
-                super::wording::duration(CAUGHT_EXIT_WINDOW_NS)
-            ),
-        ),
-        (CauseKind::NonzeroExit, _) => (
-            Rank::NonzeroExit,
-            "exited non-zero by itself, no signal involved".into(),
-        ),
-        (CauseKind::NotRun, _) => (Rank::NonzeroExit, "the command could not be run".into()),
-        (CauseKind::KilledInRun, Some(r)) => (
-            Rank::Unexpected,
-            format!("killed by {}", super::wording::relation_phrase(r)),
-        ),
-        (CauseKind::KilledOutsideRun, _) => (
-            Rank::Unexpected,
-            "killed by a process outside the run".into(),
-        ),
-        (CauseKind::Oom, _) => (Rank::Unexpected, "killed by the kernel OOM killer".into()),
-        (CauseKind::Fault, _) => (Rank::Unexpected, "crashed on a fault".into()),
-        (CauseKind::SelfInflicted, _) => (Rank::Unexpected, "killed itself (abort/raise)".into()),
-        (CauseKind::Sigpipe, _) => (Rank::Unexpected, "wrote to a pipe with no reader".into()),
-        (CauseKind::GroupExit, _) => (Rank::Unexpected, "taken down by one of its threads".into()),
-        (CauseKind::Kernel, _) => (Rank::Unexpected, "killed by the kernel".into()),
-        (CauseKind::KilledInRun, None) | (CauseKind::Unknown, _) => (
-            Rank::Unexpected,
-            "died of a signal whose origin was not observed".into(),
-        ),
-    };
-    if chain {
-        let how = if cls.reraised.is_some() {
-            "re-raised it on itself"
-        } else {
-            "exited"
-        };
-        (
-            rank,
-            format!("{reason} (it caught that signal, then {how})"),
-        )
-    } else {
-        (rank, reason)
     }
 }

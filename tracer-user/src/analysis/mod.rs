@@ -1,9 +1,12 @@
 //! Cause-of-death analysis: from the process model to death certificates,
 //! plus the cheap side findings (other exits, near misses, foreign signals,
 //! processes left running). Pure: same model, same output.
+mod caught;
 mod cause;
 mod certificate;
 mod extras;
+mod rank;
+mod summary;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -68,7 +71,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
                 ExitStatus::Exited { code } => {
                     oom_victim
                         || (code != 0
-                            && (cx.is_worker(p.key) || cause::caught_exit(model, p.key).is_some()))
+                            && (cx.is_worker(p.key) || caught::caught_exit(model, p.key).is_some()))
                 }
             };
         if needs_cert {
