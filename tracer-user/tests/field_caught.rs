@@ -1,9 +1,9 @@
 //! Caught, then re-raised or exited, on the real kernel with the real
 //! programs: Node's default SIGTERM/SIGINT handling and an explicit handler,
 //! bash's cooperative exit on SIGINT, Python handlers that exit(1) or
-//! re-raise, `pkill -f` against a Node runner, and a CI cancellation (SIGINT
-//! to the tracer). The certificate names the sender of the caught signal,
-//! never "killed by itself".
+//! re-raise (and faulthandler re-raising a fault), `pkill -f` against a Node
+//! runner. The certificate names the sender of the caught signal, never
+//! "killed by itself". The tracer's own stops are in field_cancel.rs.
 //!
 //! Hermetic: each scenario signals only processes it spawned (the `pkill -f`
 //! pattern is unique to the run and absent from every ancestor's argv), and
@@ -14,94 +14,18 @@ mod common;
 #[path = "certificates/support.rs"]
 mod support;
 
+#[path = "caught/support.rs"]
+mod caught;
+
 use std::{
-    io::{BufRead, BufReader},
     os::unix::process::{CommandExt, ExitStatusExt},
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    process::Command,
 };
 
+use caught::*;
 use common::*;
-use nix::{sys::signal::Signal, unistd::Pid};
-use serde_json::Value;
+use nix::sys::signal::Signal;
 use support::*;
-
-/// Every child naps at most this long, so a failed test leaves nothing for long.
-const NODE_NAP: &str = "setTimeout(() => {}, 60000)";
-
-fn tag(line: String) {
-    println!("{TAG}{line}");
-}
-
-fn pid(line: &str, key: &str) -> u32 {
-    field(line, key).parse().unwrap()
-}
-
-fn unique(what: &str) -> String {
-    let nonce = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("h1-{what}-{}-{nonce}", std::process::id())
-}
-
-/// Spawns `cmd` with stdout piped and returns once it printed a line
-/// starting with `ready` (the rest of that line is returned). The caller
-/// waits for the child it is handed.
-#[allow(clippy::zombie_processes)]
-fn spawn_ready(mut cmd: Command) -> (Child, String) {
-    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 {
-            let status = child.wait().unwrap();
-            panic!("child never got ready: {status}");
-        }
-        if let Some(rest) = line.trim_end().strip_prefix("ready") {
-            let rest = rest.trim().to_string();
-            // Keep draining so a chatty child never blocks on a full pipe.
-            std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-            return (child, rest);
-        }
-    }
-}
-
-/// Waits (bounded) until `pid` sleeps in wait(): a shell waiting for its
-/// foreground child, the moment its SIGINT handling is the cooperative one.
-fn wait_in_do_wait(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default() != "do_wait" {
-        assert!(Instant::now() < deadline, "pid {pid} never waited");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn kill(pid: u32, sig: Signal) {
-    nix::sys::signal::kill(Pid::from_raw(pid as i32), sig).unwrap();
-}
-
-/// The chain every caught-then-re-raised certificate shows.
-fn assert_reraised(c: &Value, sig: &str, code: &str) {
-    let re = &c["cause"]["reraised"];
-    assert_eq!(
-        (s(&re["sig_name"]), s(&re["code_name"])),
-        (sig, code),
-        "{c:#}"
-    );
-    assert_eq!(c["cause"]["signal"]["sig_name"], sig);
-    assert!(c["cause"]["signal"]["seq"].as_u64() < re["seq"].as_u64());
-    let evidence = c["evidence"].as_array().unwrap();
-    assert!(
-        evidence.contains(&re["seq"]),
-        "the re-raise stays in the evidence"
-    );
-    let h = s(&c["headline"]);
-    assert!(h.contains(&format!("caught {sig} from ")), "{h}");
-    assert!(h.contains("and re-raised it on itself via "), "{h}");
-    assert!(!h.contains("sent by itself"), "{h}");
-}
 
 #[test]
 fn node_reraises_sigterm_from_pkill() {
@@ -300,72 +224,6 @@ fn bash_reraises_sigint_after_its_foreground_child() {
 }
 
 #[test]
-fn ci_cancellation_is_expected_whatever_bash_and_node_do() {
-    // SIGINT to the tracer itself, as a CI runner cancelling the job: the
-    // tracer forwards it to the job's group; node catches and re-raises,
-    // bash (waiting for node) re-raises after node died of it.
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let script =
-        format!("node -e \"console.log('ready ' + process.ppid); {NODE_NAP}\"; echo after");
-    let mut cmd = tracer();
-    cmd.arg("record")
-        .arg("--output")
-        .arg(dir.path())
-        .args(["--", "bash", "-c", &script])
-        .stderr(Stdio::piped());
-    let (mut t, bash) = spawn_ready(cmd);
-    let bash: u32 = bash.parse().unwrap();
-    wait_in_do_wait(bash);
-    kill(t.id(), Signal::SIGINT);
-    let mut stderr = Vec::new();
-    std::io::Read::read_to_end(&mut t.stderr.take().unwrap(), &mut stderr).unwrap();
-    let status = t.wait().unwrap();
-    let log = tracer_user::eventlog::read_log(&dir.path().join("events.ndjson")).unwrap();
-    let output = std::process::Output {
-        status,
-        stdout: Vec::new(),
-        stderr,
-    };
-    let r = Recorded { dir, output, log };
-    assert_eq!(
-        r.code(),
-        Some(130),
-        "128+SIGINT passes through: {}",
-        r.stderr()
-    );
-    let rep = checked_report(&r);
-    assert_eq!(rep["counts"]["unexpected"], 0, "{}", rep["verdict"]);
-    assert!(
-        !s(&rep["verdict"]).contains("unexpected death:"),
-        "{}",
-        rep["verdict"]
-    );
-    let c = cert(&rep, bash);
-    let node = certs(&rep)
-        .iter()
-        .find(|x| x["victim"]["pid"] != bash)
-        .expect("node's certificate");
-    for c in [c, node] {
-        assert_eq!(
-            (s(&c["rank"]), s(&c["cause"]["kind"])),
-            ("expected", "tracer"),
-            "{c:#}"
-        );
-        assert_eq!(c["cause"]["cancelled"], true);
-        assert_eq!(c["killer"]["process"]["pid"], r.log.header.tracer_pid);
-        assert!(
-            s(&c["headline"]).contains("the run was cancelled"),
-            "{}",
-            c["headline"]
-        );
-        assert!(s(&c["rank_reason"]).starts_with("the run was cancelled"));
-    }
-    assert_reraised(c, "SIGINT", "SI_USER");
-    assert_reraised(node, "SIGINT", "SI_TKILL");
-}
-
-#[test]
 fn python_faulthandler_reraise_is_the_fault() {
     let r = record(
         &[],
@@ -389,36 +247,4 @@ fn python_faulthandler_reraise_is_the_fault() {
         c["headline"]
     );
     assert!(s(&c["last_words"]["line"]).contains("Segmentation fault"));
-}
-
-#[test]
-fn the_tracers_timeout_is_named_as_such() {
-    // bash waits on sleep; --timeout expires; the tracer SIGTERMs the job's
-    // group: both die of it (bash leaves SIGTERM at its default).
-    let r = record(
-        &["--timeout", "1s", "--kill-grace", "5s"],
-        &["bash", "-c", "sleep 30; echo after"],
-    );
-    assert_eq!(r.code(), Some(124), "{}", r.stderr());
-    let rep = checked_report(&r);
-    assert_eq!(rep["counts"]["unexpected"], 0, "{}", rep["verdict"]);
-    for c in certs(&rep) {
-        assert_eq!(
-            (s(&c["rank"]), s(&c["cause"]["kind"])),
-            ("expected", "tracer")
-        );
-        assert!(c["cause"].get("cancelled").is_none());
-        assert!(
-            s(&c["headline"]).ends_with(": its `--timeout` expired and the tracer stopped the run"),
-            "{}",
-            c["headline"]
-        );
-        assert_eq!(
-            s(&c["rank_reason"]).split(" (").next(),
-            Some("stopped by the tracer when its --timeout expired")
-        );
-    }
-    assert_eq!(certs(&rep).len(), 2, "bash and its sleep");
-    let bash = cert(&rep, root(&r).pid);
-    assert_eq!(bash["killer"]["process"]["pid"], r.log.header.tracer_pid);
 }
