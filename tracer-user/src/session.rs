@@ -33,6 +33,8 @@ pub struct Session {
     named: std::collections::HashSet<crate::eventlog::ProcKey>,
     /// `--redact`: applied to every record on its way into the log.
     redactor: crate::redact::Redactor,
+    /// Why the command could not be run, for the trailer.
+    command_error: Option<String>,
 }
 
 impl Session {
@@ -54,7 +56,14 @@ impl Session {
             existing: Vec::new(),
             named: std::collections::HashSet::new(),
             redactor: Default::default(),
+            command_error: None,
         })
+    }
+
+    /// The command could not be run: the trailer says why, so the reports
+    /// (and `tracer report`) can.
+    pub fn set_command_error(&mut self, reason: String) {
+        self.command_error = Some(reason);
     }
 
     /// Mask `--redact` patterns in every record written from now on.
@@ -298,6 +307,7 @@ impl Session {
                 per_cpu,
             },
             command_status,
+            command_error: self.command_error.clone(),
         })
     }
 

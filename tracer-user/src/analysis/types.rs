@@ -68,6 +68,8 @@ pub enum CauseKind {
     Tracer,
     Kernel,
     NonzeroExit,
+    /// The wrapped command could not be run (not found, not executable).
+    NotRun,
     Unknown,
 }
 
@@ -114,6 +116,15 @@ pub struct Cause {
     /// The process caught `signal` and then exited with this code itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub handled_then_exited: Option<i32>,
+    /// The process caught `signal` and then raised it on itself: its own
+    /// signal, which is what the kernel saw end it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reraised: Option<SignalRef>,
+    /// The tracer's signal was a cancellation of the run (a SIGINT/SIGTERM/
+    /// SIGHUP/SIGQUIT to the tracer, forwarded to the job), or this non-zero
+    /// exit came after one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]

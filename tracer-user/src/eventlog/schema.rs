@@ -373,6 +373,10 @@ pub struct Trailer {
     /// Record mode: how the wrapped command ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_status: Option<ExitStatus>,
+    /// Record mode: the command could not be run (exec failed); the OS's
+    /// reason, e.g. `No such file or directory (os error 2)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_error: Option<String>,
 }
 
 /// Events the kernel could not hand over. Never hidden: every report shows it.

@@ -26,6 +26,16 @@ pub(super) fn build(log: &EventLog) -> Model<'_> {
         snapshots: Vec::new(),
         first_t: 0,
         last_t: 0,
+        not_run: log.trailer.as_ref().and_then(|t| {
+            Some(super::NotRun {
+                command: log.header.command.clone(),
+                reason: t.command_error.clone()?,
+                code: match t.command_status {
+                    Some(crate::eventlog::ExitStatus::Exited { code }) => Some(code),
+                    _ => None,
+                },
+            })
+        }),
     };
     for rec in &log.events {
         if let Some(s) = rec.stamp() {

@@ -60,6 +60,17 @@ pub struct Model<'a> {
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,
+    /// The wrapped command could not be run (the trailer's `command_error`).
+    pub not_run: Option<NotRun>,
+}
+
+/// A `tracer record` whose command could not be run: what it was to run,
+/// why not, and the status tracer exited with (127, 126).
+#[derive(Debug, Clone)]
+pub struct NotRun {
+    pub command: Vec<String>,
+    pub reason: String,
+    pub code: Option<i32>,
 }
 
 /// The model borrows the log's records rather than copying them: on a
