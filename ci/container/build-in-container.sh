@@ -39,5 +39,6 @@ for bin in tracer busybox; do
     echo "build-in-container: $bin is static"
 done
 # The sidecar's loop, run by that shell with nothing on PATH but itself.
+# shellcheck disable=SC2016 # $1 is the inner shell's
 env -i "$out/busybox" sh -c 'sleep 0 && chmod 0755 "$1" && mv "$1/x" "$1/x" 2>/dev/null; true' sh "$out" ||
     { echo "build-in-container: busybox cannot run the sidecar's commands standalone" >&2; exit 1; }
