@@ -4,6 +4,7 @@
 mod cause;
 mod certificate;
 mod extras;
+mod mechanism;
 #[cfg(test)]
 mod tests;
 mod types;

@@ -150,6 +150,7 @@ impl Redactor {
                 result: _,
                 call: _,
                 sender_argv,
+                seccomp_syscall: _,
             }) => {
                 self.task(sender)
                     | self.task(target)
