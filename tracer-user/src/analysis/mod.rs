@@ -4,6 +4,7 @@
 mod cause;
 mod certificate;
 mod extras;
+pub mod hangs;
 mod mechanism;
 #[cfg(test)]
 mod tests;

@@ -297,8 +297,9 @@ impl Redactor {
             threads,
             fds,
             vanished: _,
+            frozen,
         } = p;
-        let mut changed = self.string(comm) | self.strings(argv) | self.opt(exe);
+        let mut changed = self.string(comm) | self.strings(argv) | self.opt(exe) | self.opt(frozen);
         for t in threads {
             // The rest is the kernel's: states, wait channels, stack frames.
             let ThreadSnapshot {

@@ -220,6 +220,7 @@ fn orphan(argv: &[&str]) -> ProcSnapshot {
             },
         }],
         vanished: false,
+        frozen: None,
     }
 }
 
