@@ -44,8 +44,7 @@ pub fn snapshot_facts(model: &Model, t: u64, snap: &Snapshot) -> LogFacts {
                 .signals_in
                 .iter()
                 .map(|&i| &model.signals[i])
-                .filter(|s| STOP_SIGS.contains(&s.ev.sig) && s.ev.at.t <= t)
-                .next_back();
+                .rfind(|s| STOP_SIGS.contains(&s.ev.sig) && s.ev.at.t <= t);
             if let Some(s) = stop {
                 let sender = cx.proc_ref(s.sender, s.ev.at.t);
                 let via = call_of(&cx, s)
