@@ -37,10 +37,11 @@ impl Mounts {
                 }
             } else if controllers.split(',').any(|c| c == "freezer") {
                 if let Some(root) = &self.v1_freezer {
+                    // The root cgroup has no freezer.state: never frozen.
                     let dir = root.join(rel);
-                    let state = read(&dir.join("freezer.state"))?;
+                    let state = read(&dir.join("freezer.state")).unwrap_or_default();
                     let state = state.trim();
-                    if state != "THAWED" {
+                    if !state.is_empty() && state != "THAWED" {
                         return Some(format!(
                             "v1 freezer {} (freezer.state {state})",
                             dir.display()
