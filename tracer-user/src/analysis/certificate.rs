@@ -107,7 +107,10 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         summary,
         signal: fatal.map(signal_ref),
         handled_then_exited: cls.handled_then_exited,
-        mechanism: refined.as_ref().map(|r| r.mechanism.clone()).or(uncaptured),
+        mechanism: refined
+            .as_ref()
+            .and_then(|r| r.mechanism.clone())
+            .or(uncaptured),
     };
     let last_words = p.last_words.as_ref().map(|l| LastWordsRef {
         seq: l.at.seq,

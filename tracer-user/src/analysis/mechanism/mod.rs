@@ -3,9 +3,10 @@
 //! kernel", "itself" or "an uncaptured call". Additive: it refines a
 //! classification after the fact and never changes how the fatal signal is
 //! chosen.
+mod idioms;
+
 use super::{
     cause::{relation, Classified},
-    certificate::call_of,
     types::*,
     wording::{self as w, proc_phrase},
     Ctx,
@@ -17,15 +18,12 @@ use crate::{
 
 const SIGHUP: i32 = 1;
 const SIGKILL: i32 = 9;
-const SIGALRM: i32 = 14;
 const SIGXCPU: i32 = 24;
 const SIGXFSZ: i32 = 25;
 const SIGSYS: i32 = 31;
 const SI_USER: i32 = 0;
 const SI_KERNEL: i32 = 0x80;
 const SYS_SECCOMP: i32 = 1;
-/// coreutils timeout(1)'s exit status when its time limit fired.
-const TIMEOUT_STATUS: i32 = 124;
 
 /// What `refine` found: a new class, and what to say instead of the
 /// generic wording.
@@ -36,7 +34,7 @@ pub(crate) struct Refined {
     pub summary: Option<String>,
     /// Appended to the generic summary clause.
     pub suffix: Option<String>,
-    pub mechanism: Mechanism,
+    pub mechanism: Option<Mechanism>,
     pub evidence: Vec<u64>,
 }
 
@@ -58,7 +56,7 @@ fn refined(kind: CauseKind, rank: (Rank, &str), summary: String, m: Mechanism) -
         rank: Some((rank.0, rank.1.to_string())),
         summary: Some(summary),
         suffix: None,
-        mechanism: m,
+        mechanism: Some(m),
         evidence: Vec::new(),
     }
 }
@@ -66,11 +64,11 @@ fn refined(kind: CauseKind, rank: (Rank, &str), summary: String, m: Mechanism) -
 /// The kernel path or idiom behind `key`'s death, when one is recognised.
 pub(crate) fn refine(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<Refined> {
     let fatal = cls.fatal.map(|i| &cx.m.signals[i]);
-    if let Some(r) = timeout_itself(cx, key, cls, fatal) {
+    if let Some(r) = idioms::timeout_itself(cx, key, cls, fatal) {
         return Some(r);
     }
     match (cls.kind, fatal) {
-        (CauseKind::Sigpipe, Some(s)) => pipe_reader(cx, key, s),
+        (CauseKind::Sigpipe, Some(s)) => idioms::pipe_reader(cx, key, s),
         (CauseKind::SelfInflicted, Some(s)) if s.ev.sig == SIGXFSZ && s.ev.call.is_none() => {
             let mut m = mech(
                 MechanismKind::Rlimit,
@@ -89,7 +87,7 @@ pub(crate) fn refine(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<Refined
             Some(seccomp(s))
         }
         (CauseKind::Unknown, None) if cx.m.coverage.signals => Some(no_signal(cx, key)),
-        (CauseKind::SelfInflicted, Some(s)) => own_group_kill(cx, s).or_else(|| {
+        (CauseKind::SelfInflicted, Some(s)) => idioms::own_group_kill(cx, s).or_else(|| {
             let (_, call, m) = uncaptured_call(cx, s)?;
             (m.kind == MechanismKind::CgroupKill).then(|| {
                 refined(
@@ -103,7 +101,7 @@ pub(crate) fn refine(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<Refined
         // A parent-death signal is a thread-group signal; SIGKILL to one
         // task with no kill syscall is cgroup.kill, whoever wrote it.
         (CauseKind::ParentDeathSignal, Some(s)) if !s.ev.group => {
-            let (_, _, m) = uncaptured_call(cx, s)?;
+            let m = uncaptured_call(cx, s).map(|(_, _, m)| m);
             Some(Refined {
                 kind: if cx.m.in_run(s.sender) {
                     CauseKind::KilledInRun
@@ -117,8 +115,8 @@ pub(crate) fn refine(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<Refined
                 evidence: Vec::new(),
             })
         }
-        (CauseKind::ParentDeathSignal, Some(s)) => parent_thread_exit(cx, s),
-        (CauseKind::KilledInRun, Some(s)) => killed_by_timeout(cx, s),
+        (CauseKind::ParentDeathSignal, Some(s)) => idioms::parent_thread_exit(cx, s),
+        (CauseKind::KilledInRun, Some(s)) => idioms::killed_by_timeout(cx, s),
         _ => None,
     }
 }
@@ -262,246 +260,6 @@ fn no_signal(cx: &Ctx, key: ProcKey) -> Refined {
             "the exit status names a signal, yet signal_generate never fired for the process: a kernel path (do_exit) ended it".into(),
         ),
     )
-}
-
-/// How far after the SIGPIPE the reader's exit may come: a reader closes
-/// its end on the way out (`head` flushes and closes stdin), and its exit
-/// record can follow the writer's SIGPIPE by microseconds.
-const READER_EXIT_AFTER_NS: u64 = 100_000_000;
-
-/// SIGPIPE: the kernel raised it because the pipe's read end was closed.
-/// The reader is inferred from the pipeline's shape: a sibling or child of
-/// the writer that lived alongside it and ended closest before the SIGPIPE,
-/// else closest after it (within the slack above), else its parent.
-fn pipe_reader(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refined> {
-    let m = cx.m;
-    let p = m.proc(key)?;
-    let siblings = p
-        .parent
-        .and_then(|pp| m.proc(pp))
-        .map(|pp| pp.children.clone())
-        .unwrap_or_default();
-    let t = s.ev.at.t;
-    let (rk, end) = siblings
-        .into_iter()
-        .chain(p.children.iter().copied())
-        .map(|k| (k, 0u8))
-        .chain(p.parent.map(|k| (k, 1u8)))
-        .filter(|&(k, _)| k != key)
-        .filter_map(|(k, tier)| Some((k, tier, m.proc(k)?.end.as_ref()?)))
-        .filter(|(_, _, e)| e.t >= key.start && e.t <= t + READER_EXIT_AFTER_NS)
-        .min_by_key(|(_, tier, e)| (*tier, e.t > t, e.t.abs_diff(t), e.seq))
-        .map(|(k, _, e)| (k, e))?;
-    let r = cx.proc_ref(rk, end.t);
-    let rel = w::relation_phrase(relation(m, rk, key));
-    let apart = w::duration(t.abs_diff(end.t));
-    let normal = matches!(end.status, ExitStatus::Exited { code: 0 });
-    let fate = match &end.status {
-        ExitStatus::Exited { code } => format!("exited with code {code}"),
-        ExitStatus::Signaled { name, .. } => format!("was killed by {name}"),
-    };
-    let mut mech_ = mech(
-        MechanismKind::PipeReaderGone,
-        format!("its reader is inferred: {rel}, alive alongside it, that ended closest to the SIGPIPE ({apart} apart)"),
-    );
-    mech_.process = Some(r.clone());
-    let (rank, summary) = if normal {
-        (
-            (
-                Rank::Expected,
-                "its pipe's reader finished first: the normal end of a `producer | head` pipeline",
-            ),
-            format!(
-                "killed by SIGPIPE: its reader {}, {rel}, had finished and closed the pipe (it {fate}, {apart} apart) — the normal end of a `producer | head` pipeline",
-                proc_phrase(&r)
-            ),
-        )
-    } else {
-        (
-            (Rank::Unexpected, "wrote to a pipe whose reader died"),
-            format!(
-                "killed by SIGPIPE: its reader {}, {rel}, had died (it {fate}, {apart} apart)",
-                proc_phrase(&r)
-            ),
-        )
-    };
-    let mut out = refined(CauseKind::Sigpipe, rank, summary, mech_);
-    out.evidence.push(end.seq);
-    Some(out)
-}
-
-/// kill(0, …), kill(-pgid, …) or kill(-1, …) that reached the caller too.
-fn own_group_kill(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
-    let (sc, arg, tid) = call_of(cx, s)?;
-    if sc != "kill" || arg > 0 {
-        return None;
-    }
-    let call = w::call_notation(&sc, arg, tid, &s.ev.sig_name);
-    let what = if arg == -1 {
-        "a kill of every process it could signal, itself included"
-    } else {
-        "a kill of its own process group, which includes itself"
-    };
-    Some(refined(
-        CauseKind::OwnGroupKill,
-        (Rank::Unexpected, "killed by its own process-group kill"),
-        format!("killed by {} from its own {call} — {what}", s.ev.sig_name),
-        mech(MechanismKind::OwnGroupKill, format!("{call}: {what}")),
-    ))
-}
-
-fn is_timeout(cx: &Ctx, key: ProcKey, t: u64) -> bool {
-    let r = cx.proc_ref(key, t);
-    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
-    !r.argv_inherited
-        && (r.argv.first().map(|a| base(a)).as_deref() == Some("timeout")
-            || r.filename.as_deref().map(base).as_deref() == Some("timeout"))
-}
-
-/// The signals timeout(1) sent once its limit fired: the first one aimed
-/// at a single pid is its command.
-fn timeout_victim<'a>(cx: &'a Ctx, key: ProcKey) -> Option<(&'a SignalEv<'a>, ProcRef)> {
-    let s =
-        cx.m.kill_calls
-            .iter()
-            .filter(|k| k.sender == key && k.ev.target_arg > 0 && k.ev.sig != 18)
-            .flat_map(|k| k.signals.iter().map(|&i| &cx.m.signals[i]))
-            .next()?;
-    Some((s, cx.proc_ref(s.target, s.ev.at.t)))
-}
-
-/// timeout(1) itself: exit 124, or killed by its own group kill (`-s KILL`:
-/// coreutils signals its command, then its whole process group).
-fn timeout_itself(
-    cx: &Ctx,
-    key: ProcKey,
-    cls: &Classified,
-    fatal: Option<&SignalEv>,
-) -> Option<Refined> {
-    let p = cx.m.proc(key)?;
-    let end = p.end.as_ref()?;
-    if !is_timeout(cx, key, end.t) {
-        return None;
-    }
-    let own_group = fatal.filter(|s| {
-        s.sender == key && call_of(cx, s).is_some_and(|(sc, arg, _)| sc == "kill" && arg <= 0)
-    });
-    let exit_124 = cls.kind == CauseKind::NonzeroExit
-        && matches!(
-            end.status,
-            ExitStatus::Exited {
-                code: TIMEOUT_STATUS
-            }
-        );
-    if own_group.is_none() && !exit_124 {
-        return None;
-    }
-    let alarm = p
-        .signals_in
-        .iter()
-        .map(|&i| &cx.m.signals[i])
-        .find(|s| s.ev.sig == SIGALRM && s.ev.at.t <= end.t);
-    let after = alarm.map_or(String::new(), |a| {
-        format!(
-            " after {}",
-            w::duration(a.ev.at.t.saturating_sub(key.start))
-        )
-    });
-    let stopped = timeout_victim(cx, key);
-    let cmd = stopped.as_ref().map_or(String::new(), |(s, r)| {
-        format!(
-            " and stopped its command {} with {}",
-            proc_phrase(r),
-            s.ev.sig_name
-        )
-    });
-    let summary = match own_group {
-        Some(s) => {
-            let (sc, arg, tid) = call_of(cx, s).unwrap_or(("kill".into(), 0, None));
-            format!(
-                "killed by {} from its own {}: its time limit fired{after}{cmd}, then, as coreutils timeout(1) does, it signalled its whole process group, itself included",
-                s.ev.sig_name,
-                w::call_notation(&sc, arg, tid, &s.ev.sig_name)
-            )
-        }
-        None => format!("exited with code 124: its time limit fired{after}{cmd}"),
-    };
-    let mut m = mech(
-        MechanismKind::Timeout,
-        "timeout(1)'s time limit fired (SIGALRM), it signalled its command and exited 124 or died of its own group kill".into(),
-    );
-    m.process = stopped.as_ref().map(|(_, r)| r.clone());
-    let mut out = refined(
-        CauseKind::TimeoutFired,
-        (
-            Rank::NonzeroExit,
-            "a timeout fired: timeout(1) stopped its command",
-        ),
-        summary,
-        m,
-    );
-    out.evidence.extend(alarm.map(|a| a.ev.at.seq));
-    out.evidence.extend(stopped.map(|(s, _)| s.ev.at.seq));
-    Some(out)
-}
-
-/// A process killed by timeout(1): same class and rank (its parent or
-/// ancestor stopping it), but the certificate says a timeout fired.
-fn killed_by_timeout(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
-    if !is_timeout(cx, s.sender, s.ev.at.t) {
-        return None;
-    }
-    let limit = cx.proc_ref(s.sender, s.ev.at.t);
-    let mut m = mech(
-        MechanismKind::Timeout,
-        format!(
-            "{} stopped it when its time limit fired",
-            proc_phrase(&limit)
-        ),
-    );
-    m.process = Some(limit);
-    Some(Refined {
-        kind: CauseKind::KilledInRun,
-        rank: None,
-        summary: None,
-        suffix: Some(": a timeout fired (timeout(1))".into()),
-        mechanism: m,
-        evidence: Vec::new(),
-    })
-}
-
-/// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits,
-/// not the parent process: a worker thread that spawns a child and ends
-/// kills it while the parent lives on.
-fn parent_thread_exit(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
-    let parent = cx.m.proc(s.sender)?;
-    let tid = s.ev.sender.tid;
-    let thread_exit = parent.thread_exits.iter().find(|x| x.tid == tid)?;
-    if parent.end.as_ref().is_some_and(|e| e.t <= s.ev.at.t) {
-        return None;
-    }
-    let pr = cx.proc_ref(s.sender, s.ev.at.t);
-    let mut m = mech(
-        MechanismKind::ParentThreadExit,
-        format!("thread {tid} of its parent exited; PR_SET_PDEATHSIG fires on the exit of the thread that forked, not of the process"),
-    );
-    m.process = Some(pr.clone());
-    m.thread = Some(tid);
-    let mut out = refined(
-        CauseKind::ParentDeathSignal,
-        (
-            Rank::Unexpected,
-            "parent-death signal fired by the exit of its parent's forking thread while the parent lived on",
-        ),
-        format!(
-            "killed by {}, its parent-death signal, when thread {tid} of its parent {} — the thread that forked it — exited; the parent process itself lived on",
-            s.ev.sig_name,
-            proc_phrase(&pr)
-        ),
-        m,
-    );
-    out.evidence.push(thread_exit.seq);
-    Some(out)
 }
 
 /// The killer's call for a process-sent signal (SI_USER) with no kill
