@@ -280,6 +280,9 @@ fn waited_for(p: &ProcSnapshot, t: &ThreadSnapshot, c: &ProcSnapshot) -> bool {
 /// itself, and a child that waits for children of its own is only as stuck
 /// as they are: a job merely waiting on a `sleep` is no deadlock.
 fn blocked(c: &ProcSnapshot, procs: &[ProcSnapshot], depth: usize) -> bool {
+    if c.frozen.is_some() && !matches!(c.state, 'Z' | 'X') {
+        return true;
+    }
     let asleep = !matches!(c.state, 'Z' | 'X')
         && !c.threads.is_empty()
         && c.threads

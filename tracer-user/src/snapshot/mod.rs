@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 mod capture;
 mod findings;
 mod freezer;
+#[cfg(test)]
+mod hang_tests;
 mod leaked;
 mod procread;
 mod render;
