@@ -129,6 +129,19 @@ fn timeout_fired_is_said_and_its_command_was_stopped_by_timeout() {
     assert_eq!(rep.analysis.counts.unexpected, 0);
 }
 
+/// A command that exits 124 by itself makes timeout(1) exit 124 too: with
+/// no alarm and no signal sent, no timeout fired.
+#[test]
+fn timeout_passing_on_its_commands_124_is_no_timeout() {
+    let r = record(&[], &["timeout", "30", "sh", "-c", "exit 124"]);
+    assert_no_loss(&r);
+    assert_eq!(r.code(), Some(124));
+    let rep = report(&r);
+    let t = cert(&rep, "timeout");
+    assert_eq!(t.cause.kind, CauseKind::NonzeroExit, "{}", t.headline);
+    assert!(!rep.verdict.contains("time limit"), "{}", rep.verdict);
+}
+
 #[test]
 fn timeout_s_kill_killing_its_own_group_is_not_a_suicide() {
     let r = record(&[], &["timeout", "-s", "KILL", "0.3", "sleep", "30"]);

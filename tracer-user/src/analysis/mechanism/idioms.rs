@@ -157,13 +157,18 @@ pub(super) fn timeout_itself(
         .iter()
         .map(|&i| &cx.m.signals[i])
         .find(|s| s.ev.sig == SIGALRM && s.ev.at.t <= end.t);
+    let stopped = timeout_victim(cx, key);
+    // Its command may exit 124 by itself: without its alarm or a signal it
+    // sent, nothing says the limit fired.
+    if alarm.is_none() && stopped.is_none() {
+        return None;
+    }
     let after = alarm.map_or(String::new(), |a| {
         format!(
             " after {}",
             w::duration(a.ev.at.t.saturating_sub(key.start))
         )
     });
-    let stopped = timeout_victim(cx, key);
     let cmd = stopped.as_ref().map_or(String::new(), |(s, r)| {
         format!(
             " and stopped its command {} with {}",
