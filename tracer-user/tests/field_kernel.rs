@@ -360,3 +360,32 @@ fn parent_death_signal_from_a_parent_thread_says_the_thread_exited() {
     );
     assert_eq!(c.rank, Rank::Unexpected);
 }
+
+/// pidfd_send_signal names a pidfd, not a pid: the delivered call is
+/// resolved by the signal it produced; a missed one says it is unresolved.
+#[test]
+fn pidfd_send_signal_is_resolved_to_its_target() {
+    let py = "import os, signal, subprocess\np = subprocess.Popen([\"sleep\", \"30\"])\nfd = os.pidfd_open(p.pid)\nsignal.pidfd_send_signal(fd, signal.SIGTERM)\np.wait()\nq = subprocess.Popen([\"true\"])\nfd2 = os.pidfd_open(q.pid)\nq.wait()\ntry:\n    signal.pidfd_send_signal(fd2, signal.SIGTERM)\nexcept ProcessLookupError:\n    pass";
+    let r = record(&[], &["python3", "-c", py]);
+    assert_no_loss(&r);
+    let rep = report(&r);
+    let c = cert(&rep, "sleep");
+    let k = c.killer.as_ref().unwrap();
+    assert_eq!(k.syscall.as_deref(), Some("pidfd_send_signal"));
+    let fd = k.target_arg.unwrap();
+    assert_eq!(
+        k.aimed_at,
+        format!("pid {} (pidfd {fd})", c.victim.process.pid)
+    );
+    let miss = rep
+        .analysis
+        .near_misses
+        .iter()
+        .find(|n| n.syscall == "pidfd_send_signal")
+        .expect("the call on a reaped child's pidfd failed");
+    assert_eq!(miss.errno.as_deref(), Some("ESRCH"));
+    assert_eq!(
+        miss.aimed_at,
+        format!("pidfd {} (unresolved)", miss.target_arg)
+    );
+}

@@ -201,6 +201,12 @@ fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
         .as_ref()
         .and_then(|(sc, arg, _)| cx.target_ns(s.sender, sc, *arg, s.ev.at.t));
     let (aimed_at, notation) = match &call {
+        // The signal names the process the pidfd referred to, on every
+        // kernel: say which it was.
+        Some((sc, arg, _)) if sc == "pidfd_send_signal" => (
+            format!("pid {} (pidfd {arg})", s.ev.target.pid),
+            w::call_notation(sc, *arg, None, &s.ev.sig_name),
+        ),
         Some((sc, arg, tid)) => (
             w::aimed_in_ns(&w::aimed_at(sc, *arg, *tid), target_ns.as_ref()),
             w::call_notation(sc, *arg, *tid, &s.ev.sig_name),

@@ -134,7 +134,9 @@ pub fn aimed_at(syscall: &str, target_arg: i64, tid_arg: Option<i64>) -> String 
         ("kill", -1, _) => "every process the sender may signal".into(),
         ("kill", n, _) if n < 0 => format!("process group {}", -n),
         ("tkill", n, _) => format!("thread {n}"),
-        ("pidfd_send_signal", n, _) => format!("the process behind pidfd {n}"),
+        // The log holds no fd table: a delivered call is resolved by the
+        // signal it produced (certificate.rs), a missed one is not.
+        ("pidfd_send_signal", n, _) => format!("pidfd {n} (unresolved)"),
         (_, n, Some(tid)) => format!("thread {tid} of pid {n}"),
         (_, n, None) => format!("pid {n}"),
     }
