@@ -21,7 +21,11 @@ pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that 
 on their own, then expected stops. A death is expected when the tracer stopped it, when it was a \
 parent-death signal, or when its own parent or ancestor sent SIGINT, SIGHUP, SIGTERM or SIGKILL \
 (an orderly shutdown). Every other signal death is unexpected: killed by a sibling, a descendant, \
-an unrelated or outside process, the OOM killer, a fault, itself, or an unobserved signal.";
+an unrelated or outside process, the OOM killer, a fault, itself, or an unobserved signal. \
+Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`) and a terminal hang-up \
+caused by its own parent or ancestor are expected; a timeout(1) that fired ranks with the non-zero \
+exits; a parent-death signal fired by the exit of a parent thread while the parent lived on is \
+unexpected.";
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Report {
