@@ -44,10 +44,12 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     };
 
     // A seccomp kill names the forbidden syscall only in the siginfo.
-    let seccomp = if sig == SIGSYS && code == SYS_SECCOMP && info as usize > 1 {
-        read::<i32>(info, SI_SYSCALL_OFF)
+    // Straight-line with -1 for "none" (no Option payload on the stack:
+    // the 5.10 and 6.1 verifiers reject LLVM's uninitialised slot reads).
+    let seccomp_nr: i32 = if sig == SIGSYS && code == SYS_SECCOMP && info as usize > 1 {
+        read::<i32>(info, SI_SYSCALL_OFF).unwrap_or(-1)
     } else {
-        None
+        -1
     };
 
     let tid = bpf_get_current_pid_tgid() as u32;
@@ -77,8 +79,8 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         syscall,
         call_id,
         target_arg,
-        seccomp_nr: seccomp.unwrap_or(0),
-        seccomp_seen: u32::from(seccomp.is_some()),
+        seccomp_nr,
+        seccomp_seen: (seccomp_nr >= 0) as u32,
     });
     entry.submit(0);
     Ok(0)
