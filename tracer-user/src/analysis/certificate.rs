@@ -1,7 +1,7 @@
 //! One death certificate: victim, cause, killer, history, evidence.
 use super::{
-    cause::{self, SIGCHLD},
-    summary,
+    cause::{self, Classified, SIGCHLD},
+    mechanism, summary,
     types::*,
     wording::{self as w, proc_phrase},
     words, Ctx,
@@ -15,7 +15,16 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     let m = cx.m;
     let p = m.proc(key).expect("known process");
     let end = p.end.as_ref().expect("ended process");
-    let mut cls = cause::classify(cx, key);
+    let cls = cause::classify(cx, key);
+    // A kernel path or idiom recognised (mechanism.rs) may name the kind.
+    let refined = mechanism::refine(cx, key, &cls);
+    let mut cls = match &refined {
+        Some(r) => Classified {
+            kind: r.kind,
+            ..cls
+        },
+        None => cls,
+    };
     let fatal = cls.fatal.map(|i| &m.signals[i]);
     // The tracer signalled a process it had already logged as leaked: that
     // is `--leaks kill` cleaning up, not a forwarded signal.
@@ -75,15 +84,20 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
             | CauseKind::Tracer
             | CauseKind::SelfInflicted
             | CauseKind::ParentDeathSignal
+            | CauseKind::OwnGroupKill
+            | CauseKind::TimeoutFired
     );
     let killer = fatal.filter(|_| blames_sender).map(|s| killer(cx, s, key));
     let oom = cls.oom.map(|o| oom_info(cx, o));
     let history = history(cx, key, end.t, cls.fatal);
-    let (rank, rank_reason) = super::rank::rank(
-        &cls,
-        killer.as_ref().map(|k| k.relation),
-        fatal.map(|s| s.ev.sig),
-    );
+    let (rank, rank_reason) = match refined.as_ref().and_then(|r| r.rank.clone()) {
+        Some(r) => r,
+        None => super::rank::rank(
+            &cls,
+            killer.as_ref().map(|k| k.relation),
+            fatal.map(|s| s.ev.sig),
+        ),
+    };
     let reraise_call = reraised.map(|s| {
         call_of(cx, s).map_or_else(
             || format!("an uncaptured call (si_code {})", s.ev.code_name),
@@ -108,13 +122,33 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         earlier: earlier.as_ref(),
         not_run: m.not_run.as_ref(),
     };
+    let summary = match &refined {
+        Some(mechanism::Refined {
+            summary: Some(s), ..
+        }) => s.clone(),
+        _ => {
+            let s = summary::summary(&cls, &facts);
+            let suffix = refined.as_ref().and_then(|r| r.suffix.as_deref());
+            format!("{s}{}", suffix.unwrap_or(""))
+        }
+    };
+    // A process-sent signal that came from no kill syscall: the kernel path
+    // that sent it (cgroup.kill) is the mechanism.
+    let uncaptured = fatal
+        .filter(|s| killer.is_some() && call_of(cx, s).is_none())
+        .and_then(|s| mechanism::uncaptured_call(cx, s))
+        .map(|(_, _, m)| m);
     let cause = Cause {
         kind: cls.kind,
-        summary: summary::summary(&cls, &facts),
+        summary,
         signal: fatal.map(signal_ref),
         handled_then_exited: cls.handled_then_exited,
         reraised: reraised.map(signal_ref),
         cancelled: cls.cancelled,
+        mechanism: refined
+            .as_ref()
+            .and_then(|r| r.mechanism.clone())
+            .or(uncaptured),
     };
     let last_words = p.last_words.as_ref().map(|l| LastWordsRef {
         seq: l.at.seq,
@@ -157,6 +191,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
                 .map(|x| x.seq),
         );
     }
+    evidence.extend(refined.iter().flat_map(|r| r.evidence.iter().copied()));
     evidence.push(end.seq);
     evidence.extend(last_words.as_ref().map(|l| l.seq));
     evidence.sort_unstable();
@@ -219,10 +254,13 @@ fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
             w::aimed_in_ns(&w::aimed_at(sc, *arg, *tid), target_ns.as_ref()),
             w::call_notation(sc, *arg, *tid, &s.ev.sig_name),
         ),
-        None => (
-            format!("pid {} (syscall not captured)", s.ev.target.pid),
-            format!("an uncaptured call (si_code {})", s.ev.code_name),
-        ),
+        None => match mechanism::uncaptured_call(cx, s) {
+            Some((aimed, call, _)) => (aimed, call),
+            None => (
+                format!("pid {} (syscall not captured)", s.ev.target.pid),
+                format!("an uncaptured call (si_code {})", s.ev.code_name),
+            ),
+        },
     };
     Killer {
         process: cx.proc_ref(s.sender, s.ev.at.t),

@@ -6,6 +6,8 @@ mod caught;
 mod cause;
 mod certificate;
 mod extras;
+pub mod hangs;
+mod mechanism;
 mod rank;
 mod summary;
 #[cfg(test)]

@@ -74,6 +74,20 @@ pub(crate) fn rank(
         (CauseKind::Sigpipe, _) => (Rank::Unexpected, "wrote to a pipe with no reader".into()),
         (CauseKind::GroupExit, _) => (Rank::Unexpected, "taken down by one of its threads".into()),
         (CauseKind::Kernel, _) => (Rank::Unexpected, "killed by the kernel".into()),
+        // Their rank comes with the mechanism (mechanism.rs); this is only
+        // the fallback.
+        (
+            CauseKind::Rlimit
+            | CauseKind::Seccomp
+            | CauseKind::KernelExit
+            | CauseKind::TerminalHangup
+            | CauseKind::OwnGroupKill
+            | CauseKind::TimeoutFired,
+            _,
+        ) => (
+            Rank::Unexpected,
+            "ended by a kernel path (see the cause)".into(),
+        ),
         (CauseKind::KilledInRun, None) | (CauseKind::Unknown, _) => (
             Rank::Unexpected,
             "died of a signal whose origin was not observed".into(),

@@ -71,6 +71,22 @@ pub enum CauseKind {
     /// The wrapped command could not be run (not found, not executable).
     NotRun,
     Unknown,
+    /// A resource limit's signal: SIGXFSZ (RLIMIT_FSIZE), SIGXCPU and the
+    /// SIGKILL at the hard RLIMIT_CPU.
+    Rlimit,
+    /// SIGSYS with SYS_SECCOMP: a seccomp filter forbade a syscall.
+    Seccomp,
+    /// Ended with a signal status though no signal was ever generated for
+    /// it, on a log that misses nothing (seccomp strict mode, do_exit).
+    KernelExit,
+    /// SIGHUP from the tty layer: its terminal hung up.
+    TerminalHangup,
+    /// Killed by its own kill(0, …) / kill(-pgid, …): a kill of its own
+    /// process group, which includes itself.
+    OwnGroupKill,
+    /// timeout(1) itself, after its time limit fired: exit 124, or killed by
+    /// its own group kill (`-s KILL`).
+    TimeoutFired,
 }
 
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +141,55 @@ pub struct Cause {
     /// exit came after one.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// The kernel path or idiom behind the death, when one was recognised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<Mechanism>,
+}
+
+/// How the kernel (or a well-known program) ended the process, in facts.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Mechanism {
+    pub kind: MechanismKind,
+    /// One sentence.
+    pub detail: String,
+    /// The other process involved: the pipe's reader, the process that
+    /// closed the terminal, the writer of cgroup.kill, the command timeout(1)
+    /// stopped, the parent whose thread exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcRef>,
+    /// `RLIMIT_FSIZE`, `RLIMIT_CPU`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// The syscall seccomp forbade: number (x86-64) and name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscall_nr: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<String>,
+    /// The thread whose exit fired a parent-death signal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u32>,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MechanismKind {
+    /// SIGPIPE after the pipe's reader went away.
+    PipeReaderGone,
+    Rlimit,
+    Seccomp,
+    /// No signal was generated: the kernel ended the task directly.
+    NoSignal,
+    /// A write to cgroup v2 `cgroup.kill`.
+    CgroupKill,
+    /// A signal sent by a kernel path for a process, with no kill syscall.
+    NoKillSyscall,
+    TerminalHangup,
+    /// timeout(1)'s time limit fired.
+    Timeout,
+    OwnGroupKill,
+    /// PR_SET_PDEATHSIG fired by the exit of the parent's forking thread
+    /// while the parent process lived on.
+    ParentThreadExit,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]

@@ -229,6 +229,10 @@ pub struct Signal {
     /// (the log has no exec of it otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_argv: Option<Vec<String>>,
+    /// SIGSYS with SYS_SECCOMP: the syscall number the filter forbade
+    /// (`si_syscall`, x86-64 numbering).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_syscall: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

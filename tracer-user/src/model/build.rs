@@ -36,6 +36,7 @@ pub(super) fn build(log: &EventLog) -> Model<'_> {
                 },
             })
         }),
+        coverage: coverage(log),
     };
     for rec in &log.events {
         if let Some(s) = rec.stamp() {
@@ -55,6 +56,23 @@ pub(super) fn build(log: &EventLog) -> Model<'_> {
     mark_run(&mut m, log);
     join_ooms(&mut m);
     m
+}
+
+fn coverage(log: &EventLog) -> super::Coverage {
+    let attached = |name: &str| {
+        log.header
+            .hooks
+            .iter()
+            .any(|h| h.name == name && h.attached)
+    };
+    let Some(t) = log.trailer.as_ref().filter(|_| !log.truncated) else {
+        return super::Coverage::default();
+    };
+    let signals = attached("signal_generate") && t.lost.total() == 0;
+    super::Coverage {
+        signals,
+        kill_calls: signals && attached("kill_syscalls"),
+    }
 }
 
 /// si_code values a process chooses (kill family); anything else is raised

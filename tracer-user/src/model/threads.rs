@@ -49,6 +49,7 @@ mod tests {
             first_t: 0,
             last_t: 0,
             not_run: None,
+            coverage: Default::default(),
         };
         assert_eq!(
             m.tid_owner(100, 20),

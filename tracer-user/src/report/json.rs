@@ -27,7 +27,11 @@ sibling, a descendant, an unrelated or outside process, the OOM killer, a fault,
 unobserved signal. A process that caught a signal from another process (it ran on after the \
 delivery) and then raised the same signal on itself, exited 128+N, or exited non-zero within 5 s \
 of a caught SIGINT, SIGHUP, SIGQUIT or SIGTERM (any time after, for the tracer's own) died of the \
-caught signal: it is ranked by that signal's sender.";
+caught signal: it is ranked by that signal's sender. \
+Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`) and a terminal hang-up \
+caused by its own parent or ancestor are expected; a timeout(1) that fired ranks with the non-zero \
+exits; a parent-death signal fired by the exit of a parent thread while the parent lived on is \
+unexpected.";
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Report {

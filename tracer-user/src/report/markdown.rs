@@ -233,6 +233,15 @@ fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
             deliveries.unwrap_or_default()
         );
     }
+    // The kernel path behind the death (cgroup.kill, an rlimit, seccomp...).
+    if let Some(m) = &c.cause.mechanism {
+        let who = m
+            .process
+            .as_ref()
+            .map(|p| format!(" · {}", proc_cell(p)))
+            .unwrap_or_default();
+        let _ = writeln!(o, "| mechanism | {}{who} |", cell(&m.detail));
+    }
     if let Some(m) = &c.oom {
         if let Some(mc) = &m.memcg {
             let _ = writeln!(
