@@ -244,7 +244,7 @@ fn pidfd_calls_are_resolved_when_they_delivered() {
     let c = cert(&r, "sleep");
     assert_eq!(
         c.killer.as_ref().unwrap().aimed_at,
-        format!("pid {} (pidfd 3)", c.victim.process.pid)
+        format!("pid {} through pidfd 3", c.victim.process.pid)
     );
     assert_eq!(r.analysis.near_misses[0].aimed_at, "pidfd 4 (unresolved)");
 }

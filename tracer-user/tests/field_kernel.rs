@@ -375,7 +375,7 @@ fn pidfd_send_signal_is_resolved_to_its_target() {
     let fd = k.target_arg.unwrap();
     assert_eq!(
         k.aimed_at,
-        format!("pid {} (pidfd {fd})", c.victim.process.pid)
+        format!("pid {} through pidfd {fd}", c.victim.process.pid)
     );
     let miss = rep
         .analysis
