@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::{model::Model, snapshot::Snapshot};
+use crate::{model::Model, snapshot::Snapshot, text::markdown as md};
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct SnapshotReport {
@@ -40,8 +40,10 @@ pub fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
         "timeout" => "Timed out",
         _ => "Cancelled",
     };
+    // The detail quotes paths and names as read from /proc: one line here,
+    // since the verdict is.
     Some(match s.snapshot.findings.first() {
-        Some(f) => format!("{what} while blocked: {}", f.detail),
+        Some(f) => format!("{what} while blocked: {}", crate::text::one_line(&f.detail)),
         None => format!("{what}; no deadlock pattern found (see the snapshot)"),
     })
 }
@@ -53,18 +55,27 @@ pub fn section(o: &mut String, snaps: &[SnapshotReport]) {
             "cancelled" => "the tracer was cancelled",
             _ => "SIGUSR1",
         };
-        let _ = writeln!(o, "## Snapshot at {} ({why}, event {})\n", s.time, s.seq);
+        let _ = writeln!(
+            o,
+            "## Snapshot at {} ({why}, event {})\n",
+            md::text(&s.time),
+            s.seq
+        );
         if s.snapshot.findings.is_empty() {
             let _ = writeln!(o, "No deadlock pattern found.\n");
         }
         for f in &s.snapshot.findings {
-            let _ = writeln!(o, "- **{}**: {}", f.kind, f.detail);
+            let _ = writeln!(o, "- **{}**: {}", md::text(&f.kind), md::inline(&f.detail));
         }
         let _ = writeln!(
             o,
-            "\n<details><summary>every process and thread</summary>\n\n```"
+            "\n<details><summary>every process and thread</summary>\n"
         );
-        o.push_str(crate::snapshot::render_text(&s.snapshot).trim_end());
-        let _ = writeln!(o, "\n```\n</details>\n");
+        // render_text escapes what it quotes; the fence outlasts any
+        // backtick run left in it.
+        let text = crate::snapshot::render_text(&s.snapshot);
+        let lines: Vec<String> = text.trim_end().lines().map(str::to_string).collect();
+        o.push_str(&md::fence_lines(&lines, ""));
+        let _ = writeln!(o, "</details>\n");
     }
 }

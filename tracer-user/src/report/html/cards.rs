@@ -41,7 +41,7 @@ pub(super) fn ancestry(chain: &[ProcRef]) -> String {
         .map(|p| {
             format!(
                 "<code>{}</code> ({})",
-                esc(&w::short_command(&p.command)),
+                esc(&w::short_command(&w::prose_command(p))),
                 p.pid
             )
         })
