@@ -79,7 +79,8 @@ const ITEM: &str = "  * ";
 const WARN: &str = "  ! ";
 const MAX_ITEMS: usize = 5;
 
-fn summary(r: &Report, md: &Path, json: &Path) -> String {
+/// The stderr summary (public for the output-invariant tests).
+pub fn summary(r: &Report, md: &Path, json: &Path) -> String {
     // Every line starts with tracer's own words; the data in it is escaped
     // for a terminal (a CI log is one), so no line of it is a workflow
     // command or an escape sequence, and the verdict stays one line.

@@ -79,3 +79,114 @@ pub fn section(o: &mut String, snaps: &[SnapshotReport]) {
         let _ = writeln!(o, "</details>\n");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        snapshot::{FdEntry, FdKind, Finding, Holder, ProcSnapshot, SyscallState, ThreadSnapshot},
+        text::invariants,
+    };
+
+    /// A snapshot whose every /proc string is `s`.
+    fn snap(s: &str) -> SnapshotReport {
+        let holder = Holder {
+            pid: 7,
+            comm: s.into(),
+            fd: 4,
+            access: None,
+        };
+        let p = ProcSnapshot {
+            pid: 7,
+            start_ns: 1,
+            ppid: 1,
+            pgid: 7,
+            sid: 7,
+            comm: s.into(),
+            argv: vec![s.into(), s.into()],
+            exe: Some(s.into()),
+            state: 'S',
+            threads: vec![ThreadSnapshot {
+                tid: 7,
+                comm: s.into(),
+                state: 'S',
+                wchan: Some(s.into()),
+                stack: vec![s.into()],
+                syscall: SyscallState::Syscall {
+                    nr: 0,
+                    name: Some(s.into()),
+                    args: [0; 6],
+                },
+            }],
+            fds: vec![
+                FdEntry {
+                    fd: 3,
+                    target: s.into(),
+                    access: None,
+                    kind: FdKind::Pipe {
+                        inode: 9,
+                        holders: vec![holder.clone()],
+                    },
+                },
+                FdEntry {
+                    fd: 5,
+                    target: s.into(),
+                    access: None,
+                    kind: FdKind::Unix {
+                        inode: 10,
+                        sock_type: s.into(),
+                        name: Some(s.into()),
+                        peer: Some(11),
+                        peer_holders: vec![holder],
+                    },
+                },
+            ],
+            vanished: false,
+        };
+        SnapshotReport {
+            seq: 1,
+            time: "t".into(),
+            reason: "timeout".into(),
+            snapshot: Snapshot {
+                processes: vec![p],
+                findings: vec![Finding {
+                    kind: "orphaned".into(),
+                    pid: 7,
+                    tid: None,
+                    detail: format!("pid 7 ({s}) has ppid 1"),
+                    fds: Vec::new(),
+                    related_pids: Vec::new(),
+                }],
+                notes: vec![s.into()],
+            },
+        }
+    }
+
+    #[test]
+    fn hostile_proc_strings_stay_inside_the_snapshot_block() {
+        let plain = {
+            let mut o = String::new();
+            section(&mut o, &[snap("x")]);
+            o
+        };
+        for s in [
+            "a\n```\n# pwned\n<h1>x</h1>",
+            "\x1b[31m`|`\r::error::x",
+            "````````````",
+            "\n::set-output name=a::b\n##[error]c",
+            "\u{202e}</details><script>",
+        ] {
+            let mut o = String::new();
+            section(&mut o, &[snap(s)]);
+            let v = invariants::markdown(&o);
+            assert!(v.is_empty(), "{s:?}: {v:?}\n{o}");
+            assert_eq!(
+                invariants::skeleton(&o),
+                invariants::skeleton(&plain),
+                "{s:?}\n{o}"
+            );
+            let verdict = verdict_clause(&[snap(s)]).unwrap();
+            assert!(!verdict.contains('\n'), "{verdict}");
+        }
+    }
+}

@@ -74,7 +74,12 @@ pub fn cell(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 4);
     for c in s.chars() {
         match c {
-            '|' => o.push_str("\\|"),
+            // GFM escapes a pipe by the backslash right before it; other
+            // parsers count the run. Odd in total satisfies both.
+            '|' => {
+                let before = o.chars().rev().take_while(|&c| c == '\\').count();
+                o.push_str(if before % 2 == 1 { "\\\\|" } else { "\\|" });
+            }
             '\n' | '\r' => o.push(' '),
             c => o.push(c),
         }

@@ -9,6 +9,7 @@
 //! headlines.
 pub mod command;
 pub mod html;
+pub mod invariants;
 pub mod markdown;
 pub mod terminal;
 #[cfg(test)]
