@@ -215,3 +215,16 @@ pub fn html(s: &str) -> Vec<String> {
     }
     v
 }
+
+/// The ATX headings a reader sees (outside fenced blocks).
+pub fn headings(md: &str) -> Vec<&str> {
+    let (lines, _) = outside_fences(md);
+    lines
+        .into_iter()
+        .map(|(_, l)| l)
+        .filter(|l| {
+            let h = l.chars().take_while(|&c| c == '#').count();
+            (1..=6).contains(&h) && (l.len() == h || l[h..].starts_with(' '))
+        })
+        .collect()
+}
