@@ -57,14 +57,12 @@ fn hostile_argv_and_stderr_leave_the_reports_intact() {
 
     // bash starts the worker as a coprocess, reads its pid from it (so it
     // signals only its own child), then a bash with a hostile $0 kills it.
-    let script = format!(
-        "coproc W {{ \"$0\" -c \"$1\" \"${{@:2}}\" 2>/dev/null; }}\n\
-         read -r pid <&\"${{W[0]}}\"\n\
-         bash -c 'kill -9 \"$1\"' $'::error::killer\\n# pwned `' \"$pid\"\n\
-         wait\n\
-         exit 0"
-    );
-    let mut cmd = vec!["bash", "-c", script.as_str(), exe, WORKER];
+    let script = "coproc W { \"$0\" -c \"$1\" \"${@:2}\" 2>/dev/null; }\n\
+                  read -r pid <&\"${W[0]}\"\n\
+                  bash -c 'kill -9 \"$1\"' $'::error::killer\\n# pwned `' \"$pid\"\n\
+                  wait\n\
+                  exit 0";
+    let mut cmd = vec!["bash", "-c", script, exe, WORKER];
     cmd.extend(ARGS);
     let r = record_env(&[], &cmd, &[("HOSTILE_STDERR", STDERR)]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
