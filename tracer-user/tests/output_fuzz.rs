@@ -272,6 +272,19 @@ fn hostile_strings_never_break_the_reports() {
                 got.md,
                 plain.md
             );
+            // report.json's sentences are what CI scripts quote (annotations):
+            // one clean line each, like the Markdown's.
+            let j: Value = serde_json::from_str(&got.json).unwrap();
+            let mut sentences = vec![j["verdict"].as_str().unwrap().to_string()];
+            for c in j["certificates"].as_array().unwrap() {
+                sentences.push(c["headline"].as_str().unwrap().to_string());
+            }
+            for s in sentences {
+                assert!(
+                    !s.chars().any(tracer_user::text::is_hazard),
+                    "{ctx}: a hazard in report.json: {s:?}"
+                );
+            }
             check(
                 &format!("{ctx}: report.html"),
                 invariants::html(&got.html),
