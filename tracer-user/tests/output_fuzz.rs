@@ -216,6 +216,16 @@ fn fixtures() -> Vec<std::path::PathBuf> {
     v
 }
 
+/// The skeleton, without the rows that show a whole command line only when
+/// its abbreviation left something out (which depends on the strings).
+fn shape(md: &str) -> Vec<String> {
+    let kept: Vec<&str> = md
+        .lines()
+        .filter(|l| !l.starts_with("| command |") && !l.starts_with("| killer command |"))
+        .collect();
+    invariants::skeleton(&kept.join("\n"))
+}
+
 fn check(what: &str, violations: Vec<String>, doc: &str) {
     assert!(
         violations.is_empty(),
@@ -266,8 +276,8 @@ fn hostile_strings_never_break_the_reports() {
                 &got.md,
             );
             assert_eq!(
-                invariants::skeleton(&got.md),
-                invariants::skeleton(&plain.md),
+                shape(&got.md),
+                shape(&plain.md),
                 "{ctx}: report.md's structure changed with hostile strings\n{}\n-----\n{}",
                 got.md,
                 plain.md

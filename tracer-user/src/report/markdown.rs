@@ -209,6 +209,7 @@ fn certificate(o: &mut String, c: &Certificate) {
     );
     let _ = writeln!(o, "| | |\n|---|---|");
     let _ = writeln!(o, "| victim | {} |", proc_cell(&v.process));
+    full_command(o, "command", &v.process);
     if let Some(f) = &v.process.filename {
         let _ = writeln!(o, "| executable | {} |", code(f));
     }
@@ -240,6 +241,7 @@ fn certificate(o: &mut String, c: &Certificate) {
             k.tid,
             relation_phrase(k.relation)
         );
+        full_command(o, "killer command", &k.process);
         let _ = writeln!(o, "| killer ancestry | {} |", ancestry(&k.ancestry));
         let deliveries = k
             .deliveries
@@ -321,6 +323,21 @@ fn certificate(o: &mut String, c: &Certificate) {
     }
     if let Some(lw) = &c.last_words {
         sections::last_words(o, lw);
+    }
+}
+
+/// The whole command line, when the abbreviated one left out more than the
+/// program's directory (flags, the middle of a path, a cut tail).
+fn full_command(o: &mut String, label: &str, p: &ProcRef) {
+    let Some((prog, rest)) = p.argv.split_first() else {
+        return;
+    };
+    let plain = std::iter::once(crate::text::command::program(prog))
+        .chain(rest.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if w::short_command(&w::prose_command(p)) != plain {
+        let _ = writeln!(o, "| {label} | {} |", code(&p.command));
     }
 }
 
