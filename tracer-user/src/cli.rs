@@ -48,6 +48,10 @@ pub struct DaemonArgs {
     /// Start a new log file when the current one reaches this many bytes (0: never).
     #[arg(long, default_value_t = 256 << 20)]
     pub rotate_size: u64,
+    /// Keep at most this many rotated log files; the oldest are deleted
+    /// (0: keep all). With the default sizes, at most ~2.3 GiB on disk.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub keep_segments: usize,
     #[arg(long, default_value_t = 16 << 20)]
     pub ring_buffer_size: u32,
     #[arg(long, default_value_t = 4096)]

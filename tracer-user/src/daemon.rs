@@ -5,7 +5,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
-    path::{Path, PathBuf},
+    path::Path,
     process::ExitCode,
     time::{Duration, Instant},
 };
@@ -20,8 +20,9 @@ use crate::{
     capture::{self, decode::cstr, LoadOptions},
     cli::{DaemonArgs, Scope},
     error::TracerError,
-    eventlog::{self, Existing, Header, LogWriter, ProcKey, Task},
-    record::{render_log, EVENTS_FILE},
+    eventlog::{self, segment_name, Existing, Header, LogWriter, ProcKey, Task, LIVE},
+    outdir::{OutDir, Policy},
+    record::render_log,
     redact::Redactor,
     session::{self, Session},
 };
@@ -38,16 +39,12 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         disabled: Vec::new(),
         last_words: args.last_words_bytes > 0,
     })?;
-    let out = &args.output;
-    fs::create_dir_all(out).map_err(|source| TracerError::Output {
-        path: out.clone(),
-        source,
-    })?;
-    let log_path = out.join(EVENTS_FILE);
+    // A daemon's files are root's: its directory is not handed to anyone.
+    let out = OutDir::open(&args.output, Policy::default())?;
     // A restart loses nothing: what the last run wrote becomes a segment.
-    let mut segment = next_segment(out);
-    if log_path.exists() {
-        rename(&log_path, &segment_path(out, segment))?;
+    let mut segment = next_segment(&out);
+    if out.exists(LIVE) {
+        rename(&out, LIVE, &segment_name(segment))?;
         segment += 1;
     }
     let scope = args.scope();
@@ -57,11 +54,15 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         ..session::header("daemon", Vec::new(), &capture, args.ring_buffer_size)
     };
     redactor.header(&mut header);
-    let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
-        path: log_path.clone(),
-        source,
-    })?;
-    let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
+    let log_file = out
+        .create_replacing(LIVE)
+        .map_err(|source| TracerError::Output {
+            path: out.display(LIVE),
+            source,
+        })?;
+    let log_path = out.display(LIVE);
+    let writer = LogWriter::new(log_file, &header);
+    let mut session = Session::new(capture, writer, out, args.last_words_bytes)?;
     session.redact_with(redactor);
 
     let mut known = BTreeSet::new();
@@ -83,7 +84,7 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         session.pump(Duration::from_millis(200))?;
         for sig in signals.pending() {
             if sig == SIGUSR1 {
-                interim_reports(&mut session, out, args)?;
+                interim_reports(&mut session, args)?;
             } else {
                 break 'run;
             }
@@ -95,13 +96,20 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         }
         if args.rotate_size > 0 && session.log_bytes() >= args.rotate_size {
             header.segment = segment + 1;
-            session.rotate(&segment_path(out, segment), &header)?;
+            session.rotate(&segment_name(segment), &header)?;
             segment += 1;
+            prune(session.out(), args.keep_segments);
         }
     }
-    session.finish(None)?;
-    let log = eventlog::read_series(out)?;
-    render_log(&log, out, &args.report)?;
+    let closed = session.finish(None)?;
+    if let Some(e) = closed.writer.error() {
+        eprintln!(
+            "tracer: error: {} stopped being written ({e}); {} events are missing from it, the reports count them as lost",
+            log_path.display(),
+            closed.writer.unwritten()
+        );
+    }
+    render_log(&closed.log, &closed.out, &args.report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -200,30 +208,48 @@ fn cgroup_procs(dir: &Path) -> BTreeSet<u32> {
 }
 
 /// Reports from the log so far; the log goes on.
-fn interim_reports(
-    session: &mut Session,
-    out: &Path,
-    args: &DaemonArgs,
-) -> Result<(), TracerError> {
-    session.drain()?;
-    let mut log = eventlog::read_series(out)?;
-    // Still being written: not truncated, and the losses are those so far.
-    log.trailer = Some(session.trailer(None)?);
-    log.truncated = false;
-    render_log(&log, out, &args.report)
+fn interim_reports(session: &mut Session, args: &DaemonArgs) -> Result<(), TracerError> {
+    let log = session.log_so_far()?;
+    render_log(&log, session.out(), &args.report)
 }
 
-fn segment_path(out: &Path, n: u32) -> PathBuf {
-    out.join(format!("events-{n:04}.ndjson"))
+/// The first segment number not yet used (after the highest present).
+fn next_segment(out: &OutDir) -> u32 {
+    segments(out).last().map_or(0, |n| n + 1)
 }
 
-fn next_segment(out: &Path) -> u32 {
-    (0..).find(|n| !segment_path(out, *n).exists()).unwrap_or(0)
+/// The rotated segments present, oldest first.
+fn segments(out: &OutDir) -> Vec<u32> {
+    let mut found: Vec<u32> = out
+        .names()
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| eventlog::is_segment(n))
+        .filter_map(|n| n["events-".len()..n.len() - ".ndjson".len()].parse().ok())
+        .collect();
+    found.sort_unstable();
+    found
 }
 
-fn rename(from: &Path, to: &Path) -> Result<(), TracerError> {
-    fs::rename(from, to).map_err(|source| TracerError::Output {
-        path: to.to_path_buf(),
+/// `--keep-segments`: a chatty job cannot fill the node's disk; the oldest
+/// rotated segments go first (0 keeps all).
+fn prune(out: &OutDir, keep: usize) {
+    if keep == 0 {
+        return;
+    }
+    let all = segments(out);
+    for n in &all[..all.len().saturating_sub(keep)] {
+        let name = segment_name(*n);
+        match out.remove(&name) {
+            Ok(()) => log::info!("removed {name} (--keep-segments {keep})"),
+            Err(e) => log::warn!("cannot remove {name}: {e}"),
+        }
+    }
+}
+
+fn rename(out: &OutDir, from: &str, to: &str) -> Result<(), TracerError> {
+    out.rename(from, to).map_err(|source| TracerError::Output {
+        path: out.display(to),
         source,
     })
 }

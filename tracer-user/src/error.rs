@@ -43,6 +43,8 @@ pub enum TracerError {
     },
     #[error(transparent)]
     Log(#[from] LogError),
+    #[error(transparent)]
+    OutDir(#[from] crate::outdir::OutDirError),
     #[error("{0}")]
     Other(String),
 }

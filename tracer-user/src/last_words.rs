@@ -6,6 +6,9 @@ use crate::eventlog::{LastWords, ProcKey, Stamp, Task};
 
 pub struct LastWordsStore {
     cap: usize,
+    /// Kept beyond `cap` so `--redact` sees a secret whole before the text
+    /// is cut to `cap` (0 without redaction).
+    slack: usize,
     tails: HashMap<ProcKey, Tail>,
 }
 
@@ -16,10 +19,19 @@ struct Tail {
 
 impl LastWordsStore {
     pub fn new(cap: usize) -> Self {
+        Self::with_slack(cap, 0)
+    }
+
+    pub fn with_slack(cap: usize, slack: usize) -> Self {
         Self {
             cap,
+            slack,
             tails: HashMap::new(),
         }
+    }
+
+    pub fn cap(&self) -> usize {
+        self.cap
     }
 
     /// `captured` is the tail of a write of `count` bytes.
@@ -32,9 +44,10 @@ impl LastWordsStore {
             total: 0,
         });
         tail.total += count;
-        let keep = &captured[captured.len().saturating_sub(self.cap)..];
+        let room = self.cap + self.slack;
+        let keep = &captured[captured.len().saturating_sub(room)..];
         tail.bytes.extend(keep);
-        let excess = tail.bytes.len().saturating_sub(self.cap);
+        let excess = tail.bytes.len().saturating_sub(room);
         tail.bytes.drain(..excess);
     }
 
@@ -44,15 +57,31 @@ impl LastWordsStore {
 
     /// The process is gone: its last words, if it said anything.
     pub fn take(&mut self, task: &Task, at: Stamp) -> Option<LastWords> {
+        self.take_redacted(task, at, |s| s.to_owned())
+    }
+
+    /// As `take`, with `redact` applied to all that was kept before the text
+    /// is cut to the cap: a secret that straddles the cut is masked whole.
+    pub fn take_redacted(
+        &mut self,
+        task: &Task,
+        at: Stamp,
+        redact: impl Fn(&str) -> String,
+    ) -> Option<LastWords> {
         let tail = self.tails.remove(&task.key())?;
         let (a, b) = tail.bytes.as_slices();
         let kept = [a, b].concat();
+        let full = redact(&String::from_utf8_lossy(&kept));
+        let mut from = full.len().saturating_sub(self.cap);
+        while !full.is_char_boundary(from) {
+            from += 1;
+        }
         Some(LastWords {
             at,
             task: task.clone(),
-            truncated: tail.total > kept.len() as u64,
+            truncated: from > 0 || tail.total > kept.len() as u64,
             bytes_total: tail.total,
-            text: String::from_utf8_lossy(&kept).into_owned(),
+            text: full[from..].to_owned(),
         })
     }
 
@@ -105,6 +134,18 @@ mod tests {
             (lw.text.as_str(), lw.bytes_total, lw.truncated),
             ("end of a 1 MiB write", 1 << 20, true)
         );
+    }
+
+    #[test]
+    fn redaction_sees_the_slack_before_the_cut() {
+        let mut s = LastWordsStore::with_slack(8, 16);
+        s.push(task().key(), b"token=abc123 ok", 15);
+        let lw = s
+            .take_redacted(&task(), at(), |t| t.replace("abc123", "[X]"))
+            .unwrap();
+        // Cut after redaction: no "23" of the secret survives the cut.
+        assert_eq!(lw.text, "n=[X] ok");
+        assert!(lw.truncated);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod fail_on;
 pub mod last_words;
 pub mod leaks;
 pub mod model;
+pub mod outdir;
 pub mod record;
 pub mod redact;
 pub mod report;

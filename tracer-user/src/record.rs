@@ -1,13 +1,12 @@
 //! `tracer record -- CMD`: trace one command's whole process tree.
 use std::{
-    fs,
     io::IsTerminal,
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, ExitCode},
 };
 
-use nix::unistd::{getpid, Gid, Uid};
+use nix::unistd::getpid;
 use signal_hook::iterator::{exfiltrator::WithOrigin, SignalsInfo};
 use tracer_common::RuntimeConfig;
 
@@ -15,8 +14,9 @@ use crate::{
     capture::{self, Capture, LoadOptions},
     cli::{RecordArgs, ReportArgs},
     error::TracerError,
-    eventlog::{self, ExitStatus, LogWriter},
+    eventlog::{self, ExitStatus, LogWriter, LIVE},
     fail_on, leaks,
+    outdir::{OutDir, Policy},
     redact::Redactor,
     report,
     run_as::{RunAs, SudoEnv},
@@ -24,8 +24,6 @@ use crate::{
     supervise,
     terminal::Foreground,
 };
-
-pub const EVENTS_FILE: &str = "events.ndjson";
 
 /// Phase timings at debug level (`TRACER_LOG=tracer_user=debug`).
 fn phase(t0: std::time::Instant, what: &str) {
@@ -38,11 +36,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let signals = SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS)
         .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
 
-    let log_path = args.output.join(EVENTS_FILE);
     // Usage errors first, before any hook is loaded.
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
-
     let tracer_tgid = getpid().as_raw() as u32;
     let mut capture = capture::load(&LoadOptions {
         ring_buffer_bytes: args.ring_buffer_size,
@@ -51,12 +47,15 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         last_words: args.last_words_bytes > 0,
     })?;
     phase(t0, "loaded and attached");
-    let out_dir = &args.output;
-    let created_dir = !out_dir.exists();
-    fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
-        path: out_dir.clone(),
-        source,
-    })?;
+    // The output directory, held from here on: an unsafe one is refused
+    // before the command runs.
+    let out = OutDir::open(
+        &args.output,
+        Policy {
+            owner: run_as.owner(),
+            any_owner: false,
+        },
+    )?;
     let mut header = session::header(
         "record",
         args.command.clone(),
@@ -65,10 +64,13 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     );
     header.command_user = Some(run_as.describe());
     redactor.header(&mut header);
-    let writer = LogWriter::create(&log_path, &header).map_err(|source| TracerError::Output {
-        path: log_path.clone(),
-        source,
-    })?;
+    let log_file = out
+        .create_replacing(LIVE)
+        .map_err(|source| TracerError::Output {
+            path: out.display(LIVE),
+            source,
+        })?;
+    let writer = LogWriter::new(log_file, &header);
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
     // and their zombies are ours to reap.
@@ -78,7 +80,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     phase(t0, "log header written");
     let spawned = spawn_adopted(&mut capture, &args.command, &run_as, &header.command);
     phase(t0, "command spawned");
-    let mut session = Session::new(capture, writer, log_path.clone(), args.last_words_bytes)?;
+    let mut session = Session::new(capture, writer, out, args.last_words_bytes)?;
     session.redact_with(redactor);
     let child = match spawned {
         Ok(child) => child,
@@ -109,15 +111,44 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     session.drain()?;
     handle_leaks(&mut session, args, tracer_tgid)?;
     phase(t0, "leaks handled");
-    session.finish(Some(command_status.clone()))?;
+    let closed = session.finish(Some(command_status.clone()))?;
     phase(t0, "log closed, hooks detached");
-    // Reports are rendered from the log on disk, exactly as `tracer report`
-    // would: the two can never disagree.
-    let log = render(&log_path, out_dir, &args.report)?;
-    if let Some(owner) = run_as.owner() {
-        hand_over(out_dir, created_dir, owner);
+    // From here on nothing may cost the command's status: what cannot be
+    // written is said on stderr.
+    if let Err(msg) = closed.out.check_in_place() {
+        eprintln!("tracer: error: {msg}");
     }
+    if let Some(e) = closed.writer.error() {
+        eprintln!(
+            "tracer: error: {} stopped being written ({e}); {} events are missing from it, the reports count them as lost",
+            closed.out.display(LIVE).display(),
+            closed.writer.unwritten()
+        );
+    }
+    // The reports come from the log as tracer wrote it (read through its own
+    // file), exactly as `tracer report` would read it: the two never disagree.
+    if let Err(e) = render_log(&closed.log, &closed.out, &args.report) {
+        eprintln!("tracer: error: {e}; the reports of this run are lost, events.ndjson holds its evidence");
+    }
+    if let Err(e) = closed.out.give(closed.writer.file()) {
+        log::warn!("cannot hand the event log over: {e}");
+    }
+    // The command removed or replaced the log during the run: put tracer's
+    // copy back under its name, so the evidence is where users look.
+    match closed.out.restore(LIVE, closed.writer.file()) {
+        Ok(true) => eprintln!(
+            "tracer: warning: {} was removed or replaced during the run; tracer's own copy was written back",
+            closed.out.display(LIVE).display()
+        ),
+        Ok(false) => {}
+        Err(e) => eprintln!(
+            "tracer: error: {} was removed or replaced during the run and cannot be written back ({e})",
+            closed.out.display(LIVE).display()
+        ),
+    }
+    closed.out.hand_over_dirs();
     phase(t0, "reports written");
+    let log = closed.log;
     let met = fail_on_met(&args.fail_on, &log, &args.report);
     let code = match (outcome.timed_out, passthrough_code(&command_status)) {
         // As timeout(1) does: the run did not finish, whatever it exited with.
@@ -126,19 +157,6 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         (false, code) => code,
     };
     Ok(ExitCode::from(code))
-}
-
-/// Under sudo the report belongs to the user whose run it is, so they can
-/// read, upload and delete it: the files tracer wrote, and the directory if
-/// tracer created it (an existing one keeps its owner). Best effort.
-fn hand_over(out_dir: &Path, created_dir: bool, (uid, gid): (Uid, Gid)) {
-    let files = [EVENTS_FILE, "report.json", "report.md", "report.html"];
-    let dir = created_dir.then_some(out_dir.to_path_buf());
-    for path in files.iter().map(|f| out_dir.join(f)).chain(dir) {
-        if let Err(e) = std::os::unix::fs::chown(&path, Some(uid.as_raw()), Some(gid.as_raw())) {
-            log::warn!("cannot hand {} over to uid {uid}: {e}", path.display());
-        }
-    }
 }
 
 /// `--timeout` expired (the convention of timeout(1)).
@@ -249,7 +267,19 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     if log.header.mode == "daemon" {
         fail_on::daemon_supports(&args.fail_on).map_err(TracerError::Other)?;
     }
-    render_log(&log, &out_dir, &args.report)?;
+    let out_dir = if out_dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out_dir
+    };
+    let out = OutDir::open(
+        &out_dir,
+        Policy {
+            owner: None,
+            any_owner: true,
+        },
+    )?;
+    render_log(&log, &out, &args.report)?;
     if fail_on_met(&args.fail_on, &log, &args.report).is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -277,18 +307,6 @@ fn fail_on_met(
     met
 }
 
-/// Read the log back and write report.json and report.md, with a short
-/// summary on stderr.
-fn render(
-    log_path: &Path,
-    out_dir: &Path,
-    flags: &crate::cli::ReportFlags,
-) -> Result<eventlog::EventLog, TracerError> {
-    let log = read_back(log_path)?;
-    render_log(&log, out_dir, flags)?;
-    Ok(log)
-}
-
 /// Read a log (or a daemon's series), warning when it was cut short.
 fn read_back(log_path: &Path) -> Result<eventlog::EventLog, TracerError> {
     let log = eventlog::read_series(log_path)?;
@@ -301,19 +319,16 @@ fn read_back(log_path: &Path) -> Result<eventlog::EventLog, TracerError> {
     Ok(log)
 }
 
-/// Write report.json and report.md for a log, with a short summary on stderr.
+/// Write report.json, report.md and report.html into the held directory,
+/// with a short summary on stderr.
 pub fn render_log(
     log: &eventlog::EventLog,
-    out_dir: &Path,
+    out: &OutDir,
     flags: &crate::cli::ReportFlags,
 ) -> Result<(), TracerError> {
-    fs::create_dir_all(out_dir).map_err(|source| TracerError::Output {
-        path: out_dir.to_path_buf(),
-        source,
-    })?;
-    let rendered = report::write_reports(log, out_dir, &flags.options()).map_err(|source| {
+    let rendered = report::write_reports(log, out, &flags.options()).map_err(|source| {
         TracerError::Output {
-            path: out_dir.to_path_buf(),
+            path: out.path().to_path_buf(),
             source,
         }
     })?;

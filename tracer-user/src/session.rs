@@ -1,6 +1,6 @@
 //! A capture session: ring buffer -> decoded records -> event log, with loss
 //! accounting. Shared by every mode that captures.
-use std::{os::fd::AsFd, path::PathBuf, time::Duration};
+use std::{os::fd::AsFd, time::Duration};
 
 use aya::maps::{MapData, RingBuf};
 use nix::{
@@ -12,15 +12,19 @@ use signal_hook::low_level::siginfo::{Cause, Origin};
 use crate::{
     capture::{cgroups, decode, Capture},
     error::TracerError,
-    eventlog::{wall_time, ExitStatus, LogWriter, Loss, Record, Task, Trailer},
+    eventlog::{self, wall_time, EventLog, ExitStatus, LogWriter, Loss, Record, Task, Trailer},
     last_words::LastWordsStore,
+    outdir::OutDir,
 };
 
 pub struct Session {
     capture: Capture,
     ring: RingBuf<MapData>,
     writer: LogWriter,
-    log_path: PathBuf,
+    /// Where the log and the reports go, held open (see `outdir`).
+    out: OutDir,
+    /// Records of earlier (rotated) files that could not be written.
+    unwritten_before: u64,
     undecodable: u64,
     last_words: LastWordsStore,
     existing: Vec<tracer_common::ExistingRecord>,
@@ -35,7 +39,7 @@ impl Session {
     pub fn new(
         mut capture: Capture,
         writer: LogWriter,
-        log_path: PathBuf,
+        out: OutDir,
         last_words_bytes: usize,
     ) -> Result<Self, TracerError> {
         let ring = capture.ring()?;
@@ -43,7 +47,8 @@ impl Session {
             capture,
             ring,
             writer,
-            log_path,
+            out,
+            unwritten_before: 0,
             undecodable: 0,
             last_words: LastWordsStore::new(last_words_bytes),
             existing: Vec::new(),
@@ -54,6 +59,11 @@ impl Session {
 
     /// Mask `--redact` patterns in every record written from now on.
     pub fn redact_with(&mut self, redactor: crate::redact::Redactor) {
+        if redactor.is_active() {
+            // Room for a secret that straddles the cut to be seen whole.
+            self.last_words =
+                LastWordsStore::with_slack(self.last_words.cap(), crate::redact::CUT_SLACK);
+        }
         self.redactor = redactor;
     }
 
@@ -124,9 +134,7 @@ impl Session {
                 }
             }
         }
-        self.writer
-            .flush()
-            .map_err(|source| self.output_error(source))?;
+        self.writer.flush();
         Ok(n)
     }
 
@@ -186,9 +194,7 @@ impl Session {
             reason: reason.into(),
             snapshot: snapshot.clone(),
         }))?;
-        self.writer
-            .flush()
-            .map_err(|source| self.output_error(source))?;
+        self.writer.flush();
         Ok(self.redactor.snapshot_copy(&snapshot))
     }
 
@@ -198,15 +204,12 @@ impl Session {
         self.write(&Record::Leak(leak))
     }
 
-    /// The one way records reach the log: redacted here.
+    /// The one way records reach the log: redacted here. A write failure is
+    /// not the run's end: the writer counts what it could not write.
     fn write(&mut self, rec: &Record) -> Result<(), TracerError> {
         let rec = self.redactor.apply(rec);
-        self.writer
-            .write(&rec)
-            .map_err(|source| TracerError::Output {
-                path: self.log_path.clone(),
-                source,
-            })
+        self.writer.write(&rec);
+        Ok(())
     }
 
     fn write_last_words(&mut self, task: &Task, t: u64) -> Result<(), TracerError> {
@@ -215,14 +218,20 @@ impl Session {
             return Ok(());
         }
         let at = self.writer.stamp(t);
-        match self.last_words.take(task, at) {
+        let redactor = &self.redactor;
+        match self
+            .last_words
+            .take_redacted(task, at, |text| redactor.text(text).into_owned())
+        {
             Some(lw) => self.write(&Record::LastWords(lw)),
             None => Ok(()),
         }
     }
 
-    /// Drain what is left, read the loss counters, and close the log.
-    pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<(), TracerError> {
+    /// Drain what is left, read the loss counters, close the log, detach
+    /// the hooks; the log comes back as written, read through the held file,
+    /// with the trailer in memory where the disk refused it.
+    pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<Closed, TracerError> {
         self.drain()?;
         // Still alive at the end (leaks): their words so far.
         let now = boot_ns();
@@ -236,12 +245,40 @@ impl Session {
             self.write_last_words(&task, now)?;
         }
         let trailer = self.trailer(command_status)?;
-        let path = self.log_path.clone();
-        self.writer
-            .finish(trailer)
-            .map_err(|source| TracerError::Output { path, source })?;
+        self.writer.finish(trailer.clone());
+        let log = self.read_back(trailer)?;
         self.capture.shutdown();
-        Ok(())
+        Ok(Closed {
+            log,
+            writer: self.writer,
+            out: self.out,
+        })
+    }
+
+    /// Every file of the series so far, the live one through the held file.
+    fn read_back(&self, trailer: Trailer) -> Result<EventLog, TracerError> {
+        let mut log = eventlog::read_series_in(&self.out, Some(self.writer.reader()))?;
+        if self.writer.error().is_some() {
+            // The trailer did not reach the disk: the log is complete in
+            // memory up to what the loss counts.
+            log.trailer = Some(trailer);
+            log.truncated = false;
+        }
+        Ok(log)
+    }
+
+    /// The log so far (interim reports): not truncated, the loss so far.
+    pub fn log_so_far(&mut self) -> Result<EventLog, TracerError> {
+        self.drain()?;
+        let trailer = self.trailer(None)?;
+        let mut log = self.read_back(trailer.clone())?;
+        log.trailer = Some(trailer);
+        log.truncated = false;
+        Ok(log)
+    }
+
+    pub fn out(&self) -> &OutDir {
+        &self.out
     }
 
     /// The trailer as of now (loss counters are cumulative).
@@ -256,6 +293,8 @@ impl Session {
                 tracked_map_full: sum(1),
                 inflight_map_full: sum(2),
                 undecodable: self.undecodable,
+                unwritten: self.unwritten_before + self.writer.unwritten(),
+                write_error: self.writer.error().map(|e| e.to_string()),
                 per_cpu,
             },
             command_status,
@@ -267,21 +306,26 @@ impl Session {
         self.writer.bytes()
     }
 
-    /// Close the current file with a trailer, move it to `rotated`, and go on
-    /// in a fresh file at the same path; sequence numbers continue.
+    /// Close the current file with a trailer, rename it to `rotated`, and go
+    /// on in a fresh file under the live name; sequence numbers continue.
     pub fn rotate(
         &mut self,
-        rotated: &std::path::Path,
+        rotated: &str,
         header: &crate::eventlog::Header,
     ) -> Result<(), TracerError> {
         let trailer = self.trailer(None)?;
         let next = self.writer.next_seq();
-        self.writer
-            .finish(trailer)
-            .map_err(|source| self.output_error(source))?;
-        std::fs::rename(&self.log_path, rotated).map_err(|source| self.output_error(source))?;
-        self.writer = LogWriter::create_continuing(&self.log_path, header, next)
-            .map_err(|source| self.output_error(source))?;
+        self.writer.finish(trailer);
+        let live = eventlog::LIVE;
+        self.out
+            .rename(live, rotated)
+            .map_err(|source| self.output_error(rotated, source))?;
+        let file = self
+            .out
+            .create_replacing(live)
+            .map_err(|source| self.output_error(live, source))?;
+        self.unwritten_before += self.writer.unwritten();
+        self.writer = LogWriter::continuing(file, header, next);
         Ok(())
     }
 
@@ -291,12 +335,19 @@ impl Session {
         self.write(&Record::Existing(x))
     }
 
-    fn output_error(&self, source: std::io::Error) -> TracerError {
+    fn output_error(&self, name: &str, source: std::io::Error) -> TracerError {
         TracerError::Output {
-            path: self.log_path.clone(),
+            path: self.out.display(name),
             source,
         }
     }
+}
+
+/// A finished capture: the log as written, the file, and its directory.
+pub struct Closed {
+    pub log: EventLog,
+    pub writer: LogWriter,
+    pub out: OutDir,
 }
 
 /// CLOCK_BOOTTIME now, in ns: the clock of every kernel timestamp.

@@ -199,3 +199,41 @@ fn redact_masks_the_daemon_log_and_reports() {
         );
     }
 }
+
+#[test]
+fn keep_segments_bounds_the_disk_and_the_report_says_what_went() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    // Many short-lived processes: each rotation at 700 bytes holds a few events.
+    let sh = Command::new("sh")
+        .args([
+            "-c",
+            "read go; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sh -c 'exit 0'; done; \
+             sh -c 'sleep 30 & kill -TERM $!; wait'; exit 0",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = sh.id();
+    run_shell_under(
+        dir.path(),
+        &["--root-pid", &pid.to_string()],
+        &["--rotate-size", "700", "--keep-segments", "2"],
+        sh,
+    );
+    let segments: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("events-"))
+        .collect();
+    assert!(segments.len() <= 2, "kept {segments:?}");
+    assert!(
+        !dir.path().join("events-0000.ndjson").exists(),
+        "the oldest segment was kept: {segments:?}"
+    );
+    let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(
+        report.contains("were deleted (--keep-segments)"),
+        "{report}"
+    );
+}

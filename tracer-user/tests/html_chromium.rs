@@ -87,7 +87,8 @@ fn render_fixture(name: &str, dir: &Path) -> PathBuf {
         .join("tests/fixtures")
         .join(name);
     let log = read_log(&path).unwrap();
-    write_reports(&log, dir, &ReportOptions::default()).unwrap();
+    let out = tracer_user::outdir::OutDir::open(dir, Default::default()).unwrap();
+    write_reports(&log, &out, &ReportOptions::default()).unwrap();
     let html = dir.join("report.html");
     assert!(html.exists(), "write_reports wrote no report.html");
     html

@@ -1,6 +1,13 @@
-//! Security attack tests (root, real kernel): each module performs one
-//! attack as the wrapped command would and asserts it fails safely.
+//! Attacks a hostile wrapped command (or a hostile file handed to tracer)
+//! can mount against root tracer, each performed for real and each asserted
+//! to fail safely. The threat model is docs/security.md.
 mod common;
+
+#[path = "security/output.rs"]
+mod output;
 
 #[path = "security/output_injection.rs"]
 mod output_injection;
+
+#[path = "security/redact_cut.rs"]
+mod redact_cut;

@@ -6,6 +6,9 @@ mod schema;
 mod writer;
 
 pub use names::{errno_name, si_code_name, signal_name};
-pub use reader::{read_log, read_series, EventLog, LogError};
+pub use reader::{
+    is_segment, read_from, read_log, read_series, read_series_in, segment_name, EventLog, LogError,
+    LIVE, MAX_LINE_BYTES,
+};
 pub use schema::*;
 pub use writer::{wall_time, LogWriter};

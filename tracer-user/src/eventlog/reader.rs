@@ -2,8 +2,7 @@
 //! a newer tracer is an error naming the line; a log cut short (tracer killed)
 //! is readable and flagged `truncated`.
 use std::{
-    fs::File,
-    io::{BufRead, BufReader},
+    io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
 };
 
@@ -37,24 +36,67 @@ pub enum LogError {
     #[error("{path}: the first line is not an event log header")]
     NoHeader { path: PathBuf },
     #[error(
+        "{path}:{line}: a line longer than {MAX_LINE_BYTES} bytes; this is not a tracer event log"
+    )]
+    LineTooLong { path: PathBuf, line: usize },
+    #[error(
         "{path}: event log schema {found} is newer than this tracer understands ({SCHEMA_VERSION}); use a newer tracer"
     )]
     NewerSchema { path: PathBuf, found: u32 },
 }
 
+/// The longest line accepted: a hostile file cannot make tracer buffer
+/// without bound (a snapshot of a large run is a few MB).
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// Read a log file. The last component is not followed and must be a regular
+/// file: a link or FIFO planted under the log's name is refused.
 pub fn read_log(path: &Path) -> Result<EventLog, LogError> {
+    let file =
+        crate::outdir::open_regular(nix::fcntl::AT_FDCWD, path).map_err(|source| LogError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    read_from(file, path)
+}
+
+/// Read a log from an open file (tracer's own, held since it was created);
+/// `path` names it in messages.
+pub fn read_from(file: impl Read, path: &Path) -> Result<EventLog, LogError> {
     let io = |source| LogError::Io {
         path: path.to_owned(),
         source,
     };
-    let reader = BufReader::with_capacity(1 << 20, File::open(path).map_err(io)?);
+    let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut header: Option<Header> = None;
     let mut events = Vec::new();
     let mut trailer = None;
-    let mut lines = reader.split(b'\n').enumerate().peekable();
-    while let Some((i, line)) = lines.next() {
-        let line = line.map_err(io)?;
-        let is_last = lines.peek().is_none();
+    let mut next = |n: usize| -> Result<Option<Vec<u8>>, LogError> {
+        let mut line = Vec::new();
+        let got = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(io)?;
+        if got == 0 {
+            return Ok(None);
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        } else if line.len() > MAX_LINE_BYTES {
+            return Err(LogError::LineTooLong {
+                path: path.to_owned(),
+                line: n,
+            });
+        }
+        Ok(Some(line))
+    };
+    let mut lineno = 0;
+    let mut pending = next(1)?;
+    while let Some(line) = pending.take() {
+        let i = lineno;
+        lineno += 1;
+        pending = next(i + 2)?;
+        let is_last = pending.is_none();
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -119,27 +161,49 @@ pub fn read_series(path: &Path) -> Result<EventLog, LogError> {
     if !path.is_dir() {
         return read_log(path);
     }
-    let io = |source| LogError::Io {
+    let dir = crate::outdir::OutDir::open_existing(path).map_err(|e| LogError::Io {
         path: path.to_owned(),
-        source,
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    read_series_in(&dir, None::<std::fs::File>)
+}
+
+/// The series in a held directory: names listed and files opened relative to
+/// it, links and non-regular files refused. `live`: the live log as tracer
+/// holds it, read instead of whatever the live name now points to.
+pub fn read_series_in(
+    dir: &crate::outdir::OutDir,
+    live: Option<impl Read>,
+) -> Result<EventLog, LogError> {
+    let io = |name: &str| {
+        let path = dir.display(name);
+        move |source| LogError::Io { path, source }
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(io)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.starts_with("events-") && name.ends_with(".ndjson")
-        })
+    let mut names: Vec<String> = dir
+        .names()
+        .map_err(io(""))?
+        .into_iter()
+        .filter(|n| is_segment(n))
         .collect();
-    files.sort();
-    let live = path.join("events.ndjson");
-    if live.exists() {
-        files.push(live);
-    }
-    let mut parts = files.iter().map(|f| read_log(f));
+    names.sort();
+    let live_part = match live {
+        Some(held) => Some(read_from(held, &dir.display(LIVE))),
+        None if dir.exists(LIVE) => Some(
+            dir.open_read(LIVE)
+                .map_err(io(LIVE))
+                .and_then(|f| read_from(f, &dir.display(LIVE))),
+        ),
+        None => None,
+    };
+    let mut parts = names
+        .iter()
+        .map(|n| {
+            let file = dir.open_read(n).map_err(io(n))?;
+            read_from(file, &dir.display(n))
+        })
+        .chain(live_part);
     let mut log = parts.next().ok_or_else(|| LogError::Empty {
-        path: path.to_owned(),
+        path: dir.path().to_owned(),
     })??;
     for part in parts {
         let part = part?;
@@ -148,4 +212,18 @@ pub fn read_series(path: &Path) -> Result<EventLog, LogError> {
         log.truncated = part.truncated;
     }
     Ok(log)
+}
+
+/// The live log of a run or daemon.
+pub const LIVE: &str = "events.ndjson";
+
+/// `events-NNNN.ndjson`: a rotated segment of a daemon's series.
+pub fn segment_name(n: u32) -> String {
+    format!("events-{n:04}.ndjson")
+}
+
+pub fn is_segment(name: &str) -> bool {
+    name.strip_prefix("events-")
+        .and_then(|r| r.strip_suffix(".ndjson"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }

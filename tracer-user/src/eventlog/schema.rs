@@ -386,6 +386,13 @@ pub struct Loss {
     pub inflight_map_full: u64,
     /// Records user space could not decode.
     pub undecodable: u64,
+    /// Records that never reached the log file: writing it failed (a full
+    /// disk). Only in a trailer kept in memory, since the file refused it.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub unwritten: u64,
+    /// Why the log file stopped being written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_error: Option<String>,
     /// Per CPU, the same counters in the order above (kernel-side only).
     #[serde(default)]
     pub per_cpu: Vec<[u64; 3]>,
@@ -393,7 +400,11 @@ pub struct Loss {
 
 impl Loss {
     pub fn total(&self) -> u64 {
-        self.ringbuf_full + self.tracked_map_full + self.inflight_map_full + self.undecodable
+        self.ringbuf_full
+            + self.tracked_map_full
+            + self.inflight_map_full
+            + self.undecodable
+            + self.unwritten
     }
 }
 
@@ -413,4 +424,8 @@ impl Record {
             Record::Header(_) | Record::Trailer(_) => None,
         }
     }
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }

@@ -25,6 +25,10 @@ use crate::{
 /// What a redacted match becomes.
 pub const MASK: &str = "[REDACTED]";
 
+/// Bytes of stderr kept beyond `--last-words-bytes` while redacting, so a
+/// secret that straddles the cut is matched whole before the text is cut.
+pub const CUT_SLACK: usize = 1024;
+
 /// The `--redact` patterns; without any, it changes nothing.
 #[derive(Clone, Debug, Default)]
 pub struct Redactor {
@@ -128,8 +132,13 @@ impl Redactor {
                 old_tid: _,
                 filename,
                 argv,
-                argv_truncated: _,
-            }) => self.task(task) | self.string(filename) | self.strings(argv),
+                argv_truncated,
+            }) => {
+                // The kernel cut argv: its last bytes may begin a secret no
+                // pattern can match any more.
+                let cut = *argv_truncated && argv.last_mut().is_some_and(mask_cut_end);
+                self.task(task) | self.string(filename) | self.strings(argv) | cut
+            }
             Record::Exit(Exit {
                 at: _,
                 task,
@@ -182,8 +191,12 @@ impl Redactor {
                 task,
                 text,
                 bytes_total: _,
-                truncated: _,
-            }) => self.task(task) | self.string(text),
+                truncated,
+            }) => {
+                // Cut at the front: the first bytes may end a secret.
+                let cut = *truncated && mask_cut_start(text);
+                self.task(task) | self.string(text) | cut
+            }
             Record::Leak(Leak {
                 at: _,
                 task,
@@ -396,6 +409,33 @@ impl Redactor {
             Cow::Borrowed(_) => false,
         }
     }
+}
+
+/// Where a cut string's fragment ends: text up to here may be the rest of a
+/// token the cut split (whitespace and `=` separate tokens: `--key=VALUE`).
+fn is_separator(c: char) -> bool {
+    c.is_whitespace() || c == '='
+}
+
+/// Mask the fragment after the last separator of a string cut at its end
+/// (nothing to mask when it ends on a separator).
+fn mask_cut_end(s: &mut String) -> bool {
+    let from = s.rfind(is_separator).map_or(0, |i| i + 1);
+    if from == s.len() || s[from..].ends_with(MASK) {
+        return false;
+    }
+    s.replace_range(from.., MASK);
+    true
+}
+
+/// Mask the fragment before the first separator of a string cut at its start.
+fn mask_cut_start(s: &mut String) -> bool {
+    let to = s.find(is_separator).unwrap_or(s.len());
+    if to == 0 || s[..to].starts_with(MASK) {
+        return false;
+    }
+    s.replace_range(..to, MASK);
+    true
 }
 
 /// The regex crate's complaint, on one line and without the pattern.

@@ -275,3 +275,42 @@ fn a_redacted_fixture_gives_the_same_analysis() {
     let json = render_json(&b);
     assert!(!json.contains("worker.js") && json.contains(MASK));
 }
+
+#[test]
+fn a_secret_cut_by_the_kernel_leaks_no_prefix() {
+    let r = redactor(&[r"hunter\d{4,}"]);
+    // argv cut in the kernel inside the secret: the pattern no longer
+    // matches "hunter1", but its fragment is masked all the same.
+    let mut exec = Record::Exec(Exec {
+        at: Stamp::default(),
+        task: task("tool"),
+        old_tid: None,
+        filename: "/bin/tool".into(),
+        argv: vec!["tool".into(), "--pw=hunter1".into()],
+        argv_truncated: true,
+    });
+    assert!(r.record(&mut exec));
+    let Record::Exec(e) = &exec else { panic!() };
+    assert_eq!(e.argv, ["tool", "--pw=[REDACTED]"]);
+    // stderr cut at its front inside the secret: "4567 failed" would leak
+    // the secret's end.
+    let mut lw = Record::LastWords(LastWords {
+        at: Stamp::default(),
+        task: task("sh"),
+        text: "4567 failed\n".into(),
+        bytes_total: 4096,
+        truncated: true,
+    });
+    assert!(r.record(&mut lw));
+    let Record::LastWords(l) = &lw else { panic!() };
+    assert_eq!(l.text, "[REDACTED] failed\n");
+    // Not cut: nothing beyond the matches is touched.
+    let mut whole = Record::LastWords(LastWords {
+        at: Stamp::default(),
+        task: task("sh"),
+        text: "4567 failed\n".into(),
+        bytes_total: 12,
+        truncated: false,
+    });
+    assert!(!r.record(&mut whole));
+}

@@ -148,8 +148,22 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
             .unwrap_or_default();
         warnings.push(format!("hook {} was not attached{why}", hook.name));
     }
+    // A daemon's oldest segments deleted by --keep-segments: the series
+    // starts later than event 1, and the report says so.
+    let pruned = log
+        .events
+        .first()
+        .and_then(|e| e.stamp())
+        .map_or(0, |s| s.seq.saturating_sub(1));
+    if pruned > 0 {
+        warnings.push(format!(
+            "the log begins at segment {}: the {} before it were deleted (--keep-segments), so deaths among them are not in this report",
+            h.segment,
+            w::plural(pruned as usize, "event", "events"),
+        ));
+    }
     if let Some(n) = log.trailer.as_ref().map(|t| t.events) {
-        if n != log.events.len() as u64 {
+        if n != log.events.len() as u64 + pruned {
             warnings.push(format!(
                 "the trailer counts {n} events but the log holds {}",
                 log.events.len()
@@ -252,12 +266,16 @@ pub(crate) fn loss_breakdown(l: &Loss) -> String {
         ("tracked-process map full", l.tracked_map_full),
         ("in-flight kill map full", l.inflight_map_full),
         ("undecodable", l.undecodable),
+        ("not written to the log", l.unwritten),
     ];
-    let named: Vec<String> = parts
+    let mut named: Vec<String> = parts
         .iter()
         .filter(|(_, n)| *n > 0)
         .map(|(what, n)| format!("{what}: {n}"))
         .collect();
+    if let Some(e) = &l.write_error {
+        named.push(format!("the log file stopped being written: {e}"));
+    }
     named.join(", ")
 }
 

@@ -17,7 +17,7 @@ pub use json::{
     build_report, verdict, LogFacts, Report, RunFacts, RANKING_RULE, REPORT_SCHEMA_VERSION,
 };
 
-use crate::{analysis::Rank, eventlog::EventLog};
+use crate::{analysis::Rank, eventlog::EventLog, outdir::OutDir};
 
 #[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
@@ -46,18 +46,28 @@ pub fn render_markdown(r: &Report) -> String {
     markdown::render(r)
 }
 
-pub fn write_reports(log: &EventLog, out_dir: &Path, opts: &ReportOptions) -> io::Result<Rendered> {
+/// The report files of a directory, in the order they are written.
+pub const JSON_FILE: &str = "report.json";
+pub const MD_FILE: &str = "report.md";
+pub const HTML_FILE: &str = "report.html";
+
+/// Write the three reports into the held directory, each atomically (a
+/// reader sees the old file or the new one) and never through a link.
+pub fn write_reports(log: &EventLog, out: &OutDir, opts: &ReportOptions) -> io::Result<Rendered> {
     let (model, analysis) = json::analyze(log, opts);
     let report = json::report_of(log, &model, analysis);
     let timeline = html::Context::from_model(&model);
     drop(model);
-    std::fs::create_dir_all(out_dir)?;
-    let json_path = out_dir.join("report.json");
-    let md_path = out_dir.join("report.md");
-    write_atomic(&json_path, render_json(&report).as_bytes())?;
-    write_atomic(&md_path, render_markdown(&report).as_bytes())?;
+    let json_path = out.display(JSON_FILE);
+    let md_path = out.display(MD_FILE);
+    let wrote = |name: &str, data: &[u8]| {
+        out.write_atomic(name, data)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", out.display(name).display())))
+    };
+    wrote(JSON_FILE, render_json(&report).as_bytes())?;
+    wrote(MD_FILE, render_markdown(&report).as_bytes())?;
     let html = html::render(&report, &timeline);
-    write_atomic(&out_dir.join("report.html"), html.as_bytes())?;
+    wrote(HTML_FILE, html.as_bytes())?;
     let summary = summary(&report, &md_path, &json_path);
     Ok(Rendered {
         json_path,
@@ -65,13 +75,6 @@ pub fn write_reports(log: &EventLog, out_dir: &Path, opts: &ReportOptions) -> io
         summary,
         unexpected_deaths: report.analysis.counts.unexpected,
     })
-}
-
-/// A half-written report is worse than none: write aside, then rename.
-fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// Line prefixes `print_summary` colours by; part of the plain text too.

@@ -25,16 +25,20 @@ fn report(name: &str) -> Report {
     build_report(&read_log(&path).unwrap(), &ReportOptions::default())
 }
 
+fn held(dir: &Path) -> crate::outdir::OutDir {
+    crate::outdir::OutDir::open(dir, Default::default()).unwrap()
+}
+
 #[test]
 fn same_log_gives_byte_identical_reports() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for path in fixtures() {
         let log = read_log(&path).unwrap();
-        let ra = write_reports(&log, a.path(), &ReportOptions::default()).unwrap();
+        let ra = write_reports(&log, &held(a.path()), &ReportOptions::default()).unwrap();
         // A fresh read, so nothing cached in the first pass can leak.
         let rb = write_reports(
             &read_log(&path).unwrap(),
-            b.path(),
+            &held(b.path()),
             &ReportOptions::default(),
         )
         .unwrap();
@@ -115,7 +119,7 @@ fn summary_is_plain_and_colour_is_opt_in() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed000_group_kill.ndjson");
     let r = write_reports(
         &read_log(&path).unwrap(),
-        dir.path(),
+        &held(dir.path()),
         &ReportOptions::default(),
     )
     .unwrap();
