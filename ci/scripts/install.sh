@@ -8,8 +8,11 @@
 #   install.sh [--binary PATH | --source DIR] [--profile release|debug] [--bin-dir DIR]
 #
 # Defaults come from TRACER_BINARY, TRACER_SOURCE, TRACER_PROFILE and
-# TRACER_BIN_DIR (else $RUNNER_TEMP/tracer-bin, else /tmp/tracer-bin). Prints
-# the installed tracer's path. On GitHub Actions the bin directory is added to
+# TRACER_BIN_DIR (else $RUNNER_TEMP/tracer-bin, else a fresh `mktemp -d`:
+# never a fixed name in a shared /tmp, which another user could have made
+# first and filled with a `tracer` of their own). A bin directory is refused
+# unless only root or the caller can change it and the directories above it.
+# Prints the installed tracer's path. On GitHub Actions the bin directory is added to
 # GITHUB_PATH and the path is written to GITHUB_OUTPUT as `tracer`.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 binary=${TRACER_BINARY:-}
 source=${TRACER_SOURCE:-}
 profile=${TRACER_PROFILE:-release}
-bin_dir=${TRACER_BIN_DIR:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/tracer-bin}
+bin_dir=${TRACER_BIN_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-bin}}
 while [ $# -gt 0 ]; do
     case $1 in
     --binary) binary=$2; shift 2 ;;
@@ -51,8 +54,10 @@ fi
 # A downloaded artifact has lost its execute bit: the installed copy gets it.
 [ -f "$binary" ] || ci_die "no tracer binary at $binary"
 
-mkdir -p "$bin_dir"
-bin_dir=$(cd "$bin_dir" && pwd)
+if [ -z "$bin_dir" ]; then
+    bin_dir=$(mktemp -d "${TMPDIR:-/tmp}/tracer-bin.XXXXXX") || ci_die "mktemp -d failed"
+fi
+bin_dir=$(ci_private_dir "$bin_dir")
 place() {
     if ! cmp -s "$1" "$2"; then
         cp "$1" "$2.tmp.$$"

@@ -9,7 +9,7 @@ pub const EXIT_TRACER_FAILED: u8 = 70;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TracerError {
-    #[error("tracer needs root (or CAP_BPF + CAP_PERFMON + CAP_SYS_ADMIN) to load eBPF programs; run it with sudo")]
+    #[error("tracer needs root with CAP_BPF and CAP_PERFMON (uid 0 in a container holding just those is enough) to load eBPF programs; run it with sudo")]
     NotPrivileged,
     #[error("this kernel exposes no BTF at /sys/kernel/btf/vmlinux; tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.10+)")]
     NoBtf,

@@ -375,7 +375,7 @@ fn truncated_log_is_still_analysed() {
 fn daemon_mode_process_without_fork() {
     let r = report("daemon.ndjson");
     let c = cert(&r, 800);
-    assert!(c.victim.process.in_run && c.victim.ancestry.is_empty());
+    assert!(c.victim.process.in_run && c.victim.ancestry.is_none());
     assert_eq!(c.cause.kind, CauseKind::KilledOutsideRun);
     assert_eq!(c.victim.process.argv, ["node", "agent.js"]);
     assert_eq!(r.run.mode, "daemon");

@@ -11,6 +11,7 @@ mod bench_workloads;
 mod bootstrap;
 mod build;
 mod cmd;
+mod dist;
 mod ebpf;
 mod privilege;
 mod run;
@@ -76,6 +77,12 @@ enum Command {
         #[arg(long)]
         no_reference: bool,
     },
+    /// A static, stripped x86_64 `tracer` with its SHA-256 and a tarball (target/dist/).
+    Dist {
+        /// Then run the core kernel scenarios of the integration suite with that binary (root).
+        #[arg(long)]
+        check: bool,
+    },
     /// Build the eBPF object, then run unit and kernel integration tests as root.
     Test {
         /// Test the release profile (`cargo test --release`).
@@ -132,6 +139,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Build { release } => build::run(&ws, release).map(drop),
         Command::Run { release, args } => run::run(&ws, release, &args),
         Command::Test { release, args } => test::run(&ws, release, &args),
+        Command::Dist { check } => dist::run(&ws, check).map(drop),
         Command::Bench {
             reps,
             quick,

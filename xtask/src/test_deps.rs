@@ -36,7 +36,13 @@ fn on_path(program: &str) -> bool {
 }
 
 pub fn ensure() -> Result<()> {
-    let missing: Vec<&str> = NEEDED
+    ensure_programs(&NEEDED)
+}
+
+/// Install the Debian package of each (program, package) whose program is
+/// missing; a no-op when all are there.
+pub fn ensure_programs(needed: &[(&str, &str)]) -> Result<()> {
+    let missing: Vec<&str> = needed
         .iter()
         .filter(|(prog, _)| !on_path(prog))
         .map(|(_, pkg)| *pkg)

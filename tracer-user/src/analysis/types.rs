@@ -121,8 +121,9 @@ pub struct Killer {
     pub process: ProcRef,
     /// The sending thread.
     pub tid: u32,
-    /// Parent first, up to the run root.
-    pub ancestry: Vec<ProcRef>,
+    /// Its parent's entry in `Analysis::ancestors` (see `Victim::ancestry`).
+    #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
+    pub ancestry: Option<usize>,
     pub relation: Relation,
     /// kill | tkill | tgkill | pidfd_send_signal | rt_sigqueueinfo | ...;
     /// absent when the syscall was not captured.
@@ -200,8 +201,10 @@ pub struct ExecRef {
 pub struct Victim {
     #[serde(flatten)]
     pub process: ProcRef,
-    /// Parent first, up to the run root.
-    pub ancestry: Vec<ProcRef>,
+    /// Its parent's entry in `Analysis::ancestors`, whose `parent_id`s lead
+    /// up to the run root; absent when no parent is known.
+    #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
+    pub ancestry: Option<usize>,
     pub execs: Vec<ExecRef>,
     pub started_at: String,
     pub ended_at: String,
@@ -321,7 +324,9 @@ pub struct ForeignSignal {
 pub struct Leftover {
     pub process: ProcRef,
     pub started_at: String,
-    pub ancestry: Vec<ProcRef>,
+    /// Its parent's entry in `Analysis::ancestors` (see `Victim::ancestry`).
+    #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
+    pub ancestry: Option<usize>,
     /// Its parent ended while it lived on (reparented: leaked).
     pub orphaned: bool,
     /// The run process that forked it, as it was at that moment.

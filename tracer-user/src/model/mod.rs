@@ -88,11 +88,13 @@ impl<'a> Model<'a> {
     /// first process whose parent is unknown). Never includes `key` itself.
     pub fn ancestors(&self, key: ProcKey) -> Vec<ProcKey> {
         let mut out = Vec::new();
+        // A set, not `out.contains`: that made a deep tree's chains cubic.
+        let mut seen = std::collections::HashSet::from([key]);
         let mut cur = key;
         while let Some(parent) = self.procs.get(&cur).and_then(|p| p.parent) {
             // A cycle is impossible with real start times; guard anyway so a
             // hand-edited log cannot hang the report.
-            if out.contains(&parent) || parent == key {
+            if !seen.insert(parent) {
                 break;
             }
             out.push(parent);

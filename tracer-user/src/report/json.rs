@@ -15,7 +15,8 @@ use crate::{
 };
 
 /// Bumped on any incompatible change to report.json.
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+/// 2: ancestry chains by id (`ancestry_id`, the top-level `ancestors`).
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that exited non-zero \
 on their own, then expected stops. A death is expected when the tracer stopped it, when it was a \

@@ -9,7 +9,7 @@ use super::{
 use crate::{
     analysis::{
         wording::{self as w, proc_phrase, relation_phrase},
-        Certificate, ProcRef, Rank,
+        Ancestor, Certificate, ProcRef, Rank,
     },
     text::markdown as md,
 };
@@ -74,7 +74,7 @@ pub fn render(r: &Report) -> String {
             md::inline(&r.ranking_rule)
         );
         for c in a.certificates.iter().take(MAX_DETAILED) {
-            certificate(&mut o, c);
+            certificate(&mut o, c, &a.ancestors);
         }
         // A cancelled `make -j` can leave hundreds of expected deaths: past
         // the first few, one line each keeps the report readable.
@@ -192,7 +192,7 @@ pub(crate) fn loss_line(r: &Report) -> String {
     }
 }
 
-fn certificate(o: &mut String, c: &Certificate) {
+fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
     let rank = rank_name(c.rank);
     let v = &c.victim;
     let _ = writeln!(
@@ -217,7 +217,7 @@ fn certificate(o: &mut String, c: &Certificate) {
         let all: Vec<String> = v.execs.iter().map(|e| code(&e.argv.join(" "))).collect();
         let _ = writeln!(o, "| execs | {} |", all.join(" → "));
     }
-    let _ = writeln!(o, "| ancestry | {} |", ancestry(&v.ancestry));
+    let _ = writeln!(o, "| ancestry | {} |", ancestry(anc, v.ancestry));
     let _ = writeln!(
         o,
         "| lifetime | {} (started {}, ended {}) · {} · {} |",
@@ -242,7 +242,7 @@ fn certificate(o: &mut String, c: &Certificate) {
             relation_phrase(k.relation)
         );
         full_command(o, "killer command", &k.process);
-        let _ = writeln!(o, "| killer ancestry | {} |", ancestry(&k.ancestry));
+        let _ = writeln!(o, "| killer ancestry | {} |", ancestry(anc, k.ancestry));
         let deliveries = k
             .deliveries
             .map(|d| format!(", {}", w::plural(d as usize, "delivery", "deliveries")));
@@ -351,11 +351,8 @@ pub(super) fn proc_cell(p: &ProcRef) -> String {
     )
 }
 
-pub(super) fn ancestry(chain: &[ProcRef]) -> String {
-    if chain.is_empty() {
-        return "—".into();
-    }
-    chain.iter().map(proc_cell).collect::<Vec<_>>().join(" ← ")
+pub(super) fn ancestry(table: &[Ancestor], id: Option<usize>) -> String {
+    super::chains::render(table, id, proc_cell)
 }
 
 /// Untrusted text as inline code inside a table cell.
