@@ -6,6 +6,8 @@ mod common;
 
 #[path = "security/bounds.rs"]
 mod bounds;
+#[path = "security/ci_output.rs"]
+mod ci_output;
 #[path = "security/ci_tmp.rs"]
 mod ci_tmp;
 #[path = "security/output.rs"]
