@@ -155,7 +155,8 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         text: l.text.clone(),
         bytes_total: l.bytes_total,
         truncated: l.truncated,
-        line: words::quote_line(&l.text),
+        // Quoted as a terminal showed it: no colour codes, no control bytes.
+        line: words::quote_line(&crate::text::display_text(&l.text)),
     });
     // A death without a signal has no sender to name: what the process said
     // last is the best lead, so the headline (and the verdict) quote it.

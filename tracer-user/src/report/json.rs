@@ -224,10 +224,19 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
         warnings,
     };
     let snapshots = super::snapshots::collect(model);
+    // Headlines and the verdict are the sentences CI scripts quote (an
+    // annotation per death): one line, no control byte, even when the log
+    // itself was tampered with (a signal or si_code name is copied as read).
+    let mut analysis = analysis;
+    for c in &mut analysis.certificates {
+        c.headline = crate::text::one_line(&c.headline);
+        c.cause.summary = crate::text::one_line(&c.cause.summary);
+    }
     let mut verdict = verdict(&analysis, &log_facts);
     if let Some(hang) = super::snapshots::verdict_clause(&snapshots) {
         verdict = format!("{hang}. {verdict}");
     }
+    let verdict = crate::text::one_line(&verdict);
     Report {
         report_schema: REPORT_SCHEMA_VERSION,
         rendered_by: env!("CARGO_PKG_VERSION").to_string(),
