@@ -88,7 +88,12 @@ fn a_reader_held_open_by_a_leaked_grandchild_names_the_holder() {
 fn a_stopped_process_is_said_stopped_and_by_whom() {
     let r = record(
         &["--timeout", "2s", "--kill-grace", "1s"],
-        &["bash", "-c", "sleep 100 & kill -STOP $!; wait"],
+        // Stopped once it is `sleep` (its exec done), so it is named so.
+        &[
+            "bash",
+            "-c",
+            "sleep 100 & p=$!; until [ \"$(cat /proc/$p/comm)\" = sleep ]; do :; done; kill -STOP $p; wait",
+        ],
     );
     assert_eq!(r.code(), Some(124), "{}", r.stderr());
     let rep = report(&r);

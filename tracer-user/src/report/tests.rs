@@ -98,7 +98,9 @@ fn every_report_starts_with_the_verdict_and_has_a_loss_line() {
     for path in fixtures() {
         let r = build_report(&read_log(&path).unwrap(), &ReportOptions::default());
         let md = render_markdown(&r);
-        assert_eq!(md.lines().next(), Some(r.verdict.as_str()), "{path:?}");
+        // The verdict as Markdown prose: what it quotes from /proc is escaped.
+        let first = crate::text::markdown::inline(&r.verdict);
+        assert_eq!(md.lines().next(), Some(first.as_str()), "{path:?}");
         assert!(
             md.lines().any(|l| l.starts_with("**Loss")),
             "{path:?} has no loss line"
