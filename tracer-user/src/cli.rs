@@ -67,6 +67,16 @@ pub struct DaemonArgs {
     pub ring_buffer_size: u32,
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (docs/metrics.md).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
+    /// How often the log so far is analysed for the metrics' death counts.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
+    pub metrics_interval: std::time::Duration,
+    /// Components of a memory cgroup path kept in `tracer_oom_kills_total`'s
+    /// `memcg` label (deeper ones name single pods or jobs).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub metrics_memcg_depth: usize,
     #[command(flatten)]
     pub report: ReportFlags,
 }

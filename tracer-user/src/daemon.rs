@@ -81,6 +81,7 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         })?,
         _ => seed(&mut session, &scope, &mut known)?,
     }
+    let mut live = crate::live::watch::Watch::start(args, &mut session, &header)?;
     eprintln!(
         "tracer: daemon watching {} — log in {}",
         scope.describe(),
@@ -90,6 +91,9 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     let mut rescan = Instant::now();
     'run: loop {
         session.pump(Duration::from_millis(200))?;
+        if let Some(live) = &mut live {
+            live.tick(&mut session);
+        }
         for sig in signals.pending() {
             if sig == SIGUSR1 {
                 interim_reports(&mut session, args)?;

@@ -12,6 +12,8 @@ pub mod eventlog;
 pub mod fail_on;
 pub mod last_words;
 pub mod leaks;
+pub mod live;
+pub mod metrics;
 pub mod model;
 pub mod outdir;
 pub mod record;

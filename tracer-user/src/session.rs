@@ -33,6 +33,8 @@ pub struct Session {
     named: std::collections::HashSet<crate::eventlog::ProcKey>,
     /// `--redact`: applied to every record on its way into the log.
     redactor: crate::redact::Redactor,
+    /// Records handed to the log, by type (`tracer_events_total`).
+    counts: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Session {
@@ -54,6 +56,7 @@ impl Session {
             existing: Vec::new(),
             named: std::collections::HashSet::new(),
             redactor: Default::default(),
+            counts: Default::default(),
         })
     }
 
@@ -209,7 +212,16 @@ impl Session {
     fn write(&mut self, rec: &Record) -> Result<(), TracerError> {
         let rec = self.redactor.apply(rec);
         self.writer.write(&rec);
+        *self
+            .counts
+            .entry(crate::report::json::type_name(&rec))
+            .or_default() += 1;
         Ok(())
+    }
+
+    /// Records handed to the log so far, by type (written or counted lost).
+    pub fn event_counts(&self) -> &std::collections::BTreeMap<&'static str, u64> {
+        &self.counts
     }
 
     fn write_last_words(&mut self, task: &Task, t: u64) -> Result<(), TracerError> {

@@ -235,7 +235,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-fn type_name(r: &Record) -> &'static str {
+pub(crate) fn type_name(r: &Record) -> &'static str {
     match r {
         Record::Header(_) => "header",
         Record::Fork(_) => "fork",

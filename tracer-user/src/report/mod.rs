@@ -2,7 +2,7 @@
 //! All three are pure functions of the event log.
 mod chains;
 pub mod html;
-mod json;
+pub(crate) mod json;
 mod markdown;
 mod sections;
 mod snapshots;
