@@ -171,12 +171,22 @@ pub struct ReportFlags {
     /// the reports it writes (the log it reads is left as it is).
     #[arg(long, value_name = "REGEX")]
     pub redact: Vec<String>,
+    /// Send every certificate, near miss, foreign signal and leak as an
+    /// OpenTelemetry log record to this OTLP/HTTP endpoint (a collector's
+    /// base URL, e.g. http://127.0.0.1:4318; `/v1/logs` is appended unless
+    /// the URL has a path). Default: OTEL_EXPORTER_OTLP_LOGS_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_ENDPOINT; headers from OTEL_EXPORTER_OTLP_HEADERS.
+    /// A failing endpoint never fails the run: the report's loss section
+    /// says what was not delivered.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl ReportFlags {
     pub fn options(&self) -> crate::report::ReportOptions {
         crate::report::ReportOptions {
             watch: self.watch.clone(),
+            export: None,
         }
     }
 }

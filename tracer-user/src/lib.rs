@@ -15,6 +15,7 @@ pub mod leaks;
 pub mod live;
 pub mod metrics;
 pub mod model;
+pub mod otlp;
 pub mod outdir;
 pub mod record;
 pub mod redact;

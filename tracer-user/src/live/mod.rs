@@ -2,6 +2,8 @@
 //! each finding is handed on (metrics, OTLP) once, with the classification
 //! it had when first seen. The final report may classify a death better (a
 //! killer's call logged after the death): the counters keep the first view.
+#[cfg(test)]
+mod tests;
 pub mod watch;
 
 use std::{

@@ -1,11 +1,13 @@
 //! The daemon's side of live findings: look at the log so far every
-//! `--metrics-interval`, hand what is new to the metrics.
+//! `--metrics-interval`, hand what is new to the metrics and the OTLP
+//! export; at the end, export what the final log adds.
 use crate::{
     analysis::AnalysisOptions,
     cli::DaemonArgs,
     error::TracerError,
-    eventlog::Header,
+    eventlog::{EventLog, Header},
     metrics::{server, Metrics},
+    otlp::{self, Endpoint, ExportFacts, Exporter},
     session::Session,
 };
 
@@ -16,6 +18,8 @@ pub struct Watch {
     every: Every,
     opts: AnalysisOptions,
     metrics: Option<Metrics>,
+    otlp: Option<Exporter>,
+    boot_to_wall_ns: i64,
     /// Records handed to the log at the last look: nothing new, no analysis.
     events_then: u64,
 }
@@ -27,19 +31,28 @@ impl Watch {
         session: &mut Session,
         header: &Header,
     ) -> Result<Option<Self>, TracerError> {
-        let Some(addr) = &args.metrics_listen else {
+        let endpoint = Endpoint::resolve(args.report.otlp_endpoint.as_deref());
+        if args.metrics_listen.is_none() && endpoint.is_none() {
             return Ok(None);
+        }
+        let metrics = match &args.metrics_listen {
+            Some(addr) => {
+                let (metrics, registry, staged) = Metrics::new(header, args.metrics_memcg_depth);
+                let bound = server::serve(addr, registry, staged)?;
+                eprintln!("tracer: metrics on http://{bound}/metrics");
+                Some(metrics)
+            }
+            None => None,
         };
-        let (metrics, registry, staged) = Metrics::new(header, args.metrics_memcg_depth);
-        let bound = server::serve(addr, registry, staged)?;
-        eprintln!("tracer: metrics on http://{bound}/metrics");
         let mut w = Self {
             seen: Seen::default(),
             every: Every::new(args.metrics_interval),
             opts: AnalysisOptions {
                 watch: args.report.watch.clone(),
             },
-            metrics: Some(metrics),
+            metrics,
+            otlp: endpoint.map(|e| Exporter::start(e, otlp::Context::from_env(header))),
+            boot_to_wall_ns: header.boot_to_wall_ns,
             events_then: 0,
         };
         // What an earlier run of the daemon logged (its segments are read
@@ -76,6 +89,20 @@ impl Watch {
         if let Some(m) = &self.metrics {
             m.observe(&found);
         }
+        if let Some(x) = &mut self.otlp {
+            x.send(&found, self.boot_to_wall_ns);
+        }
+    }
+
+    /// The daemon stops: export what the final log adds, wait (bounded) for
+    /// delivery, and say how the export went.
+    pub fn finish(mut self, log: &EventLog) -> Option<ExportFacts> {
+        let mut x = self.otlp.take()?;
+        x.send(
+            &fresh_in(log, &self.opts, &mut self.seen),
+            self.boot_to_wall_ns,
+        );
+        Some(x.finish(otlp::FINISH_GRACE))
     }
 
     fn totals(&mut self, session: &Session) {
