@@ -70,7 +70,8 @@ pub struct DaemonArgs {
     /// Serve Prometheus metrics on http://ADDR:PORT/metrics (docs/metrics.md).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics_listen: Option<String>,
-    /// How often the log so far is analysed for the metrics' death counts.
+    /// How often the log so far is analysed for new findings: the metrics'
+    /// counters and the live OTLP export (--otlp-endpoint).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
     pub metrics_interval: std::time::Duration,
     /// Components of a memory cgroup path kept in `tracer_oom_kills_total`'s
