@@ -58,11 +58,14 @@ if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
 fi
 
 # Workflow commands: in a message %, CR and LF are escaped; in a property
-# also : and ,. GitHub shows at most 10 error annotations per step: the
-# tenth says how many more there are.
+# also : and ,. Other control characters (ESC and the rest: argv is the
+# job's to choose) become U+FFFD, so no terminal escape reaches the log.
+# GitHub shows at most 10 error annotations per step: the tenth says how
+# many more there are.
 command -v jq >/dev/null 2>&1 || ci_die "jq not found: it reads report.json for the annotations"
 jq -r '
-  def msg: gsub("%"; "%25") | gsub("\r"; "%0D") | gsub("\n"; "%0A");
+  def msg: gsub("[\u0001-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]"; "\ufffd")
+    | gsub("%"; "%25") | gsub("\r"; "%0D") | gsub("\n"; "%0A");
   def prop: msg | gsub(":"; "%3A") | gsub(","; "%2C");
   def clip(n): if length > n then .[0:n-1] + "…" else . end;
   [.certificates[] | select(.rank == "unexpected")] as $deaths

@@ -54,7 +54,12 @@ fi
 
 if command -v jq >/dev/null 2>&1; then
     jq -r '
-      def x: tostring | @html;
+      # XML 1.0 forbids most control characters, and argv may hold any:
+      # they become U+FFFD (or GitLab would reject the whole report), and
+      # line breaks a space (a test name is one line).
+      def x: tostring
+        | gsub("[\u0001-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]"; "\ufffd")
+        | gsub("[\t\n\r]"; " ") | @html;
       [.certificates[] | select(.rank == "unexpected")] as $deaths
       | "<?xml version=\"1.0\" encoding=\"UTF-8\"?>",
         "<testsuites>",

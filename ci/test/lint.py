@@ -164,8 +164,10 @@ def check_images(images):
 
 
 def containerfile_images(path):
+    # `scratch` is the empty base, not an image: nothing to pin.
     return [(f"{rel(path)} FROM", m.group(1)) for m in
-            re.finditer(r"^FROM\s+(\S+)", open(path).read(), re.I | re.M)]
+            re.finditer(r"^FROM\s+(\S+)", open(path).read(), re.I | re.M)
+            if m.group(1) != "scratch"]
 
 
 def manifest_images(path):

@@ -51,10 +51,15 @@ pub enum TracerError {
 
 pub fn report_error(err: &TracerError) -> ExitCode {
     eprintln!("tracer: error: {err}");
-    ExitCode::from(match err {
-        // As a shell would: 127 not found, 126 not executable.
+    ExitCode::from(spawn_exit_code(err))
+}
+
+/// The exit status for `err`: as a shell would for a command that cannot be
+/// run (127 not found, 126 not executable), else the tracer's own failure.
+pub fn spawn_exit_code(err: &TracerError) -> u8 {
+    match err {
         TracerError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
         TracerError::Spawn { .. } => 126,
         _ => EXIT_TRACER_FAILED,
-    })
+    }
 }

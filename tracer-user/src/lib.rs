@@ -26,3 +26,4 @@ pub mod snapshot;
 pub mod summarize;
 pub mod supervise;
 pub mod terminal;
+pub mod text;

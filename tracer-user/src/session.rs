@@ -33,6 +33,8 @@ pub struct Session {
     named: std::collections::HashSet<crate::eventlog::ProcKey>,
     /// `--redact`: applied to every record on its way into the log.
     redactor: crate::redact::Redactor,
+    /// Why the command could not be run, for the trailer.
+    command_error: Option<String>,
     /// Records handed to the log, by type (`tracer_events_total`).
     counts: std::collections::BTreeMap<&'static str, u64>,
 }
@@ -56,8 +58,15 @@ impl Session {
             existing: Vec::new(),
             named: std::collections::HashSet::new(),
             redactor: Default::default(),
+            command_error: None,
             counts: Default::default(),
         })
+    }
+
+    /// The command could not be run: the trailer says why, so the reports
+    /// (and `tracer report`) can.
+    pub fn set_command_error(&mut self, reason: String) {
+        self.command_error = Some(reason);
     }
 
     /// Mask `--redact` patterns in every record written from now on.
@@ -310,6 +319,7 @@ impl Session {
                 per_cpu,
             },
             command_status,
+            command_error: self.command_error.clone(),
         })
     }
 

@@ -109,7 +109,8 @@ fn snapshot(session: &mut Session, reason: &str) -> Result<(), TracerError> {
         s.processes.len()
     );
     for f in &s.findings {
-        eprintln!("tracer:   {}: {}", f.kind, f.detail);
+        let t = crate::text::terminal::line;
+        eprintln!("tracer:   {}: {}", t(&f.kind), t(&f.detail));
     }
     Ok(())
 }

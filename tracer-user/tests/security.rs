@@ -6,9 +6,13 @@ mod common;
 
 #[path = "security/bounds.rs"]
 mod bounds;
+#[path = "security/ci_output.rs"]
+mod ci_output;
 #[path = "security/ci_tmp.rs"]
 mod ci_tmp;
 #[path = "security/output.rs"]
 mod output;
+#[path = "security/output_injection.rs"]
+mod output_injection;
 #[path = "security/redact_cut.rs"]
 mod redact_cut;

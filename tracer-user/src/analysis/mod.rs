@@ -2,9 +2,14 @@
 //! plus the cheap side findings (other exits, near misses, foreign signals,
 //! processes left running). Pure: same model, same output.
 mod ancestors;
+mod caught;
 mod cause;
 mod certificate;
 mod extras;
+pub mod hangs;
+mod mechanism;
+mod rank;
+mod summary;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -65,10 +70,20 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     for p in model.procs.values().filter(|p| p.in_run) {
         let Some(end) = &p.end else { continue };
         let oom_victim = model.ooms.iter().any(|o| o.victim == Some(p.key));
-        let needs_cert = match end.status {
-            ExitStatus::Signaled { .. } => true,
-            ExitStatus::Exited { code } => oom_victim || (code != 0 && cx.is_worker(p.key)),
-        };
+        // The command that could not be run gets its certificate whatever
+        // its fork's exit looked like: it is the whole story of the run.
+        let not_run = model.not_run.is_some() && model.root == Some(p.key);
+        let needs_cert = not_run
+            || match end.status {
+                ExitStatus::Signaled { .. } => true,
+                // A non-zero exit that a caught signal explains is a death,
+                // however short the life: the handler's exit(1) after a SIGTERM.
+                ExitStatus::Exited { code } => {
+                    oom_victim
+                        || (code != 0
+                            && (cx.is_worker(p.key) || caught::caught_exit(model, p.key).is_some()))
+                }
+            };
         if needs_cert {
             certificates.push(certificate::build(&cx, p.key));
         } else if matches!(end.status, ExitStatus::Exited { code } if code != 0) {
@@ -199,13 +214,23 @@ impl Ctx<'_> {
     }
 
     /// A worker's non-zero exit deserves a certificate: it lived at least a
-    /// second, had children, or the user asked to watch it. Short-lived
-    /// helpers (`grep -q`, `test -f`) failing is normal control flow.
+    /// second, had children, said something on stderr (a Node worker that
+    /// prints `TypeError: …` and exits 1 in 150 ms), or the user asked to
+    /// watch it. Silent short-lived helpers (`grep -q`, `test -f`) failing
+    /// is normal control flow.
     pub fn is_worker(&self, key: ProcKey) -> bool {
         let Some(p) = self.m.proc(key) else {
             return false;
         };
         if p.lifetime_ns().unwrap_or(0) >= 1_000_000_000 || !p.children.is_empty() {
+            return true;
+        }
+        // The log keeps no time for a write, so any stderr output counts:
+        // the last_words record holds only what a process wrote itself.
+        if p.last_words
+            .as_ref()
+            .is_some_and(|l| words::quote_line(&l.text).is_some())
+        {
             return true;
         }
         if self.opts.watch.is_empty() {

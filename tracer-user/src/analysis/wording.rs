@@ -38,20 +38,15 @@ pub fn bytes(b: u64) -> String {
 
 /// Commands in prose are cut so a sentence stays readable.
 pub fn short_command(cmd: &str) -> String {
-    const MAX: usize = 60;
-    if cmd.chars().count() <= MAX {
-        return cmd.to_string();
-    }
-    let cut: String = cmd.chars().take(MAX - 1).collect();
-    format!("{cut}…")
+    crate::text::command::cut(cmd)
 }
 
 /// "`node worker.js` (pid 4242)". A process that never exec'd runs its
 /// parent's image: say so, or parent and child read as the same process.
 pub fn proc_phrase(p: &ProcRef) -> String {
     format!(
-        "`{}` ({}{})",
-        short_command(&prose_command(p)),
+        "{} ({}{})",
+        crate::text::markdown::code(&short_command(&prose_command(p))),
         pid_label(p),
         fork_note(p)
     )
@@ -66,20 +61,17 @@ pub fn pid_label(p: &ProcRef) -> String {
     }
 }
 
-/// The command as prose names it: argv with the program's directory left
-/// out (`/usr/local/bin/node a.js` -> `node a.js`), so a cut sentence keeps
-/// the arguments that tell two workers apart. report.json keeps it whole.
+/// The command as prose names it: the program without its directory, an
+/// interpreter's own flags left out, long paths shortened
+/// (`/usr/local/bin/node --require /x/setup.js /w/node_modules/vitest/dist/
+/// workers/forks.js` -> `node …/vitest/dist/workers/forks.js`), so a cut
+/// sentence keeps what tells two workers apart (see `text::command`).
+/// report.json keeps argv whole.
 pub fn prose_command(p: &ProcRef) -> String {
-    match p.argv.split_first() {
-        Some((prog, rest)) if prog.contains('/') => {
-            let base = prog.rsplit('/').next().unwrap_or(prog);
-            std::iter::once(base)
-                .chain(rest.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" ")
-        }
-        _ => p.command.clone(),
+    if p.argv.is_empty() {
+        return p.command.clone();
     }
+    crate::text::command::abbreviate(&p.argv)
 }
 
 pub fn fork_note(p: &ProcRef) -> &'static str {
@@ -134,10 +126,18 @@ pub fn aimed_at(syscall: &str, target_arg: i64, tid_arg: Option<i64>) -> String 
         ("kill", -1, _) => "every process the sender may signal".into(),
         ("kill", n, _) if n < 0 => format!("process group {}", -n),
         ("tkill", n, _) => format!("thread {n}"),
-        ("pidfd_send_signal", n, _) => format!("the process behind pidfd {n}"),
+        // The call's own arguments cannot say which process a pidfd refers
+        // to; a delivered signal can (see `aimed_through_pidfd`).
+        ("pidfd_send_signal", n, _) => format!("pidfd {n} (unresolved)"),
         (_, n, Some(tid)) => format!("thread {tid} of pid {n}"),
         (_, n, None) => format!("pid {n}"),
     }
+}
+
+/// A pidfd resolved by the signal it delivered: the kernel's signal event
+/// names the target (any kernel), so the pidfd is no longer a mystery.
+pub fn aimed_through_pidfd(pidfd: i64, target_pid: u32) -> String {
+    format!("pid {target_pid} through pidfd {pidfd}")
 }
 
 /// `aimed_at` for a target named inside the sender's pid namespace.

@@ -60,6 +60,31 @@ pub struct Model<'a> {
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,
+    /// The wrapped command could not be run (the trailer's `command_error`).
+    pub not_run: Option<NotRun>,
+    /// What the log can vouch for (hooks attached, nothing lost).
+    pub coverage: Coverage,
+}
+
+/// A `tracer record` whose command could not be run: what it was to run,
+/// why not, and the status tracer exited with (127, 126).
+#[derive(Debug, Clone)]
+pub struct NotRun {
+    pub command: Vec<String>,
+    pub reason: String,
+    pub code: Option<i32>,
+}
+
+/// Whether an absence in the log means something. With the hook attached
+/// and nothing lost, "no signal event" or "no kill syscall" is a fact about
+/// the kernel path, not a gap in the capture.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// signal_generate attached, a trailer, and no event lost.
+    pub signals: bool,
+    /// ... and the kill-family syscalls attached with no in-flight loss:
+    /// a process-sent signal without a `call` was sent by no kill syscall.
+    pub kill_calls: bool,
 }
 
 /// The model borrows the log's records rather than copying them: on a

@@ -65,23 +65,8 @@ impl Context {
     }
 }
 
-/// HTML-escapes text for element content and quoted attributes. Control
-/// characters (never meaningful in argv shown to a person) become U+FFFD.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => o.push('\u{FFFD}'),
-            c => o.push(c),
-        }
-    }
-    o
-}
+/// The one HTML escaper lives with the others (`text::html`).
+pub use crate::text::html::esc;
 
 /// The whole page.
 pub fn render(r: &Report, cx: &Context) -> String {

@@ -19,10 +19,19 @@ use crate::{
 pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that exited non-zero \
-on their own, then expected stops. A death is expected when the tracer stopped it, when it was a \
-parent-death signal, or when its own parent or ancestor sent SIGINT, SIGHUP, SIGTERM or SIGKILL \
-(an orderly shutdown). Every other signal death is unexpected: killed by a sibling, a descendant, \
-an unrelated or outside process, the OOM killer, a fault, itself, or an unobserved signal.";
+on their own, then expected stops. A death is expected when the tracer stopped it (a cancellation \
+it forwarded, its timeout, `--leaks kill`), when it was a parent-death signal, or when its own \
+parent or ancestor sent SIGINT, SIGHUP, SIGTERM or SIGKILL (an orderly shutdown); a non-zero exit \
+after the run was cancelled is expected too. Every other signal death is unexpected: killed by a \
+sibling, a descendant, an unrelated or outside process, the OOM killer, a fault, itself, or an \
+unobserved signal. A process that caught a signal from another process (it ran on after the \
+delivery) and then raised the same signal on itself, exited 128+N, or exited non-zero within 5 s \
+of a caught SIGINT, SIGHUP, SIGQUIT or SIGTERM (any time after, for the tracer's own) died of the \
+caught signal: it is ranked by that signal's sender. \
+Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`) and a terminal hang-up \
+caused by its own parent or ancestor are expected; a timeout(1) that fired ranks with the non-zero \
+exits; a parent-death signal fired by the exit of a parent thread while the parent lived on is \
+unexpected.";
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Report {
@@ -221,10 +230,19 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
         export: None,
     };
     let snapshots = super::snapshots::collect(model);
+    // Headlines and the verdict are the sentences CI scripts quote (an
+    // annotation per death): one line, no control byte, even when the log
+    // itself was tampered with (a signal or si_code name is copied as read).
+    let mut analysis = analysis;
+    for c in &mut analysis.certificates {
+        c.headline = crate::text::one_line(&c.headline);
+        c.cause.summary = crate::text::one_line(&c.cause.summary);
+    }
     let mut verdict = verdict(&analysis, &log_facts);
     if let Some(hang) = super::snapshots::verdict_clause(&snapshots) {
         verdict = format!("{hang}. {verdict}");
     }
+    let verdict = crate::text::one_line(&verdict);
     Report {
         report_schema: REPORT_SCHEMA_VERSION,
         rendered_by: env!("CARGO_PKG_VERSION").to_string(),

@@ -6,9 +6,12 @@ use super::{
     json::{loss_breakdown, Report},
     sections,
 };
-use crate::analysis::{
-    wording::{self as w, proc_phrase, relation_phrase},
-    Ancestor, Certificate, ProcRef, Rank,
+use crate::{
+    analysis::{
+        wording::{self as w, proc_phrase, relation_phrase},
+        Ancestor, Certificate, ProcRef, Rank,
+    },
+    text::markdown as md,
 };
 
 /// Certificates rendered in full; the rest get one table row each.
@@ -26,11 +29,16 @@ pub fn render(r: &Report) -> String {
     let mut o = String::new();
     let a = &r.analysis;
     // Writing to a String cannot fail; `let _ =` keeps that out of the way.
-    let _ = writeln!(o, "{}\n", r.verdict);
+    // `head -n 1 report.md` is a CI summary: one line, whatever the data.
+    let _ = writeln!(o, "{}\n", md::inline(&r.verdict));
     let _ = writeln!(o, "{}  ", run_line(r));
     let _ = writeln!(o, "{}  ", loss_line(r));
     if !r.run.hooks_missing.is_empty() {
-        let _ = writeln!(o, "**Hooks missing:** {}  ", r.run.hooks_missing.join(", "));
+        let _ = writeln!(
+            o,
+            "**Hooks missing:** {}  ",
+            md::text(&r.run.hooks_missing.join(", "))
+        );
     }
     for warning in r
         .log
@@ -38,7 +46,7 @@ pub fn render(r: &Report) -> String {
         .iter()
         .filter(|w| w.starts_with("the trailer"))
     {
-        let _ = writeln!(o, "**Warning:** {warning}  ");
+        let _ = writeln!(o, "**Warning:** {}  ", md::text(warning));
     }
     let _ = writeln!(
         o,
@@ -60,7 +68,11 @@ pub fn render(r: &Report) -> String {
     // A hung run: what it was blocked on comes before everything else.
     super::snapshots::section(&mut o, &r.snapshots);
     if !a.certificates.is_empty() {
-        let _ = writeln!(o, "## Death certificates\n\n_{}_\n", r.ranking_rule);
+        let _ = writeln!(
+            o,
+            "## Death certificates\n\n_{}_\n",
+            md::inline(&r.ranking_rule)
+        );
         for c in a.certificates.iter().take(MAX_DETAILED) {
             certificate(&mut o, c, &a.ancestors);
         }
@@ -75,7 +87,7 @@ pub fn render(r: &Report) -> String {
                     "| {} | {} | {} |",
                     c.id,
                     rank_name(c.rank),
-                    cell(&c.headline)
+                    md::cell(&md::inline(&c.headline))
                 );
             }
             o.push('\n');
@@ -92,9 +104,9 @@ pub fn render(r: &Report) -> String {
             let more = if g.count > g.pids.len() { ", …" } else { "" };
             let _ = writeln!(
                 o,
-                "| `{}` | {} | {} | {} | {}{more} |",
-                cell(&g.program),
-                w::status_phrase(&g.status),
+                "| {} | {} | {} | {} | {}{more} |",
+                code(&g.program),
+                cell(&w::status_phrase(&g.status)),
                 g.count,
                 code(&g.example),
                 pids.join(", ")
@@ -130,18 +142,19 @@ fn run_line(r: &Report) -> String {
         )
     });
     format!(
-        "**Run:** {} {status} after {} · {} processes · {} mode{} · kernel {} · host {} · started {}{}{pid_ns}",
-        code(&cmd),
+        "**Run:** {} {} after {} · {} processes · {} mode{} · kernel {} · host {} · started {}{}{pid_ns}",
+        md::code(&cmd),
+        md::text(&status),
         w::duration(r.run.duration_ns),
         r.run.processes,
-        r.run.mode,
+        md::text(&r.run.mode),
         r.run
             .command_user
             .as_ref()
-            .map_or(String::new(), |u| format!(" · ran as {u}")),
-        r.run.kernel,
-        r.run.hostname,
-        r.run.started_at,
+            .map_or(String::new(), |u| format!(" · ran as {}", md::text(u))),
+        md::text(&r.run.kernel),
+        md::text(&r.run.hostname),
+        md::text(&r.run.started_at),
         redacted_note(r.run.redactions),
     )
 }
@@ -204,10 +217,21 @@ fn capture_loss(r: &Report) -> String {
 fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
     let rank = rank_name(c.rank);
     let v = &c.victim;
-    let _ = writeln!(o, "### {}. {rank}: {}\n", c.id, proc_phrase(&v.process));
-    let _ = writeln!(o, "{}. _{}._\n", c.headline, c.rank_reason);
+    let _ = writeln!(
+        o,
+        "### {}. {rank}: {}\n",
+        c.id,
+        md::inline(&proc_phrase(&v.process))
+    );
+    let _ = writeln!(
+        o,
+        "{}. _{}._\n",
+        md::inline(&c.headline),
+        md::inline(&c.rank_reason)
+    );
     let _ = writeln!(o, "| | |\n|---|---|");
     let _ = writeln!(o, "| victim | {} |", proc_cell(&v.process));
+    full_command(o, "command", &v.process);
     if let Some(f) = &v.process.filename {
         let _ = writeln!(o, "| executable | {} |", code(f));
     }
@@ -229,7 +253,7 @@ fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
     let _ = writeln!(
         o,
         "| status (as the parent saw it) | {}{core} |",
-        w::status_phrase(&v.status)
+        cell(&w::status_phrase(&v.status))
     );
     if let Some(k) = &c.killer {
         let _ = writeln!(
@@ -239,6 +263,7 @@ fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
             k.tid,
             relation_phrase(k.relation)
         );
+        full_command(o, "killer command", &k.process);
         let _ = writeln!(o, "| killer ancestry | {} |", ancestry(anc, k.ancestry));
         let deliveries = k
             .deliveries
@@ -254,6 +279,15 @@ fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
             cell(&k.aimed_at),
             deliveries.unwrap_or_default()
         );
+    }
+    // The kernel path behind the death (cgroup.kill, an rlimit, seccomp...).
+    if let Some(m) = &c.cause.mechanism {
+        let who = m
+            .process
+            .as_ref()
+            .map(|p| format!(" · {}", proc_cell(p)))
+            .unwrap_or_default();
+        let _ = writeln!(o, "| mechanism | {}{who} |", cell(&m.detail));
     }
     if let Some(m) = &c.oom {
         if let Some(mc) = &m.memcg {
@@ -310,16 +344,31 @@ fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
                 o,
                 "| +{} | {} ({}){fatal} | {from} | {} | {} |",
                 w::duration(h.since_start_ns),
-                h.signal.sig_name,
-                h.signal.code_name,
+                cell(&h.signal.sig_name),
+                cell(&h.signal.code_name),
                 h.call.as_deref().map_or("—".into(), code),
-                h.signal.result
+                cell(&h.signal.result)
             );
         }
         o.push('\n');
     }
     if let Some(lw) = &c.last_words {
         sections::last_words(o, lw);
+    }
+}
+
+/// The whole command line, when the abbreviated one left out more than the
+/// program's directory (flags, the middle of a path, a cut tail).
+fn full_command(o: &mut String, label: &str, p: &ProcRef) {
+    let Some((prog, rest)) = p.argv.split_first() else {
+        return;
+    };
+    let plain = std::iter::once(crate::text::command::program(prog))
+        .chain(rest.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if w::short_command(&w::prose_command(p)) != plain {
+        let _ = writeln!(o, "| {label} | {} |", code(&p.command));
     }
 }
 
@@ -337,11 +386,12 @@ pub(super) fn ancestry(table: &[Ancestor], id: Option<usize>) -> String {
     super::chains::render(table, id, proc_cell)
 }
 
-/// Inline code safe inside a table cell.
+/// Untrusted text as inline code inside a table cell.
 pub(super) fn code(s: &str) -> String {
-    format!("`{}`", cell(&s.replace('`', "'")))
+    md::cell(&md::code(s))
 }
 
+/// Untrusted text as prose inside a table cell.
 pub(super) fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    md::cell(&md::text(s))
 }

@@ -86,8 +86,13 @@ const ITEM: &str = "  * ";
 const WARN: &str = "  ! ";
 const MAX_ITEMS: usize = 5;
 
-fn summary(r: &Report, md: &Path, json: &Path) -> String {
-    let mut lines = vec![format!("tracer: {}", r.verdict)];
+/// The stderr summary (public for the output-invariant tests).
+pub fn summary(r: &Report, md: &Path, json: &Path) -> String {
+    // Every line starts with tracer's own words; the data in it is escaped
+    // for a terminal (a CI log is one), so no line of it is a workflow
+    // command or an escape sequence, and the verdict stays one line.
+    let t = crate::text::terminal::line;
+    let mut lines = vec![format!("tracer: {}", t(&r.verdict))];
     let shown: Vec<_> = r
         .analysis
         .certificates
@@ -95,7 +100,7 @@ fn summary(r: &Report, md: &Path, json: &Path) -> String {
         .filter(|c| c.rank != Rank::Expected)
         .collect();
     for c in shown.iter().take(MAX_ITEMS) {
-        lines.push(format!("{ITEM}#{} {}", c.id, c.headline));
+        lines.push(format!("{ITEM}#{} {}", c.id, t(&c.headline)));
     }
     if shown.len() > MAX_ITEMS {
         lines.push(format!(
@@ -110,20 +115,20 @@ fn summary(r: &Report, md: &Path, json: &Path) -> String {
     } else {
         "  "
     };
-    lines.push(format!("{prefix}{loss}"));
+    lines.push(format!("{prefix}{}", t(&loss)));
     if !r.run.hooks_missing.is_empty() {
         lines.push(format!(
             "{WARN}hooks missing: {}",
-            r.run.hooks_missing.join(", ")
+            t(&r.run.hooks_missing.join(", "))
         ));
     }
     // Two spaces, no comma: terminals that link paths stop at whitespace.
     let html = md.with_file_name("report.html");
     lines.push(format!(
         "  reports: {}  {}  {}",
-        md.display(),
-        html.display(),
-        json.display()
+        t(&md.display().to_string()),
+        t(&html.display().to_string()),
+        t(&json.display().to_string())
     ));
     lines.join("\n") + "\n"
 }

@@ -6,7 +6,10 @@ use super::{
     json::Report,
     markdown::{ancestry, cell, code, loss_line, proc_cell},
 };
-use crate::analysis::{wording as w, words as w_words, Direction, LastWordsRef};
+use crate::{
+    analysis::{wording as w, words as w_words, Direction, LastWordsRef},
+    text::{self, markdown as md},
+};
 
 /// Rows per side table; report.json always has every event.
 const MAX_ROWS: usize = 30;
@@ -53,11 +56,12 @@ pub(super) fn near_misses(o: &mut String, r: &Report) {
         let call = w::call_notation(&n.syscall, n.target_arg, n.tid_arg, &n.sig_name);
         let errno = n.errno.as_deref().unwrap_or("?");
         let row = format!(
-            "{} | {} | {} | {} | {errno}",
-            n.time,
+            "{} | {} | {} | {} | {}",
+            cell(&n.time),
             proc_cell(&n.sender),
             code(&call),
-            cell(&n.aimed_at)
+            cell(&n.aimed_at),
+            cell(errno)
         );
         (
             format!("{}/{}/{call}/{errno}", n.sender.pid, n.sender.start),
@@ -97,8 +101,8 @@ pub(super) fn foreign(o: &mut String, r: &Report) {
             "{dir} | {} | {} | {} | {call} | {}",
             proc_cell(&f.sender),
             proc_cell(&f.target),
-            f.signal.sig_name,
-            f.signal.result
+            cell(&f.signal.sig_name),
+            cell(&f.signal.result)
         );
         let key = format!(
             "{}/{}>{}/{}/{}/{call}/{}",
@@ -202,9 +206,12 @@ fn leaks(o: &mut String, r: &Report) {
     o.push('\n');
 }
 
-/// A certificate's last words: the end of the victim's stderr, fenced.
+/// A certificate's last words: the end of the victim's stderr, fenced, as
+/// a terminal showed it (colours and cursor moves removed; report.json and
+/// the log keep the bytes).
 pub(super) fn last_words(o: &mut String, lw: &LastWordsRef) {
-    let (lines, cut) = w_words::tail_lines(&lw.text, w_words::SHOWN_LINES);
+    let shown = text::display_text(&lw.text);
+    let (lines, cut) = w_words::tail_lines(&shown, w_words::SHOWN_LINES);
     if lines.is_empty() {
         return;
     }
@@ -218,15 +225,8 @@ pub(super) fn last_words(o: &mut String, lw: &LastWordsRef) {
         String::new()
     };
     let _ = writeln!(o, "Last words (stderr{earlier}, seq {}):\n", lw.seq);
-    // A fence longer than any backtick run inside, so the text cannot end it.
-    let longest = lines
-        .iter()
-        .flat_map(|l| l.split(|c| c != '`'))
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    let _ = writeln!(o, "{fence}text\n{}\n{fence}\n", lines.join("\n"));
+    let lines: Vec<String> = lines.into_iter().map(str::to_string).collect();
+    let _ = writeln!(o, "{}", md::fence_lines(&lines, "text"));
 }
 
 pub(super) fn log_details(o: &mut String, r: &Report) {
@@ -235,17 +235,19 @@ pub(super) fn log_details(o: &mut String, r: &Report) {
         .log
         .by_type
         .iter()
-        .map(|(k, v)| format!("{k} {v}"))
+        .map(|(k, v)| format!("{} {v}", md::text(k)))
         .collect();
     let _ = writeln!(o, "- events: {} ({})", r.log.events, types.join(", "));
     let _ = writeln!(o, "- {}", loss_line(r).replace("**", ""));
     for warning in &r.log.warnings {
-        let _ = writeln!(o, "- warning: {warning}");
+        let _ = writeln!(o, "- warning: {}", md::text(warning));
     }
     let _ = writeln!(
         o,
         "- captured by tracer {}, rendered by tracer {}, report schema {}",
-        r.run.captured_by, r.rendered_by, r.report_schema
+        md::text(&r.run.captured_by),
+        md::text(&r.rendered_by),
+        r.report_schema
     );
     let _ = writeln!(o, "\n| hook | attached | via | detail |\n|---|---|---|---|");
     for h in &r.run.hooks {
@@ -254,7 +256,7 @@ pub(super) fn log_details(o: &mut String, r: &Report) {
             "| {} | {} | {} | {} |",
             cell(&h.name),
             if h.attached { "yes" } else { "**no**" },
-            h.via.as_deref().unwrap_or("—"),
+            h.via.as_deref().map_or("—".into(), cell),
             h.detail.as_deref().map_or("—".into(), cell)
         );
     }

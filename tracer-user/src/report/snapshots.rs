@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::{model::Model, snapshot::Snapshot};
+use crate::{model::Model, snapshot::Snapshot, text::markdown as md};
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct SnapshotReport {
@@ -21,14 +21,27 @@ pub fn collect(model: &Model) -> Vec<SnapshotReport> {
     model
         .snapshots
         .iter()
-        .map(|s| SnapshotReport {
-            seq: s.at.seq,
-            time: s.at.time.clone(),
-            reason: s.reason.clone(),
-            snapshot: s.snapshot.clone(),
+        .map(|s| {
+            // Findings that need the log too (leaked holders, who stopped
+            // a process) join the ones taken from /proc alone.
+            let facts = crate::analysis::hangs::snapshot_facts(model, s.at.t, &s.snapshot);
+            let mut snapshot = s.snapshot.clone();
+            snapshot.findings = crate::snapshot::with_log_facts(&s.snapshot, &facts);
+            SnapshotReport {
+                seq: s.at.seq,
+                time: s.at.time.clone(),
+                reason: s.reason.clone(),
+                snapshot,
+            }
         })
         .collect()
 }
+
+const LEADS: [&str; 3] = [
+    crate::snapshot::HELD_BY_LEAKED,
+    crate::snapshot::FROZEN,
+    crate::snapshot::STOPPED,
+];
 
 /// Leads the verdict of a run that hung or was cancelled.
 pub fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
@@ -40,8 +53,18 @@ pub fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
         "timeout" => "Timed out",
         _ => "Cancelled",
     };
-    Some(match s.snapshot.findings.first() {
-        Some(f) => format!("{what} while blocked: {}", f.detail),
+    // A stuck process's own state (leaked writer, frozen, stopped) says
+    // more than the parent waiting on it, so it leads when there is one.
+    let lead = s
+        .snapshot
+        .findings
+        .iter()
+        .find(|f| LEADS.contains(&f.kind.as_str()))
+        .or(s.snapshot.findings.first());
+    Some(match lead {
+        // The detail quotes paths and names as read from /proc: one line
+        // here, since the verdict is.
+        Some(f) => format!("{what} while blocked: {}", crate::text::one_line(&f.detail)),
         None => format!("{what}; no deadlock pattern found (see the snapshot)"),
     })
 }
@@ -53,18 +76,138 @@ pub fn section(o: &mut String, snaps: &[SnapshotReport]) {
             "cancelled" => "the tracer was cancelled",
             _ => "SIGUSR1",
         };
-        let _ = writeln!(o, "## Snapshot at {} ({why}, event {})\n", s.time, s.seq);
+        let _ = writeln!(
+            o,
+            "## Snapshot at {} ({why}, event {})\n",
+            md::text(&s.time),
+            s.seq
+        );
         if s.snapshot.findings.is_empty() {
             let _ = writeln!(o, "No deadlock pattern found.\n");
         }
         for f in &s.snapshot.findings {
-            let _ = writeln!(o, "- **{}**: {}", f.kind, f.detail);
+            let _ = writeln!(o, "- **{}**: {}", md::text(&f.kind), md::inline(&f.detail));
         }
         let _ = writeln!(
             o,
-            "\n<details><summary>every process and thread</summary>\n\n```"
+            "\n<details><summary>every process and thread</summary>\n"
         );
-        o.push_str(crate::snapshot::render_text(&s.snapshot).trim_end());
-        let _ = writeln!(o, "\n```\n</details>\n");
+        // render_text escapes what it quotes; the fence outlasts any
+        // backtick run left in it.
+        let text = crate::snapshot::render_text(&s.snapshot);
+        let lines: Vec<String> = text.trim_end().lines().map(str::to_string).collect();
+        o.push_str(&md::fence_lines(&lines, ""));
+        let _ = writeln!(o, "</details>\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        snapshot::{FdEntry, FdKind, Finding, Holder, ProcSnapshot, SyscallState, ThreadSnapshot},
+        text::invariants,
+    };
+
+    /// A snapshot whose every /proc string is `s`.
+    fn snap(s: &str) -> SnapshotReport {
+        let holder = Holder {
+            pid: 7,
+            comm: s.into(),
+            fd: 4,
+            access: None,
+        };
+        let p = ProcSnapshot {
+            pid: 7,
+            start_ns: 1,
+            ppid: 1,
+            pgid: 7,
+            sid: 7,
+            comm: s.into(),
+            argv: vec![s.into(), s.into()],
+            exe: Some(s.into()),
+            state: 'S',
+            threads: vec![ThreadSnapshot {
+                tid: 7,
+                comm: s.into(),
+                state: 'S',
+                wchan: Some(s.into()),
+                stack: vec![s.into()],
+                syscall: SyscallState::Syscall {
+                    nr: 0,
+                    name: Some(s.into()),
+                    args: [0; 6],
+                },
+            }],
+            fds: vec![
+                FdEntry {
+                    fd: 3,
+                    target: s.into(),
+                    access: None,
+                    kind: FdKind::Pipe {
+                        inode: 9,
+                        holders: vec![holder.clone()],
+                    },
+                },
+                FdEntry {
+                    fd: 5,
+                    target: s.into(),
+                    access: None,
+                    kind: FdKind::Unix {
+                        inode: 10,
+                        sock_type: s.into(),
+                        name: Some(s.into()),
+                        peer: Some(11),
+                        peer_holders: vec![holder],
+                    },
+                },
+            ],
+            vanished: false,
+        };
+        SnapshotReport {
+            seq: 1,
+            time: "t".into(),
+            reason: "timeout".into(),
+            snapshot: Snapshot {
+                processes: vec![p],
+                findings: vec![Finding {
+                    kind: "orphaned".into(),
+                    pid: 7,
+                    tid: None,
+                    detail: format!("pid 7 ({s}) has ppid 1"),
+                    fds: Vec::new(),
+                    related_pids: Vec::new(),
+                }],
+                notes: vec![s.into()],
+            },
+        }
+    }
+
+    #[test]
+    fn hostile_proc_strings_stay_inside_the_snapshot_block() {
+        let plain = {
+            let mut o = String::new();
+            section(&mut o, &[snap("x")]);
+            o
+        };
+        for s in [
+            "a\n```\n# pwned\n<h1>x</h1>",
+            "\x1b[31m`|`\r::error::x",
+            "````````````",
+            "\n::set-output name=a::b\n##[error]c",
+            "\u{202e}</details><script>",
+        ] {
+            let mut o = String::new();
+            section(&mut o, &[snap(s)]);
+            let v = invariants::markdown(&o);
+            assert!(v.is_empty(), "{s:?}: {v:?}\n{o}");
+            assert_eq!(
+                invariants::skeleton(&o),
+                invariants::skeleton(&plain),
+                "{s:?}\n{o}"
+            );
+            let verdict = verdict_clause(&[snap(s)]).unwrap();
+            assert!(!verdict.contains('\n'), "{verdict}");
+        }
     }
 }

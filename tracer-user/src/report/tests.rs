@@ -372,3 +372,33 @@ fn leaks_are_reported_with_their_facts_and_spawner() {
         assert!(row.contains(want), "{want} missing from {row}");
     }
 }
+
+/// A vitest run: every worker is `node` with the same long flags. The
+/// headlines must tell victim and killer apart by entry point and pid, and
+/// the details keep the whole argv.
+#[test]
+fn workers_with_the_same_flags_are_named_apart() {
+    let r = report("vitest_workers.ndjson");
+    let c = &r.analysis.certificates[0];
+    assert_eq!(
+        c.headline,
+        "`node …/vitest/dist/workers/forks.js` (pid 4242) killed by SIGKILL from \
+         `node …/vitest/dist/workers/forks.js` (pid 4100), a sibling, via kill(-4242, SIGKILL) \
+         — a process-group kill of group 4242"
+    );
+    assert!(!r.verdict.contains("--experimental"), "{}", r.verdict);
+    let md = render_markdown(&r);
+    let full = "| command | `/usr/local/bin/node --experimental-import-meta-resolve --require \
+                /work/steward/node_modules/vitest/suppress-warnings.cjs --conditions node \
+                --conditions development /work/steward/node_modules/vitest/dist/workers/forks.js` |";
+    assert!(md.contains(full), "{md}");
+    assert!(
+        md.contains(&full.replace("| command |", "| killer command |")),
+        "{md}"
+    );
+    assert_eq!(
+        c.victim.process.argv.len(),
+        9,
+        "report.json keeps argv whole"
+    );
+}

@@ -85,7 +85,17 @@ pub fn take(pids: &[u32]) -> Snapshot {
             r.access.insert((raw.pid, f.fd), f.access);
         }
     }
-    let processes: Vec<ProcSnapshot> = raws.into_iter().map(|raw| r.resolve(raw)).collect();
+    let mounts = super::freezer::Mounts::read();
+    let processes: Vec<ProcSnapshot> = raws
+        .into_iter()
+        .map(|raw| {
+            let frozen = mounts.frozen(raw.pid);
+            ProcSnapshot {
+                frozen,
+                ..r.resolve(raw)
+            }
+        })
+        .collect();
     let findings = analyze(&processes);
     Snapshot {
         processes,
@@ -204,6 +214,7 @@ impl Resolver<'_> {
             threads: raw.threads,
             fds,
             vanished: raw.vanished,
+            frozen: None,
         }
     }
 

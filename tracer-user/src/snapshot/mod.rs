@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 mod capture;
 mod findings;
+mod freezer;
+#[cfg(test)]
+mod hang_tests;
+mod leaked;
 mod procread;
 mod render;
 mod sockdiag;
@@ -26,6 +30,7 @@ mod tests;
 
 pub use capture::take;
 pub use findings::analyze;
+pub use leaked::{with_log_facts, LogFacts};
 pub use render::render_text;
 pub use syscalls::syscall_name;
 
@@ -33,6 +38,9 @@ pub use syscalls::syscall_name;
 pub const SELF_HELD_PEER: &str = "self_held_peer";
 pub const WAITS_ON_BLOCKED_CHILD: &str = "waits_on_blocked_child";
 pub const ORPHANED: &str = "orphaned";
+pub const STOPPED: &str = "stopped";
+pub const FROZEN: &str = "frozen";
+pub const HELD_BY_LEAKED: &str = "held_by_leaked";
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Snapshot {
@@ -67,6 +75,9 @@ pub struct ProcSnapshot {
     /// The process exited while being read: what is here is partial.
     #[serde(default)]
     pub vanished: bool,
+    /// Its cgroup is frozen (v2 cgroup.freeze, v1 freezer): which and where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

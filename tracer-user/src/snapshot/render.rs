@@ -13,6 +13,7 @@ const HOLDERS_SHOWN: usize = 8;
 const ARGV_CHARS: usize = 200;
 
 pub fn render_text(s: &Snapshot) -> String {
+    let t = esc;
     let mut o = String::new();
     if s.findings.is_empty() {
         o.push_str("findings: none\n");
@@ -20,15 +21,15 @@ pub fn render_text(s: &Snapshot) -> String {
         o.push_str("findings:\n");
         for f in &s.findings {
             let tid = f.tid.map(|t| format!(" tid {t}")).unwrap_or_default();
-            let _ = writeln!(o, "  [{}] pid {}{tid}: {}", f.kind, f.pid, f.detail);
+            let _ = writeln!(o, "  [{}] pid {}{tid}: {}", t(&f.kind), f.pid, t(&f.detail));
         }
     }
     for n in &s.notes {
-        let _ = writeln!(o, "note: {n}");
+        let _ = writeln!(o, "note: {}", t(n));
     }
     for p in &s.processes {
         let argv = if p.argv.is_empty() {
-            format!("[{}]", p.comm)
+            format!("[{}]", t(&p.comm))
         } else {
             one_line(&p.argv.join(" "), ARGV_CHARS)
         };
@@ -56,16 +57,16 @@ fn thread_line(t: &ThreadSnapshot) -> String {
     let mut s = format!(
         "thread {} ({}) {} wchan={}",
         t.tid,
-        t.comm,
+        esc(&t.comm),
         t.state,
-        t.wchan.as_deref().unwrap_or("-")
+        esc(t.wchan.as_deref().unwrap_or("-"))
     );
     match &t.syscall {
         SyscallState::Running => s.push_str(" syscall=running"),
         SyscallState::None => s.push_str(" syscall=none"),
         SyscallState::Unknown => {}
         SyscallState::Syscall { nr, name, args } => {
-            let name = name.clone().unwrap_or_else(|| format!("syscall_{nr}"));
+            let name = name.as_deref().map_or_else(|| format!("syscall_{nr}"), esc);
             let _ = write!(
                 s,
                 " syscall={name}({:#x}, {:#x}, {:#x})",
@@ -80,7 +81,7 @@ fn thread_line(t: &ThreadSnapshot) -> String {
             .take(STACK_FRAMES)
             .map(|f| f.split('+').next().unwrap_or(f))
             .collect();
-        let _ = write!(s, " stack={}", frames.join("<"));
+        let _ = write!(s, " stack={}", esc(&frames.join("<")));
     }
     s
 }
@@ -90,7 +91,7 @@ fn fd_line(f: &FdEntry) -> String {
         .access
         .map(|a| format!(" ({})", a.short()))
         .unwrap_or_default();
-    let mut s = format!("fd {} {}{access}", f.fd, f.target);
+    let mut s = format!("fd {} {}{access}", f.fd, esc(&f.target));
     match &f.kind {
         FdKind::Pipe { holders, .. } => {
             let _ = write!(s, " other holders: {}", holders_text(holders));
@@ -102,9 +103,9 @@ fn fd_line(f: &FdEntry) -> String {
             peer_holders,
             ..
         } => {
-            let _ = write!(s, " unix {sock_type}");
+            let _ = write!(s, " unix {}", esc(sock_type));
             if let Some(n) = name {
-                let _ = write!(s, " name {n}");
+                let _ = write!(s, " name {}", esc(n));
             }
             match peer {
                 Some(p) => {
@@ -126,7 +127,14 @@ fn fd_line(f: &FdEntry) -> String {
             peer_holders,
             ..
         } => {
-            let _ = write!(s, " {proto} {local} -> {remote} {state}");
+            let _ = write!(
+                s,
+                " {} {} -> {} {}",
+                esc(proto),
+                esc(local),
+                esc(remote),
+                esc(state)
+            );
             if let Some(p) = peer {
                 let _ = write!(
                     s,
@@ -152,7 +160,7 @@ fn holders_text(hs: &[Holder]) -> String {
                 .access
                 .map(|a| format!(" {}", a.short()))
                 .unwrap_or_default();
-            format!("{}({}) fd {}{a}", h.pid, h.comm, h.fd)
+            format!("{}({}) fd {}{a}", h.pid, esc(&h.comm), h.fd)
         })
         .collect::<Vec<_>>()
         .join(", ");
@@ -163,19 +171,19 @@ fn holders_text(hs: &[Holder]) -> String {
 }
 
 /// Text that must stay on one line (argv may hold newlines: `python3 -c`
-/// scripts): control characters escaped, cut at `max` characters.
+/// scripts; comm, paths and socket names too): the shared escaper, cut at
+/// `max` characters.
 pub(super) fn one_line(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    for c in text.chars() {
-        if out.chars().count() >= max {
-            out.push_str("...");
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+    let line = crate::text::one_line(text);
+    if line.chars().count() <= max {
+        return line;
     }
+    let mut out: String = line.chars().take(max).collect();
+    out.push_str("...");
     out
+}
+
+/// Everything this view quotes from /proc is the run's to choose.
+fn esc(s: &str) -> String {
+    crate::text::one_line(s)
 }

@@ -270,7 +270,8 @@ pub fn run(
     use std::io::Write as _;
     let loaded = load(&args.reports);
     for s in &loaded.skipped {
-        eprintln!("tracer: skipped {}: {}", s.path, s.error);
+        let t = crate::text::terminal::line;
+        eprintln!("tracer: skipped {}: {}", t(&s.path), t(&s.error));
     }
     if loaded.runs.is_empty() {
         return Err(crate::error::TracerError::Other(

@@ -3,22 +3,20 @@
 use std::fmt::Write as _;
 
 use super::{Seen, Summary};
+use crate::text::markdown as md;
 
 /// Run ids listed per row before "and N more".
 const MAX_IDS: usize = 5;
 
-/// Inline code that survives any content (argv is attacker-controlled).
+/// Every string here comes from report.json files, which are input like
+/// any other: inline code and prose inside table cells, escaped by the one
+/// Markdown escaper.
 fn code(s: &str) -> String {
-    let s = s.replace(['\n', '\r'], " ").replace('|', "\\|");
-    if s.contains('`') {
-        format!("`` {} ``", s.replace("``", "` `"))
-    } else {
-        format!("`{s}`")
-    }
+    md::cell(&md::code(s))
 }
 
 fn cell(s: &str) -> String {
-    s.replace(['\n', '\r'], " ").replace('|', "\\|")
+    md::cell(&md::text(s))
 }
 
 fn ids(seen: &Seen) -> String {
@@ -71,7 +69,12 @@ pub fn markdown(s: &Summary) -> String {
         );
     }
     for r in &s.skipped {
-        let _ = writeln!(o, "> skipped {}: {}\n", code(&r.path), cell(&r.error));
+        let _ = writeln!(
+            o,
+            "> skipped {}: {}\n",
+            md::code(&r.path),
+            md::text(&r.error)
+        );
     }
 
     if !s.signatures.is_empty() {
@@ -110,7 +113,7 @@ pub fn markdown(s: &Summary) -> String {
         }
         o.push_str("\nFirst occurrence of each:\n\n");
         for (i, g) in s.signatures.iter().enumerate() {
-            let _ = writeln!(o, "{}. {}", i + 1, g.example.replace('\n', " "));
+            let _ = writeln!(o, "{}. {}", i + 1, md::inline(&g.example));
         }
         o.push('\n');
     }
@@ -165,7 +168,7 @@ pub fn markdown(s: &Summary) -> String {
             cell(&r.hostname),
             r.unexpected,
             r.nonzero_exit,
-            cell(&r.verdict)
+            md::cell(&md::inline(&r.verdict))
         );
     }
     o

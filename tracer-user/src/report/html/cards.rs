@@ -36,7 +36,7 @@ pub(super) fn ancestry(table: &[Ancestor], id: Option<usize>) -> String {
     super::super::chains::render(table, id, |p| {
         format!(
             "<code>{}</code> ({})",
-            esc(&w::short_command(&p.command)),
+            esc(&w::short_command(&w::prose_command(p))),
             p.pid
         )
     })

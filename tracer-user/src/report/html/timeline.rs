@@ -174,6 +174,13 @@ pub fn svg(r: &Report, cx: &Context) -> (String, String) {
             Some(ns) => format!("{} ({} in ns) {}", p.pid, ns.pid, p.command),
             None => format!("{} {}", p.pid, p.command),
         };
+        // The lane shows the abbreviated command (what tells workers apart);
+        // the tooltip keeps it whole.
+        let shown = crate::analysis::wording::prose_command(p);
+        let shown = match p.ns_pid {
+            Some(ns) => format!("{} ({} in ns) {shown}", p.pid, ns.pid),
+            None => format!("{} {shown}", p.pid),
+        };
         let room = ((LABEL_W - 14.0 - l.depth.min(12) as f64 * 12.0) / 6.6) as usize;
         let _ = write!(
             o,
@@ -184,7 +191,7 @@ pub fn svg(r: &Report, cx: &Context) -> (String, String) {
                 "{label}{}",
                 if p.in_run { "" } else { " (outside the run)" }
             )),
-            esc(&marks::cut(&label, room))
+            esc(&marks::cut(&shown, room))
         );
         let xs = sc.x(l.key.1.max(t0));
         let xe = match (l.end, l.class) {
