@@ -162,6 +162,7 @@ mod tests {
                     },
                 },
             ],
+            frozen: Some(s.into()),
             vanished: false,
         };
         SnapshotReport {
