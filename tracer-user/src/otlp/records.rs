@@ -156,6 +156,9 @@ fn certificate(c: &Certificate, parent: Option<u32>, time: u64) -> LogRecord {
     if let Some(sig) = &c.cause.signal {
         a.push(kv("tracer.signal", s(&sig.sig_name)));
     }
+    if let Some(m) = &c.cause.mechanism {
+        a.push(kv("tracer.mechanism", s(&snake(&m.kind))));
+    }
     if let crate::eventlog::ExitStatus::Exited { code } = c.victim.status {
         a.push(kv("process.exit.code", i(code as i64)));
     }
