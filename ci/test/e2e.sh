@@ -288,6 +288,8 @@ for doc in yaml.safe_load_all(open(sys.argv[1])):
         print("\n".join(doc["spec"]["template"]["spec"]["containers"][0]["args"]))' \
         "$repo/ci/kubernetes/daemonset.yaml")
     args=("${args[@]//\/var\/log\/tracer/$ds}")
+    # Its metrics port, on a port of the kernel's choosing on loopback only.
+    args=("${args[@]/#0.0.0.0:9464/127.0.0.1:0}")
     caps=$("$python" -c 'import sys, yaml
 for doc in yaml.safe_load_all(open(sys.argv[1])):
     if doc["kind"] == "DaemonSet":
@@ -297,6 +299,13 @@ for doc in yaml.safe_load_all(open(sys.argv[1])):
     setpriv --bounding-set "-all,$caps" "$tracer" "${args[@]}" 2>"$work/k8s/ds.log" &
     pid=$!
     wait_for_line "$work/k8s/ds.log" '^tracer: daemon watching all'
+    local metrics
+    metrics=$(sed -n 's|^tracer: metrics on \(http://.*\)$|\1|p' "$work/k8s/ds.log")
+    [ -n "$metrics" ] || fail "kubernetes DaemonSet: its arguments serve no metrics"
+    "$python" -c 'import sys, urllib.request
+body = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+sys.exit(0 if "\ntracer_build_info{" in body else 1)' "$metrics" ||
+        fail "kubernetes DaemonSet: $metrics has no tracer_build_info"
     (cd "$work/k8s" && sh "$repo/ci/test/workload.sh" >/dev/null)
     kill -TERM "$pid"
     wait "$pid" || fail "kubernetes DaemonSet: the daemon exited $?"
@@ -304,7 +313,7 @@ for doc in yaml.safe_load_all(open(sys.argv[1])):
         "$ds/report.json" >/dev/null || fail "kubernetes DaemonSet: the death is not certified"
     jq -e '.run.hooks | all(.attached)' "$ds/report.json" >/dev/null ||
         fail "kubernetes DaemonSet: a hook did not attach with the manifest's capabilities ($caps)"
-    pass "kubernetes DaemonSet: its arguments, with its capabilities ($caps) only, run a daemon that reports on SIGTERM"
+    pass "kubernetes DaemonSet: its arguments, with its capabilities ($caps) only, run a daemon that serves metrics and reports on SIGTERM"
 }
 
 section_container() {

@@ -12,7 +12,14 @@ What is checked, and against what:
   also the pipeline GitLab would run: the example with the template
   included, extends and !reference resolved (glci.py --dump-merged).
 - kubernetes-validate --strict (the Kubernetes 1.37 OpenAPI schemas it
-  bundles; unknown fields are errors) on ci/kubernetes/*.yaml.
+  bundles; unknown fields are errors) on ci/kubernetes/*.yaml, but for the
+  Prometheus Operator's PodMonitor (a custom resource it has no schema for):
+  that one is checked against the DaemonSet it scrapes (selector, port name,
+  path, the --metrics-listen port) and for fields the CRD does not have.
+- the Grafana dashboard: valid JSON, every panel on the dashboard's
+  datasource variable, every metric its queries name documented in
+  docs/metrics.md (tracer-user/tests/metrics.rs runs each query against a
+  real Prometheus).
 - shellcheck on every script under ci/, and on the shell embedded in the
   YAML: the action's and the workflow's `run:` steps, the GitLab jobs'
   script lines, the CI pod's container commands.
@@ -32,6 +39,7 @@ What is checked, and against what:
 Exit status 0 when everything passes; every failure is printed.
 """
 import copy
+import json
 import os
 import re
 import subprocess
@@ -172,6 +180,68 @@ def manifest_images(path):
     return out
 
 
+PODMONITOR_SPEC = {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel",
+                   "podTargetLabels", "sampleLimit"}
+PODMONITOR_ENDPOINT = {"port", "path", "interval", "scrapeTimeout", "relabelings",
+                       "metricRelabelings", "honorLabels", "scheme"}
+
+
+def is_custom(path):
+    return any((doc or {}).get("apiVersion", "").startswith("monitoring.coreos.com/")
+               for doc in yaml.safe_load_all(open(path)))
+
+
+def check_podmonitor(pm, ds):
+    problems = []
+    if (pm.get("apiVersion"), pm.get("kind")) != ("monitoring.coreos.com/v1", "PodMonitor"):
+        problems.append("not a monitoring.coreos.com/v1 PodMonitor")
+    spec = pm.get("spec", {})
+    problems += [f"spec.{k}: no such PodMonitor field" for k in set(spec) - PODMONITOR_SPEC]
+    pod = ds["spec"]["template"]
+    labels = pod["metadata"].get("labels", {})
+    for k, v in spec.get("selector", {}).get("matchLabels", {}).items():
+        if labels.get(k) != v:
+            problems.append(f"selector {k}={v} matches no DaemonSet pod (labels {labels})")
+    if pm["metadata"].get("namespace") != ds["metadata"].get("namespace"):
+        problems.append("not in the DaemonSet's namespace")
+    containers = pod["spec"]["containers"]
+    ports = {p.get("name"): p["containerPort"] for c in containers for p in c.get("ports", [])}
+    args = containers[0].get("args", [])
+    listen = args[args.index("--metrics-listen") + 1] if "--metrics-listen" in args else None
+    for ep in spec.get("podMetricsEndpoints", []) or [{}]:
+        problems += [f"podMetricsEndpoints.{k}: no such field" for k in set(ep) - PODMONITOR_ENDPOINT]
+        if ep.get("port") not in ports:
+            problems.append(f"port {ep.get('port')!r} is no named port of the DaemonSet ({sorted(ports)})")
+        elif listen is None or not listen.endswith(f":{ports[ep['port']]}"):
+            problems.append(f"the DaemonSet's --metrics-listen ({listen}) is not on port "
+                            f"{ports[ep['port']]}")
+        if ep.get("path", "/metrics") != "/metrics":
+            problems.append(f"path {ep['path']}: tracer serves /metrics")
+    return problems
+
+
+def documented_metrics():
+    text = open(os.path.join(ROOT, "docs", "metrics.md")).read()
+    return set(re.findall(r"`((?:tracer|process)_[a-z_]+)", text))
+
+
+def check_dashboard(dash, documented):
+    problems = []
+    for key in ("uid", "title", "panels", "templating"):
+        if key not in dash:
+            problems.append(f"no {key}")
+    for p in dash.get("panels", []):
+        if p.get("datasource", {}).get("uid") != "${datasource}":
+            problems.append(f"panel {p.get('title')}: not on the $datasource variable")
+        if not p.get("targets"):
+            problems.append(f"panel {p.get('title')}: no query")
+        for t in p.get("targets", []):
+            for name in re.findall(r"\b((?:tracer|process)_[a-z_]+)", t.get("expr", "")):
+                if name not in documented:
+                    problems.append(f"panel {p.get('title')}: {name} is not in docs/metrics.md")
+    return problems
+
+
 def report(label, problems, placeholders=()):
     (failures if problems else passed).append(label)
     print(("FAIL  " if problems else "ok    ") + label + "".join(f"\n      {p}" for p in problems)
@@ -242,8 +312,32 @@ def main():
 
     # --- Kubernetes
     manifests = files("kubernetes", ".yaml")
+    core = [m for m in manifests if not is_custom(m)]
     run("Kubernetes manifests: kubernetes-validate --strict",
-        [tool("kubernetes-validate"), "--strict", "--quiet"] + manifests)
+        [tool("kubernetes-validate"), "--strict", "--quiet"] + core)
+    ds = next(d for d in yaml.safe_load_all(open(os.path.join(CI, "kubernetes", "daemonset.yaml")))
+              if d["kind"] == "DaemonSet")
+    pm = yaml.safe_load(open(os.path.join(CI, "kubernetes", "podmonitor.yaml")))
+    report("PodMonitor scrapes the DaemonSet's metrics port", check_podmonitor(pm, ds))
+    for canary, edit in (("a port name the DaemonSet lacks",
+                          lambda b: b["spec"]["podMetricsEndpoints"][0].update(port="metric")),
+                         ("a misspelt field",
+                          lambda b: b["spec"]["podMetricsEndpoints"][0].update(intervall="30s")),
+                         ("a selector no pod matches",
+                          lambda b: b["spec"]["selector"]["matchLabels"].update(app="x"))):
+        broken = copy.deepcopy(pm)
+        edit(broken)
+        problems = check_podmonitor(broken, ds)
+        report(f"PodMonitor with {canary} (canary: must be rejected)",
+               [] if problems else ["accepted"])
+    documented = documented_metrics()
+    dash = json.load(open(os.path.join(CI, "kubernetes", "grafana-dashboard.json")))
+    report("Grafana dashboard: queries name documented metrics only",
+           check_dashboard(dash, documented))
+    broken = copy.deepcopy(dash)
+    broken["panels"][0]["targets"][0]["expr"] = "sum(tracer_death_total)"
+    report("Grafana dashboard naming tracer_death_total (canary: must be rejected)",
+           [] if check_dashboard(broken, documented) else ["accepted"])
     pod = yaml.safe_load(open(os.path.join(CI, "kubernetes", "ci-pod.yaml")))
     broken = copy.deepcopy(pod)
     broken["spec"]["containers"][0]["securityContext"]["privilegd"] = True

@@ -67,6 +67,17 @@ pub struct DaemonArgs {
     pub ring_buffer_size: u32,
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (docs/metrics.md).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
+    /// How often the log so far is analysed for new findings: the metrics'
+    /// counters and the live OTLP export (--otlp-endpoint).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
+    pub metrics_interval: std::time::Duration,
+    /// Components of a memory cgroup path kept in `tracer_oom_kills_total`'s
+    /// `memcg` label (deeper ones name single pods or jobs).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub metrics_memcg_depth: usize,
     #[command(flatten)]
     pub report: ReportFlags,
 }
@@ -161,12 +172,22 @@ pub struct ReportFlags {
     /// the reports it writes (the log it reads is left as it is).
     #[arg(long, value_name = "REGEX")]
     pub redact: Vec<String>,
+    /// Send every certificate, near miss, foreign signal and leak as an
+    /// OpenTelemetry log record to this OTLP/HTTP endpoint (a collector's
+    /// base URL, e.g. http://127.0.0.1:4318; `/v1/logs` is appended unless
+    /// the URL has a path). Default: OTEL_EXPORTER_OTLP_LOGS_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_ENDPOINT; headers from OTEL_EXPORTER_OTLP_HEADERS.
+    /// A failing endpoint never fails the run: the report's loss section
+    /// says what was not delivered.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl ReportFlags {
     pub fn options(&self) -> crate::report::ReportOptions {
         crate::report::ReportOptions {
             watch: self.watch.clone(),
+            export: None,
         }
     }
 }

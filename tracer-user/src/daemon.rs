@@ -22,7 +22,7 @@ use crate::{
     error::TracerError,
     eventlog::{self, segment_name, Existing, Header, LogWriter, ProcKey, Task, LIVE},
     outdir::{OutDir, Policy},
-    record::render_log,
+    record::render_log_exported,
     redact::Redactor,
     session::{self, Session},
 };
@@ -81,6 +81,7 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         })?,
         _ => seed(&mut session, &scope, &mut known)?,
     }
+    let mut live = crate::live::watch::Watch::start(args, &mut session, &header)?;
     eprintln!(
         "tracer: daemon watching {} — log in {}",
         scope.describe(),
@@ -90,6 +91,9 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     let mut rescan = Instant::now();
     'run: loop {
         session.pump(Duration::from_millis(200))?;
+        if let Some(live) = &mut live {
+            live.tick(&mut session);
+        }
         for sig in signals.pending() {
             if sig == SIGUSR1 {
                 interim_reports(&mut session, args)?;
@@ -117,7 +121,8 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
             closed.writer.unwritten()
         );
     }
-    render_log(&closed.log, &closed.out, &args.report)?;
+    let export = live.and_then(|l| l.finish(&closed.log));
+    render_log_exported(&closed.log, &closed.out, &args.report, export)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -215,10 +220,11 @@ fn cgroup_procs(dir: &Path) -> BTreeSet<u32> {
     pids
 }
 
-/// Reports from the log so far; the log goes on.
+/// Reports from the log so far; the log goes on. The OTLP export is the
+/// live one: nothing is exported again here.
 fn interim_reports(session: &mut Session, args: &DaemonArgs) -> Result<(), TracerError> {
     let log = session.log_so_far()?;
-    render_log(&log, session.out(), &args.report)
+    render_log_exported(&log, session.out(), &args.report, None)
 }
 
 /// The first segment number not yet used (after the highest present).

@@ -337,12 +337,25 @@ pub fn render_log(
     out: &OutDir,
     flags: &crate::cli::ReportFlags,
 ) -> Result<(), TracerError> {
-    let rendered = report::write_reports(log, out, &flags.options()).map_err(|source| {
-        TracerError::Output {
+    render_log_exported(log, out, flags, crate::otlp::export_log(log, flags))
+}
+
+/// The reports, with what became of an OTLP export already made.
+pub fn render_log_exported(
+    log: &eventlog::EventLog,
+    out: &OutDir,
+    flags: &crate::cli::ReportFlags,
+    export: Option<crate::otlp::ExportFacts>,
+) -> Result<(), TracerError> {
+    let opts = report::ReportOptions {
+        export,
+        ..flags.options()
+    };
+    let rendered =
+        report::write_reports(log, out, &opts).map_err(|source| TracerError::Output {
             path: out.path().to_path_buf(),
             source,
-        }
-    })?;
+        })?;
     let color = report::use_color(std::io::stderr().is_terminal());
     let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
     Ok(())

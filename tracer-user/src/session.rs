@@ -35,6 +35,8 @@ pub struct Session {
     redactor: crate::redact::Redactor,
     /// Why the command could not be run, for the trailer.
     command_error: Option<String>,
+    /// Records handed to the log, by type (`tracer_events_total`).
+    counts: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Session {
@@ -57,6 +59,7 @@ impl Session {
             named: std::collections::HashSet::new(),
             redactor: Default::default(),
             command_error: None,
+            counts: Default::default(),
         })
     }
 
@@ -218,7 +221,16 @@ impl Session {
     fn write(&mut self, rec: &Record) -> Result<(), TracerError> {
         let rec = self.redactor.apply(rec);
         self.writer.write(&rec);
+        *self
+            .counts
+            .entry(crate::report::json::type_name(&rec))
+            .or_default() += 1;
         Ok(())
+    }
+
+    /// Records handed to the log so far, by type (written or counted lost).
+    pub fn event_counts(&self) -> &std::collections::BTreeMap<&'static str, u64> {
+        &self.counts
     }
 
     fn write_last_words(&mut self, task: &Task, t: u64) -> Result<(), TracerError> {

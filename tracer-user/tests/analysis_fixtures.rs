@@ -361,6 +361,7 @@ fn nonzero_exits_workers_summary_watch_and_leaks() {
         &fixture("exits.ndjson"),
         &ReportOptions {
             watch: vec![regex::Regex::new(r"^eslint\b").unwrap()],
+            ..Default::default()
         },
     );
     assert_eq!(cert(&watched, 730).cause.kind, CauseKind::NonzeroExit);

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use crate::{cmd, privilege};
 
 /// (program the tests run, Debian package that provides it)
-const NEEDED: [(&str, &str); 8] = [
+const NEEDED: [(&str, &str); 9] = [
     ("chromium", "chromium"), // report.html checked in headless Chromium (/usr/bin/chromium)
     ("pkill", "procps"),      // the `pkill -f` scenario
     ("python3", "python3"),   // hang and snapshot scenarios
@@ -16,6 +16,7 @@ const NEEDED: [(&str, &str); 8] = [
     ("sudo", "sudo"),         // ci/ end-to-end: a runner user with sudo, as on GitHub
     ("nsenter", "util-linux"), // pid-namespace tests (unshare, nsenter); ci/ scripts (setsid)
     ("node", "nodejs"),       // caught-and-re-raised scenarios: Node's own SIGTERM/SIGINT handling
+    ("prometheus", "prometheus"), // daemon --metrics-listen scraped by a real server
 ];
 
 fn on_path(program: &str) -> bool {

@@ -90,7 +90,12 @@ pub fn render(r: &Report, cx: &Context) -> String {
         esc(&r.verdict)
     );
     let loss = super::markdown::loss_line(r).replace("**", "");
-    let loss_class = if r.log.complete { "loss" } else { "loss warn" };
+    let undelivered = r.log.export.as_ref().is_some_and(|x| x.undelivered > 0);
+    let loss_class = if r.log.complete && !undelivered {
+        "loss"
+    } else {
+        "loss warn"
+    };
     let _ = writeln!(o, "<p class=\"{loss_class}\">{}</p>", esc(&loss));
     if !r.run.hooks_missing.is_empty() {
         let _ = writeln!(

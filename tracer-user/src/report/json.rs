@@ -100,11 +100,16 @@ pub struct LogFacts {
     pub complete: bool,
     /// Why this report may be incomplete, one sentence each.
     pub warnings: Vec<String>,
+    /// The OTLP export this rendering made (`--otlp-endpoint`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<crate::otlp::ExportFacts>,
 }
 
 pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
     let (model, analysis) = analyze(log, opts);
-    report_of(log, &model, analysis)
+    let mut report = report_of(log, &model, analysis);
+    report.log.export = opts.export.clone();
+    report
 }
 
 pub(super) fn analyze<'a>(log: &'a EventLog, opts: &ReportOptions) -> (Model<'a>, Analysis) {
@@ -222,6 +227,7 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
         lost_total,
         complete,
         warnings,
+        export: None,
     };
     let snapshots = super::snapshots::collect(model);
     // Headlines and the verdict are the sentences CI scripts quote (an
@@ -253,7 +259,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-fn type_name(r: &Record) -> &'static str {
+pub(crate) fn type_name(r: &Record) -> &'static str {
     match r {
         Record::Header(_) => "header",
         Record::Fork(_) => "fork",

@@ -171,7 +171,29 @@ fn redacted_note(patterns: u32) -> String {
 }
 
 /// Always present, whatever the loss: a reader must never have to guess.
+/// An OTLP export made with this rendering says how it went.
 pub(crate) fn loss_line(r: &Report) -> String {
+    let mut line = capture_loss(r);
+    if let Some(x) = &r.log.export {
+        line.push(' ');
+        line.push_str(&export_sentence(x));
+    }
+    line
+}
+
+fn export_sentence(x: &crate::otlp::ExportFacts) -> String {
+    let records = w::plural(x.records as usize, "record", "records");
+    if x.undelivered == 0 {
+        return format!("OTLP export: {records}, all delivered.");
+    }
+    format!(
+        "**OTLP export: {} of {records} not delivered** ({}).",
+        x.undelivered,
+        x.error.as_deref().unwrap_or("unknown error")
+    )
+}
+
+fn capture_loss(r: &Report) -> String {
     let l = &r.log;
     if l.truncated {
         format!(

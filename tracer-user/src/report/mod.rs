@@ -2,7 +2,7 @@
 //! All three are pure functions of the event log.
 mod chains;
 pub mod html;
-mod json;
+pub(crate) mod json;
 mod markdown;
 mod sections;
 mod snapshots;
@@ -25,6 +25,8 @@ pub struct ReportOptions {
     /// Commands (argv joined by spaces) or executables whose non-zero exit
     /// always gets a certificate.
     pub watch: Vec<regex::Regex>,
+    /// What became of the `--otlp-endpoint` export, for the loss section.
+    pub export: Option<crate::otlp::ExportFacts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +58,8 @@ pub const HTML_FILE: &str = "report.html";
 /// reader sees the old file or the new one) and never through a link.
 pub fn write_reports(log: &EventLog, out: &OutDir, opts: &ReportOptions) -> io::Result<Rendered> {
     let (model, analysis) = json::analyze(log, opts);
-    let report = json::report_of(log, &model, analysis);
+    let mut report = json::report_of(log, &model, analysis);
+    report.log.export = opts.export.clone();
     let timeline = html::Context::from_model(&model);
     drop(model);
     let json_path = out.display(JSON_FILE);
@@ -106,7 +109,8 @@ pub fn summary(r: &Report, md: &Path, json: &Path) -> String {
         ));
     }
     let loss = markdown::loss_line(r).replace("**", "");
-    let prefix = if r.log.truncated || r.log.lost_total > 0 {
+    let undelivered = r.log.export.as_ref().is_some_and(|x| x.undelivered > 0);
+    let prefix = if r.log.truncated || r.log.lost_total > 0 || undelivered {
         WARN
     } else {
         "  "
