@@ -8,3 +8,12 @@ mod output;
 
 #[path = "security/redact_cut.rs"]
 mod redact_cut;
+
+#[path = "security/orphans.rs"]
+mod orphans;
+
+#[path = "security/setuid_snapshot.rs"]
+mod setuid_snapshot;
+
+#[path = "security/tiocsti.rs"]
+mod tiocsti;

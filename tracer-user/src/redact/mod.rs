@@ -309,6 +309,7 @@ impl Redactor {
             threads,
             fds,
             vanished: _,
+            withheld: _,
         } = p;
         let mut changed = self.string(comm) | self.strings(argv) | self.opt(exe);
         for t in threads {

@@ -219,6 +219,7 @@ fn orphan(argv: &[&str]) -> ProcSnapshot {
             },
         }],
         vanished: false,
+        withheld: None,
     }
 }
 
