@@ -136,7 +136,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     }
     phase(t0, "command exited");
     session.drain()?;
-    handle_leaks(&mut session, args, tracer_tgid, run_sid)?;
+    let viewer = run_as.owner().map(|(uid, gid)| crate::snapshot::Viewer {
+        uid: uid.as_raw(),
+        gid: gid.as_raw(),
+    });
+    handle_leaks(&mut session, args, tracer_tgid, run_sid, viewer)?;
     phase(t0, "leaks handled");
     // The run's fate is settled: what `--leaks report` leaves running is
     // left running on purpose.
@@ -274,6 +278,7 @@ fn handle_leaks(
     args: &RecordArgs,
     tracer_pid: u32,
     root_sid: Option<i32>,
+    viewer: Option<crate::snapshot::Viewer>,
 ) -> Result<(), TracerError> {
     // Processes the command killed on its way out may not have finished
     // exiting yet: let their exits land in the log first (bounded).
@@ -284,7 +289,17 @@ fn handle_leaks(
     }
     let mut leaked = Vec::new();
     for key in session.tracked()? {
-        if let Some(leak) = leaks::inspect(key, tracer_pid, root_sid) {
+        // Credentials before and after: a setuid exec in between counts.
+        let before = crate::snapshot::creds_of(key.pid);
+        if let Some(mut leak) = leaks::inspect(key, tracer_pid, root_sid) {
+            if let Some(v) = viewer {
+                let after = crate::snapshot::creds_of(key.pid);
+                let why = crate::snapshot::foreign(before.as_ref(), &v)
+                    .or_else(|| crate::snapshot::foreign(after.as_ref(), &v));
+                if let Some(why) = why {
+                    crate::snapshot::withhold_leak(&mut leak, why);
+                }
+            }
             session.log_leak(leak)?;
             leaked.push(key);
         }

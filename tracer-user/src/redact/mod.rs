@@ -208,6 +208,8 @@ impl Redactor {
                 reparented: _,
                 detached: _,
                 fds,
+                // Ids only: nothing of the run's to mask.
+                withheld: _,
             }) => {
                 self.task(task)
                     | self.strings(argv)

@@ -29,7 +29,7 @@ pub use capture::{take, take_for};
 pub use findings::analyze;
 pub use render::render_text;
 pub use syscalls::syscall_name;
-pub use withhold::Viewer;
+pub use withhold::{creds_of, foreign, withhold_leak, Viewer};
 
 /// Finding kinds (the `Finding::kind` strings).
 pub const SELF_HELD_PEER: &str = "self_held_peer";

@@ -69,10 +69,7 @@ pub(crate) fn read_process(pid: u32) -> Option<RawProc> {
         Err(_) => vanished = true,
     }
     threads.sort_by_key(|t| t.tid);
-    let creds = proc_.status().ok().map(|s| super::withhold::Creds {
-        uids: [s.ruid, s.euid, s.suid, s.fuid],
-        gids: [s.rgid, s.egid, s.sgid, s.fgid],
-    });
+    let creds = super::withhold::creds_of(pid);
     let fds = read_fds(&proc_, pid, &mut vanished);
     vanished |= !proc_.is_alive();
     Some(RawProc {

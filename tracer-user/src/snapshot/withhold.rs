@@ -45,6 +45,25 @@ pub fn foreign(creds: Option<&Creds>, v: &Viewer) -> Option<String> {
         .map(|gid| format!("runs with gid {gid}, not the run's group (gid {})", v.gid))
 }
 
+/// The credentials of `pid` now, from /proc/PID/status.
+pub fn creds_of(pid: u32) -> Option<Creds> {
+    let s = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.status())
+        .ok()?;
+    Some(Creds {
+        uids: [s.ruid, s.euid, s.suid, s.fuid],
+        gids: [s.rgid, s.egid, s.sgid, s.fgid],
+    })
+}
+
+/// A leaked process of another user: its executable and open files go the
+/// way of a snapshot's (see `withhold`).
+pub fn withhold_leak(leak: &mut crate::eventlog::Leak, why: String) {
+    leak.exe = None;
+    leak.fds.clear();
+    leak.withheld = Some(format!("{why}: its executable and open files are withheld"));
+}
+
 /// Empty what the viewer may not see of `p`, and say why.
 pub fn withhold(p: &mut ProcSnapshot, why: String) {
     p.exe = None;

@@ -20,25 +20,32 @@ use tracer_user::{
 
 use crate::common::*;
 
-#[test]
-fn snapshot_withholds_a_setuid_process_from_the_runs_user() {
-    require_root();
-    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+/// A directory `nobody` can enter holding a setuid-root copy of sleep, and
+/// a shell line that starts it and waits until the kernel shows it as root
+/// (effective uid, the 3rd field of Uid:), then prints `setuid PID`.
+fn setuid_sleep() -> (tempfile::TempDir, String) {
     let tmp = tempfile::tempdir().unwrap();
     // nobody must reach the setuid binary; the output stays root's.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let rootsleep = tmp.path().join("rootsleep");
     std::fs::copy("/usr/bin/sleep", &rootsleep).unwrap();
     std::fs::set_permissions(&rootsleep, std::fs::Permissions::from_mode(0o4755)).unwrap();
-    let out = tmp.path().join("out");
-    // The command waits until the kernel shows the setuid sleep as root
-    // (effective uid, the 3rd field of Uid:), then names it.
-    let script = format!(
+    let start = format!(
         r#"{} 300 & p=$!
 until awk '/^Uid:/ {{ exit !($3 == 0) }}' /proc/$p/status 2>/dev/null; do sleep 0.01; done
-echo "setuid $p"; wait"#,
+echo "setuid $p""#,
         rootsleep.display()
     );
+    (tmp, start)
+}
+
+#[test]
+fn snapshot_withholds_a_setuid_process_from_the_runs_user() {
+    require_root();
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    let (tmp, start) = setuid_sleep();
+    let out = tmp.path().join("out");
+    let script = format!("{start}; wait");
     let mut tracer = tracer()
         .arg("record")
         .arg("--output")
@@ -125,4 +132,41 @@ echo "setuid $p"; wait"#,
     );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("withheld: runs as uid 0"), "{md}");
+}
+
+/// The same for a leak: a setuid process the command leaves behind is
+/// logged without its executable and open files; the user's own leak keeps
+/// them.
+#[test]
+fn leak_record_withholds_a_setuid_process_from_the_runs_user() {
+    let (_tmp, start) = setuid_sleep();
+    let script = format!("sleep 300 & echo \"own $!\"; {start}");
+    let r = record(
+        &["--user", "nobody", "--leaks", "kill", "--leak-grace", "1s"],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let stdout = String::from_utf8_lossy(&r.output.stdout).into_owned();
+    let pid_of = |word: &str| -> u32 {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(word)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no `{word}` in {stdout:?}"))
+    };
+    let (own, setuid) = (pid_of("own "), pid_of("setuid "));
+    let leak = |pid: u32| {
+        r.events()
+            .find_map(|e| match e {
+                Record::Leak(l) if l.task.pid == pid => Some(l.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no leak record for pid {pid}"))
+    };
+    let root = leak(setuid);
+    let why = root.withheld.as_deref().expect("marked withheld");
+    assert!(why.starts_with("runs as uid 0"), "{why}");
+    assert!(root.fds.is_empty() && root.exe.is_none(), "{root:?}");
+    let mine = leak(own);
+    assert_eq!(mine.withheld, None);
+    assert!(!mine.fds.is_empty() && mine.exe.is_some(), "{mine:?}");
 }
