@@ -167,6 +167,7 @@ fn every_command_line_and_stderr_field_is_masked() {
             reparented: true,
             detached: false,
             fds: vec!["0: /dev/null".into(), secret("3: /tmp/S.txt")],
+            withheld: None,
         }),
         Record::Existing(Existing {
             at: Stamp::default(),
