@@ -245,12 +245,10 @@ fn spawn_adopted(
             if let Some(procs) = &how.cgroup {
                 crate::run_cgroup::join(procs);
             }
-            // The command's own user (the tracer keeps root). Before the
-            // death signal: a change of credentials clears it.
+            // The command's own user (the tracer keeps root). No death
+            // signal: the watchdog ends the whole run if tracer dies, with
+            // one SIGTERM per process (a second one often means "force").
             child_creds.drop_privileges()?;
-            // The watchdog ends the whole run if tracer dies; this tells the
-            // command at once even if the watchdog was killed too.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
             fg.give_to_self();
             Ok(())
         });

@@ -81,8 +81,15 @@ impl Watchdog {
     pub fn disarm(self) {
         unsafe { libc::write(self.arm.as_raw_fd(), [DISARM].as_ptr().cast(), 1) };
         drop(self.arm);
-        // It exits at once; tracer may also have reaped it as an orphan.
-        let _ = nix::sys::wait::waitpid(self.pid, None);
+        // It exits at once. Bounded and WNOHANG: if it died earlier, tracer
+        // reaped it already and its pid may be an adopted orphan's now.
+        use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+        for _ in 0..100 {
+            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(10)),
+                _ => return,
+            }
+        }
     }
 }
 
