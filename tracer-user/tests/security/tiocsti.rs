@@ -20,7 +20,8 @@ use nix::{
 
 use crate::common::*;
 
-/// Tries TIOCSTI on fd 0 and on /dev/tty and reports each result; then,
+/// Tries to take the terminal (TIOCSCTTY), then TIOCSTI on fd 0 and on
+/// /dev/tty, and reports each result; then,
 /// when asked, reads one line from the terminal and echoes it (interactive
 /// use must keep working).
 const INJECT: &str = r#"
@@ -32,12 +33,18 @@ def inject(fd):
         return "ok"
     except OSError as e:
         return errno.errorcode[e.errno]
+try:
+    # The next step of an attack: make the inherited terminal its own.
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    ctty = "ok"
+except OSError as e:
+    ctty = errno.errorcode[e.errno]
 r0 = inject(0)
 try:
     rt = inject(os.open("/dev/tty", os.O_RDWR))
 except OSError as e:
     rt = "open-" + errno.errorcode[e.errno]
-print(f"uid={os.getuid()} fd0={r0} tty={rt} ready", flush=True)
+print(f"uid={os.getuid()} sctty={ctty} fd0={r0} tty={rt} ready", flush=True)
 if sys.argv[1] == "interactive":
     print("got " + sys.stdin.readline().strip(), flush=True)
 "#;
@@ -171,6 +178,7 @@ fn a_command_run_as_another_user_cannot_type_into_roots_terminal() {
     assert!(line.contains(&format!("uid={}", nobody.uid)), "{line}");
     // Refused for the right reason: the terminal is not the command's
     // controlling one, and it has none to open.
+    assert!(line.contains("sctty=EPERM"), "{line}");
     assert!(line.contains("fd0=EPERM"), "{line}");
     assert!(line.contains("tty=open-ENXIO"), "{line}");
 }
