@@ -4,10 +4,10 @@
 //! when tracer is gone (see `watchdog`).
 //!
 //! cgroup v2 first (a child of tracer's own cgroup; it has `cgroup.kill`
-//! from 5.14), else the v1 freezer hierarchy (membership only: it is
-//! signalled member by member), else none: the watchdog then relies on the
-//! kernel's tracked-process map alone. No controller is enabled on it: it
-//! changes no limit or accounting of the run.
+//! from 5.14, `cgroup.freeze` from 5.2), else the v1 freezer hierarchy
+//! (frozen, then signalled member by member), else none: the watchdog then
+//! relies on the kernel's tracked-process map alone. Tracer sets no limit
+//! on it (on v2 it gets the controllers its parent hands down, unlimited).
 use std::{
     ffi::CString,
     fs,
@@ -76,6 +76,14 @@ impl RunCgroup {
     /// Linux 5.14+). False where the kernel has no `cgroup.kill`.
     pub fn kill(&self) -> bool {
         fs::write(self.dir.join("cgroup.kill"), "1").is_ok()
+    }
+
+    /// Freeze (or thaw) every member, so none can fork while they are being
+    /// killed one by one: `cgroup.freeze` (v2, 5.2+) or `freezer.state` (v1).
+    pub fn freeze(&self, frozen: bool) -> bool {
+        let (v2, v1) = if frozen { ("1", "FROZEN") } else { ("0", "THAWED") };
+        fs::write(self.dir.join("cgroup.freeze"), v2).is_ok()
+            || fs::write(self.dir.join("freezer.state"), v1).is_ok()
     }
 
     /// Give what is left (processes `--leaks report` leaves running) back to

@@ -179,12 +179,14 @@ fn end_run(capture: &Capture, cgroup: Option<&RunCgroup>, grace: Duration, trace
     ));
     let deadline = Instant::now() + KILL_ROUNDS_FOR;
     while !left.is_empty() && Instant::now() < deadline {
-        // cgroup.kill also gets a fork racing with us; the map round covers
-        // what is outside the cgroup.
-        if let Some(cg) = cgroup {
-            cg.kill();
-        }
+        // cgroup.kill also gets a fork racing with us; without it, frozen
+        // members cannot fork while they are signalled (they die on thaw).
+        // The map round covers what is outside the cgroup.
+        let frozen = cgroup.is_some_and(|cg| !cg.kill() && cg.freeze(true));
         signal(&left, Signal::SIGKILL);
+        if frozen {
+            cgroup.map(|cg| cg.freeze(false));
+        }
         std::thread::sleep(Duration::from_millis(20));
         left = run();
     }
