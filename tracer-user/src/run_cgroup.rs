@@ -81,7 +81,11 @@ impl RunCgroup {
     /// Freeze (or thaw) every member, so none can fork while they are being
     /// killed one by one: `cgroup.freeze` (v2, 5.2+) or `freezer.state` (v1).
     pub fn freeze(&self, frozen: bool) -> bool {
-        let (v2, v1) = if frozen { ("1", "FROZEN") } else { ("0", "THAWED") };
+        let (v2, v1) = if frozen {
+            ("1", "FROZEN")
+        } else {
+            ("0", "THAWED")
+        };
         fs::write(self.dir.join("cgroup.freeze"), v2).is_ok()
             || fs::write(self.dir.join("freezer.state"), v1).is_ok()
     }
