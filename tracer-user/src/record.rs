@@ -20,6 +20,7 @@ use crate::{
     redact::Redactor,
     report,
     run_as::{RunAs, SudoEnv},
+    run_cgroup::RunCgroup,
     session::{self, Session},
     supervise,
     terminal::{self, Foreground},
@@ -81,8 +82,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     phase(t0, "log header written");
     // Before the command exists: whatever happens to tracer from here on,
     // the run does not go on unobserved.
-    let run_cgroup = crate::run_cgroup::RunCgroup::create();
-    let watchdog = Watchdog::start(&capture, run_cgroup.as_ref(), args.kill_grace)?;
+    let run_cgroup = RunCgroup::create();
+    let watchdog = match Watchdog::start(&capture, run_cgroup.as_ref(), args.kill_grace) {
+        Ok(w) => w,
+        Err(e) => {
+            run_cgroup.as_ref().map(RunCgroup::remove);
+            return Err(e);
+        }
+    };
     let detach = run_as.changes_user() && terminal::has_controlling_terminal();
     let spawned = spawn_adopted(
         &mut capture,

@@ -36,6 +36,7 @@ impl RunCgroup {
             .unwrap_or_default();
         let name = format!("tracer-run-{}-{nanos}", std::process::id());
         for parent in candidates(&mountinfo, &own) {
+            sweep(&parent);
             let dir = parent.join(&name);
             match fs::create_dir(&dir) {
                 Ok(()) => {
@@ -104,6 +105,31 @@ impl RunCgroup {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         log::warn!("cannot remove the run's cgroup {}", self.dir.display());
+    }
+}
+
+/// Remove the empty run cgroups of tracers that are gone (a tracer and its
+/// watchdog both killed leave theirs behind). rmdir refuses a populated
+/// cgroup, and a live tracer's is left alone, so this removes nothing in use.
+fn sweep(parent: &Path) {
+    let Ok(dir) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("tracer-run-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        if gone && fs::remove_dir(e.path()).is_ok() {
+            log::debug!("removed a stale run cgroup {}", e.path().display());
+        }
     }
 }
 

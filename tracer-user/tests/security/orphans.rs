@@ -221,3 +221,37 @@ fn no_run_cgroup_of(tracer_pid: u32) -> bool {
     .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
     .all(|e| !e.file_name().to_string_lossy().starts_with(&prefix))
 }
+
+/// A tracer and its watchdog both SIGKILLed leave an empty run cgroup
+/// behind: the next tracer removes it (a live tracer's is never touched).
+#[test]
+fn a_stale_run_cgroup_is_swept() {
+    require_root();
+    // The test's own cgroup in the cgroup2 hierarchy: where tracer, its
+    // child, makes the run's.
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let path = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("a cgroup2 hierarchy")
+        .trim_start_matches('/')
+        .to_string();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mnt = mountinfo
+        .lines()
+        .find(|l| l.contains(" - cgroup2 "))
+        .and_then(|l| l.split(' ').nth(4))
+        .expect("cgroup2 mounted");
+    let parent = std::path::Path::new(mnt).join(path);
+    // A pid that is gone: our own child, reaped.
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let stale = parent.join(format!("tracer-run-{dead_pid}-1"));
+    std::fs::create_dir(&stale).unwrap();
+    let r = record(&[], &["true"]);
+    let swept = !stale.exists();
+    let _ = std::fs::remove_dir(&stale);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert!(swept, "{} was left", stale.display());
+}
