@@ -13,17 +13,25 @@ pub struct Viewer {
     pub gid: u32,
 }
 
-/// A process's credentials from /proc/PID/status: real, effective, saved,
-/// filesystem.
+/// What decides whether a user may read a process's /proc details (the
+/// kernel's ptrace read check), from /proc/PID/status and /proc/PID.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Creds {
+    /// Real, effective, saved, filesystem.
     pub uids: [u32; 4],
     pub gids: [u32; 4],
+    /// Permitted capabilities (a file-capability helper has some).
+    pub cap_prm: u64,
+    /// Owner of /proc/PID/fd: root when the process is not dumpable (a
+    /// setuid program after dropping privileges, an agent protecting its
+    /// memory). Not /proc/PID itself: that one keeps the effective uid.
+    pub dump_owner: u32,
 }
 
 /// Why `creds` (None: unreadable) are not the viewer's own, or None when
-/// they are: every uid and gid must be the viewer's, as ptrace's read check
-/// asks. Unreadable credentials count as foreign.
+/// they are: every uid and gid must be the viewer's, it must hold no
+/// capability and be dumpable, as the kernel's ptrace read check asks of an
+/// unprivileged user. Unreadable credentials count as foreign.
 pub fn foreign(creds: Option<&Creds>, v: &Viewer) -> Option<String> {
     let Some(c) = creds else {
         return Some("its credentials could not be read".into());
@@ -41,18 +49,38 @@ pub fn foreign(creds: Option<&Creds>, v: &Viewer) -> Option<String> {
             v.uid
         ));
     }
-    odd(&c.gids, v.gid)
-        .map(|gid| format!("runs with gid {gid}, not the run's group (gid {})", v.gid))
+    if let Some(gid) = odd(&c.gids, v.gid) {
+        return Some(format!(
+            "runs with gid {gid}, not the run's group (gid {})",
+            v.gid
+        ));
+    }
+    if c.cap_prm != 0 {
+        return Some(format!(
+            "holds capabilities (CapPrm {:#x}) the run's user (uid {}) does not",
+            c.cap_prm, v.uid
+        ));
+    }
+    (c.dump_owner != v.uid).then(|| {
+        format!(
+            "is not dumpable (its /proc details belong to uid {}, not the run's user, uid {})",
+            c.dump_owner, v.uid
+        )
+    })
 }
 
 /// The credentials of `pid` now, from /proc/PID/status.
 pub fn creds_of(pid: u32) -> Option<Creds> {
+    use std::os::unix::fs::MetadataExt;
     let s = procfs::process::Process::new(pid as i32)
         .and_then(|p| p.status())
         .ok()?;
+    let dump_owner = std::fs::metadata(format!("/proc/{pid}/fd")).ok()?.uid();
     Some(Creds {
         uids: [s.ruid, s.euid, s.suid, s.fuid],
         gids: [s.rgid, s.egid, s.sgid, s.fgid],
+        cap_prm: s.capprm,
+        dump_owner,
     })
 }
 
@@ -88,7 +116,12 @@ mod tests {
     };
 
     fn creds(uids: [u32; 4], gids: [u32; 4]) -> Creds {
-        Creds { uids, gids }
+        Creds {
+            uids,
+            gids,
+            cap_prm: 0,
+            dump_owner: uids[1],
+        }
     }
 
     #[test]
@@ -101,12 +134,29 @@ mod tests {
         // A setuid-root program: real uid the user's, effective root.
         let why = foreign(Some(&creds([1000, 0, 0, 0], [1000; 4])), &ALICE).unwrap();
         assert!(why.starts_with("runs as uid 0,"), "{why}");
-        // Dropped back to the user, root kept as the saved uid: still foreign.
+        // Back to the user for now, root kept as the saved uid: still foreign.
         let why = foreign(Some(&creds([1000, 1000, 0, 1000], [1000; 4])), &ALICE).unwrap();
         assert!(why.starts_with("runs as uid 0,"), "{why}");
         // A setgid helper.
         let why = foreign(Some(&creds([1000; 4], [1000, 42, 42, 42])), &ALICE).unwrap();
         assert_eq!(why, "runs with gid 42, not the run's group (gid 1000)");
         assert!(foreign(None, &ALICE).is_some(), "unreadable: withheld");
+        // A file-capability helper (ping's cap_net_raw).
+        let caps = Creds {
+            cap_prm: 1 << 13,
+            ..own
+        };
+        assert!(foreign(Some(&caps), &ALICE)
+            .unwrap()
+            .contains("CapPrm 0x2000"));
+        // The user's own, but not dumpable (ssh-agent, a setuid program
+        // that dropped back to the user).
+        let undumpable = Creds {
+            dump_owner: 0,
+            ..own
+        };
+        assert!(foreign(Some(&undumpable), &ALICE)
+            .unwrap()
+            .starts_with("is not dumpable"));
     }
 }

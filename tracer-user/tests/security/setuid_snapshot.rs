@@ -21,8 +21,9 @@ use tracer_user::{
 use crate::common::*;
 
 /// A directory `nobody` can enter holding a setuid-root copy of sleep, and
-/// a shell line that starts it and waits until the kernel shows it as root
-/// (effective uid, the 3rd field of Uid:), then prints `setuid PID`.
+/// a shell line that starts it and waits (10 s at most) until the kernel
+/// shows it as root (effective uid, the 3rd field of Uid:), then prints
+/// `setuid PID`.
 fn setuid_sleep() -> (tempfile::TempDir, String) {
     let tmp = tempfile::tempdir().unwrap();
     // nobody must reach the setuid binary; the output stays root's.
@@ -32,7 +33,8 @@ fn setuid_sleep() -> (tempfile::TempDir, String) {
     std::fs::set_permissions(&rootsleep, std::fs::Permissions::from_mode(0o4755)).unwrap();
     let start = format!(
         r#"{} 300 & p=$!
-until awk '/^Uid:/ {{ exit !($3 == 0) }}' /proc/$p/status 2>/dev/null; do sleep 0.01; done
+n=0; until awk '/^Uid:/ {{ exit !($3 == 0) }}' /proc/$p/status 2>/dev/null || [ $n = 1000 ]; do
+  sleep 0.01; n=$((n+1)); done
 echo "setuid $p""#,
         rootsleep.display()
     );
@@ -140,7 +142,16 @@ fn snapshot_withholds_a_setuid_process_from_the_runs_user() {
 #[test]
 fn leak_record_withholds_a_setuid_process_from_the_runs_user() {
     let (_tmp, start) = setuid_sleep();
-    let script = format!("sleep 300 & echo \"own $!\"; {start}");
+    // Also the user's own process made non-dumpable (as ssh-agent does):
+    // /proc refuses its details to the user too. Named once /proc/PID/fd
+    // is root's (the kernel's mark of it).
+    let script = format!(
+        r#"sleep 300 & echo "own $!"
+/usr/bin/python3 -c 'import ctypes, time; ctypes.CDLL(None).prctl(4, 0); time.sleep(300)' & u=$!
+n=0; until [ "$(stat -c %u /proc/$u/fd)" = 0 ] || [ $n = 1000 ]; do sleep 0.01; n=$((n+1)); done
+echo "undumpable $u"
+{start}"#
+    );
     let r = record(
         &["--user", "nobody", "--leaks", "kill", "--leak-grace", "1s"],
         &["sh", "-c", &script],
@@ -154,6 +165,7 @@ fn leak_record_withholds_a_setuid_process_from_the_runs_user() {
             .unwrap_or_else(|| panic!("no `{word}` in {stdout:?}"))
     };
     let (own, setuid) = (pid_of("own "), pid_of("setuid "));
+    let undumpable = pid_of("undumpable ");
     let leak = |pid: u32| {
         r.events()
             .find_map(|e| match e {
@@ -166,6 +178,10 @@ fn leak_record_withholds_a_setuid_process_from_the_runs_user() {
     let why = root.withheld.as_deref().expect("marked withheld");
     assert!(why.starts_with("runs as uid 0"), "{why}");
     assert!(root.fds.is_empty() && root.exe.is_none(), "{root:?}");
+    let agent = leak(undumpable);
+    let why = agent.withheld.as_deref().expect("marked withheld");
+    assert!(why.starts_with("is not dumpable"), "{why}");
+    assert!(agent.fds.is_empty() && agent.exe.is_none(), "{agent:?}");
     let mine = leak(own);
     assert_eq!(mine.withheld, None);
     assert!(!mine.fds.is_empty() && mine.exe.is_some(), "{mine:?}");
