@@ -22,6 +22,9 @@ pub struct Creds {
     pub gids: [u32; 4],
     /// Permitted capabilities (a file-capability helper has some).
     pub cap_prm: u64,
+    /// Who owns its user namespace: capabilities held in a namespace the
+    /// viewer owns (`unshare -r`, a rootless container) are the viewer's.
+    pub userns_owner: Option<u32>,
     /// Owner of /proc/PID/fd: root when the process is not dumpable (a
     /// setuid program after dropping privileges, an agent protecting its
     /// memory). Not /proc/PID itself: that one keeps the effective uid.
@@ -55,7 +58,7 @@ pub fn foreign(creds: Option<&Creds>, v: &Viewer) -> Option<String> {
             v.gid
         ));
     }
-    if c.cap_prm != 0 {
+    if c.cap_prm != 0 && c.userns_owner != Some(v.uid) {
         return Some(format!(
             "holds capabilities (CapPrm {:#x}) the run's user (uid {}) does not",
             c.cap_prm, v.uid
@@ -80,8 +83,20 @@ pub fn creds_of(pid: u32) -> Option<Creds> {
         uids: [s.ruid, s.euid, s.suid, s.fuid],
         gids: [s.rgid, s.egid, s.sgid, s.fgid],
         cap_prm: s.capprm,
+        userns_owner: userns_owner(pid),
         dump_owner,
     })
+}
+
+/// The owner of `pid`'s user namespace (NS_GET_OWNER_UID, Linux 4.11).
+fn userns_owner(pid: u32) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    const NS_GET_OWNER_UID: libc::c_ulong = 0xb704; // _IO(0xb7, 0x4)
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/user")).ok()?;
+    let mut uid: libc::uid_t = 0;
+    // SAFETY: the ioctl writes one uid_t into `uid`.
+    let r = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_OWNER_UID, &mut uid) };
+    (r == 0).then_some(uid)
 }
 
 /// A leaked process of another user: its executable and open files go the
@@ -120,6 +135,7 @@ mod tests {
             uids,
             gids,
             cap_prm: 0,
+            userns_owner: Some(0),
             dump_owner: uids[1],
         }
     }
@@ -149,6 +165,14 @@ mod tests {
         assert!(foreign(Some(&caps), &ALICE)
             .unwrap()
             .contains("CapPrm 0x2000"));
+        // Capabilities in a user namespace the user owns (unshare -r) are
+        // the user's own.
+        let rootless = Creds {
+            cap_prm: u64::MAX >> 23,
+            userns_owner: Some(1000),
+            ..own
+        };
+        assert_eq!(foreign(Some(&rootless), &ALICE), None);
         // The user's own, but not dumpable (ssh-agent, a setuid program
         // that dropped back to the user).
         let undumpable = Creds {

@@ -150,6 +150,7 @@ fn leak_record_withholds_a_setuid_process_from_the_runs_user() {
 /usr/bin/python3 -c 'import ctypes, time; ctypes.CDLL(None).prctl(4, 0); time.sleep(300)' & u=$!
 n=0; until [ "$(stat -c %u /proc/$u/fd)" = 0 ] || [ $n = 1000 ]; do sleep 0.01; n=$((n+1)); done
 echo "undumpable $u"
+unshare -r sleep 300 & echo "rootless $!"
 {start}"#
     );
     let r = record(
@@ -182,7 +183,10 @@ echo "undumpable $u"
     let why = agent.withheld.as_deref().expect("marked withheld");
     assert!(why.starts_with("is not dumpable"), "{why}");
     assert!(agent.fds.is_empty() && agent.exe.is_none(), "{agent:?}");
-    let mine = leak(own);
-    assert_eq!(mine.withheld, None);
-    assert!(!mine.fds.is_empty() && mine.exe.is_some(), "{mine:?}");
+    // Full capabilities, but in a user namespace the user made: theirs.
+    let (mine, rootless) = (leak(own), leak(pid_of("rootless ")));
+    for l in [&mine, &rootless] {
+        assert_eq!(l.withheld, None, "{l:?}");
+        assert!(!l.fds.is_empty() && l.exe.is_some(), "{l:?}");
+    }
 }
