@@ -1,8 +1,12 @@
-//! Embed the eBPF object built by `cargo xtask build-ebpf`.
+//! Embed the eBPF object built by `cargo xtask build-ebpf`, and what
+//! `tracer --version` says of this build: the commit and the object's SHA-256.
 //!
-//! Without it the crate still builds (unit tests need no eBPF toolchain), but
-//! the binary then refuses to record with a message saying how to build it.
-use std::{env, fs, path::PathBuf};
+//! Without the object the crate still builds (unit tests need no eBPF
+//! toolchain), but the binary then refuses to record with a message saying
+//! how to build it.
+use std::{env, fs, path::PathBuf, process::Command};
+
+use sha2::{Digest, Sha256};
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -14,9 +18,21 @@ fn main() {
     println!("cargo:rerun-if-env-changed=TRACER_EBPF_OBJECT");
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo::rustc-check-cfg=cfg(tracer_no_ebpf)");
+    println!("cargo:rerun-if-env-changed=TRACER_GIT_COMMIT");
+    println!("cargo:rerun-if-changed=../.git/HEAD");
+    println!("cargo:rerun-if-changed=../.git/refs/heads");
+    println!("cargo:rustc-env=TRACER_GIT_COMMIT={}", commit());
     match fs::read(&src) {
-        Ok(bytes) => fs::write(&out, bytes).unwrap(),
+        Ok(bytes) => {
+            let hash: String = Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            println!("cargo:rustc-env=TRACER_EBPF_SHA256={hash}");
+            fs::write(&out, bytes).unwrap()
+        }
         Err(_) => {
+            println!("cargo:rustc-env=TRACER_EBPF_SHA256=none");
             fs::write(&out, b"").unwrap();
             println!("cargo:rustc-cfg=tracer_no_ebpf");
             println!(
@@ -25,4 +41,21 @@ fn main() {
             );
         }
     }
+}
+
+/// The commit this is built from (`TRACER_GIT_COMMIT` overrides: a source
+/// tarball has no .git), "unknown" without either.
+fn commit() -> String {
+    if let Ok(c) = env::var("TRACER_GIT_COMMIT") {
+        return c;
+    }
+    Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
 }

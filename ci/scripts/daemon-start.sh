@@ -13,11 +13,20 @@
 #   root-pid:PID  a process and its descendants (GitLab: root-pid:$$ in
 #                 before_script is the shell that runs before_script + script)
 #
-# Defaults: TRACER_OUTPUT (tracer-report), TRACER_STATE_DIR ($RUNNER_TEMP or
-# /tmp, then /tracer-daemon), TRACER_READY_TIMEOUT (120). The state directory
-# holds what daemon-stop.sh needs: pid, start (its start time, against pid
-# reuse), output, daemon.log (the daemon's stderr) and, once it has exited,
-# rc (its exit status).
+# Defaults: TRACER_OUTPUT (tracer-report), TRACER_STATE_DIR (else
+# $RUNNER_TEMP/tracer-daemon, else a fresh `mktemp -d` whose path is printed,
+# and written to GITHUB_ENV when there is one: daemon-stop.sh needs it),
+# TRACER_READY_TIMEOUT (120). The state directory is the caller's and must be
+# theirs alone (see ci_private_dir in lib.sh); it holds `output` and `run`.
+#
+# Nothing running as root writes through a path the caller (or the job's
+# code, running as the caller) can change: root makes its own directory,
+# `mktemp -d` under its TMPDIR (root-owned, group the caller's, 0750), and
+# the shell around the daemon (daemon-run.sh) writes pid, start (the
+# daemon's start time, against pid reuse), daemon.log (its stderr) and rc
+# (its exit status) there. `run` names that directory; daemon-stop.sh checks
+# it is still root's before it believes anything in it, copies rc and
+# daemon.log into the state directory, and removes it.
 #
 # Readiness is the daemon's own word: it prints "tracer: daemon watching ..."
 # once its hooks are attached and the scope is set (see
@@ -29,7 +38,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 output=${TRACER_OUTPUT:-tracer-report}
 scope=${TRACER_SCOPE:-all}
-state=${TRACER_STATE_DIR:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/tracer-daemon}
+state=${TRACER_STATE_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-daemon}}
 timeout=${TRACER_READY_TIMEOUT:-120}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -68,50 +77,66 @@ root-pid:?*) set -- --root-pid "${scope#root-pid:}" "$@" ;;
 esac
 
 tracer=$(tracer_bin)
-mkdir -p "$state" "$output"
-state=$(cd "$state" && pwd)
-output=$(cd "$output" && pwd)
-if [ -f "$state/pid" ] && [ ! -f "$state/rc" ]; then
-    ci_die "a daemon started from $state is still running (pid $(cat "$state/pid")): stop it first"
+# Root runs daemon-run.sh, which sources lib.sh: the same rule as for tracer.
+launcher=$(ci_trusted_file "$here/daemon-run.sh")
+ci_trusted_file "$here/lib.sh" >/dev/null
+if [ -z "$state" ]; then
+    state=$(mktemp -d "${TMPDIR:-/tmp}/tracer-daemon.XXXXXX") || ci_die "mktemp -d failed"
+    ci_log "daemon state in $state: pass --state $state (or TRACER_STATE_DIR) to daemon-stop.sh"
+    if [ -n "${GITHUB_ENV:-}" ]; then
+        printf 'TRACER_STATE_DIR=%s\n' "$state" >>"$GITHUB_ENV"
+    fi
 fi
-rm -f "$state/pid" "$state/start" "$state/rc" "$state/daemon.log"
+state=$(ci_private_dir "$state")
+mkdir -p "$output"
+output=$(cd "$output" && pwd)
+if [ -f "$state/run" ] && run=$(ci_daemon_run_dir "$state" 2>/dev/null) && [ ! -f "$run/rc" ]; then
+    ci_die "a daemon started from $state is still running (pid $(cat "$run/pid" 2>/dev/null)): stop it first"
+fi
+rm -f "$state/run" "$state/rc" "$state/daemon.log"
 printf '%s\n' "$output" >"$state/output"
-: >"$state/daemon.log"
 
 # As root, in its own session (a step's end or Ctrl-C reaches nothing of it),
 # every fd away from the step's pipes (the runner would wait on them). The
-# intermediate `sh -c` exits at once, so daemon-run.sh is re-parented out of
-# the job's process tree before it starts the daemon.
+# intermediate `sh -c` prints root's own directory and exits at once, so
+# daemon-run.sh is re-parented out of the job's process tree before it starts
+# the daemon.
 # shellcheck disable=SC2016 # expanded by the inner shell
-as_root sh -c '
-    run=$1 state=$2 tracer=$3 output=$4
+run=$(as_root sh -c '
+    launcher=$1 group=$2 tracer=$3 output=$4
     shift 4
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/tracer-daemon-run.XXXXXX") || exit 1
+    # setgid: the files daemon-run.sh writes there are readable by the caller group.
+    chgrp "$group" "$dir" && chmod 2750 "$dir" || exit 1
     launch=setsid
     command -v setsid >/dev/null 2>&1 || launch=
-    $launch "$run" "$state" "$$" "$tracer" daemon --output "$output" "$@" \
+    $launch "$launcher" "$dir" "$$" "$tracer" daemon --output "$output" "$@" \
         </dev/null >/dev/null 2>&1 &
-' sh "$here/daemon-run.sh" "$state" "$tracer" "$output" "$@" </dev/null >/dev/null 2>&1
+    printf "%s\n" "$dir"
+' sh "$launcher" "$(id -g)" "$tracer" "$output" "$@" </dev/null) ||
+    ci_die "could not start the daemon as root"
+printf '%s\n' "$run" >"$state/run"
+run=$(ci_daemon_run_dir "$state")
 
 ticks=$((timeout * 10))
 while :; do
-    if [ -f "$state/rc" ]; then
-        cat "$state/daemon.log" >&2
-        ci_die "the daemon exited (status $(cat "$state/rc")) before it was watching"
+    if [ -f "$run/rc" ]; then
+        cat "$run/daemon.log" >&2
+        ci_die "the daemon exited (status $(cat "$run/rc")) before it was watching"
     fi
-    if [ -f "$state/pid" ] && grep -q '^tracer: daemon watching' "$state/daemon.log"; then
+    if [ -f "$run/start" ] && grep -q '^tracer: daemon watching' "$run/daemon.log"; then
         break
     fi
     ticks=$((ticks - 1))
     if [ "$ticks" -le 0 ]; then
-        cat "$state/daemon.log" >&2
-        [ -f "$state/pid" ] && as_root kill -TERM "$(cat "$state/pid")" || true
+        cat "$run/daemon.log" >&2 || true
+        [ -f "$run/pid" ] && as_root kill -TERM "$(cat "$run/pid")" || true
         ci_die "the daemon was not watching after ${timeout}s"
     fi
     sleep 0.1
 done
-pid=$(cat "$state/pid")
-proc_stat_field "$pid" 22 >"$state/start"
-cat "$state/daemon.log" >&2
+pid=$(cat "$run/pid")
+cat "$run/daemon.log" >&2
 ci_log "daemon pid $pid is watching; reports go to $output when daemon-stop.sh stops it"
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
     printf 'report-dir=%s\n' "$output" >>"$GITHUB_OUTPUT"

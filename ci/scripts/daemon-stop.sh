@@ -9,13 +9,16 @@
 # in an always-run clean-up step. --fail-on (TRACER_FAIL_ON) takes the
 # conditions a daemon's log can judge: unexpected-death, oom; exit 86 when
 # one is met. TRACER_STOP_TIMEOUT (600 s) bounds the wait: a long job's
-# report takes a while to render.
+# report takes a while to render. The state directory is TRACER_STATE_DIR,
+# else $RUNNER_TEMP/tracer-daemon; without either, pass the one
+# daemon-start.sh printed. Once the daemon has exited, its rc and daemon.log
+# are copied into the state directory and root's own directory is removed.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-state=${TRACER_STATE_DIR:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/tracer-daemon}
+state=${TRACER_STATE_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-daemon}}
 timeout=${TRACER_STOP_TIMEOUT:-600}
 fail_on=${TRACER_FAIL_ON:-}
 while [ $# -gt 0 ]; do
@@ -27,31 +30,43 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-[ -f "$state/pid" ] || ci_die "no daemon was started with state in $state (no pid file)"
-pid=$(cat "$state/pid")
-output=$(cat "$state/output")
+[ -n "$state" ] || ci_die "which daemon? pass --state DIR (daemon-start.sh printed it) or set TRACER_STATE_DIR"
+state=$(ci_private_dir "$state")
+output=$(cat "$state/output") || ci_die "no daemon was started with state in $state (no output file)"
 
-if [ -f "$state/rc" ]; then
-    ci_log "the daemon (pid $pid) has already exited"
+if [ ! -f "$state/run" ] && [ -f "$state/rc" ]; then
+    ci_log "the daemon has already exited and been collected"
     cat "$state/daemon.log" >&2
 else
-    # Signal only the process we started: the pid and its start time. If it
-    # is gone, the shell around it is writing its exit status right now.
-    if [ "$(proc_stat_field "$pid" 22)" = "$(cat "$state/start")" ]; then
-        ci_log "stopping the daemon (pid $pid)"
-        as_root kill -TERM "$pid"
-    fi
-    ticks=$((timeout * 10))
-    while [ ! -f "$state/rc" ]; do
-        ticks=$((ticks - 1))
-        if [ "$ticks" -le 0 ]; then
-            cat "$state/daemon.log" >&2
-            ci_die "the daemon (pid $pid) has not exited ${timeout}s after SIGTERM"
+    run=$(ci_daemon_run_dir "$state")
+    pid=$(cat "$run/pid")
+    if [ -f "$run/rc" ]; then
+        ci_log "the daemon (pid $pid) has already exited"
+        cat "$run/daemon.log" >&2
+    else
+        # Signal only the process we started: the pid and its start time. If
+        # it is gone, the shell around it is writing its exit status now.
+        if [ "$(proc_stat_field "$pid" 22)" = "$(cat "$run/start")" ]; then
+            ci_log "stopping the daemon (pid $pid)"
+            as_root kill -TERM "$pid"
         fi
-        sleep 0.1
-    done
-    # What it said since daemon-start.sh showed its first line: the summary.
-    sed '1,/^tracer: daemon watching/d' "$state/daemon.log" >&2
+        ticks=$((timeout * 10))
+        while [ ! -f "$run/rc" ]; do
+            ticks=$((ticks - 1))
+            if [ "$ticks" -le 0 ]; then
+                cat "$run/daemon.log" >&2
+                ci_die "the daemon (pid $pid) has not exited ${timeout}s after SIGTERM"
+            fi
+            sleep 0.1
+        done
+        # What it said since daemon-start.sh showed its first line: the summary.
+        sed '1,/^tracer: daemon watching/d' "$run/daemon.log" >&2
+    fi
+    # The caller's copies, then root's directory goes: `run` last, so a stop
+    # cut short here is simply run again.
+    cp "$run/rc" "$run/daemon.log" "$state/"
+    as_root rm -rf -- "$run"
+    rm -f "$state/run"
 fi
 rc=$(cat "$state/rc")
 [ "$rc" = 0 ] || ci_log "the daemon exited with status $rc (its log is above)"

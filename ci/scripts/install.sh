@@ -1,27 +1,45 @@
 #!/bin/sh
 # Put a tracer binary (and its `tracer-record` wrapper) into a bin directory
-# for a CI job: a prebuilt one (--binary), or one built from a checkout of this
-# repository with `cargo xtask build --release` (the default: the checkout
-# these scripts are in). Idempotent: cargo rebuilds nothing that is built, and
-# files already in place are not copied again.
+# for a CI job: a release downloaded from a URL and checked against its
+# SHA-256 before anything runs it (--url, --sha256: seconds, no toolchain), a
+# prebuilt one (--binary), or one built from a checkout of this repository
+# with `cargo xtask build --release` (--source, or when none of the others is
+# given: the checkout these scripts are in; minutes). Idempotent: cargo
+# rebuilds nothing that is built, and files already in place are not copied
+# again.
 #
-#   install.sh [--binary PATH | --source DIR] [--profile release|debug] [--bin-dir DIR]
+#   install.sh [--url URL --sha256 HEX | --binary PATH | --source DIR]
+#              [--profile release|debug] [--bin-dir DIR]
 #
-# Defaults come from TRACER_BINARY, TRACER_SOURCE, TRACER_PROFILE and
-# TRACER_BIN_DIR (else $RUNNER_TEMP/tracer-bin, else /tmp/tracer-bin). Prints
-# the installed tracer's path. On GitHub Actions the bin directory is added to
+# URL names the release tarball `cargo xtask dist` makes
+# (tracer-VERSION-x86_64-linux-musl.tar.gz) or a bare `tracer` binary; HEX is
+# the SHA-256 of that file, from its .sha256 file (pin it beside the URL: a
+# checksum fetched from the same place proves nothing). A mismatch installs
+# nothing.
+#
+# Defaults come from TRACER_URL, TRACER_SHA256, TRACER_BINARY, TRACER_SOURCE,
+# TRACER_PROFILE and TRACER_BIN_DIR (else $RUNNER_TEMP/tracer-bin, else a
+# fresh `mktemp -d`: never a fixed name in a shared /tmp, which another user
+# could have made first and filled with a `tracer` of their own). A bin
+# directory is refused unless only root or the caller can change it and the
+# directories above it.
+# Prints the installed tracer's path. On GitHub Actions the bin directory is added to
 # GITHUB_PATH and the path is written to GITHUB_OUTPUT as `tracer`.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
+url=${TRACER_URL:-}
+sha256=${TRACER_SHA256:-}
 binary=${TRACER_BINARY:-}
 source=${TRACER_SOURCE:-}
 profile=${TRACER_PROFILE:-release}
-bin_dir=${TRACER_BIN_DIR:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/tracer-bin}
+bin_dir=${TRACER_BIN_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-bin}}
 while [ $# -gt 0 ]; do
     case $1 in
+    --url) url=$2; shift 2 ;;
+    --sha256) sha256=$2; shift 2 ;;
     --binary) binary=$2; shift 2 ;;
     --source) source=$2; shift 2 ;;
     --profile) profile=$2; shift 2 ;;
@@ -35,6 +53,38 @@ debug) build_flags= ;;
 *) ci_die "--profile must be release or debug, not $profile" ;;
 esac
 
+# Download into a directory only we can write, verify, then unpack: nothing
+# from the URL is run or unpacked before its checksum matched.
+fetch_release() {
+    [ -n "$sha256" ] || ci_die "--url needs --sha256 (the release's checksum, pinned beside the URL)"
+    printf '%s' "$sha256" | grep -Eq '^[0-9a-f]{64}$' || ci_die "--sha256 must be 64 lowercase hex digits, not $sha256"
+    command -v sha256sum >/dev/null 2>&1 || ci_die "sha256sum not found (coreutils): cannot verify the download"
+    dl=$(mktemp -d "${TMPDIR:-/tmp}/tracer-dl.XXXXXX") || ci_die "mktemp -d failed"
+    file=$dl/download
+    ci_log "downloading $url"
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsSL --proto '=https,http' -o "$file" "$url" || ci_die "download of $url failed"
+    elif command -v wget >/dev/null 2>&1; then
+        wget -q -O "$file" "$url" || ci_die "download of $url failed"
+    else
+        ci_die "neither curl nor wget is installed: cannot download $url"
+    fi
+    got=$(sha256sum "$file" | awk '{ print $1 }')
+    [ "$got" = "$sha256" ] || ci_die "checksum mismatch for $url: got $got, expected $sha256; nothing was installed"
+    case $url in
+    *.tar.gz | *.tgz)
+        mkdir "$dl/x"
+        tar -xzf "$file" -C "$dl/x" --no-same-owner || ci_die "cannot unpack $url"
+        binary=$(find "$dl/x" -type f -name tracer | head -n 1)
+        [ -n "$binary" ] || ci_die "$url holds no tracer binary"
+        ;;
+    *) binary=$file ;;
+    esac
+}
+
+if [ -z "$binary" ] && [ -n "$url" ]; then
+    fetch_release
+fi
 if [ -z "$binary" ]; then
     [ -n "$source" ] || source=$here/../..
     source=$(cd "$source" && pwd)
@@ -51,8 +101,10 @@ fi
 # A downloaded artifact has lost its execute bit: the installed copy gets it.
 [ -f "$binary" ] || ci_die "no tracer binary at $binary"
 
-mkdir -p "$bin_dir"
-bin_dir=$(cd "$bin_dir" && pwd)
+if [ -z "$bin_dir" ]; then
+    bin_dir=$(mktemp -d "${TMPDIR:-/tmp}/tracer-bin.XXXXXX") || ci_die "mktemp -d failed"
+fi
+bin_dir=$(ci_private_dir "$bin_dir")
 place() {
     if ! cmp -s "$1" "$2"; then
         cp "$1" "$2.tmp.$$"
@@ -71,4 +123,5 @@ fi
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
     printf 'tracer=%s\n' "$bin_dir/tracer" >>"$GITHUB_OUTPUT"
 fi
+[ -z "${dl:-}" ] || rm -rf "$dl"
 printf '%s\n' "$bin_dir/tracer"

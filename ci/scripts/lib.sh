@@ -21,7 +21,8 @@ as_root() {
 }
 
 # The tracer binary as an absolute path (sudo's secure_path would not find a
-# relative one): $TRACER, else `tracer` on PATH.
+# relative one): $TRACER, else `tracer` on PATH. It runs as root, so it is
+# refused unless only root or we can change it (ci_trusted_file).
 tracer_bin() {
     t=${TRACER:-tracer}
     case $t in
@@ -29,10 +30,106 @@ tracer_bin() {
     *) t=$(command -v "$t") || ci_die "no tracer on PATH (run ci/scripts/install.sh, or set TRACER)" ;;
     esac
     [ -x "$t" ] || ci_die "tracer binary $t is not executable"
-    case $t in
-    /*) printf '%s\n' "$t" ;;
-    *) printf '%s/%s\n' "$(cd "$(dirname "$t")" && pwd)" "$(basename "$t")" ;;
+    ci_trusted_file "$t"
+}
+
+# --- Paths another local user must not be able to swap. A CI machine's /tmp
+# is shared: a directory made there first by someone else is accepted by
+# `mkdir -p`, and whatever it holds (a `tracer` binary, a symlink named like
+# a state file) is then run or written through as root.
+
+# "UID MODE" of a path itself (a symlink is not followed): `ls -ldn` is
+# POSIX, stat(1)'s options are not.
+ci_owner_mode() {
+    # shellcheck disable=SC2012 # ls -n is the portable way to read an owner
+    ls -ldn -- "$1" 2>/dev/null | awk '{ print $3, $1 }'
+}
+
+# True when only root or we can change PATH: owned by one of us and not
+# writable by group or others. With `sticky`, a world-writable sticky
+# directory (/tmp) passes too: nobody else may rename or remove our entries
+# in it.
+ci_owned_safely() { # PATH [sticky]
+    ci_om=$(ci_owner_mode "$1")
+    case ${ci_om%% *} in 0 | "$(id -u)") ;; *) return 1 ;; esac
+    case ${ci_om#* } in
+    ?????w* | ????????w*)
+        [ "${2:-}" = sticky ] || return 1
+        case ${ci_om#* } in *t | *T) ;; *) return 1 ;; esac
+        ;;
     esac
+    [ -n "$ci_om" ]
+}
+
+# Every directory above the absolute physical path $1 is safe (see above).
+ci_parents_safe() {
+    ci_p=$1
+    while [ "$ci_p" != / ]; do
+        ci_p=$(dirname -- "$ci_p")
+        ci_owned_safely "$ci_p" sticky ||
+            ci_die "$ci_p (above $1) can be changed by another user ($(ci_owner_mode "$ci_p")): use a directory whose parents only you and root can write"
+    done
+}
+
+# ci_private_dir DIR: prints DIR as an absolute physical path, made (0700)
+# when missing, after refusing it unless it and every directory above it can
+# be changed only by root or us. A default under /tmp should be
+# `mktemp -d`; this is for directories that are named in advance.
+ci_private_dir() {
+    ci_d=$1
+    if [ ! -e "$ci_d" ] && [ ! -L "$ci_d" ]; then
+        mkdir -p -- "$(dirname -- "$ci_d")" || ci_die "cannot create the parent of $ci_d"
+        (umask 077 && mkdir -- "$ci_d") || ci_die "cannot create $ci_d"
+    fi
+    if [ -L "$ci_d" ] || [ ! -d "$ci_d" ]; then
+        ci_die "$ci_d is a symlink or not a directory: use a directory of your own (mktemp -d)"
+    fi
+    ci_real=$(cd -P -- "$ci_d" && pwd -P) || ci_die "cannot enter $ci_d"
+    ci_owned_safely "$ci_real" ||
+        ci_die "$ci_d is not yours alone ($(ci_owner_mode "$ci_real")): another user could swap what tracer runs or writes there; remove it or use a directory of your own (mktemp -d)"
+    ci_parents_safe "$ci_real"
+    printf '%s\n' "$ci_real"
+}
+
+# ci_trusted_file FILE: prints FILE as an absolute physical path after
+# refusing it unless it is a regular file that only root or we can change,
+# in directories only root or we can change: it is about to run as root.
+ci_trusted_file() {
+    ci_f=$1
+    if [ -L "$ci_f" ]; then
+        ci_f=$(readlink -f -- "$ci_f") || ci_die "cannot resolve the symlink $1"
+    fi
+    [ -f "$ci_f" ] || ci_die "$1 is not a regular file"
+    ci_dir=$(cd -P -- "$(dirname -- "$ci_f")" && pwd -P) || ci_die "cannot enter the directory of $1"
+    ci_f=$ci_dir/$(basename -- "$ci_f")
+    ci_owned_safely "$ci_f" ||
+        ci_die "$ci_f can be changed by another user ($(ci_owner_mode "$ci_f")): it would run as root; install tracer with ci/scripts/install.sh into a directory of your own"
+    ci_owned_safely "$ci_dir" ||
+        ci_die "$ci_dir, holding $ci_f, can be changed by another user ($(ci_owner_mode "$ci_dir")): it would run as root; install tracer with ci/scripts/install.sh into a directory of your own"
+    ci_parents_safe "$ci_dir"
+    printf '%s\n' "$ci_f"
+}
+
+# ci_daemon_run_dir STATE: the directory daemon-start.sh's root shell made
+# for the daemon's pid, start, daemon.log and rc, as STATE/run names it. The
+# state directory is the caller's (the job's code could rewrite `run`), so
+# the name is believed only for a directory mktemp named, that root owns and
+# no one else can change.
+ci_daemon_run_dir() {
+    ci_r=$(cat "$1/run" 2>/dev/null) || ci_die "no daemon was started with state in $1 (no run file)"
+    case $ci_r in
+    /*/tracer-daemon-run.??????) ;;
+    *) ci_die "$1/run names $ci_r, not a directory daemon-start.sh made" ;;
+    esac
+    if [ -L "$ci_r" ] || [ ! -d "$ci_r" ]; then
+        ci_die "$ci_r (named in $1/run) is gone or not a directory"
+    fi
+    ci_r=$(cd -P -- "$ci_r" && pwd -P) || ci_die "cannot enter $ci_r"
+    ci_om=$(ci_owner_mode "$ci_r")
+    { [ "${ci_om%% *}" = 0 ] && ci_owned_safely "$ci_r"; } ||
+        ci_die "$ci_r (named in $1/run) is not root's alone ($ci_om): not believing it"
+    ci_parents_safe "$ci_r"
+    printf '%s\n' "$ci_r"
 }
 
 # Field N (1-based, as in proc(5): 4 = ppid, 22 = start time) of
@@ -49,7 +146,8 @@ collect_reports() {
     dir=$1
     [ -d "$dir" ] || ci_die "no report directory $dir"
     if [ "$(id -u)" != 0 ] && find "$dir" ! -user "$(id -u)" | grep -q .; then
-        as_root chown -R "$(id -u):$(id -g)" "$dir"
+        # -h: a link the job planted there is handed over, not its target.
+        as_root chown -R -h "$(id -u):$(id -g)" "$dir"
     fi
     if [ ! -f "$dir/report.json" ] && [ -f "$dir/events.ndjson" ]; then
         ci_log "$dir has an event log but no reports: rendering them from the log"

@@ -17,8 +17,10 @@
 #   gitlab      ci/gitlab/example.gitlab-ci.yml, both jobs, through glci.py,
 #               as root (a Docker executor's user).
 #   kubernetes  ci/kubernetes/ci-pod.yaml: the sidecar's and the CI
-#               container's commands, as written, side by side; the DaemonSet's
-#               tracer arguments.
+#               container's commands, as written, side by side, the sidecar
+#               with only the capabilities the manifest adds (setpriv
+#               --bounding-set), the CI command as an unprivileged user; the
+#               DaemonSet's tracer arguments, with its capabilities only.
 #   container   ci/container/build-in-container.sh (the Containerfile's build
 #               stage), with the dev profile.
 #
@@ -55,10 +57,13 @@ fail() {
 }
 pass() { echo "e2e: ok: $*"; }
 
-# Every daemon started under $work: a tracer whose command line names $work.
+# Every daemon started under $work: a tracer whose command line names $work
+# (its pid in a tracer.pid, or in the root-owned directory a `run` file of
+# daemon-start.sh names).
 stop_daemons() {
     local f pid
     while IFS= read -r f; do
+        case $f in */run) f=$(cat "$f" 2>/dev/null)/pid ;; esac
         pid=$(cat "$f" 2>/dev/null) || continue
         [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = tracer ] || continue
         tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$work" || continue
@@ -66,7 +71,7 @@ stop_daemons() {
         kill -TERM "$pid" 2>/dev/null || true
         for _ in $(seq 300); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
-    done < <(find "$work" \( -name pid -o -name tracer.pid \) -type f 2>/dev/null)
+    done < <(find "$work" \( -name run -o -name tracer.pid \) -type f 2>/dev/null)
 }
 
 cleanup() {
@@ -133,7 +138,7 @@ section_github() {
     # The build job, as root: install.sh builds from the checkout the action
     # is in (cargo xtask build; the dev profile here, release by default).
     "$python" "$repo/ci/test/gha.py" "${gh[@]}" --job tracer \
-        --action "OWNER/tracer/ci/github@main=$repo/ci/github" \
+        --action "OWNER/tracer/ci/github@<commit-sha>=$repo/ci/github" \
         --env TRACER_PROFILE=debug --result "$work/github-build.json"
     [ "$(jq -r .tracer.conclusion "$work/github-build.json")" = success ] || fail "github: build job"
     [ -f "$work/github/artifacts/tracer-binary/tracer" ] || fail "github: no tracer-binary artifact"
@@ -141,7 +146,7 @@ section_github() {
 
     # The daemon and record jobs, steps as $user, under a Runner.Worker.
     "$python" "$repo/ci/test/gha.py" "${gh[@]}" --job daemon --job record --user "$user" \
-        --as-runner-worker --action "OWNER/tracer/ci/github@main=$src/ci/github" \
+        --as-runner-worker --action "OWNER/tracer/ci/github@<commit-sha>=$src/ci/github" \
         --result "$work/github.json"
     result=$work/github.json
 
@@ -224,9 +229,10 @@ EOF
 }
 
 section_kubernetes() {
-    local dir=$work/k8s/reports sidecar ci out status
-    mkdir -p "$dir"
-    # The two commands exactly as the manifest has them, /reports moved here.
+    local dir=$work/k8s/reports ctl=$work/k8s/control sidecar ci out status
+    mkdir -p "$dir" "$ctl"
+    # The two commands exactly as the manifest has them, /reports and
+    # /control moved here.
     sidecar=$("$python" -c 'import sys, yaml
 pod = yaml.safe_load(open(sys.argv[1]))
 print(next(c for c in pod["spec"]["containers"] if c["name"] == "tracer")["command"][2])' \
@@ -235,10 +241,30 @@ print(next(c for c in pod["spec"]["containers"] if c["name"] == "tracer")["comma
 pod = yaml.safe_load(open(sys.argv[1]))
 print(next(c for c in pod["spec"]["containers"] if c["name"] == "ci")["command"][2])' \
         "$repo/ci/kubernetes/ci-pod.yaml")
+    # The sidecar with exactly the capabilities the manifest gives it (the
+    # bounding set is all a root process then has); the CI container's
+    # command as an unprivileged user, who can write /control and its
+    # workspace but not /reports.
+    local caps ws=$work/k8s/ws uid gid
+    caps=$("$python" -c 'import sys, yaml
+pod = yaml.safe_load(open(sys.argv[1]))
+c = next(c for c in pod["spec"]["containers"] if c["name"] == "tracer")
+print(",".join("+" + cap.lower() for cap in c["securityContext"]["capabilities"]["add"]))' \
+        "$repo/ci/kubernetes/ci-pod.yaml")
+    make_user
+    uid=$(id -u "$user")
+    gid=$(id -g "$user")
+    mkdir -p "$ws"
+    chown "$uid:$gid" "$ctl" "$ws"
+    chmod 755 "$work/k8s" "$dir"
+    sidecar=${sidecar//\/reports/$dir}
+    ci=${ci//\/reports/$dir}
     # The image has tracer on PATH; so does this shell.
-    PATH=$(dirname "$tracer"):$PATH sh -c "${sidecar//\/reports/$dir}" &
+    PATH=$(dirname "$tracer"):$PATH setpriv --bounding-set "-all,$caps" \
+        sh -c "${sidecar//\/control/$ctl}" &
     local sidecar_pid=$!
-    out=$(cd "$work/k8s" && TEST_COMMAND="sh $repo/ci/test/workload.sh" sh -c "${ci//\/reports/$dir}") ||
+    out=$(cd "$ws" && TEST_COMMAND="sh $repo/ci/test/workload.sh" \
+        setpriv --reuid "$uid" --regid "$gid" --clear-groups sh -c "${ci//\/control/$ctl}") ||
         fail "kubernetes: the CI container's command failed"
     wait "$sidecar_pid" && status=0 || status=$?
     [ "$status" = 0 ] || fail "kubernetes: the sidecar exited $status"
@@ -248,7 +274,10 @@ print(next(c for c in pod["spec"]["containers"] if c["name"] == "ci")["command"]
     [ -s "$dir/report.html" ] && [ -s "$dir/report.json" ] || fail "kubernetes: reports"
     jq -e '[.certificates[] | select(.victim.argv == ["sleep", "300"] and .rank == "unexpected")] | length == 1' \
         "$dir/report.json" >/dev/null || fail "kubernetes: the death is not certified"
-    pass "kubernetes pod: sidecar ready before the tests, stopped by the CI container, verdict in its log"
+    [ -s "$ws/tracer-report/report.json" ] || fail "kubernetes: the CI container has no copy of the reports"
+    jq -e '.run.hooks | all(.attached)' "$dir/report.json" >/dev/null ||
+        fail "kubernetes: a hook did not attach with the manifest's capabilities ($caps)"
+    pass "kubernetes pod: sidecar ($caps only) ready before the tests, stopped by the unprivileged CI container through /control, verdict in its log"
 
     # The DaemonSet's arguments, its hostPath moved here.
     local ds=$work/k8s/ds args pid
@@ -259,7 +288,13 @@ for doc in yaml.safe_load_all(open(sys.argv[1])):
         print("\n".join(doc["spec"]["template"]["spec"]["containers"][0]["args"]))' \
         "$repo/ci/kubernetes/daemonset.yaml")
     args=("${args[@]//\/var\/log\/tracer/$ds}")
-    "$tracer" "${args[@]}" 2>"$work/k8s/ds.log" &
+    caps=$("$python" -c 'import sys, yaml
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    if doc["kind"] == "DaemonSet":
+        c = doc["spec"]["template"]["spec"]["containers"][0]
+        print(",".join("+" + cap.lower() for cap in c["securityContext"]["capabilities"]["add"]))' \
+        "$repo/ci/kubernetes/daemonset.yaml")
+    setpriv --bounding-set "-all,$caps" "$tracer" "${args[@]}" 2>"$work/k8s/ds.log" &
     pid=$!
     wait_for_line "$work/k8s/ds.log" '^tracer: daemon watching all'
     (cd "$work/k8s" && sh "$repo/ci/test/workload.sh" >/dev/null)
@@ -267,14 +302,20 @@ for doc in yaml.safe_load_all(open(sys.argv[1])):
     wait "$pid" || fail "kubernetes DaemonSet: the daemon exited $?"
     jq -e '[.certificates[] | select(.victim.argv == ["sleep", "300"] and .rank == "unexpected")] | length == 1' \
         "$ds/report.json" >/dev/null || fail "kubernetes DaemonSet: the death is not certified"
-    pass "kubernetes DaemonSet: its arguments run a daemon that reports on SIGTERM"
+    jq -e '.run.hooks | all(.attached)' "$ds/report.json" >/dev/null ||
+        fail "kubernetes DaemonSet: a hook did not attach with the manifest's capabilities ($caps)"
+    pass "kubernetes DaemonSet: its arguments, with its capabilities ($caps) only, run a daemon that reports on SIGTERM"
 }
 
 section_container() {
-    TRACER_PROFILE=debug "$repo/ci/container/build-in-container.sh" "$work/image"
+    "$repo/ci/container/build-in-container.sh" "$work/image"
     "$work/image/tracer" --version | grep -q '^tracer ' || fail "container: the built binary does not run"
-    [ ! -e "$work/image/tracer-record" ] || fail "container: more than the binary in the image"
-    pass "container: the build stage's script builds tracer and checks its libraries"
+    [ "$(cd "$work/image" && echo *)" = "busybox tracer" ] ||
+        fail "container: the image holds more than tracer and busybox: $(cd "$work/image" && echo *)"
+    # The image's sidecar loop, run by the image's own shell alone.
+    env -i "$work/image/busybox" sh -c 'for t in 1 2; do sleep 0; done; echo finished' | grep -q finished ||
+        fail "container: the image's shell cannot run the sidecar's loop"
+    pass "container: the build stage's script builds the static tracer and a static shell, nothing else"
 }
 
 for s in "${sections[@]}"; do

@@ -19,6 +19,13 @@ What is checked, and against what:
 - the Containerfile, by reading it (there is no engine here to build it):
   each COPY --from names an earlier stage, each RUN'd script and COPY'd
   source exists, and .dockerignore keeps target/ out of the context.
+- pins: every `uses:` (the action, the workflow, ci/README.md) names a full
+  40-hex commit SHA with its release in a comment (`@<sha> # v4.2.2`), and
+  every image (the Containerfile's FROM lines, the manifests' `image:`) a
+  `@sha256:` digest. The tracer action of the user's own copy
+  (`OWNER/tracer/...@<commit-sha>`) and image digests this repository cannot
+  look up (`@sha256:<digest>`) are placeholders the user fills in: they are
+  accepted in that exact form and listed, never silently.
 - Canaries: one deliberately broken copy per validator must be rejected,
   so a validator that checks nothing cannot pass for one that works.
 
@@ -111,6 +118,66 @@ def check_containerfile(path):
     return problems
 
 
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+)\s*(?:#\s*(.*))?$")
+PINNED_ACTION = re.compile(r"^[\w.-]+/[\w.-]+(?:/[\w./-]+)?@[0-9a-f]{40}$")
+RELEASE = re.compile(r"^v\d+(?:\.\d+)*$")
+OWN_ACTION = "OWNER/tracer/ci/github@<commit-sha>"
+PINNED_IMAGE = re.compile(r"^[\w./:-]+@sha256:(?:[0-9a-f]{64}|<digest>)$")
+
+
+def check_uses(text):
+    """Problems and placeholders among the `uses:` lines of a YAML or
+    Markdown text (commented-out lines are prose)."""
+    problems, placeholders = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = USES.match(line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        ref, comment = m.group(1), (m.group(2) or "").strip()
+        if ref.startswith("./") or ref == OWN_ACTION:
+            if ref == OWN_ACTION:
+                placeholders.append(f"line {n}: {ref}")
+            continue
+        if not PINNED_ACTION.match(ref):
+            problems.append(f"line {n}: `uses: {ref}` is not pinned by a full commit SHA")
+        elif not RELEASE.match(comment.split()[0] if comment else ""):
+            problems.append(f"line {n}: `uses: {ref}` lacks its release in a comment (# v1.2.3)")
+    return problems, placeholders
+
+
+def check_images(images):
+    problems, placeholders = [], []
+    for where, image in images:
+        if not PINNED_IMAGE.match(image):
+            problems.append(f"{where}: image {image} is not pinned by a sha256 digest")
+        elif image.endswith("@sha256:<digest>"):
+            placeholders.append(f"{where}: {image}")
+    return problems, placeholders
+
+
+def containerfile_images(path):
+    # `scratch` is the empty base, not an image: nothing to pin.
+    return [(f"{rel(path)} FROM", m.group(1)) for m in
+            re.finditer(r"^FROM\s+(\S+)", open(path).read(), re.I | re.M)
+            if m.group(1) != "scratch"]
+
+
+def manifest_images(path):
+    out = []
+    for doc in yaml.safe_load_all(open(path)):
+        spec = (doc or {}).get("spec", {})
+        spec = spec.get("template", {}).get("spec", spec)
+        for c in spec.get("containers", []) + spec.get("initContainers", []):
+            out.append((f"{rel(path)} container {c['name']}", c["image"]))
+    return out
+
+
+def report(label, problems, placeholders=()):
+    (failures if problems else passed).append(label)
+    print(("FAIL  " if problems else "ok    ") + label + "".join(f"\n      {p}" for p in problems)
+          + "".join(f"\n      to fill in: {p}" for p in placeholders))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ci-lint-")
     snippet = 0
@@ -195,10 +262,30 @@ def main():
     shellcheck("shellcheck", 'x="a b"\nrm $x', "sh", tmp, snippet, expect_ok=False)
 
     # --- Containerfile
-    problems = check_containerfile(os.path.join(CI, "container", "Containerfile"))
-    label = "Containerfile: stages, COPY sources, RUN scripts, .dockerignore"
-    (failures if problems else passed).append(label)
-    print(("FAIL  " if problems else "ok    ") + label + "".join(f"\n      {p}" for p in problems))
+    containerfile = os.path.join(CI, "container", "Containerfile")
+    problems = check_containerfile(containerfile)
+    report("Containerfile: stages, COPY sources, RUN scripts, .dockerignore", problems)
+
+    # --- pins
+    for path in (action, workflow, os.path.join(CI, "README.md")):
+        report(f"pins: every `uses:` of {rel(path)} by commit SHA", *check_uses(open(path).read()))
+    images = containerfile_images(containerfile)
+    for path in manifests:
+        images += manifest_images(path)
+    report("pins: every image by sha256 digest", *check_images(images))
+    for canary, text in (("a tag", "  - uses: actions/checkout@v4"),
+                         ("a short SHA", "  - uses: actions/checkout@11bd719 # v4.2.2"),
+                         ("no release comment",
+                          "  - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683")):
+        problems, _ = check_uses(text)
+        report(f"pins: `uses:` with {canary} (canary: must be rejected)",
+               [] if problems else [f"accepted: {text.strip()}"])
+    for canary in ("docker.io/library/debian:bookworm-slim",
+                   "docker.io/library/debian:bookworm-slim@sha256:abc",
+                   "docker.io/library/debian@sha256:<fill-me>"):
+        problems, _ = check_images([("canary", canary)])
+        report(f"pins: image {canary} (canary: must be rejected)",
+               [] if problems else [f"accepted: {canary}"])
 
     print(f"\nci lint: {len(passed)} passed, {len(failures)} failed")
     return 1 if failures else 0

@@ -213,6 +213,10 @@ pub struct SignalRecord {
     pub call_id: u64,
     /// The call's first argument as given (pid, -pgid, tgid or pidfd).
     pub target_arg: i64,
+    /// SIGSYS with SYS_SECCOMP: `si_syscall`, the syscall the filter
+    /// forbade (valid when `seccomp_seen` is 1).
+    pub seccomp_nr: i32,
+    pub seccomp_seen: u32,
 }
 
 #[repr(C)]

@@ -10,6 +10,11 @@ use crate::{
 
 const SI_USER: i32 = 0;
 const SI_KERNEL: i32 = 0x80;
+const SIGSYS: i32 = 31;
+const SYS_SECCOMP: i32 = 1;
+/// offsetof(kernel_siginfo, _sifields._sigsys._syscall) on 64-bit: the
+/// union starts at 16, after the 8-byte `_call_addr`.
+const SI_SYSCALL_OFF: u32 = 24;
 
 pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let sig: i32 = ctx.arg(0);
@@ -36,6 +41,15 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
             read::<i32>(info, 8).unwrap_or(0),
             read::<i32>(info, 4).unwrap_or(0),
         ),
+    };
+
+    // A seccomp kill names the forbidden syscall only in the siginfo.
+    // Straight-line with -1 for "none" (no Option payload on the stack:
+    // the 5.10 and 6.1 verifiers reject LLVM's uninitialised slot reads).
+    let seccomp_nr: i32 = if sig == SIGSYS && code == SYS_SECCOMP && info as usize > 1 {
+        read::<i32>(info, SI_SYSCALL_OFF).unwrap_or(-1)
+    } else {
+        -1
     };
 
     let tid = bpf_get_current_pid_tgid() as u32;
@@ -65,6 +79,8 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         syscall,
         call_id,
         target_arg,
+        seccomp_nr,
+        seccomp_seen: (seccomp_nr >= 0) as u32,
     });
     entry.submit(0);
     Ok(0)

@@ -5,10 +5,21 @@ use clap::{Parser, Subcommand};
 
 use crate::error::TracerError;
 
+/// `tracer --version`: the release, the commit, and the embedded eBPF
+/// object's SHA-256 (what a downloaded binary is checked against).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TRACER_GIT_COMMIT"),
+    ", eBPF object sha256 ",
+    env!("TRACER_EBPF_SHA256"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "tracer",
-    version,
+    version = VERSION,
     about = "Explains why the processes of a CI job died"
 )]
 pub struct Cli {

@@ -39,8 +39,16 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         disabled: Vec::new(),
         last_words: args.last_words_bytes > 0,
     })?;
-    // A daemon's files are root's: its directory is not handed to anyone.
-    let out = OutDir::open(&args.output, Policy::default())?;
+    // A daemon may write into a job's workspace (the CI user's directory):
+    // every write is fd-relative and never follows a link, and the reports
+    // go to the directory's owner. A world-writable directory is refused.
+    let out = OutDir::open(
+        &args.output,
+        Policy {
+            owner: None,
+            any_owner: true,
+        },
+    )?;
     // A restart loses nothing: what the last run wrote becomes a segment.
     let mut segment = next_segment(&out);
     if out.exists(LIVE) {

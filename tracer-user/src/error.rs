@@ -9,7 +9,7 @@ pub const EXIT_TRACER_FAILED: u8 = 70;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TracerError {
-    #[error("tracer needs root (or CAP_BPF + CAP_PERFMON + CAP_SYS_ADMIN) to load eBPF programs; run it with sudo")]
+    #[error("tracer needs root with CAP_BPF and CAP_PERFMON (uid 0 in a container holding just those is enough) to load eBPF programs; run it with sudo")]
     NotPrivileged,
     #[error("this kernel exposes no BTF at /sys/kernel/btf/vmlinux; tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.10+)")]
     NoBtf,
@@ -51,10 +51,15 @@ pub enum TracerError {
 
 pub fn report_error(err: &TracerError) -> ExitCode {
     eprintln!("tracer: error: {err}");
-    ExitCode::from(match err {
-        // As a shell would: 127 not found, 126 not executable.
+    ExitCode::from(spawn_exit_code(err))
+}
+
+/// The exit status for `err`: as a shell would for a command that cannot be
+/// run (127 not found, 126 not executable), else the tracer's own failure.
+pub fn spawn_exit_code(err: &TracerError) -> u8 {
+    match err {
         TracerError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
         TracerError::Spawn { .. } => 126,
         _ => EXIT_TRACER_FAILED,
-    })
+    }
 }

@@ -113,8 +113,17 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let child = match spawned {
         Ok(child) => child,
         Err(err) => {
-            // The log stays complete (header + trailer) even when CMD never ran.
-            session.finish(None)?;
+            // Nothing ran: nothing for the watchdog to end.
+            watchdog.disarm();
+            run_cgroup.as_ref().map(RunCgroup::remove);
+            // The log stays complete (header + trailer) even when CMD never
+            // ran, and says why, so the reports can carry a certificate.
+            let code = crate::error::spawn_exit_code(&err);
+            if let TracerError::Spawn { source, .. } = &err {
+                session.set_command_error(source.to_string());
+            }
+            let status = ExitStatus::Exited { code: code.into() };
+            deliver(session.finish(Some(status))?, &args.report);
             return Err(err);
         }
     };
@@ -157,8 +166,22 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     }
     let closed = session.finish(Some(command_status.clone()))?;
     phase(t0, "log closed, hooks detached");
-    // From here on nothing may cost the command's status: what cannot be
-    // written is said on stderr.
+    let log = deliver(closed, &args.report);
+    phase(t0, "reports written");
+    let met = fail_on_met(&args.fail_on, &log, &args.report);
+    let code = match (outcome.timed_out, passthrough_code(&command_status)) {
+        // As timeout(1) does: the run did not finish, whatever it exited with.
+        (true, _) => EXIT_TIMED_OUT,
+        (false, 0) if !met.is_empty() => fail_on::EXIT_FAIL_ON,
+        (false, code) => code,
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// Write the reports of a finished run and hand its files over. From here on
+/// nothing may cost the command's status: what cannot be written is said on
+/// stderr. Returns the log the reports were written from.
+fn deliver(closed: session::Closed, flags: &crate::cli::ReportFlags) -> eventlog::EventLog {
     if let Err(msg) = closed.out.check_in_place() {
         eprintln!("tracer: error: {msg}");
     }
@@ -171,7 +194,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     }
     // The reports come from the log as tracer wrote it (read through its own
     // file), exactly as `tracer report` would read it: the two never disagree.
-    if let Err(e) = render_log(&closed.log, &closed.out, &args.report) {
+    if let Err(e) = render_log(&closed.log, &closed.out, flags) {
         eprintln!("tracer: error: {e}; the reports of this run are lost, events.ndjson holds its evidence");
     }
     if let Err(e) = closed.out.give(closed.writer.file()) {
@@ -191,16 +214,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         ),
     }
     closed.out.hand_over_dirs();
-    phase(t0, "reports written");
-    let log = closed.log;
-    let met = fail_on_met(&args.fail_on, &log, &args.report);
-    let code = match (outcome.timed_out, passthrough_code(&command_status)) {
-        // As timeout(1) does: the run did not finish, whatever it exited with.
-        (true, _) => EXIT_TIMED_OUT,
-        (false, 0) if !met.is_empty() => fail_on::EXIT_FAIL_ON,
-        (false, code) => code,
-    };
-    Ok(ExitCode::from(code))
+    closed.log
 }
 
 /// `--timeout` expired (the convention of timeout(1)).

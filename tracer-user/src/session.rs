@@ -35,6 +35,8 @@ pub struct Session {
     redactor: crate::redact::Redactor,
     /// Who reads the snapshots, when not root (`--user`, sudo).
     viewer: Option<crate::snapshot::Viewer>,
+    /// Why the command could not be run, for the trailer.
+    command_error: Option<String>,
 }
 
 impl Session {
@@ -57,7 +59,14 @@ impl Session {
             named: std::collections::HashSet::new(),
             redactor: Default::default(),
             viewer: None,
+            command_error: None,
         })
+    }
+
+    /// The command could not be run: the trailer says why, so the reports
+    /// (and `tracer report`) can.
+    pub fn set_command_error(&mut self, reason: String) {
+        self.command_error = Some(reason);
     }
 
     /// Mask `--redact` patterns in every record written from now on.
@@ -307,6 +316,7 @@ impl Session {
                 per_cpu,
             },
             command_status,
+            command_error: self.command_error.clone(),
         })
     }
 

@@ -197,7 +197,9 @@ fn crashes_are_told_apart() {
             (330, CauseKind::Sigpipe),
             (340, CauseKind::GroupExit),
             (350, CauseKind::Kernel),
-            (360, CauseKind::Unknown),
+            // A complete log (trailer, no loss, every hook attached) with
+            // no signal event: the kernel ended it, nothing was missed.
+            (360, CauseKind::KernelExit),
         ]
     );
     let segv = cert(&r, 310);
@@ -208,9 +210,19 @@ fn crashes_are_told_apart() {
         Relation::Itself
     );
     assert!(
-        cert(&r, 360).headline.contains("no signal event"),
-        "must admit the gap"
+        cert(&r, 360)
+            .headline
+            .contains("no signal was ever generated for it (every hook attached, nothing lost)"),
+        "{}",
+        cert(&r, 360).headline
     );
+    // The same death on a log that lost events must admit the gap instead.
+    let mut lossy = fixture("crashes.ndjson");
+    lossy.trailer.as_mut().unwrap().lost.ringbuf_full = 1;
+    let r2 = build_report(&lossy, &ReportOptions::default());
+    let c = cert(&r2, 360);
+    assert_eq!(c.cause.kind, CauseKind::Unknown);
+    assert!(c.headline.contains("no signal event"), "must admit the gap");
     assert!(r
         .analysis
         .certificates
@@ -375,7 +387,7 @@ fn truncated_log_is_still_analysed() {
 fn daemon_mode_process_without_fork() {
     let r = report("daemon.ndjson");
     let c = cert(&r, 800);
-    assert!(c.victim.process.in_run && c.victim.ancestry.is_empty());
+    assert!(c.victim.process.in_run && c.victim.ancestry.is_none());
     assert_eq!(c.cause.kind, CauseKind::KilledOutsideRun);
     assert_eq!(c.victim.process.argv, ["node", "agent.js"]);
     assert_eq!(r.run.mode, "daemon");

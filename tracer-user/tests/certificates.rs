@@ -324,7 +324,9 @@ fn leaked_daemon_is_traced_to_its_spawner() {
     // Spawned by the subshell `( ... &)`, a fork of the run's root shell.
     let by = &l["spawned_by"];
     assert_eq!(by["in_run"], true);
-    assert_eq!(l["ancestry"][0]["pid"], by["pid"]);
+    // The chain is by id: its parent's entry in `ancestors`.
+    let parent = &rep["ancestors"][l["ancestry_id"].as_u64().unwrap() as usize];
+    assert_eq!(parent["pid"], by["pid"]);
     assert!(
         s(&rep["verdict"]).contains("Leaked: `sleep 300`"),
         "{}",

@@ -69,3 +69,117 @@ fn ci_integrations_end_to_end() {
         .expect("run ci/test/e2e.sh");
     assert!(out.status.success(), "ci/test/e2e.sh:\n{}", both(&out));
 }
+
+/// A local HTTP server for `dir` (python3's http.server on 127.0.0.1, port
+/// chosen by the kernel), killed on drop.
+struct Served {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Served {
+    fn dir(dir: &Path) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                "0",
+                "--directory",
+            ])
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start python3 -m http.server");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // "Serving HTTP on 127.0.0.1 port 41235 (http://127.0.0.1:41235/) ..."
+        let port = line
+            .split_whitespace()
+            .skip_while(|w| *w != "port")
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Served { child, port }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// install.sh --url --sha256: the release tarball's layout (as `cargo xtask
+/// dist` makes it), downloaded over real HTTP, installed only when its
+/// checksum matches; a wrong checksum installs nothing.
+#[test]
+fn install_from_a_url_verifies_the_checksum_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "tracer-0.1.0-x86_64-linux-musl";
+    let stage = tmp.path().join("srv").join(name);
+    std::fs::create_dir_all(&stage).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_tracer"), stage.join("tracer")).unwrap();
+    std::fs::copy(repo().join("README.md"), stage.join("README.md")).unwrap();
+    let tarball = format!("{name}.tar.gz");
+    let tar = Command::new("tar")
+        .arg("-czf")
+        .arg(tmp.path().join("srv").join(&tarball))
+        .arg("-C")
+        .arg(tmp.path().join("srv"))
+        .arg(name)
+        .output()
+        .unwrap();
+    assert!(tar.status.success(), "{}", both(&tar));
+    let sum = Command::new("sha256sum")
+        .arg(tmp.path().join("srv").join(&tarball))
+        .output()
+        .unwrap();
+    let sha = String::from_utf8_lossy(&sum.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let served = Served::dir(&tmp.path().join("srv"));
+    let url = format!("http://127.0.0.1:{}/{tarball}", served.port);
+    let install = |sha: &str, bin_dir: &Path| {
+        Command::new(repo().join("ci/scripts/install.sh"))
+            .args(["--url", &url, "--sha256", sha, "--bin-dir"])
+            .arg(bin_dir)
+            .env_remove("GITHUB_PATH")
+            .env_remove("GITHUB_OUTPUT")
+            .output()
+            .unwrap()
+    };
+
+    let good = tmp.path().join("good");
+    let out = install(&sha, &good);
+    assert!(out.status.success(), "{}", both(&out));
+    assert_eq!(
+        std::fs::read(good.join("tracer")).unwrap(),
+        std::fs::read(env!("CARGO_BIN_EXE_tracer")).unwrap()
+    );
+    assert!(good.join("tracer-record").exists());
+
+    let bad = tmp.path().join("bad");
+    let wrong = format!("{}0", &sha[..63]);
+    let wrong = if wrong == sha {
+        format!("{}1", &sha[..63])
+    } else {
+        wrong
+    };
+    let out = install(&wrong, &bad);
+    assert!(!out.status.success(), "a wrong checksum was accepted");
+    assert!(both(&out).contains("checksum mismatch"), "{}", both(&out));
+    assert!(
+        !bad.join("tracer").exists(),
+        "installed despite the mismatch"
+    );
+}

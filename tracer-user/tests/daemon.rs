@@ -6,6 +6,7 @@ mod cgroup;
 
 use std::{
     io::Write,
+    os::unix::process::ExitStatusExt,
     path::Path,
     process::{Child, Command, Stdio},
 };
@@ -204,23 +205,27 @@ fn redact_masks_the_daemon_log_and_reports() {
 fn keep_segments_bounds_the_disk_and_the_report_says_what_went() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
-    // Many short-lived processes: each rotation at 700 bytes holds a few events.
-    let sh = Command::new("sh")
+    // Many short-lived processes, then the shell's own SIGTERM to itself as
+    // its very last event: that one is in the newest files, never pruned.
+    let mut sh = Command::new("sh")
         .args([
             "-c",
-            "read go; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sh -c 'exit 0'; done; \
-             sh -c 'sleep 30 & kill -TERM $!; wait'; exit 0",
+            "read go; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sh -c 'exit 0'; done; kill -TERM $$",
         ])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = sh.id();
-    run_shell_under(
+    let d = start_daemon(
         dir.path(),
         &["--root-pid", &pid.to_string()],
         &["--rotate-size", "700", "--keep-segments", "2"],
-        sh,
     );
+    wait_for_log(dir.path(), &format!("\"pid\":{0},\"tid\":{0}", pid));
+    sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert_eq!(sh.wait().unwrap().signal(), Some(15));
+    wait_for_log(dir.path(), &format!("\"sig\":15"));
+    stop(d);
     let segments: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -140,3 +140,60 @@ fn no_report_is_an_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no readable report.json"));
 }
+
+/// A schema-1 report (every ancestry chain inline) of the same run as a
+/// schema-2 one (chains by id in `ancestors`): both shapes fold the same.
+fn as_schema_1(json: &str) -> String {
+    use serde_json::Value;
+    let mut v: Value = serde_json::from_str(json).unwrap();
+    let table = v["ancestors"].as_array().unwrap().clone();
+    let chain = |id: Option<&Value>| -> Value {
+        let mut out = Vec::new();
+        let mut next = id.and_then(Value::as_u64);
+        while let Some(i) = next {
+            let mut e = table[i as usize].clone();
+            next = e["parent_id"].as_u64();
+            let o = e.as_object_mut().unwrap();
+            o.remove("id");
+            o.remove("parent_id");
+            out.push(e);
+        }
+        Value::Array(out)
+    };
+    let inline = |o: &mut Value| {
+        let c = chain(o.get("ancestry_id"));
+        let o = o.as_object_mut().unwrap();
+        o.remove("ancestry_id");
+        o.insert("ancestry".into(), c);
+    };
+    for c in v["certificates"].as_array_mut().unwrap() {
+        inline(&mut c["victim"]);
+        if c.get("killer").is_some() {
+            inline(&mut c["killer"]);
+        }
+    }
+    for l in v["leftovers"].as_array_mut().unwrap() {
+        inline(l);
+    }
+    let o = v.as_object_mut().unwrap();
+    o.remove("ancestors");
+    o.insert("report_schema".into(), 1.into());
+    serde_json::to_string_pretty(&v).unwrap()
+}
+
+#[test]
+fn reports_of_schema_1_and_2_fold_alike() {
+    let new = report_json("seed000_group_kill.ndjson");
+    assert!(new.contains("\"ancestry_id\""), "the fixture cites chains");
+    let old = as_schema_1(&new);
+    assert!(old.contains("\"ancestry\": [") && !old.contains("ancestors"));
+    let fold = |json: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        put(dir.path(), "run-1001", json);
+        let (out, _) = summarize(dir.path(), "json");
+        let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_object_mut().unwrap().remove("runs"); // paths differ
+        v
+    };
+    assert_eq!(fold(&old), fold(&new));
+}

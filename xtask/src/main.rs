@@ -11,6 +11,7 @@ mod bench_workloads;
 mod bootstrap;
 mod build;
 mod cmd;
+mod dist;
 mod ebpf;
 mod privilege;
 mod run;
@@ -76,6 +77,12 @@ enum Command {
         #[arg(long)]
         no_reference: bool,
     },
+    /// A static, stripped x86_64 `tracer` with its SHA-256 and a tarball (target/dist/).
+    Dist {
+        /// Then run the core kernel scenarios of the integration suite with that binary (root).
+        #[arg(long)]
+        check: bool,
+    },
     /// Build the eBPF object, then run unit and kernel integration tests as root.
     Test {
         /// Test the release profile (`cargo test --release`).
@@ -111,6 +118,9 @@ enum Command {
         /// Only re-render the table from the logs of the last run (target/vm/*.log).
         #[arg(long)]
         report_only: bool,
+        /// Also check the static release binary (`cargo xtask dist`) in a chroot without libc.
+        #[arg(long)]
+        dist: bool,
     },
 }
 
@@ -132,6 +142,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Build { release } => build::run(&ws, release).map(drop),
         Command::Run { release, args } => run::run(&ws, release, &args),
         Command::Test { release, args } => test::run(&ws, release, &args),
+        Command::Dist { check } => dist::run(&ws, check).map(drop),
         Command::Bench {
             reps,
             quick,
@@ -153,6 +164,7 @@ fn run(cli: Cli) -> Result<()> {
             cpus,
             mirror,
             report_only,
+            dist,
         } => {
             let or = |v: Vec<String>, d: &[&str]| {
                 if v.is_empty() {
@@ -172,6 +184,7 @@ fn run(cli: Cli) -> Result<()> {
                     cpus,
                     mirror,
                     report_only,
+                    dist,
                 },
             )
         }

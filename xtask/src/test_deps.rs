@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use crate::{cmd, privilege};
 
 /// (program the tests run, Debian package that provides it)
-const NEEDED: [(&str, &str); 7] = [
+const NEEDED: [(&str, &str); 8] = [
     ("chromium", "chromium"), // report.html checked in headless Chromium (/usr/bin/chromium)
     ("pkill", "procps"),      // the `pkill -f` scenario
     ("python3", "python3"),   // hang and snapshot scenarios
@@ -15,6 +15,7 @@ const NEEDED: [(&str, &str); 7] = [
     ("jq", "jq"),             // ci/ scripts and their end-to-end test
     ("sudo", "sudo"),         // ci/ end-to-end: a runner user with sudo, as on GitHub
     ("nsenter", "util-linux"), // pid-namespace tests (unshare, nsenter); ci/ scripts (setsid)
+    ("node", "nodejs"),       // caught-and-re-raised scenarios: Node's own SIGTERM/SIGINT handling
 ];
 
 fn on_path(program: &str) -> bool {
@@ -36,7 +37,13 @@ fn on_path(program: &str) -> bool {
 }
 
 pub fn ensure() -> Result<()> {
-    let missing: Vec<&str> = NEEDED
+    ensure_programs(&NEEDED)
+}
+
+/// Install the Debian package of each (program, package) whose program is
+/// missing; a no-op when all are there.
+pub fn ensure_programs(needed: &[(&str, &str)]) -> Result<()> {
+    let missing: Vec<&str> = needed
         .iter()
         .filter(|(prog, _)| !on_path(prog))
         .map(|(_, pkg)| *pkg)

@@ -40,6 +40,9 @@ pub struct Options {
     pub mirror: Option<String>,
     /// Re-render the table from the logs of the last run; build and boot nothing.
     pub report_only: bool,
+    /// Also run the static release binary (`cargo xtask dist`) alone in a
+    /// chroot without libc: the "static" column.
+    pub dist: bool,
 }
 
 pub fn run(ws: &Workspace, opts: Options) -> Result<()> {
@@ -54,7 +57,10 @@ pub fn run(ws: &Workspace, opts: Options) -> Result<()> {
     eprintln!("xtask: qemu {}, accel {}", qemu.display(), vm_qemu::accel());
 
     let tracer = build::run(ws, false)?;
-    let tests = test_binaries(ws, &opts.tests)?;
+    let mut tests = test_binaries(ws, &opts.tests)?;
+    if opts.dist {
+        tests.push(("static".into(), crate::dist::build_static(ws)?));
+    }
 
     let mirror = match &opts.mirror {
         Some(uri) => Some(Mirror {
@@ -233,7 +239,13 @@ fn initramfs(
     }
     img.data("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0o644);
     img.data("etc/group", "root:x:0:\n", 0o644);
-    for bin in std::iter::once(tracer).chain(tests.iter().map(|(_, p)| p.as_path())) {
+    for (name, bin) in tests.iter().filter(|(n, _)| n == "static") {
+        // Static: no loader, no libraries, at its host path like the rest.
+        let data = fs::read(bin).with_context(|| format!("reading {name} {}", bin.display()))?;
+        img.data(bin.to_string_lossy().trim_start_matches('/'), data, 0o755);
+    }
+    let dynamic = tests.iter().filter(|(n, _)| n != "static");
+    for bin in std::iter::once(tracer).chain(dynamic.map(|(_, p)| p.as_path())) {
         img.elf_from(bin, &vm_initramfs::stripped(bin, &stage)?)?;
     }
     let read = |f: &str| {

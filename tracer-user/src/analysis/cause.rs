@@ -1,6 +1,9 @@
 //! Which signal ended a process, what kind of cause that is, how the sender
 //! relates to the victim, and how the death ranks.
-use super::{CauseKind, Ctx, Rank, Relation};
+use super::{
+    caught::{cancelled_before, caught, caught_exit, caught_fault, snapshot_before},
+    CauseKind, Ctx, Relation,
+};
 use crate::{
     eventlog::{ExitStatus, ProcKey},
     model::{Model, SignalEv},
@@ -13,9 +16,9 @@ const SI_USER: i32 = 0;
 const SI_QUEUE: i32 = -1;
 const SI_TKILL: i32 = -6;
 /// Signals the kernel raises for a faulting instruction (positive si_code).
-const FAULT_SIGS: [i32; 6] = [4, 5, 7, 8, 11, 31]; // ILL TRAP BUS FPE SEGV SYS
+pub(super) const FAULT_SIGS: [i32; 6] = [4, 5, 7, 8, 11, 31]; // ILL TRAP BUS FPE SEGV SYS
 /// Termination signals an orderly shutdown sends: INT HUP TERM KILL.
-const STOP_SIGS: [i32; 4] = [2, 1, 15, SIGKILL];
+pub(super) const STOP_SIGS: [i32; 4] = [2, 1, 15, SIGKILL];
 /// A parent-death signal is sent while the parent thread exits; its exit
 /// record lands just before (exit tracepoint precedes exit_notify) — a large
 /// address space can take a while to tear down in between.
@@ -32,6 +35,16 @@ pub(crate) struct Classified {
     pub handled_then_exited: Option<i32>,
     /// For a group exit: the thread whose exit came first.
     pub group_exit_tid: Option<u32>,
+    /// Caught `fatal` (from another process), then ended itself with this
+    /// signal of its own (index into `Model::signals`): the re-raise.
+    pub reraised: Option<usize>,
+    /// A non-zero exit with no chain: a signal it had caught earlier, outside
+    /// the window (index into `Model::signals`), so no "no signal involved".
+    pub caught_earlier: Option<usize>,
+    /// The tracer's signal forwarded a cancellation of the run.
+    pub cancelled: bool,
+    /// The tracer's signal came after its `--timeout` expired.
+    pub timed_out: bool,
 }
 
 impl Classified {
@@ -42,6 +55,10 @@ impl Classified {
             oom: None,
             handled_then_exited: None,
             group_exit_tid: None,
+            reraised: None,
+            caught_earlier: None,
+            cancelled: false,
+            timed_out: false,
         }
     }
 }
@@ -54,6 +71,29 @@ pub(crate) fn sent_by_process(s: &SignalEv) -> bool {
 
 pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
     let m = cx.m;
+    if m.not_run.is_some() && m.root == Some(key) {
+        return Classified::of(CauseKind::NotRun);
+    }
+    let mut c = classify_end(m, key);
+    c.timed_out = c.kind == CauseKind::Tracer
+        && c.fatal
+            .is_some_and(|i| snapshot_before(m, m.signals[i].ev.at.seq, "timeout"));
+    c.cancelled = match c.kind {
+        CauseKind::Tracer => c
+            .fatal
+            .is_some_and(|i| cancelled_before(m, m.signals[i].ev.at.seq)),
+        // Whatever a job's processes do once the run is cancelled (a runner
+        // exiting 1 as its workers vanish) is the cancellation's doing.
+        CauseKind::NonzeroExit => m
+            .proc(key)
+            .and_then(|p| p.end.as_ref())
+            .is_some_and(|e| cancelled_before(m, e.seq)),
+        _ => false,
+    };
+    c
+}
+
+fn classify_end(m: &Model, key: ProcKey) -> Classified {
     let p = m.proc(key).expect("certificate for a known process");
     let end = p.end.as_ref().expect("certificate for an ended process");
     let oom = m.ooms.iter().position(|o| o.victim == Some(key));
@@ -66,26 +106,41 @@ pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
                     ..Classified::of(CauseKind::Oom)
                 };
             }
-            match fatal_signal(m, key, signal) {
-                Some(i) => by_signal(m, key, i),
-                None => no_signal_seen(m, key),
+            let Some(i) = fatal_signal(m, key, signal) else {
+                return no_signal_seen(m, key);
+            };
+            let own = by_signal(m, key, i);
+            // Caught N from someone, cleaned up, raised N on itself (Node,
+            // bash after its foreground child died of SIGINT, Python's
+            // SIG_DFL + raise_signal): the sender of the caught N is the
+            // killer; the re-raise is only how it chose to die. A crash
+            // handler re-raising a fault (Python's faulthandler, C crash
+            // reporters) died of the fault.
+            if own.kind == CauseKind::SelfInflicted {
+                let s = &m.signals[i];
+                let j = caught(m, key, s.ev.at.seq, Some(&[signal]), None)
+                    .or_else(|| caught_fault(m, key, s.ev.at.seq, signal));
+                if let Some(j) = j {
+                    return Classified {
+                        reraised: Some(i),
+                        ..by_signal(m, key, j)
+                    };
+                }
             }
+            own
         }
-        ExitStatus::Exited { code } => {
-            // Caught a signal, cleaned up, exited 128+N: the signal is the
-            // cause, the process only chose how to die of it.
-            let caught = (code > 128 && code < 128 + 65)
-                .then(|| fatal_signal(m, key, code - 128))
-                .flatten()
-                .filter(|&i| m.signals[i].sender != key);
-            match caught {
-                Some(i) => Classified {
-                    handled_then_exited: Some(code),
-                    ..by_signal(m, key, i)
-                },
-                None => Classified::of(CauseKind::NonzeroExit),
-            }
-        }
+        ExitStatus::Exited { code } => match caught_exit(m, key) {
+            Some(i) => Classified {
+                handled_then_exited: Some(code),
+                ..by_signal(m, key, i)
+            },
+            None => Classified {
+                caught_earlier: (code != 0)
+                    .then(|| caught(m, key, end.seq, None, None))
+                    .flatten(),
+                ..Classified::of(CauseKind::NonzeroExit)
+            },
+        },
     }
 }
 
@@ -223,54 +278,5 @@ pub(crate) fn relation(m: &Model, killer: ProcKey, victim: ProcKey) -> Relation 
         Relation::UnrelatedInRun
     } else {
         Relation::OutsideRun
-    }
-}
-
-/// The ranking rule, stated in docs/report.md and in every report:
-/// expected = stopped by the tracer, by a parent-death signal, or by its own
-/// parent/ancestor with INT/HUP/TERM/KILL (an orderly shutdown);
-/// non-zero exit = a worker that exited non-zero with no signal;
-/// unexpected = everything else (another process, OOM, a fault, itself...).
-pub(crate) fn rank(
-    kind: CauseKind,
-    relation: Option<Relation>,
-    sig: Option<i32>,
-) -> (Rank, String) {
-    let stop_sig = sig.is_some_and(|s| STOP_SIGS.contains(&s));
-    match (kind, relation) {
-        (CauseKind::Tracer, _) => (
-            Rank::Expected,
-            "stopped by the tracer itself (a forwarded signal or its timeout)".into(),
-        ),
-        (CauseKind::ParentDeathSignal, _) => (
-            Rank::Expected,
-            "parent-death signal: it went down with its parent (see the parent's fate)".into(),
-        ),
-        (CauseKind::KilledInRun, Some(Relation::Parent | Relation::Ancestor)) if stop_sig => (
-            Rank::Expected,
-            "stopped by its own parent/ancestor with a termination signal".into(),
-        ),
-        (CauseKind::NonzeroExit, _) => (
-            Rank::NonzeroExit,
-            "exited non-zero by itself, no signal involved".into(),
-        ),
-        (CauseKind::KilledInRun, Some(r)) => (
-            Rank::Unexpected,
-            format!("killed by {}", super::wording::relation_phrase(r)),
-        ),
-        (CauseKind::KilledOutsideRun, _) => (
-            Rank::Unexpected,
-            "killed by a process outside the run".into(),
-        ),
-        (CauseKind::Oom, _) => (Rank::Unexpected, "killed by the kernel OOM killer".into()),
-        (CauseKind::Fault, _) => (Rank::Unexpected, "crashed on a fault".into()),
-        (CauseKind::SelfInflicted, _) => (Rank::Unexpected, "killed itself (abort/raise)".into()),
-        (CauseKind::Sigpipe, _) => (Rank::Unexpected, "wrote to a pipe with no reader".into()),
-        (CauseKind::GroupExit, _) => (Rank::Unexpected, "taken down by one of its threads".into()),
-        (CauseKind::Kernel, _) => (Rank::Unexpected, "killed by the kernel".into()),
-        (CauseKind::KilledInRun, None) | (CauseKind::Unknown, _) => (
-            Rank::Unexpected,
-            "died of a signal whose origin was not observed".into(),
-        ),
     }
 }

@@ -1,6 +1,7 @@
 //! One death certificate: victim, cause, killer, history, evidence.
 use super::{
     cause::{self, Classified, SIGCHLD},
+    mechanism, summary,
     types::*,
     wording::{self as w, proc_phrase},
     words, Ctx,
@@ -15,10 +16,37 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     let p = m.proc(key).expect("known process");
     let end = p.end.as_ref().expect("ended process");
     let cls = cause::classify(cx, key);
+    // A kernel path or idiom recognised (mechanism.rs) may name the kind.
+    let refined = mechanism::refine(cx, key, &cls);
+    let mut cls = match &refined {
+        Some(r) => Classified {
+            kind: r.kind,
+            ..cls
+        },
+        None => cls,
+    };
     let fatal = cls.fatal.map(|i| &m.signals[i]);
+    // The tracer signalled a process it had already logged as leaked: that
+    // is `--leaks kill` cleaning up, not a forwarded signal.
+    let leaked = p
+        .leak
+        .as_ref()
+        .zip(fatal)
+        .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq);
+    cls.cancelled &= !leaked;
+    cls.timed_out &= !leaked;
+    let reraised = cls.reraised.map(|i| &m.signals[i]);
 
+    let mut process = cx.proc_ref(key, end.t);
+    // The tracer's fork that failed to exec the command: named by the
+    // command it was to become (it never exec'd, as the prose says).
+    if let Some(nr) = m.not_run.as_ref().filter(|_| cls.kind == CauseKind::NotRun) {
+        process.command = nr.command.join(" ");
+        process.argv = nr.command.clone();
+        process.argv_inherited = true;
+    }
     let victim = Victim {
-        process: cx.proc_ref(key, end.t),
+        process,
         ancestry: cx.ancestry(key, end.t),
         execs: p
             .execs
@@ -56,27 +84,71 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
             | CauseKind::Tracer
             | CauseKind::SelfInflicted
             | CauseKind::ParentDeathSignal
+            | CauseKind::OwnGroupKill
+            | CauseKind::TimeoutFired
     );
     let killer = fatal.filter(|_| blames_sender).map(|s| killer(cx, s, key));
     let oom = cls.oom.map(|o| oom_info(cx, o));
     let history = history(cx, key, end.t, cls.fatal);
-    let (rank, rank_reason) = cause::rank(
-        cls.kind,
-        killer.as_ref().map(|k| k.relation),
-        fatal.map(|s| s.ev.sig),
-    );
-    // The tracer signalled a process it had already logged as leaked: that
-    // is `--leaks kill` cleaning up, not a forwarded signal.
-    let leaked = p
-        .leak
-        .as_ref()
-        .zip(fatal)
-        .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq);
+    let (rank, rank_reason) = match refined.as_ref().and_then(|r| r.rank.clone()) {
+        Some(r) => r,
+        None => super::rank::rank(
+            &cls,
+            killer.as_ref().map(|k| k.relation),
+            fatal.map(|s| s.ev.sig),
+        ),
+    };
+    let reraise_call = reraised.map(|s| {
+        call_of(cx, s).map_or_else(
+            || format!("an uncaptured call (si_code {})", s.ev.code_name),
+            |(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name),
+        )
+    });
+    let earlier = cls.caught_earlier.map(|i| {
+        let s = &m.signals[i];
+        (
+            s.ev.sig_name.clone(),
+            cx.proc_ref(s.sender, s.ev.at.t),
+            s.ev.at.t,
+        )
+    });
+    let facts = summary::Facts {
+        victim: &victim,
+        fatal,
+        killer: killer.as_ref(),
+        oom: oom.as_ref(),
+        leaked,
+        reraise_call: reraise_call.as_deref(),
+        earlier: earlier.as_ref(),
+        not_run: m.not_run.as_ref(),
+    };
+    let summary = match &refined {
+        Some(mechanism::Refined {
+            summary: Some(s), ..
+        }) => s.clone(),
+        _ => {
+            let s = summary::summary(&cls, &facts);
+            let suffix = refined.as_ref().and_then(|r| r.suffix.as_deref());
+            format!("{s}{}", suffix.unwrap_or(""))
+        }
+    };
+    // A process-sent signal that came from no kill syscall: the kernel path
+    // that sent it (cgroup.kill) is the mechanism.
+    let uncaptured = fatal
+        .filter(|s| killer.is_some() && call_of(cx, s).is_none())
+        .and_then(|s| mechanism::uncaptured_call(cx, s))
+        .map(|(_, _, m)| m);
     let cause = Cause {
         kind: cls.kind,
-        summary: summary(&cls, &victim, fatal, killer.as_ref(), oom.as_ref(), leaked),
+        summary,
         signal: fatal.map(signal_ref),
         handled_then_exited: cls.handled_then_exited,
+        reraised: reraised.map(signal_ref),
+        cancelled: cls.cancelled,
+        mechanism: refined
+            .as_ref()
+            .and_then(|r| r.mechanism.clone())
+            .or(uncaptured),
     };
     let last_words = p.last_words.as_ref().map(|l| LastWordsRef {
         seq: l.at.seq,
@@ -103,6 +175,13 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
             .and_then(|s| s.kill_call)
             .map(|k| m.kill_calls[k].ev.at.seq),
     );
+    // The victim's own re-raise stays in the evidence: it is how it died.
+    evidence.extend(reraised.map(|s| s.ev.at.seq));
+    evidence.extend(
+        reraised
+            .and_then(|s| s.kill_call)
+            .map(|k| m.kill_calls[k].ev.at.seq),
+    );
     evidence.extend(cls.oom.map(|o| m.ooms[o].ev.at.seq));
     if let Some(tid) = cls.group_exit_tid {
         evidence.extend(
@@ -112,6 +191,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
                 .map(|x| x.seq),
         );
     }
+    evidence.extend(refined.iter().flat_map(|r| r.evidence.iter().copied()));
     evidence.push(end.seq);
     evidence.extend(last_words.as_ref().map(|l| l.seq));
     evidence.sort_unstable();
@@ -166,14 +246,21 @@ fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
         .as_ref()
         .and_then(|(sc, arg, _)| cx.target_ns(s.sender, sc, *arg, s.ev.at.t));
     let (aimed_at, notation) = match &call {
+        Some((sc, arg, tid)) if sc == "pidfd_send_signal" => (
+            w::aimed_through_pidfd(*arg, s.ev.target.pid),
+            w::call_notation(sc, *arg, *tid, &s.ev.sig_name),
+        ),
         Some((sc, arg, tid)) => (
             w::aimed_in_ns(&w::aimed_at(sc, *arg, *tid), target_ns.as_ref()),
             w::call_notation(sc, *arg, *tid, &s.ev.sig_name),
         ),
-        None => (
-            format!("pid {} (syscall not captured)", s.ev.target.pid),
-            format!("an uncaptured call (si_code {})", s.ev.code_name),
-        ),
+        None => match mechanism::uncaptured_call(cx, s) {
+            Some((aimed, call, _)) => (aimed, call),
+            None => (
+                format!("pid {} (syscall not captured)", s.ev.target.pid),
+                format!("an uncaptured call (si_code {})", s.ev.code_name),
+            ),
+        },
     };
     Killer {
         process: cx.proc_ref(s.sender, s.ev.at.t),
@@ -228,132 +315,4 @@ fn history(cx: &Ctx, key: ProcKey, end_t: u64, fatal: Option<usize>) -> Vec<Hist
             }
         })
         .collect()
-}
-
-/// The cause in one clause, following the victim's name in the headline.
-fn summary(
-    cls: &Classified,
-    v: &Victim,
-    fatal: Option<&SignalEv>,
-    killer: Option<&Killer>,
-    oom: Option<&OomInfo>,
-    leaked: bool,
-) -> String {
-    let sig = fatal.map_or_else(
-        || match &v.status {
-            ExitStatus::Signaled { name, .. } => name.clone(),
-            ExitStatus::Exited { .. } => "a signal".into(),
-        },
-        |s| s.ev.sig_name.clone(),
-    );
-    let core = if v.core_dumped { ", core dumped" } else { "" };
-    let by_process = |k: &Killer| {
-        let note = match (&k.syscall, k.target_arg) {
-            (Some(sc), Some(arg)) => w::aim_note(sc, arg, k.tid_arg),
-            _ => String::new(),
-        };
-        // A signal aimed at one thread that is not the leader: say which, and
-        // that it still ended the whole process.
-        let thread = fatal
-            .filter(|s| s.ev.target.tid != v.process.pid && !s.ev.group)
-            .map(|s| {
-                let aim = if note.is_empty() {
-                    format!(" — aimed at its thread {}", s.ev.target.tid)
-                } else {
-                    String::new()
-                };
-                format!("{aim}, which took the whole process down")
-            })
-            .unwrap_or_default();
-        format!(
-            "from {}, {}, via {}{note}{thread}",
-            proc_phrase(&k.process),
-            w::relation_phrase(k.relation),
-            k.call
-        )
-    };
-    let lead = match cls.handled_then_exited {
-        Some(code) => format!("exited with code {code} after catching {sig}"),
-        None => format!("killed by {sig}"),
-    };
-    match (cls.kind, killer) {
-        (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) => {
-            format!("{lead} {}", by_process(k))
-        }
-        (CauseKind::Tracer, Some(k)) => {
-            let via = k
-                .syscall
-                .as_ref()
-                .map(|_| format!(" via {}", k.call))
-                .unwrap_or_default();
-            let why = if leaked {
-                "it outlived the command and `--leaks kill` removed it"
-            } else {
-                "a forwarded signal or the tracer's timeout"
-            };
-            format!("{lead} from the tracer (pid {}){via}: {why}", k.process.pid)
-        }
-        (CauseKind::SelfInflicted, Some(k)) => {
-            format!(
-                "{lead}, sent by itself via {} (abort, raise or kill of self){core}",
-                k.call
-            )
-        }
-        (CauseKind::ParentDeathSignal, Some(k)) => format!(
-            "{lead}, its parent-death signal, as its parent {} exited",
-            proc_phrase(&k.process)
-        ),
-        (CauseKind::Oom, _) => {
-            let mut s = "killed by the kernel OOM killer".to_string();
-            if let Some(o) = oom {
-                let mut facts = Vec::new();
-                if let Some(mc) = &o.memcg {
-                    facts.push(format!("memcg {}", mc.path.as_deref().unwrap_or(&mc.name)));
-                }
-                if let Some(l) = o.limit_bytes {
-                    facts.push(format!("limit {}", w::bytes(l)));
-                }
-                if let Some(r) = &o.rss {
-                    let rss = (r.anon_rss_kb + r.file_rss_kb + r.shmem_rss_kb) * 1024;
-                    facts.push(format!("rss {}", w::bytes(rss)));
-                }
-                if !facts.is_empty() {
-                    s = format!("{s} ({})", facts.join(", "));
-                }
-            }
-            s
-        }
-        (CauseKind::Fault, _) => {
-            let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
-            format!("crashed: {sig} ({code}) raised by the kernel on a faulting access{core}")
-        }
-        (CauseKind::Sigpipe, _) => format!("{lead}: it wrote to a pipe nobody was reading"),
-        (CauseKind::Kernel, _) => {
-            let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
-            format!("{lead} from the kernel (si_code {code}), not from a process")
-        }
-        (CauseKind::GroupExit, _) => format!(
-            "died of {sig} when its thread {} took the whole process down (group exit)",
-            cls.group_exit_tid.unwrap_or(0)
-        ),
-        (CauseKind::NonzeroExit, _) => {
-            // Shells report a child killed by signal N as 128+N: say so, or
-            // a reader hunts for a signal this process never received.
-            let hint = match v.status {
-                ExitStatus::Exited { code } if code > 128 && code < 128 + 65 => format!(
-                    " (128+{}: how shells report a child killed by that signal)",
-                    crate::eventlog::signal_name(code - 128)
-                ),
-                _ => String::new(),
-            };
-            format!(
-                "{}{hint} after {}, no signal involved",
-                w::status_phrase(&v.status),
-                w::duration(v.lifetime_ns)
-            )
-        }
-        _ => format!(
-            "died of {sig}, but no signal event for it was recorded (lost events or a missing hook)"
-        ),
-    }
 }

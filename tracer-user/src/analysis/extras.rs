@@ -146,8 +146,11 @@ pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
                 .and_then(|pp| cx.m.proc(pp))
                 .is_some_and(|pp| pp.end.is_some());
             let at = p.leak.as_ref().map_or(t, |l| l.at.t);
+            // Named by its last exec, even one after the leak record (a fork
+            // caught between fork and exec): as its certificate names it.
+            let named_at = p.end.as_ref().map_or(t, |e| e.t).max(at);
             Leftover {
-                process: cx.proc_ref(p.key, at),
+                process: cx.proc_ref(p.key, named_at),
                 started_at: cx.wall(p.key.start),
                 ancestry: cx.ancestry(p.key, at),
                 orphaned: leak.as_ref().map_or(parent_ended, |l| l.reparented),

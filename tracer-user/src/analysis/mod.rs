@@ -1,18 +1,27 @@
 //! Cause-of-death analysis: from the process model to death certificates,
 //! plus the cheap side findings (other exits, near misses, foreign signals,
 //! processes left running). Pure: same model, same output.
+mod ancestors;
+mod caught;
 mod cause;
 mod certificate;
 mod extras;
+pub mod hangs;
+mod mechanism;
+mod rank;
+mod summary;
 #[cfg(test)]
 mod tests;
 mod types;
 pub mod wording;
 pub mod words;
 
+use std::cell::RefCell;
+
 use regex::Regex;
 use serde::Serialize;
 
+pub use ancestors::{chain, Ancestor};
 pub use types::*;
 
 use crate::{
@@ -38,6 +47,9 @@ pub struct Analysis {
     pub near_misses: Vec<NearMiss>,
     pub foreign_signals: Vec<ForeignSignal>,
     pub leftovers: Vec<Leftover>,
+    /// Every ancestry chain cited above, each process once per chain tail:
+    /// an `ancestry_id` is an index here (see [`chain`]).
+    pub ancestors: Vec<Ancestor>,
 }
 
 pub fn analyze<'a>(log: &'a EventLog, opts: &AnalysisOptions) -> (Model<'a>, Analysis) {
@@ -51,16 +63,27 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         m: model,
         wall_offset: boot_to_wall_ns,
         opts,
+        ancestors: RefCell::default(),
     };
     let mut certificates = Vec::new();
     let mut small_exits = Vec::new();
     for p in model.procs.values().filter(|p| p.in_run) {
         let Some(end) = &p.end else { continue };
         let oom_victim = model.ooms.iter().any(|o| o.victim == Some(p.key));
-        let needs_cert = match end.status {
-            ExitStatus::Signaled { .. } => true,
-            ExitStatus::Exited { code } => oom_victim || (code != 0 && cx.is_worker(p.key)),
-        };
+        // The command that could not be run gets its certificate whatever
+        // its fork's exit looked like: it is the whole story of the run.
+        let not_run = model.not_run.is_some() && model.root == Some(p.key);
+        let needs_cert = not_run
+            || match end.status {
+                ExitStatus::Signaled { .. } => true,
+                // A non-zero exit that a caught signal explains is a death,
+                // however short the life: the handler's exit(1) after a SIGTERM.
+                ExitStatus::Exited { code } => {
+                    oom_victim
+                        || (code != 0
+                            && (cx.is_worker(p.key) || caught::caught_exit(model, p.key).is_some()))
+                }
+            };
         if needs_cert {
             certificates.push(certificate::build(&cx, p.key));
         } else if matches!(end.status, ExitStatus::Exited { code } if code != 0) {
@@ -82,13 +105,18 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
             Rank::Expected => counts.expected += 1,
         }
     }
+    let other_exits = extras::other_exits(&cx, &small_exits);
+    let near_misses = extras::near_misses(&cx);
+    let foreign_signals = extras::foreign_signals(&cx);
+    let leftovers = extras::leftovers(&cx);
     Analysis {
         counts,
         certificates,
-        other_exits: extras::other_exits(&cx, &small_exits),
-        near_misses: extras::near_misses(&cx),
-        foreign_signals: extras::foreign_signals(&cx),
-        leftovers: extras::leftovers(&cx),
+        other_exits,
+        near_misses,
+        foreign_signals,
+        leftovers,
+        ancestors: cx.ancestors.into_inner().into_entries(),
     }
 }
 
@@ -99,6 +127,7 @@ pub fn proc_ref(model: &Model, boot_to_wall_ns: i64, key: ProcKey, t: u64) -> Pr
         m: model,
         wall_offset: boot_to_wall_ns,
         opts: &opts,
+        ancestors: RefCell::default(),
     }
     .proc_ref(key, t)
 }
@@ -108,6 +137,8 @@ pub(crate) struct Ctx<'a> {
     pub m: &'a Model<'a>,
     pub wall_offset: i64,
     pub opts: &'a AnalysisOptions,
+    /// The ancestry chains cited so far (see [`ancestors`]).
+    pub ancestors: RefCell<ancestors::Table>,
 }
 
 impl Ctx<'_> {
@@ -166,22 +197,40 @@ impl Ctx<'_> {
         })
     }
 
-    pub fn ancestry(&self, key: ProcKey, t: u64) -> Vec<ProcRef> {
-        self.m
-            .ancestors(key)
-            .into_iter()
-            .map(|a| self.proc_ref(a, t))
-            .collect()
+    /// The ancestors of `key` as they were at `t`, as an `ancestors` entry
+    /// (interned from the farthest down). A `ProcRef` is only built for an
+    /// entry not seen before.
+    pub fn ancestry(&self, key: ProcKey, t: u64) -> Option<usize> {
+        let mut table = self.ancestors.borrow_mut();
+        let mut parent = None;
+        for a in self.m.ancestors(key).into_iter().rev() {
+            // Execs in force at `t`, counted as `exec_at` finds the last one.
+            let execs = self.m.proc(a).map_or(0, |p| {
+                p.execs.iter().rposition(|e| e.t <= t).map_or(0, |i| i + 1)
+            });
+            parent = Some(table.intern((a, execs), parent, || self.proc_ref(a, t)));
+        }
+        parent
     }
 
     /// A worker's non-zero exit deserves a certificate: it lived at least a
-    /// second, had children, or the user asked to watch it. Short-lived
-    /// helpers (`grep -q`, `test -f`) failing is normal control flow.
+    /// second, had children, said something on stderr (a Node worker that
+    /// prints `TypeError: …` and exits 1 in 150 ms), or the user asked to
+    /// watch it. Silent short-lived helpers (`grep -q`, `test -f`) failing
+    /// is normal control flow.
     pub fn is_worker(&self, key: ProcKey) -> bool {
         let Some(p) = self.m.proc(key) else {
             return false;
         };
         if p.lifetime_ns().unwrap_or(0) >= 1_000_000_000 || !p.children.is_empty() {
+            return true;
+        }
+        // The log keeps no time for a write, so any stderr output counts:
+        // the last_words record holds only what a process wrote itself.
+        if p.last_words
+            .as_ref()
+            .is_some_and(|l| words::quote_line(&l.text).is_some())
+        {
             return true;
         }
         if self.opts.watch.is_empty() {

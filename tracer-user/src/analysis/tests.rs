@@ -244,7 +244,7 @@ fn real_leak_is_traced_to_its_spawner_and_its_removal_named() {
     assert!(leak.fds.iter().any(|f| f == "1: /dev/null"));
     let by = l.spawned_by.as_ref().expect("spawner");
     assert!(by.argv_inherited, "the `( ... &)` subshell, a fork of sh");
-    assert_eq!(l.ancestry[0].pid, by.pid);
+    assert_eq!(chain(&a.ancestors, l.ancestry).next().unwrap().pid, by.pid);
     assert!(l.ended_at.is_some(), "--leaks kill ended it later");
     // The tracer's SIGTERM is the leak policy at work, an expected stop.
     let c = cert_where(&a, CauseKind::Tracer);
@@ -271,5 +271,70 @@ fn real_daemon_all_counts_children_of_a_process_older_than_the_daemon() {
         Relation::Sibling,
         "{}",
         un[0].headline
+    );
+}
+
+#[test]
+fn a_short_non_zero_exit_that_said_something_is_certified() {
+    // `sh -c 'kill -KILL 2; kill -TERM 77'` lived under a millisecond and
+    // exited 1 after printing `kill: No such process`: certified, not
+    // grouped with the silent helpers.
+    let a = real("real_pidns_kill.ndjson");
+    let c = a
+        .certificates
+        .iter()
+        .find(|c| c.victim.process.command.starts_with("sh -c kill -KILL 2"))
+        .expect("certified");
+    assert!(c.victim.lifetime_ns < 1_000_000_000 && c.victim.children == 0);
+    assert_eq!(c.rank, Rank::NonzeroExit);
+    assert!(
+        c.headline
+            .ends_with("— last words: `sh: 1: kill: No such process`"),
+        "{}",
+        c.headline
+    );
+    assert!(a.other_exits.is_empty(), "{:?}", a.other_exits);
+}
+
+#[test]
+fn real_command_not_found_still_gets_its_certificate() {
+    let a = real("real_not_run.ndjson");
+    assert_eq!(a.certificates.len(), 1);
+    let c = &a.certificates[0];
+    assert_eq!(
+        (c.cause.kind, c.rank),
+        (CauseKind::NotRun, Rank::NonzeroExit)
+    );
+    assert_eq!(c.victim.process.argv, ["/nonexistent"]);
+    assert!(c.victim.process.argv_inherited, "the fork never exec'd");
+    assert!(
+        c.headline.ends_with(
+            "could not be run: executing `/nonexistent` failed with No such file or directory \
+             (os error 2); tracer exited 127, as a shell does for a command not found"
+        ),
+        "{}",
+        c.headline
+    );
+    assert!(a.other_exits.is_empty());
+}
+
+#[test]
+fn a_leak_that_execs_after_the_leak_record_is_named_by_its_exec() {
+    // A real `--leaks kill -- sh -c 'sleep 300 & exit 0'` capture, edited so
+    // the fork's exec lands after the leak record (the race when the command
+    // exits between its child's fork and exec).
+    let a = real("leak_exec_after.ndjson");
+    assert_eq!(a.leftovers.len(), 1);
+    let l = &a.leftovers[0];
+    assert_eq!(l.process.argv, ["sleep", "300"]);
+    assert!(!l.process.argv_inherited);
+    assert_eq!(
+        l.leak.as_ref().unwrap().argv,
+        ["sh", "-c", "sleep 300 & exit 0"]
+    );
+    let c = &a.certificates[0];
+    assert_eq!(
+        c.victim.process.command, l.process.command,
+        "one name for one process"
     );
 }

@@ -68,7 +68,25 @@ pub enum CauseKind {
     Tracer,
     Kernel,
     NonzeroExit,
+    /// The wrapped command could not be run (not found, not executable).
+    NotRun,
     Unknown,
+    /// A resource limit's signal: SIGXFSZ (RLIMIT_FSIZE), SIGXCPU and the
+    /// SIGKILL at the hard RLIMIT_CPU.
+    Rlimit,
+    /// SIGSYS with SYS_SECCOMP: a seccomp filter forbade a syscall.
+    Seccomp,
+    /// Ended with a signal status though no signal was ever generated for
+    /// it, on a log that misses nothing (seccomp strict mode, do_exit).
+    KernelExit,
+    /// SIGHUP from the tty layer: its terminal hung up.
+    TerminalHangup,
+    /// Killed by its own kill(0, …) / kill(-pgid, …): a kill of its own
+    /// process group, which includes itself.
+    OwnGroupKill,
+    /// timeout(1) itself, after its time limit fired: exit 124, or killed by
+    /// its own group kill (`-s KILL`).
+    TimeoutFired,
 }
 
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +132,64 @@ pub struct Cause {
     /// The process caught `signal` and then exited with this code itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub handled_then_exited: Option<i32>,
+    /// The process caught `signal` and then raised it on itself: its own
+    /// signal, which is what the kernel saw end it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reraised: Option<SignalRef>,
+    /// The tracer's signal was a cancellation of the run (a SIGINT/SIGTERM/
+    /// SIGHUP/SIGQUIT to the tracer, forwarded to the job), or this non-zero
+    /// exit came after one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
+    /// The kernel path or idiom behind the death, when one was recognised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<Mechanism>,
+}
+
+/// How the kernel (or a well-known program) ended the process, in facts.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Mechanism {
+    pub kind: MechanismKind,
+    /// One sentence.
+    pub detail: String,
+    /// The other process involved: the pipe's reader, the process that
+    /// closed the terminal, the writer of cgroup.kill, the command timeout(1)
+    /// stopped, the parent whose thread exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcRef>,
+    /// `RLIMIT_FSIZE`, `RLIMIT_CPU`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// The syscall seccomp forbade: number (x86-64) and name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscall_nr: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<String>,
+    /// The thread whose exit fired a parent-death signal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u32>,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MechanismKind {
+    /// SIGPIPE after the pipe's reader went away.
+    PipeReaderGone,
+    Rlimit,
+    Seccomp,
+    /// No signal was generated: the kernel ended the task directly.
+    NoSignal,
+    /// A write to cgroup v2 `cgroup.kill`.
+    CgroupKill,
+    /// A signal sent by a kernel path for a process, with no kill syscall.
+    NoKillSyscall,
+    TerminalHangup,
+    /// timeout(1)'s time limit fired.
+    Timeout,
+    OwnGroupKill,
+    /// PR_SET_PDEATHSIG fired by the exit of the parent's forking thread
+    /// while the parent process lived on.
+    ParentThreadExit,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -121,8 +197,9 @@ pub struct Killer {
     pub process: ProcRef,
     /// The sending thread.
     pub tid: u32,
-    /// Parent first, up to the run root.
-    pub ancestry: Vec<ProcRef>,
+    /// Its parent's entry in `Analysis::ancestors` (see `Victim::ancestry`).
+    #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
+    pub ancestry: Option<usize>,
     pub relation: Relation,
     /// kill | tkill | tgkill | pidfd_send_signal | rt_sigqueueinfo | ...;
     /// absent when the syscall was not captured.
@@ -200,8 +277,10 @@ pub struct ExecRef {
 pub struct Victim {
     #[serde(flatten)]
     pub process: ProcRef,
-    /// Parent first, up to the run root.
-    pub ancestry: Vec<ProcRef>,
+    /// Its parent's entry in `Analysis::ancestors`, whose `parent_id`s lead
+    /// up to the run root; absent when no parent is known.
+    #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
+    pub ancestry: Option<usize>,
     pub execs: Vec<ExecRef>,
     pub started_at: String,
     pub ended_at: String,
@@ -321,7 +400,9 @@ pub struct ForeignSignal {
 pub struct Leftover {
     pub process: ProcRef,
     pub started_at: String,
-    pub ancestry: Vec<ProcRef>,
+    /// Its parent's entry in `Analysis::ancestors` (see `Victim::ancestry`).
+    #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
+    pub ancestry: Option<usize>,
     /// Its parent ended while it lived on (reparented: leaked).
     pub orphaned: bool,
     /// The run process that forked it, as it was at that moment.

@@ -134,10 +134,18 @@ pub fn aimed_at(syscall: &str, target_arg: i64, tid_arg: Option<i64>) -> String 
         ("kill", -1, _) => "every process the sender may signal".into(),
         ("kill", n, _) if n < 0 => format!("process group {}", -n),
         ("tkill", n, _) => format!("thread {n}"),
-        ("pidfd_send_signal", n, _) => format!("the process behind pidfd {n}"),
+        // The call's own arguments cannot say which process a pidfd refers
+        // to; a delivered signal can (see `aimed_through_pidfd`).
+        ("pidfd_send_signal", n, _) => format!("pidfd {n} (unresolved)"),
         (_, n, Some(tid)) => format!("thread {tid} of pid {n}"),
         (_, n, None) => format!("pid {n}"),
     }
+}
+
+/// A pidfd resolved by the signal it delivered: the kernel's signal event
+/// names the target (any kernel), so the pidfd is no longer a mystery.
+pub fn aimed_through_pidfd(pidfd: i64, target_pid: u32) -> String {
+    format!("pid {target_pid} through pidfd {pidfd}")
 }
 
 /// `aimed_at` for a target named inside the sender's pid namespace.

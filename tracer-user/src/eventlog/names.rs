@@ -70,6 +70,7 @@ pub fn si_code_name(sig: i32, code: i32) -> String {
             "CLD_STOPPED",
             "CLD_CONTINUED",
         ],
+        31 => &["SYS_SECCOMP", "SYS_USER_DISPATCH"],
         29 => &[
             "POLL_IN", "POLL_OUT", "POLL_MSG", "POLL_ERR", "POLL_PRI", "POLL_HUP",
         ],

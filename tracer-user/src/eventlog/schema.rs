@@ -229,6 +229,10 @@ pub struct Signal {
     /// (the log has no exec of it otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_argv: Option<Vec<String>>,
+    /// SIGSYS with SYS_SECCOMP: the syscall number the filter forbade
+    /// (`si_syscall`, x86-64 numbering).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_syscall: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -377,6 +381,10 @@ pub struct Trailer {
     /// Record mode: how the wrapped command ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_status: Option<ExitStatus>,
+    /// Record mode: the command could not be run (exec failed); the OS's
+    /// reason, e.g. `No such file or directory (os error 2)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_error: Option<String>,
 }
 
 /// Events the kernel could not hand over. Never hidden: every report shows it.

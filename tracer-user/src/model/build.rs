@@ -26,6 +26,17 @@ pub(super) fn build(log: &EventLog) -> Model<'_> {
         snapshots: Vec::new(),
         first_t: 0,
         last_t: 0,
+        not_run: log.trailer.as_ref().and_then(|t| {
+            Some(super::NotRun {
+                command: log.header.command.clone(),
+                reason: t.command_error.clone()?,
+                code: match t.command_status {
+                    Some(crate::eventlog::ExitStatus::Exited { code }) => Some(code),
+                    _ => None,
+                },
+            })
+        }),
+        coverage: coverage(log),
     };
     for rec in &log.events {
         if let Some(s) = rec.stamp() {
@@ -45,6 +56,23 @@ pub(super) fn build(log: &EventLog) -> Model<'_> {
     mark_run(&mut m, log);
     join_ooms(&mut m);
     m
+}
+
+fn coverage(log: &EventLog) -> super::Coverage {
+    let attached = |name: &str| {
+        log.header
+            .hooks
+            .iter()
+            .any(|h| h.name == name && h.attached)
+    };
+    let Some(t) = log.trailer.as_ref().filter(|_| !log.truncated) else {
+        return super::Coverage::default();
+    };
+    let signals = attached("signal_generate") && t.lost.total() == 0;
+    super::Coverage {
+        signals,
+        kill_calls: signals && attached("kill_syscalls"),
+    }
 }
 
 /// si_code values a process chooses (kill family); anything else is raised

@@ -60,6 +60,31 @@ pub struct Model<'a> {
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,
+    /// The wrapped command could not be run (the trailer's `command_error`).
+    pub not_run: Option<NotRun>,
+    /// What the log can vouch for (hooks attached, nothing lost).
+    pub coverage: Coverage,
+}
+
+/// A `tracer record` whose command could not be run: what it was to run,
+/// why not, and the status tracer exited with (127, 126).
+#[derive(Debug, Clone)]
+pub struct NotRun {
+    pub command: Vec<String>,
+    pub reason: String,
+    pub code: Option<i32>,
+}
+
+/// Whether an absence in the log means something. With the hook attached
+/// and nothing lost, "no signal event" or "no kill syscall" is a fact about
+/// the kernel path, not a gap in the capture.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// signal_generate attached, a trailer, and no event lost.
+    pub signals: bool,
+    /// ... and the kill-family syscalls attached with no in-flight loss:
+    /// a process-sent signal without a `call` was sent by no kill syscall.
+    pub kill_calls: bool,
 }
 
 /// The model borrows the log's records rather than copying them: on a
@@ -88,11 +113,13 @@ impl<'a> Model<'a> {
     /// first process whose parent is unknown). Never includes `key` itself.
     pub fn ancestors(&self, key: ProcKey) -> Vec<ProcKey> {
         let mut out = Vec::new();
+        // A set, not `out.contains`: that made a deep tree's chains cubic.
+        let mut seen = std::collections::HashSet::from([key]);
         let mut cur = key;
         while let Some(parent) = self.procs.get(&cur).and_then(|p| p.parent) {
             // A cycle is impossible with real start times; guard anyway so a
             // hand-edited log cannot hang the report.
-            if out.contains(&parent) || parent == key {
+            if !seen.insert(parent) {
                 break;
             }
             out.push(parent);

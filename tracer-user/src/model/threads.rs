@@ -48,6 +48,8 @@ mod tests {
             snapshots: vec![],
             first_t: 0,
             last_t: 0,
+            not_run: None,
+            coverage: Default::default(),
         };
         assert_eq!(
             m.tid_owner(100, 20),

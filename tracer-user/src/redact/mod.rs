@@ -159,6 +159,7 @@ impl Redactor {
                 result: _,
                 call: _,
                 sender_argv,
+                seccomp_syscall: _,
             }) => {
                 self.task(sender)
                     | self.task(target)
@@ -312,8 +313,9 @@ impl Redactor {
             fds,
             vanished: _,
             withheld: _,
+            frozen,
         } = p;
-        let mut changed = self.string(comm) | self.strings(argv) | self.opt(exe);
+        let mut changed = self.string(comm) | self.strings(argv) | self.opt(exe) | self.opt(frozen);
         for t in threads {
             // The rest is the kernel's: states, wait channels, stack frames.
             let ThreadSnapshot {

@@ -148,6 +148,7 @@ fn every_command_line_and_stderr_field_is_masked() {
             result: "delivered".into(),
             call: None,
             sender_argv: Some(vec!["kill".into(), secret("S")]),
+            seccomp_syscall: None,
         }),
         Record::LastWords(LastWords {
             at: Stamp::default(),
@@ -221,6 +222,7 @@ fn orphan(argv: &[&str]) -> ProcSnapshot {
         }],
         vanished: false,
         withheld: None,
+        frozen: None,
     }
 }
 

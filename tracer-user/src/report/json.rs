@@ -15,13 +15,23 @@ use crate::{
 };
 
 /// Bumped on any incompatible change to report.json.
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+/// 2: ancestry chains by id (`ancestry_id`, the top-level `ancestors`).
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that exited non-zero \
-on their own, then expected stops. A death is expected when the tracer stopped it, when it was a \
-parent-death signal, or when its own parent or ancestor sent SIGINT, SIGHUP, SIGTERM or SIGKILL \
-(an orderly shutdown). Every other signal death is unexpected: killed by a sibling, a descendant, \
-an unrelated or outside process, the OOM killer, a fault, itself, or an unobserved signal.";
+on their own, then expected stops. A death is expected when the tracer stopped it (a cancellation \
+it forwarded, its timeout, `--leaks kill`), when it was a parent-death signal, or when its own \
+parent or ancestor sent SIGINT, SIGHUP, SIGTERM or SIGKILL (an orderly shutdown); a non-zero exit \
+after the run was cancelled is expected too. Every other signal death is unexpected: killed by a \
+sibling, a descendant, an unrelated or outside process, the OOM killer, a fault, itself, or an \
+unobserved signal. A process that caught a signal from another process (it ran on after the \
+delivery) and then raised the same signal on itself, exited 128+N, or exited non-zero within 5 s \
+of a caught SIGINT, SIGHUP, SIGQUIT or SIGTERM (any time after, for the tracer's own) died of the \
+caught signal: it is ranked by that signal's sender. \
+Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`) and a terminal hang-up \
+caused by its own parent or ancestor are expected; a timeout(1) that fired ranks with the non-zero \
+exits; a parent-death signal fired by the exit of a parent thread while the parent lived on is \
+unexpected.";
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Report {

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::analysis::{
     wording::{self as w, proc_phrase, relation_phrase},
-    Certificate, ProcRef, Rank,
+    Ancestor, Certificate, ProcRef, Rank,
 };
 
 /// Certificates rendered in full; the rest get one table row each.
@@ -62,7 +62,7 @@ pub fn render(r: &Report) -> String {
     if !a.certificates.is_empty() {
         let _ = writeln!(o, "## Death certificates\n\n_{}_\n", r.ranking_rule);
         for c in a.certificates.iter().take(MAX_DETAILED) {
-            certificate(&mut o, c);
+            certificate(&mut o, c, &a.ancestors);
         }
         // A cancelled `make -j` can leave hundreds of expected deaths: past
         // the first few, one line each keeps the report readable.
@@ -179,7 +179,7 @@ pub(crate) fn loss_line(r: &Report) -> String {
     }
 }
 
-fn certificate(o: &mut String, c: &Certificate) {
+fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
     let rank = rank_name(c.rank);
     let v = &c.victim;
     let _ = writeln!(o, "### {}. {rank}: {}\n", c.id, proc_phrase(&v.process));
@@ -193,7 +193,7 @@ fn certificate(o: &mut String, c: &Certificate) {
         let all: Vec<String> = v.execs.iter().map(|e| code(&e.argv.join(" "))).collect();
         let _ = writeln!(o, "| execs | {} |", all.join(" → "));
     }
-    let _ = writeln!(o, "| ancestry | {} |", ancestry(&v.ancestry));
+    let _ = writeln!(o, "| ancestry | {} |", ancestry(anc, v.ancestry));
     let _ = writeln!(
         o,
         "| lifetime | {} (started {}, ended {}) · {} · {} |",
@@ -217,7 +217,7 @@ fn certificate(o: &mut String, c: &Certificate) {
             k.tid,
             relation_phrase(k.relation)
         );
-        let _ = writeln!(o, "| killer ancestry | {} |", ancestry(&k.ancestry));
+        let _ = writeln!(o, "| killer ancestry | {} |", ancestry(anc, k.ancestry));
         let deliveries = k
             .deliveries
             .map(|d| format!(", {}", w::plural(d as usize, "delivery", "deliveries")));
@@ -232,6 +232,15 @@ fn certificate(o: &mut String, c: &Certificate) {
             cell(&k.aimed_at),
             deliveries.unwrap_or_default()
         );
+    }
+    // The kernel path behind the death (cgroup.kill, an rlimit, seccomp...).
+    if let Some(m) = &c.cause.mechanism {
+        let who = m
+            .process
+            .as_ref()
+            .map(|p| format!(" · {}", proc_cell(p)))
+            .unwrap_or_default();
+        let _ = writeln!(o, "| mechanism | {}{who} |", cell(&m.detail));
     }
     if let Some(m) = &c.oom {
         if let Some(mc) = &m.memcg {
@@ -311,11 +320,8 @@ pub(super) fn proc_cell(p: &ProcRef) -> String {
     )
 }
 
-pub(super) fn ancestry(chain: &[ProcRef]) -> String {
-    if chain.is_empty() {
-        return "—".into();
-    }
-    chain.iter().map(proc_cell).collect::<Vec<_>>().join(" ← ")
+pub(super) fn ancestry(table: &[Ancestor], id: Option<usize>) -> String {
+    super::chains::render(table, id, proc_cell)
 }
 
 /// Inline code safe inside a table cell.

@@ -1,5 +1,6 @@
 //! Reports: report.json (machines), report.md (people), a few stderr lines.
 //! All three are pure functions of the event log.
+mod chains;
 pub mod html;
 mod json;
 mod markdown;

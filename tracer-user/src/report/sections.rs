@@ -147,7 +147,7 @@ pub(super) fn leftovers(o: &mut String, r: &Report) {
             "| {} | {} | {orphan} | {} |",
             proc_cell(&l.process),
             l.started_at,
-            ancestry(&l.ancestry)
+            ancestry(&r.analysis.ancestors, l.ancestry)
         );
     }
     o.push('\n');
@@ -196,7 +196,7 @@ fn leaks(o: &mut String, r: &Report) {
             proc_cell(&l.process),
             l.started_at,
             if fds.is_empty() { "—".into() } else { fds },
-            ancestry(&l.ancestry)
+            ancestry(&r.analysis.ancestors, l.ancestry)
         );
     }
     o.push('\n');

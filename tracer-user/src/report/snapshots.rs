@@ -21,14 +21,27 @@ pub fn collect(model: &Model) -> Vec<SnapshotReport> {
     model
         .snapshots
         .iter()
-        .map(|s| SnapshotReport {
-            seq: s.at.seq,
-            time: s.at.time.clone(),
-            reason: s.reason.clone(),
-            snapshot: s.snapshot.clone(),
+        .map(|s| {
+            // Findings that need the log too (leaked holders, who stopped
+            // a process) join the ones taken from /proc alone.
+            let facts = crate::analysis::hangs::snapshot_facts(model, s.at.t, &s.snapshot);
+            let mut snapshot = s.snapshot.clone();
+            snapshot.findings = crate::snapshot::with_log_facts(&s.snapshot, &facts);
+            SnapshotReport {
+                seq: s.at.seq,
+                time: s.at.time.clone(),
+                reason: s.reason.clone(),
+                snapshot,
+            }
         })
         .collect()
 }
+
+const LEADS: [&str; 3] = [
+    crate::snapshot::HELD_BY_LEAKED,
+    crate::snapshot::FROZEN,
+    crate::snapshot::STOPPED,
+];
 
 /// Leads the verdict of a run that hung or was cancelled.
 pub fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
@@ -40,7 +53,15 @@ pub fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
         "timeout" => "Timed out",
         _ => "Cancelled",
     };
-    Some(match s.snapshot.findings.first() {
+    // A stuck process's own state (leaked writer, frozen, stopped) says
+    // more than the parent waiting on it, so it leads when there is one.
+    let lead = s
+        .snapshot
+        .findings
+        .iter()
+        .find(|f| LEADS.contains(&f.kind.as_str()))
+        .or(s.snapshot.findings.first());
+    Some(match lead {
         Some(f) => format!("{what} while blocked: {}", f.detail),
         None => format!("{what}; no deadlock pattern found (see the snapshot)"),
     })

@@ -92,12 +92,17 @@ pub fn take_for(pids: &[u32], viewer: Option<Viewer>) -> Snapshot {
             r.access.insert((raw.pid, f.fd), f.access);
         }
     }
+    let mounts = super::freezer::Mounts::read();
     let mut withheld = Vec::new();
     let processes: Vec<ProcSnapshot> = raws
         .into_iter()
         .map(|raw| {
+            let frozen = mounts.frozen(raw.pid);
             let why = viewer.and_then(|v| foreign(raw.creds.as_ref(), &v));
-            let mut p = r.resolve(raw);
+            let mut p = ProcSnapshot {
+                frozen,
+                ..r.resolve(raw)
+            };
             if let Some(why) = why {
                 withheld.push(p.pid);
                 withhold(&mut p, why);
@@ -236,6 +241,7 @@ impl Resolver<'_> {
             fds,
             vanished: raw.vanished,
             withheld: None,
+            frozen: None,
         }
     }
 

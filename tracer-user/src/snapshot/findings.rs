@@ -3,8 +3,8 @@
 use super::{
     render::one_line,
     syscalls::{READS_FD_ARG0, WAITS_FOR_CHILD},
-    FdEntry, FdKind, Finding, ProcSnapshot, SyscallState, ThreadSnapshot, ORPHANED, SELF_HELD_PEER,
-    WAITS_ON_BLOCKED_CHILD,
+    FdEntry, FdKind, Finding, ProcSnapshot, SyscallState, ThreadSnapshot, FROZEN, ORPHANED,
+    SELF_HELD_PEER, STOPPED, WAITS_ON_BLOCKED_CHILD,
 };
 
 /// Kernel functions a thread sleeps in while reading a socket. Names vary
@@ -28,7 +28,7 @@ const SOCKET_READ_WAITS: &[&str] = &[
 ];
 /// Pipe reads: pipe_wait (< 5.8), pipe_read (5.8..6.x), anon_pipe_read /
 /// fifo_pipe_read (6.15+, seen on 6.18).
-const PIPE_READ_WAITS: &[&str] = &[
+pub(super) const PIPE_READ_WAITS: &[&str] = &[
     "pipe_read",
     "pipe_wait",
     "pipe_read_wait",
@@ -36,6 +36,11 @@ const PIPE_READ_WAITS: &[&str] = &[
     "fifo_pipe_read",
 ];
 const CHILD_WAITS: &[&str] = &["do_wait", "kernel_wait4", "kernel_waitid"];
+/// Timed sleeps wake by themselves: a child in one is not stuck.
+const TIMED_SLEEPS: &[&str] = &["hrtimer_nanosleep", "do_nanosleep", "common_nsleep"];
+const TIMED_SLEEP_CALLS: &[&str] = &["nanosleep", "clock_nanosleep"];
+/// How deep a chain of waiting parents is followed.
+const WAIT_DEPTH: usize = 16;
 
 /// All findings, sorted by (pid, tid, kind).
 pub fn analyze(procs: &[ProcSnapshot]) -> Vec<Finding> {
@@ -47,6 +52,8 @@ pub fn analyze(procs: &[ProcSnapshot]) -> Vec<Finding> {
             .flat_map(|p| waits_on_blocked_child(p, procs, &self_held)),
     );
     out.extend(procs.iter().filter_map(orphaned));
+    out.extend(procs.iter().filter_map(stopped));
+    out.extend(procs.iter().filter_map(frozen));
     out.sort_by(|a, b| (a.pid, a.tid, &a.kind).cmp(&(b.pid, b.tid, &b.kind)));
     out
 }
@@ -64,7 +71,7 @@ fn sleeping(t: &ThreadSnapshot) -> bool {
 
 /// Where the thread sleeps if it is in one of `names`: the wchan, or the
 /// innermost matching stack frame (for generic wchans like wait_woken).
-fn sleeps_in(t: &ThreadSnapshot, names: &[&str]) -> Option<String> {
+pub(super) fn sleeps_in(t: &ThreadSnapshot, names: &[&str]) -> Option<String> {
     if !sleeping(t) {
         return None;
     }
@@ -83,14 +90,14 @@ fn sleeps_in(t: &ThreadSnapshot, names: &[&str]) -> Option<String> {
     })
 }
 
-fn syscall_name(t: &ThreadSnapshot) -> Option<&str> {
+pub(super) fn syscall_name(t: &ThreadSnapshot) -> Option<&str> {
     match &t.syscall {
         SyscallState::Syscall { name, .. } => name.as_deref(),
         _ => None,
     }
 }
 
-fn arg(t: &ThreadSnapshot, i: usize) -> Option<u64> {
+pub(super) fn arg(t: &ThreadSnapshot, i: usize) -> Option<u64> {
     match &t.syscall {
         SyscallState::Syscall { args, .. } => args.get(i).copied(),
         _ => None,
@@ -229,7 +236,7 @@ fn waits_on_blocked_child(
             .iter()
             .filter(|c| c.ppid == p.pid && waited_for(p, t, c))
             .collect();
-        if children.is_empty() || !children.iter().all(|c| blocked(c)) {
+        if children.is_empty() || !children.iter().all(|c| blocked(c, procs, 0)) {
             continue;
         }
         let what = join(children.iter().map(|c| describe_child(c, self_held)));
@@ -269,16 +276,87 @@ fn waited_for(p: &ProcSnapshot, t: &ThreadSnapshot, c: &ProcSnapshot) -> bool {
 }
 
 /// Asleep or stopped in every thread, and not a zombie (a zombie child
-/// means the wait is about to return).
-fn blocked(c: &ProcSnapshot) -> bool {
-    !matches!(c.state, 'Z' | 'X')
+/// means the wait is about to return). A thread in a timed sleep wakes by
+/// itself, and a child that waits for children of its own is only as stuck
+/// as they are: a job merely waiting on a `sleep` is no deadlock.
+fn blocked(c: &ProcSnapshot, procs: &[ProcSnapshot], depth: usize) -> bool {
+    if c.frozen.is_some() && !matches!(c.state, 'Z' | 'X') {
+        return true;
+    }
+    let asleep = !matches!(c.state, 'Z' | 'X')
         && !c.threads.is_empty()
         && c.threads
             .iter()
             .all(|t| matches!(t.state, 'S' | 'D' | 'T' | 't'))
         && c.threads
             .iter()
-            .any(|t| t.wchan.is_some() || matches!(t.state, 'T' | 't'))
+            .any(|t| t.wchan.is_some() || matches!(t.state, 'T' | 't'));
+    if !asleep || c.threads.iter().any(timed_sleep) {
+        return false;
+    }
+    let waiting = c.threads.iter().any(|t| {
+        sleeps_in(t, CHILD_WAITS).is_some()
+            || syscall_name(t).is_some_and(|n| WAITS_FOR_CHILD.contains(&n))
+    });
+    let grandchildren: Vec<&ProcSnapshot> = procs.iter().filter(|g| g.ppid == c.pid).collect();
+    if waiting && !grandchildren.is_empty() && depth < WAIT_DEPTH {
+        return grandchildren.iter().all(|g| blocked(g, procs, depth + 1));
+    }
+    true
+}
+
+fn timed_sleep(t: &ThreadSnapshot) -> bool {
+    t.state == 'S'
+        && (sleeps_in(t, TIMED_SLEEPS).is_some()
+            || syscall_name(t).is_some_and(|n| TIMED_SLEEP_CALLS.contains(&n)))
+}
+
+pub(super) fn command(p: &ProcSnapshot) -> String {
+    if p.argv.is_empty() {
+        p.comm.clone()
+    } else {
+        one_line(&p.argv.join(" "), 120)
+    }
+}
+
+/// Rule 4. A stopped process (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU; `t`: a
+/// debugger's stop) runs again only on SIGCONT: whoever waits on it waits
+/// forever. The report names the sender from the log when it saw it.
+fn stopped(p: &ProcSnapshot) -> Option<Finding> {
+    let all = |st: char| !p.threads.is_empty() && p.threads.iter().all(|t| t.state == st);
+    let how = if p.state == 'T' || all('T') {
+        "stopped (state T): it runs again only on SIGCONT"
+    } else if p.state == 't' || all('t') {
+        "stopped by a tracer (state t, ptrace): it runs again only when the debugger resumes it"
+    } else {
+        return None;
+    };
+    Some(Finding {
+        kind: STOPPED.into(),
+        pid: p.pid,
+        tid: None,
+        detail: format!("pid {} ({}) is {how}", p.pid, command(p)),
+        fds: Vec::new(),
+        related_pids: Vec::new(),
+    })
+}
+
+/// Rule 5. A process in a frozen cgroup looks asleep but cannot run until
+/// the cgroup is thawed.
+fn frozen(p: &ProcSnapshot) -> Option<Finding> {
+    let at = p.frozen.as_deref()?;
+    Some(Finding {
+        kind: FROZEN.into(),
+        pid: p.pid,
+        tid: None,
+        detail: format!(
+            "pid {} ({}) is frozen: its cgroup is frozen, {at}; it runs again only when that cgroup is thawed",
+            p.pid,
+            command(p)
+        ),
+        fds: Vec::new(),
+        related_pids: Vec::new(),
+    })
 }
 
 fn describe_child(c: &ProcSnapshot, self_held: &[(u32, Option<u32>)]) -> String {
@@ -309,6 +387,11 @@ fn describe_child(c: &ProcSnapshot, self_held: &[(u32, Option<u32>)]) -> String 
     }
     if flagged.is_some() {
         s += " (see self_held_peer)";
+    }
+    if matches!(c.state, 'T' | 't') {
+        s += " (stopped: see stopped)";
+    } else if c.frozen.is_some() {
+        s += " (frozen: see frozen)";
     }
     s
 }

@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 mod capture;
 mod findings;
+mod freezer;
+#[cfg(test)]
+mod hang_tests;
+mod leaked;
 mod procread;
 mod render;
 mod sockdiag;
@@ -27,6 +31,7 @@ mod withhold;
 
 pub use capture::{take, take_for};
 pub use findings::analyze;
+pub use leaked::{with_log_facts, LogFacts};
 pub use render::render_text;
 pub use syscalls::syscall_name;
 pub use withhold::{creds_of, foreign, withhold_leak, Viewer};
@@ -35,6 +40,9 @@ pub use withhold::{creds_of, foreign, withhold_leak, Viewer};
 pub const SELF_HELD_PEER: &str = "self_held_peer";
 pub const WAITS_ON_BLOCKED_CHILD: &str = "waits_on_blocked_child";
 pub const ORPHANED: &str = "orphaned";
+pub const STOPPED: &str = "stopped";
+pub const FROZEN: &str = "frozen";
+pub const HELD_BY_LEAKED: &str = "held_by_leaked";
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Snapshot {
@@ -73,6 +81,9 @@ pub struct ProcSnapshot {
     /// empty: it runs as another user than the run's, who reads this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub withheld: Option<String>,
+    /// Its cgroup is frozen (v2 cgroup.freeze, v1 freezer): which and where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

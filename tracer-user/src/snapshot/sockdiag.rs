@@ -39,7 +39,8 @@ fn dump(req: SockDiagMessage, mut each: impl FnMut(SockDiagMessage)) -> io::Resu
     sock.bind_auto()?;
     sock.connect(&NlAddr::new(0, 0))?;
     let tv = libc::timeval {
-        tv_sec: RECV_TIMEOUT.as_secs() as libc::time_t,
+        // `as _`: time_t is deprecated as a name on musl (its 64-bit transition).
+        tv_sec: RECV_TIMEOUT.as_secs() as _,
         tv_usec: 0,
     };
     // SAFETY: valid fd, pointer to a live timeval of the size we pass.

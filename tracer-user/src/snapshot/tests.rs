@@ -35,6 +35,7 @@ fn proc_(pid: u32, ppid: u32, threads: Vec<ThreadSnapshot>, fds: Vec<FdEntry>) -
         fds,
         vanished: false,
         withheld: None,
+        frozen: None,
     }
 }
 

@@ -2,6 +2,9 @@
 //! default, so reports from other tracer versions still fold.
 use std::{
     collections::BTreeMap,
+    fs::File,
+    io::Read,
+    os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
 };
 
@@ -115,20 +118,62 @@ pub struct Loaded {
     pub skipped: Vec<Skipped>,
 }
 
-/// report.json files under `dir`, at any depth, in path order.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
+/// report.json files under `dir`, at any depth, in path order. A symlink
+/// met on the way is never followed, to a directory or to a file: it could
+/// loop (`runs/again -> ..`) or lead out of the directories given (a run's
+/// own files are untrusted). A linked directory or report.json is listed as
+/// skipped; the paths given on the command line are taken as given.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>, skipped: &mut Vec<Skipped>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return skip(skipped, dir, e.to_string()),
+    };
+    // The entry's own type (lstat): `Path::is_dir` would follow a link.
+    let mut entries: Vec<(PathBuf, std::fs::FileType)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_type().ok().map(|t| (e.path(), t)))
         .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out)?;
-        } else if p.file_name().is_some_and(|n| n == "report.json") {
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (p, kind) in entries {
+        let is_report = p.file_name().is_some_and(|n| n == "report.json");
+        if kind.is_dir() {
+            walk(&p, out, skipped);
+        } else if kind.is_symlink() {
+            if is_report || p.is_dir() {
+                skip(skipped, &p, "a symlink: not followed".into());
+            }
+        } else if is_report {
             out.push(p);
         }
     }
-    Ok(())
+}
+
+fn skip(skipped: &mut Vec<Skipped>, path: &Path, error: String) {
+    skipped.push(Skipped {
+        path: path.display().to_string(),
+        error,
+    });
+}
+
+/// Reads a report: only a regular file, and one found by the walk only if it
+/// is still not a link when opened (O_NOFOLLOW; O_NONBLOCK so a FIFO planted
+/// in its place cannot block the summary).
+fn read_report(path: &Path, follow: bool) -> Result<String, String> {
+    let mut flags = libc::O_NONBLOCK;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    if !f.metadata().map_err(|e| e.to_string())?.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut s = String::new();
+    File::read_to_string(&mut f, &mut s).map_err(|e| e.to_string())?;
+    Ok(s)
 }
 
 fn nanos(rfc3339: &str) -> Option<i128> {
@@ -140,26 +185,23 @@ fn nanos(rfc3339: &str) -> Option<i128> {
 /// Reads every report.json named or found under the given paths. Files that
 /// cannot be read or parsed are listed in `skipped`, never fatal.
 pub fn load(paths: &[PathBuf]) -> Loaded {
+    // (path, given on the command line: a link there is the user's choice)
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     for p in paths {
         if p.is_dir() {
-            if let Err(e) = walk(p, &mut files) {
-                skipped.push(Skipped {
-                    path: p.display().to_string(),
-                    error: e.to_string(),
-                });
-            }
+            let mut found = Vec::new();
+            walk(p, &mut found, &mut skipped);
+            files.extend(found.into_iter().map(|f| (f, false)));
         } else {
-            files.push(p.clone());
+            files.push((p.clone(), true));
         }
     }
     files.sort();
-    files.dedup();
+    files.dedup_by(|a, b| a.0 == b.0);
     let mut runs = Vec::new();
-    for f in files {
-        let parsed = std::fs::read_to_string(&f)
-            .map_err(|e| e.to_string())
+    for (f, given) in files {
+        let parsed = read_report(&f, given)
             .and_then(|s| serde_json::from_str::<ReportIn>(&s).map_err(|e| e.to_string()));
         match parsed {
             Ok(doc) => runs.push(RunIn {

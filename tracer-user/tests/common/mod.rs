@@ -53,8 +53,11 @@ impl Recorded {
 /// The tracer binary, with the command kept as root: under `sudo cargo
 /// xtask test` the SUDO_* variables would otherwise make every recorded
 /// command run as the invoking user. Tests of that default set them again.
+/// `TRACER_BIN` replaces the binary cargo built (`cargo xtask dist --check`
+/// runs the suite against the static release binary).
 pub fn tracer() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tracer"));
+    let bin = std::env::var_os("TRACER_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_tracer").into());
+    let mut c = Command::new(bin);
     for var in ["SUDO_UID", "SUDO_GID", "SUDO_USER"] {
         c.env_remove(var);
     }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::{esc, rank_css};
 use crate::{
-    analysis::{wording as w, Certificate, ProcRef},
+    analysis::{wording as w, Ancestor, Certificate, ProcRef},
     report::Report,
 };
 
@@ -32,21 +32,14 @@ pub(super) fn proc_cell(p: &ProcRef) -> String {
     )
 }
 
-pub(super) fn ancestry(chain: &[ProcRef]) -> String {
-    if chain.is_empty() {
-        return "—".to_string();
-    }
-    chain
-        .iter()
-        .map(|p| {
-            format!(
-                "<code>{}</code> ({})",
-                esc(&w::short_command(&p.command)),
-                p.pid
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" ← ")
+pub(super) fn ancestry(table: &[Ancestor], id: Option<usize>) -> String {
+    super::super::chains::render(table, id, |p| {
+        format!(
+            "<code>{}</code> ({})",
+            esc(&w::short_command(&p.command)),
+            p.pid
+        )
+    })
 }
 
 fn row(o: &mut String, k: &str, v: &str) {
@@ -125,7 +118,7 @@ pub fn certificates(o: &mut String, r: &Report) {
         o.push_str("<p>No process of the run died abnormally.</p>\n");
     }
     for c in certs.iter().take(MAX_CARDS) {
-        card(o, c);
+        card(o, c, &r.analysis.ancestors);
     }
     if certs.len() > MAX_CARDS {
         let _ = writeln!(
@@ -147,7 +140,7 @@ pub fn certificates(o: &mut String, r: &Report) {
     o.push_str("</section>\n");
 }
 
-fn card(o: &mut String, c: &Certificate) {
+fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
     let class = if c.cause.kind == crate::analysis::CauseKind::Oom {
         "oom"
     } else {
@@ -169,7 +162,7 @@ fn card(o: &mut String, c: &Certificate) {
     if let Some(f) = &v.process.filename {
         row(o, "executable", &format!("<code>{}</code>", esc(f)));
     }
-    row(o, "ancestry", &ancestry(&v.ancestry));
+    row(o, "ancestry", &ancestry(anc, v.ancestry));
     row(
         o,
         "lifetime",
@@ -197,7 +190,7 @@ fn card(o: &mut String, c: &Certificate) {
                 esc(w::relation_phrase(k.relation))
             ),
         );
-        row(o, "killer ancestry", &ancestry(&k.ancestry));
+        row(o, "killer ancestry", &ancestry(anc, k.ancestry));
         let deliveries = k
             .deliveries
             .filter(|n| *n > 1)

@@ -125,7 +125,7 @@ pub fn side_findings(o: &mut String, r: &Report) {
                 } else {
                     "no".into()
                 },
-                ancestry(&l.ancestry),
+                ancestry(&a.ancestors, l.ancestry),
             ]
         })
         .collect();

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Context;
 use crate::{
-    analysis::{CauseKind, ProcRef, Rank},
+    analysis::{self, Ancestor, CauseKind, ProcRef, Rank},
     report::Report,
 };
 
@@ -66,6 +66,7 @@ pub struct Lanes {
 
 struct Picker<'a> {
     cx: &'a Context,
+    ancestors: &'a [Ancestor],
     procs: BTreeMap<Key, ProcRef>,
     /// Parent edges known from the report's ancestry chains.
     parents: BTreeMap<Key, Key>,
@@ -74,9 +75,9 @@ struct Picker<'a> {
 
 impl Picker<'_> {
     /// Adds `p` and its in-run ancestry (parent first), if there is room.
-    fn add(&mut self, p: &ProcRef, ancestry: &[ProcRef]) {
+    fn add(&mut self, p: &ProcRef, ancestry: Option<usize>) {
         let mut chain = vec![p];
-        chain.extend(ancestry.iter().filter(|a| a.in_run));
+        chain.extend(analysis::chain(self.ancestors, ancestry).filter(|a| a.in_run));
         for w in chain.windows(2) {
             self.parents.entry(key(w[0])).or_insert(key(w[1]));
         }
@@ -106,41 +107,42 @@ impl Picker<'_> {
 pub fn pick(r: &Report, cx: &Context) -> Lanes {
     let mut pk = Picker {
         cx,
+        ancestors: &r.analysis.ancestors,
         procs: BTreeMap::new(),
         parents: BTreeMap::new(),
         dropped: BTreeSet::new(),
     };
     if let Some(root) = &r.run.root {
-        pk.add(root, &[]);
+        pk.add(root, None);
     }
     let certs = &r.analysis.certificates;
     // Unexpected deaths and their killers first, so a cap keeps what matters.
     for c in certs.iter().filter(|c| c.rank == Rank::Unexpected) {
-        pk.add(&c.victim.process, &c.victim.ancestry);
+        pk.add(&c.victim.process, c.victim.ancestry);
         if let Some(k) = &c.killer {
-            pk.add(&k.process, &k.ancestry);
+            pk.add(&k.process, k.ancestry);
         }
     }
     for l in &r.analysis.leftovers {
-        pk.add(&l.process, &l.ancestry);
+        pk.add(&l.process, l.ancestry);
     }
     for c in certs.iter().filter(|c| c.rank != Rank::Unexpected) {
-        pk.add(&c.victim.process, &c.victim.ancestry);
+        pk.add(&c.victim.process, c.victim.ancestry);
         if let Some(k) = &c.killer {
-            pk.add(&k.process, &k.ancestry);
+            pk.add(&k.process, k.ancestry);
         }
     }
     for c in certs {
         for h in c.history.iter().filter(|h| !h.raised_by_kernel) {
-            pk.add(&h.sender, &[]);
+            pk.add(&h.sender, None);
         }
     }
     for n in &r.analysis.near_misses {
-        pk.add(&n.sender, &[]);
+        pk.add(&n.sender, None);
     }
     for f in &r.analysis.foreign_signals {
-        pk.add(&f.sender, &[]);
-        pk.add(&f.target, &[]);
+        pk.add(&f.sender, None);
+        pk.add(&f.target, None);
     }
     let dropped = pk
         .dropped

@@ -1,0 +1,148 @@
+//! The `ancestors` table of report.json: every ancestry chain a report cites,
+//! stored once. A chain is the entry of the nearest ancestor; each entry
+//! names its own parent's entry. An entry is one process as it was at the
+//! time cited, which only its exec in force decides (see [`Image`]), plus its
+//! parent's entry; interned on that, the chains of a deep process tree share
+//! their common tails and the report grows with the number of processes, not
+//! with processes times tree depth: a 400-deep recursion repeated whole
+//! chains into a 50 MB report.json.
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::ProcRef;
+use crate::eventlog::ProcKey;
+
+/// A process and how many of its execs were in force: all a `ProcRef` of it
+/// depends on (argv and filename come from that exec, or from the image
+/// inherited at fork; the rest does not change).
+pub(crate) type Image = (ProcKey, usize);
+
+/// One process of an ancestry chain, as it was when the chain was cited.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Ancestor {
+    /// Its index in `ancestors`: what `ancestry_id` and `parent_id` name.
+    pub id: usize,
+    #[serde(flatten)]
+    pub process: ProcRef,
+    /// Its own parent's entry; absent at the run root (or where the parent is
+    /// unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<usize>,
+}
+
+#[derive(Default, Debug)]
+pub(crate) struct Table {
+    entries: Vec<Ancestor>,
+    index: HashMap<(Image, Option<usize>), usize>,
+}
+
+impl Table {
+    /// The entry of `image` under `parent`, made by `name` only when new. A
+    /// parent is interned before its child, so every `parent_id` is smaller
+    /// than its entry's `id`: the table has no cycles.
+    pub fn intern(
+        &mut self,
+        image: Image,
+        parent: Option<usize>,
+        name: impl FnOnce() -> ProcRef,
+    ) -> usize {
+        let next = self.entries.len();
+        let id = *self.index.entry((image, parent)).or_insert(next);
+        if id == next {
+            self.entries.push(Ancestor {
+                id,
+                process: name(),
+                parent_id: parent,
+            });
+        }
+        id
+    }
+
+    pub fn into_entries(self) -> Vec<Ancestor> {
+        self.entries
+    }
+}
+
+/// The chain that starts at entry `id`, nearest first. Stops at a missing
+/// entry or one that does not lead strictly upwards, so a hand-edited table
+/// cannot loop.
+pub fn chain(table: &[Ancestor], id: Option<usize>) -> impl Iterator<Item = &ProcRef> {
+    let mut next = id.and_then(|i| table.get(i));
+    std::iter::from_fn(move || {
+        let cur = next?;
+        next = cur
+            .parent_id
+            .filter(|&p| p < cur.id)
+            .and_then(|p| table.get(p));
+        Some(&cur.process)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(pid: u32) -> ProcRef {
+        ProcRef {
+            pid,
+            start: u64::from(pid) * 10,
+            command: format!("sh {pid}"),
+            argv: vec!["sh".into(), pid.to_string()],
+            argv_inherited: false,
+            filename: None,
+            comm: None,
+            in_run: true,
+            ns_pid: None,
+        }
+    }
+
+    fn key(pid: u32) -> ProcKey {
+        ProcKey {
+            pid,
+            start: u64::from(pid) * 10,
+        }
+    }
+
+    /// 1 ← 2 ← 3 and 1 ← 2 ← 4 share the tail 1 ← 2; a new exec of 2
+    /// makes a new entry for it, and for everything below it.
+    #[test]
+    fn chains_share_their_tails() {
+        let mut t = Table::default();
+        let mut cite = |pids: &[(u32, usize)]| {
+            let mut parent = None;
+            for &(pid, execs) in pids {
+                parent = Some(t.intern((key(pid), execs), parent, || named(pid)));
+            }
+            parent.unwrap()
+        };
+        let a = cite(&[(1, 1), (2, 1), (3, 1)]);
+        let b = cite(&[(1, 1), (2, 1), (4, 1)]);
+        let c = cite(&[(1, 1), (2, 2)]);
+        let entries = t.into_entries();
+        assert_eq!((a, b, c), (2, 3, 4));
+        assert_eq!(entries.len(), 5, "1, 2, 3, 4, and 2 after its second exec");
+        let pids = |id| chain(&entries, Some(id)).map(|p| p.pid).collect::<Vec<_>>();
+        assert_eq!(pids(b), [4, 2, 1]);
+        assert_eq!(pids(c), [2, 1]);
+    }
+
+    /// A table that does not lead upwards (hand-edited) ends the walk.
+    #[test]
+    fn a_looping_table_ends() {
+        let entries = vec![
+            Ancestor {
+                id: 0,
+                process: named(1),
+                parent_id: Some(1),
+            },
+            Ancestor {
+                id: 1,
+                process: named(2),
+                parent_id: Some(0),
+            },
+        ];
+        assert_eq!(chain(&entries, Some(1)).count(), 2);
+        assert_eq!(chain(&entries, Some(7)).count(), 0);
+    }
+}

@@ -1,0 +1,209 @@
+//! A certificate's cause in one clause: the headline after the victim.
+use super::{
+    cause::Classified,
+    types::*,
+    wording::{self as w, proc_phrase},
+};
+use crate::{eventlog::ExitStatus, model::SignalEv};
+
+/// What `summary` words a death from.
+pub(super) struct Facts<'a> {
+    pub victim: &'a Victim,
+    pub fatal: Option<&'a SignalEv<'a>>,
+    pub killer: Option<&'a Killer>,
+    pub oom: Option<&'a OomInfo>,
+    pub leaked: bool,
+    /// The victim's re-raise of the caught signal, in C notation.
+    pub reraise_call: Option<&'a str>,
+    /// A signal it had caught that is not taken as the cause of its exit.
+    pub earlier: Option<&'a (String, ProcRef, u64)>,
+    /// The command could not be run.
+    pub not_run: Option<&'a crate::model::NotRun>,
+}
+
+/// The cause in one clause, following the victim's name in the headline.
+pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
+    let (v, fatal) = (f.victim, f.fatal);
+    let sig = fatal.map_or_else(
+        || match &v.status {
+            ExitStatus::Signaled { name, .. } => name.clone(),
+            ExitStatus::Exited { .. } => "a signal".into(),
+        },
+        |s| s.ev.sig_name.clone(),
+    );
+    let core = if v.core_dumped { ", core dumped" } else { "" };
+    let by_process = |k: &Killer| {
+        let note = match (&k.syscall, k.target_arg) {
+            (Some(sc), Some(arg)) => w::aim_note(sc, arg, k.tid_arg),
+            _ => String::new(),
+        };
+        // A signal aimed at one thread that is not the leader: say which, and
+        // that it still ended the whole process.
+        let thread = fatal
+            .filter(|s| s.ev.target.tid != v.process.pid && !s.ev.group)
+            .filter(|_| cls.reraised.is_none() && cls.handled_then_exited.is_none())
+            .map(|s| {
+                let aim = if note.is_empty() {
+                    format!(" — aimed at its thread {}", s.ev.target.tid)
+                } else {
+                    String::new()
+                };
+                format!("{aim}, which took the whole process down")
+            })
+            .unwrap_or_default();
+        format!(
+            "from {}, {}, via {}{note}{thread}",
+            proc_phrase(&k.process),
+            w::relation_phrase(k.relation),
+            k.call
+        )
+    };
+    // How a process that caught the signal ended: the chain in words.
+    let ended = || match (f.reraise_call, cls.handled_then_exited) {
+        (Some(call), _) => format!("and re-raised it on itself via {call}{core}"),
+        (None, Some(code)) => {
+            let after = fatal.map_or(0, |s| v.end_t.saturating_sub(s.ev.at.t));
+            format!("and exited with code {code} {} later", w::duration(after))
+        }
+        (None, None) => String::new(),
+    };
+    let chain = cls.reraised.is_some() || cls.handled_then_exited.is_some();
+    let lead = if chain {
+        format!("caught {sig}")
+    } else {
+        format!("killed by {sig}")
+    };
+    match (cls.kind, f.killer) {
+        (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) if chain => {
+            format!("{lead} {}, {}", by_process(k), ended())
+        }
+        (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) => {
+            format!("{lead} {}", by_process(k))
+        }
+        (CauseKind::Tracer, Some(k)) => {
+            let via = k
+                .syscall
+                .as_ref()
+                .map(|_| format!(" via {}", k.call))
+                .unwrap_or_default();
+            let why = if f.leaked {
+                "it outlived the command and `--leaks kill` removed it"
+            } else if cls.cancelled {
+                "the run was cancelled (a signal to the tracer, forwarded to the job)"
+            } else if cls.timed_out {
+                "its `--timeout` expired and the tracer stopped the run"
+            } else {
+                "a forwarded signal or the tracer's timeout"
+            };
+            let then = if chain {
+                format!(", {}", ended())
+            } else {
+                String::new()
+            };
+            format!(
+                "{lead} from the tracer (pid {}){via}{then}: {why}",
+                k.process.pid
+            )
+        }
+        (CauseKind::SelfInflicted, Some(k)) => {
+            format!(
+                "{lead}, sent by itself via {} (abort, raise or kill of self){core}",
+                k.call
+            )
+        }
+        (CauseKind::ParentDeathSignal, Some(k)) => {
+            let then = if chain {
+                format!(", {}", ended())
+            } else {
+                String::new()
+            };
+            format!(
+                "{lead}, its parent-death signal, as its parent {} exited{then}",
+                proc_phrase(&k.process)
+            )
+        }
+        (CauseKind::Oom, _) => {
+            let mut s = "killed by the kernel OOM killer".to_string();
+            if let Some(o) = f.oom {
+                let mut facts = Vec::new();
+                if let Some(mc) = &o.memcg {
+                    facts.push(format!("memcg {}", mc.path.as_deref().unwrap_or(&mc.name)));
+                }
+                if let Some(l) = o.limit_bytes {
+                    facts.push(format!("limit {}", w::bytes(l)));
+                }
+                if let Some(r) = &o.rss {
+                    let rss = (r.anon_rss_kb + r.file_rss_kb + r.shmem_rss_kb) * 1024;
+                    facts.push(format!("rss {}", w::bytes(rss)));
+                }
+                if !facts.is_empty() {
+                    s = format!("{s} ({})", facts.join(", "));
+                }
+            }
+            s
+        }
+        (CauseKind::Fault, _) => {
+            let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
+            let handled = f
+                .reraise_call
+                .map(|call| format!("; its handler caught it and re-raised it via {call}"))
+                .unwrap_or_default();
+            format!(
+                "crashed: {sig} ({code}) raised by the kernel on a faulting access{handled}{core}"
+            )
+        }
+        (CauseKind::Sigpipe, _) => format!("{lead}: it wrote to a pipe nobody was reading"),
+        (CauseKind::Kernel, _) => {
+            let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
+            format!("{lead} from the kernel (si_code {code}), not from a process")
+        }
+        (CauseKind::GroupExit, _) => format!(
+            "died of {sig} when its thread {} took the whole process down (group exit)",
+            cls.group_exit_tid.unwrap_or(0)
+        ),
+        (CauseKind::NonzeroExit, _) => {
+            // Shells report a child killed by signal N as 128+N: say so, or
+            // a reader hunts for a signal this process never received.
+            let hint = match v.status {
+                ExitStatus::Exited { code } if code > 128 && code < 128 + 65 => format!(
+                    " (128+{}: how shells report a child killed by that signal)",
+                    crate::eventlog::signal_name(code - 128)
+                ),
+                _ => String::new(),
+            };
+            // A caught signal is never "no signal involved", even when it
+            // came too long before the exit to be blamed.
+            let signals = match f.earlier {
+                Some((name, from, t)) => format!(
+                    "; it had caught {name} from {} {} before",
+                    proc_phrase(from),
+                    w::duration(v.end_t.saturating_sub(*t))
+                ),
+                None if cls.cancelled => ", after the run was cancelled".into(),
+                None => ", no signal involved".into(),
+            };
+            format!(
+                "{}{hint} after {}{signals}",
+                w::status_phrase(&v.status),
+                w::duration(v.lifetime_ns)
+            )
+        }
+        (CauseKind::NotRun, _) => {
+            let nr = f.not_run.expect("a not-run cause has its facts");
+            let shell = match nr.code {
+                Some(127) => "; tracer exited 127, as a shell does for a command not found",
+                Some(126) => "; tracer exited 126, as a shell does for a command it cannot execute",
+                _ => "",
+            };
+            let program = nr.command.first().map_or("", String::as_str);
+            format!(
+                "could not be run: executing `{}` failed with {}{shell}",
+                w::short_command(program),
+                nr.reason
+            )
+        }
+        _ => format!(
+            "died of {sig}, but no signal event for it was recorded (lost events or a missing hook)"
+        ),
+    }
+}

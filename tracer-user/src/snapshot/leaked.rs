@@ -1,0 +1,154 @@
+//! Findings that need the event log as well as /proc: which processes were
+//! leaked (their parent exited: re-parented to init, or to the tracer, a
+//! child subreaper, where ppid 1 never shows), who stopped a stopped
+//! process, and a reader whose only writers are such leaked processes
+//! (`subprocess.check_output(["sh", "-c", "sleep 100 & echo hi"])` waits
+//! for EOF that only `sleep` can give). Pure: the report computes the log
+//! facts and calls this, so `tracer report` re-derives the same findings.
+use std::collections::BTreeMap;
+
+use super::{
+    findings::{arg, command, sleeps_in, syscall_name, PIPE_READ_WAITS},
+    syscalls::READS_FD_ARG0,
+    FdKind, Finding, ProcSnapshot, Snapshot, HELD_BY_LEAKED, ORPHANED, STOPPED,
+};
+
+/// What the log says about the snapshot's processes.
+#[derive(Debug, Default, Clone)]
+pub struct LogFacts {
+    /// The tracer's pid when it is the run's subreaper (record mode).
+    pub reaper: Option<u32>,
+    /// Leaked processes: their parent (the process that forked them) had
+    /// ended; the value names that parent.
+    pub orphans: BTreeMap<u32, String>,
+    /// For a stopped process, the stop signal's sender as a phrase.
+    pub stops: BTreeMap<u32, String>,
+}
+
+/// The snapshot's findings with the log's facts applied, sorted as
+/// `analyze` sorts them.
+pub fn with_log_facts(s: &Snapshot, facts: &LogFacts) -> Vec<Finding> {
+    let mut out: Vec<Finding> = s
+        .findings
+        .iter()
+        .cloned()
+        .map(|mut f| {
+            if f.kind == STOPPED {
+                if let Some(who) = facts.stops.get(&f.pid) {
+                    f.detail = format!("{}; stopped by {who}", f.detail);
+                }
+            }
+            f
+        })
+        .collect();
+    for p in &s.processes {
+        if let Some(f) = reaped_by_tracer(p, facts) {
+            out.push(f);
+        }
+        out.extend(held_by_leaked(p, &s.processes, facts));
+    }
+    out.sort_by(|a, b| (a.pid, a.tid, &a.kind).cmp(&(b.pid, b.tid, &b.kind)));
+    out
+}
+
+fn leaked(pid: u32, procs: &[ProcSnapshot], facts: &LogFacts) -> bool {
+    facts.orphans.contains_key(&pid)
+        || procs
+            .iter()
+            .any(|p| p.pid == pid && p.ppid == 1 && p.pid != 1)
+}
+
+/// `orphaned` where ppid 1 cannot show it: the tracer adopted the process.
+fn reaped_by_tracer(p: &ProcSnapshot, facts: &LogFacts) -> Option<Finding> {
+    let reaper = facts.reaper?;
+    if p.ppid != reaper {
+        return None;
+    }
+    let parent = facts.orphans.get(&p.pid)?;
+    Some(Finding {
+        kind: ORPHANED.into(),
+        pid: p.pid,
+        tid: None,
+        detail: format!(
+            "pid {} ({}) has ppid {reaper}, the tracer: its parent {parent} exited without reaping it and it was re-parented to the tracer (a subreaper) — a leaked process",
+            p.pid,
+            command(p)
+        ),
+        fds: Vec::new(),
+        related_pids: Vec::new(),
+    })
+}
+
+/// A thread blocked reading a pipe whose every writer is a leaked process:
+/// the read ends only when those processes exit or close their end.
+fn held_by_leaked(p: &ProcSnapshot, procs: &[ProcSnapshot], facts: &LogFacts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for t in &p.threads {
+        let Some(wait) = sleeps_in(t, PIPE_READ_WAITS) else {
+            continue;
+        };
+        let exact = syscall_name(t)
+            .filter(|n| READS_FD_ARG0.contains(n))
+            .and_then(|_| p.fd(arg(t, 0)? as i32));
+        let candidates: Vec<_> = match exact {
+            Some(f) => vec![f],
+            None => p
+                .fds
+                .iter()
+                .filter(|f| {
+                    matches!(f.kind, FdKind::Pipe { .. }) && f.access.is_none_or(|a| a.can_read())
+                })
+                .collect(),
+        };
+        for f in candidates {
+            let FdKind::Pipe { holders, .. } = &f.kind else {
+                continue;
+            };
+            let writers: Vec<_> = holders
+                .iter()
+                .filter(|h| h.pid != p.pid && h.access.is_none_or(|a| a.can_write()))
+                .collect();
+            if writers.is_empty() || !writers.iter().all(|h| leaked(h.pid, procs, facts)) {
+                continue;
+            }
+            let names: Vec<String> = writers
+                .iter()
+                .map(|h| {
+                    let cmd = procs
+                        .iter()
+                        .find(|q| q.pid == h.pid)
+                        .map_or_else(|| h.comm.clone(), command);
+                    let why = facts
+                        .orphans
+                        .get(&h.pid)
+                        .map_or("re-parented to init".to_string(), |parent| {
+                            format!("its parent {parent} exited")
+                        });
+                    format!("pid {} ({cmd}, fd {}; {why})", h.pid, h.fd)
+                })
+                .collect();
+            let mut related: Vec<u32> = writers.iter().map(|h| h.pid).collect();
+            related.dedup();
+            out.push(Finding {
+                kind: HELD_BY_LEAKED.into(),
+                pid: p.pid,
+                tid: Some(t.tid),
+                detail: format!(
+                    "thread {} of pid {} ({}) blocked in {wait} on fd {} {}: its write end is held only by {}: {} — the read sees EOF only when {} exits or closes it",
+                    t.tid,
+                    p.pid,
+                    command(p),
+                    f.fd,
+                    f.target,
+                    if writers.len() == 1 { "a leaked process" } else { "leaked processes" },
+                    names.join(", "),
+                    if writers.len() == 1 { "that process" } else { "they all" },
+                ),
+                fds: std::iter::once(f.fd).collect(),
+                related_pids: related,
+            });
+            break;
+        }
+    }
+    out
+}

@@ -1,0 +1,194 @@
+//! Hole 8: hostile input must not blow up what tracer writes or reads. A
+//! deep process tree once repeated every ancestry chain in full (a 400-deep
+//! bash recursion: a 50 MB report.json from a 714 KB log), and `tracer
+//! summarize` followed directory symlinks, so a loop planted among the runs'
+//! files made it walk until ELOOP and drop every report.
+use std::{
+    path::Path,
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use tracer_user::{
+    eventlog::read_log,
+    report::{build_report, render_json, ReportOptions},
+};
+
+use crate::common::*;
+
+/// Each level runs the next as a child bash and then exits 3: a worker
+/// with a child that exits non-zero, so every level but the last gets a
+/// death certificate whose ancestry is every level above it.
+const RECURSE: &str = r#"n=$1; if [ "$n" -gt 0 ]; then bash -c "$0" "$0" $((n - 1)); fi; exit 3"#;
+
+struct Sizes {
+    json: u64,
+    md: u64,
+    html: u64,
+    log: u64,
+}
+
+fn size(r: &Recorded, file: &str) -> u64 {
+    std::fs::metadata(r.path(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}; tracer stderr:\n{}", r.stderr()))
+        .len()
+}
+
+fn recurse(depth: usize) -> (Recorded, Sizes) {
+    let d = depth.to_string();
+    let r = record(&[], &["bash", "-c", RECURSE, RECURSE, &d]);
+    assert_eq!(
+        r.code(),
+        Some(3),
+        "the root's status passes through: {}",
+        r.stderr()
+    );
+    assert_no_loss(&r);
+    let s = Sizes {
+        json: size(&r, "report.json"),
+        md: size(&r, "report.md"),
+        html: size(&r, "report.html"),
+        log: size(&r, "events.ndjson"),
+    };
+    (r, s)
+}
+
+/// The chain from an `ancestry_id`, followed through `parent_id`.
+fn chain_len(rep: &Value, id: &Value) -> usize {
+    let table = rep["ancestors"].as_array().expect("ancestors table");
+    let mut n = 0;
+    let mut next = id.as_u64();
+    while let Some(i) = next {
+        let e = &table[i as usize];
+        assert_eq!(e["id"].as_u64(), Some(i));
+        n += 1;
+        next = e["parent_id"].as_u64();
+        assert!(next.is_none_or(|p| p < i), "parent ids lead upwards");
+    }
+    n
+}
+
+#[test]
+fn deep_recursion_gives_a_report_linear_in_processes() {
+    let (deep, big) = recurse(400);
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(deep.path("report.json")).unwrap()).unwrap();
+    let certs = rep["certificates"].as_array().unwrap();
+    assert!(certs.len() >= 400, "one per level: {}", certs.len());
+    // Nothing is cut from the machine-readable report: the deepest victim's
+    // chain still names every level above it, up to the run root.
+    let longest = certs
+        .iter()
+        .map(|c| chain_len(&rep, &c["victim"]["ancestry_id"]))
+        .max()
+        .unwrap();
+    assert!(longest >= 399, "longest chain {longest}");
+    // Shared tails are stored once: about one entry per level.
+    let entries = rep["ancestors"].as_array().unwrap().len();
+    assert!(
+        entries <= 2 * 402,
+        "{entries} ancestor entries for 401 levels"
+    );
+
+    // Bounded: the old shape took 50 MB here (400 chains of up to 400).
+    assert!(big.json < 2 << 20, "report.json is {} bytes", big.json);
+    assert!(
+        big.json < 4 * big.log,
+        "report.json {} bytes against a {}-byte log",
+        big.json,
+        big.log
+    );
+    // What people read repeats a chain only in part.
+    let md = std::fs::read_to_string(deep.path("report.md")).unwrap();
+    assert!(md.contains(" more ← "), "the chain is cut with a count");
+    assert!(big.md < 1 << 20, "report.md is {} bytes", big.md);
+    assert!(big.html < 2 << 20, "report.html is {} bytes", big.html);
+
+    // Linear: half the depth, about half the size (quadratic would be a
+    // quarter). The margin absorbs the fixed part of each report.
+    let (_shallow, small) = recurse(200);
+    for (what, b, s) in [
+        ("report.json", big.json, small.json),
+        ("report.md", big.md, small.md),
+        ("report.html", big.html, small.html),
+    ] {
+        assert!(
+            b * 10 < s * 26,
+            "{what}: {b} bytes at depth 400 against {s} at depth 200: not linear"
+        );
+    }
+}
+
+/// `tracer summarize`, bounded in time: a walk that loops would not return.
+fn summarize(args: &[&Path]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tracer"))
+        .args(["summarize", "--format", "json"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            // Our own child, by its handle.
+            let _ = child.kill();
+            panic!("tracer summarize did not return within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn summarize_follows_no_symlink_out_of_or_around_the_tree() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oom.ndjson");
+    let report = render_json(&build_report(
+        &read_log(&fixture).unwrap(),
+        &ReportOptions::default(),
+    ));
+    let top = tempfile::tempdir().unwrap();
+    let runs = top.path().join("runs");
+    std::fs::create_dir_all(runs.join("run-1")).unwrap();
+    std::fs::write(runs.join("run-1/report.json"), &report).unwrap();
+    // A loop back up the tree, and a link out of it to a report that must
+    // not be read (it would count as a second run).
+    std::os::unix::fs::symlink("..", runs.join("run-1/again")).unwrap();
+    let outside = top.path().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("report.json"), &report).unwrap();
+    std::os::unix::fs::symlink(&outside, runs.join("run-2")).unwrap();
+    std::fs::create_dir_all(runs.join("run-3")).unwrap();
+    std::os::unix::fs::symlink(outside.join("report.json"), runs.join("run-3/report.json"))
+        .unwrap();
+
+    let out = summarize(&[&runs]);
+    let stderr = no_panic(&out);
+    assert!(out.status.success(), "{stderr}");
+    let sum: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ran: Vec<&str> = sum["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(ran, [runs.join("run-1/report.json").to_str().unwrap()]);
+    let skipped: Vec<&str> = sum["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    for link in ["run-1/again", "run-2", "run-3/report.json"] {
+        assert!(
+            skipped.contains(&runs.join(link).to_str().unwrap()),
+            "{link} is named as skipped: {skipped:?}"
+        );
+    }
+    assert!(stderr.contains("a symlink: not followed"), "{stderr}");
+
+    // A path given on the command line is the user's choice: followed.
+    let out = summarize(&[&runs.join("run-3/report.json")]);
+    assert!(out.status.success(), "{}", no_panic(&out));
+}

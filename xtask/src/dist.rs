@@ -1,0 +1,186 @@
+//! `cargo xtask dist`: the release a CI job downloads instead of building.
+//!
+//! A static, stripped x86_64 `tracer` (musl: its libc reads /etc/passwd
+//! itself, where a static glibc would need the build machine's NSS modules at
+//! run time for `--user`), the eBPF object embedded, its SHA-256, and a
+//! tarball with README and licences. `--check` then runs the core kernel
+//! scenarios of the integration suite against that very binary.
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::{cmd, ebpf, workspace::Workspace};
+
+pub const TARGET: &str = "x86_64-unknown-linux-musl";
+
+/// The integration tests `--check` runs with the dist binary: capture,
+/// certificates, errors and the attacks of the security suite.
+const CHECK_TESTS: &[&str] = &["capture", "certificates", "errors", "security"];
+
+pub fn run(ws: &Workspace, check: bool) -> Result<PathBuf> {
+    let bin = build_static(ws)?;
+    let elf = fs::read(&bin)?;
+
+    let version = version_of(&bin)?;
+    let name = format!("tracer-{}-x86_64-linux-musl", env!("CARGO_PKG_VERSION"));
+    let dist = ws.target_dir.join("dist");
+    let stage = dist.join(&name);
+    if stage.exists() {
+        fs::remove_dir_all(&stage)?;
+    }
+    fs::create_dir_all(&stage)?;
+    fs::copy(&bin, stage.join("tracer"))?;
+    for doc in ["README.md", "LICENSE-MIT", "LICENSE-APACHE"] {
+        fs::copy(ws.root.join(doc), stage.join(doc))
+            .with_context(|| format!("copying {doc} into the tarball"))?;
+    }
+    let tarball = dist.join(format!("{name}.tar.gz"));
+    cmd::run(
+        Command::new("tar")
+            .arg("--owner=0")
+            .arg("--group=0")
+            .arg("--sort=name")
+            .arg("-czf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&dist)
+            .arg(&name),
+    )?;
+    for file in [&stage.join("tracer"), &tarball] {
+        write_checksum(file)?;
+    }
+    eprintln!("xtask: {version}");
+    eprintln!(
+        "xtask: static binary {} ({} bytes), tarball {} (+ .sha256 files)",
+        stage.join("tracer").display(),
+        elf.len(),
+        tarball.display()
+    );
+    if check {
+        check_with(ws, &stage.join("tracer"))?;
+    }
+    Ok(tarball)
+}
+
+/// The static, stripped binary (built when out of date); checked to ask for
+/// no dynamic loader.
+pub fn build_static(ws: &Workspace) -> Result<PathBuf> {
+    ensure_target(ws)?;
+    // signal-hook's siginfo shim is C: compiled by musl's gcc wrapper.
+    crate::test_deps::ensure_programs(&[("musl-gcc", "musl-tools")])?;
+    let object = ebpf::build(ws, true)?;
+    let mut cargo = Command::new("cargo");
+    cargo
+        .current_dir(&ws.root)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "tracer-user",
+            "--target",
+            TARGET,
+        ])
+        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
+        .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
+        .env("TRACER_EBPF_OBJECT", &object);
+    cmd::run(&mut cargo)?;
+    let bin = ws.target_dir.join(TARGET).join("release/tracer");
+    crate::workspace::require_file(&bin, "static tracer binary")?;
+    let elf = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
+    if has_interpreter(&elf)? {
+        bail!(
+            "{} asks for a dynamic loader: it is not a static binary",
+            bin.display()
+        );
+    }
+
+    Ok(bin)
+}
+
+/// rustup's musl standard library for the pinned toolchain (idempotent).
+fn ensure_target(ws: &Workspace) -> Result<()> {
+    let out = cmd::output(
+        Command::new("rustc")
+            .args(["--print", "sysroot"])
+            .current_dir(&ws.root),
+    )?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if sysroot.join("lib/rustlib").join(TARGET).is_dir() {
+        return Ok(());
+    }
+    cmd::run(Command::new("rustup").args(["target", "add", TARGET, "--toolchain", &ws.toolchain]))
+}
+
+/// Whether a 64-bit ELF file has a PT_INTERP program header (asks for
+/// ld.so): a static binary has none.
+pub fn has_interpreter(elf: &[u8]) -> Result<bool> {
+    const PT_INTERP: u32 = 3;
+    if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
+        bail!("not a little-endian 64-bit ELF file");
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[32..40].try_into()?) as usize;
+    let (phentsize, phnum) = (u16_at(54), u16_at(56));
+    for i in 0..phnum {
+        let at = phoff + i * phentsize;
+        let p_type = elf
+            .get(at..at + 4)
+            .context("program header table runs past the end of the file")?;
+        if u32::from_le_bytes(p_type.try_into()?) == PT_INTERP {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn version_of(bin: &Path) -> Result<String> {
+    let out = cmd::output(Command::new(bin).arg("--version"))?;
+    if !out.status.success() {
+        bail!("{} --version failed: {}", bin.display(), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// `FILE.sha256` in `sha256sum` format, so `sha256sum -c` verifies it.
+fn write_checksum(file: &Path) -> Result<()> {
+    let hash: String = Sha256::digest(fs::read(file)?)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let name = file.file_name().context("no file name")?.to_string_lossy();
+    let mut sum = file.as_os_str().to_owned();
+    sum.push(".sha256");
+    fs::write(&sum, format!("{hash}  {name}\n"))?;
+    Ok(())
+}
+
+/// The core kernel scenarios, with every test's `tracer` being the dist binary.
+fn check_with(ws: &Workspace, bin: &Path) -> Result<()> {
+    let mut cargo = Command::new("cargo");
+    cargo
+        .current_dir(&ws.root)
+        .args(["test", "-p", "tracer-user"])
+        .env("TRACER_INTEGRATION", "1")
+        .env("TRACER_BIN", bin);
+    for t in CHECK_TESTS {
+        cargo.args(["--test", t]);
+    }
+    cmd::run(&mut cargo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_interpreter;
+
+    #[test]
+    fn a_dynamic_executable_has_an_interpreter() {
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(has_interpreter(&me).unwrap(), "test binaries are dynamic");
+        assert!(has_interpreter(b"not an elf").is_err());
+    }
+}
