@@ -91,7 +91,8 @@ pub fn creds_of(pid: u32) -> Option<Creds> {
 /// The owner of `pid`'s user namespace (NS_GET_OWNER_UID, Linux 4.11).
 fn userns_owner(pid: u32) -> Option<u32> {
     use std::os::fd::AsRawFd;
-    const NS_GET_OWNER_UID: libc::c_ulong = 0xb704; // _IO(0xb7, 0x4)
+    // _IO(0xb7, 0x4); the request type differs between glibc and musl.
+    const NS_GET_OWNER_UID: libc::Ioctl = 0xb704;
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/user")).ok()?;
     let mut uid: libc::uid_t = 0;
     // SAFETY: the ioctl writes one uid_t into `uid`.
