@@ -57,6 +57,7 @@ pub fn inspect(key: ProcKey, tracer_pid: u32, root_sid: Option<i32>) -> Option<L
         reparented: stat.ppid == 1 || stat.ppid as u32 == tracer_pid,
         detached: root_sid.is_some_and(|s| s != stat.session),
         fds,
+        withheld: None,
     })
 }
 

@@ -20,9 +20,11 @@ use crate::{
     redact::Redactor,
     report,
     run_as::{RunAs, SudoEnv},
+    run_cgroup::RunCgroup,
     session::{self, Session},
     supervise,
-    terminal::Foreground,
+    terminal::{self, Foreground},
+    watchdog::Watchdog,
 };
 
 /// Phase timings at debug level (`TRACER_LOG=tracer_user=debug`).
@@ -78,13 +80,42 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         log::warn!("cannot become a child subreaper: {e}");
     }
     phase(t0, "log header written");
-    let spawned = spawn_adopted(&mut capture, &args.command, &run_as, &header.command);
+    // Before the command exists: whatever happens to tracer from here on,
+    // the run does not go on unobserved.
+    let run_cgroup = RunCgroup::create();
+    let watchdog = match Watchdog::start(&capture, run_cgroup.as_ref(), args.kill_grace) {
+        Ok(w) => w,
+        Err(e) => {
+            run_cgroup.as_ref().map(RunCgroup::remove);
+            return Err(e);
+        }
+    };
+    let detach = run_as.changes_user() && terminal::has_controlling_terminal();
+    let spawned = spawn_adopted(
+        &mut capture,
+        &args.command,
+        &run_as,
+        &header.command,
+        Spawn {
+            detach,
+            cgroup: run_cgroup.as_ref().map(|c| c.procs_c().to_owned()),
+        },
+    );
     phase(t0, "command spawned");
     let mut session = Session::new(capture, writer, out, args.last_words_bytes)?;
     session.redact_with(redactor);
+    if let Some((uid, gid)) = run_as.owner() {
+        session.snapshots_for(crate::snapshot::Viewer {
+            uid: uid.as_raw(),
+            gid: gid.as_raw(),
+        });
+    }
     let child = match spawned {
         Ok(child) => child,
         Err(err) => {
+            // Nothing ran: nothing for the watchdog to end.
+            watchdog.disarm();
+            run_cgroup.as_ref().map(RunCgroup::remove);
             // The log stays complete (header + trailer) even when CMD never
             // ran, and says why, so the reports can carry a certificate.
             let code = crate::error::spawn_exit_code(&err);
@@ -95,6 +126,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
             deliver(session.finish(Some(status))?, &args.report);
             return Err(err);
         }
+    };
+    // Detached, the command leads a session of its own: that is the run's.
+    let run_sid = if detach {
+        Some(child.id() as i32)
+    } else {
+        nix::unistd::getsid(None).ok().map(|s| s.as_raw())
     };
     let limits = supervise::Limits {
         timeout: args.timeout,
@@ -115,8 +152,18 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     }
     phase(t0, "command exited");
     session.drain()?;
-    handle_leaks(&mut session, args, tracer_tgid)?;
+    let viewer = run_as.owner().map(|(uid, gid)| crate::snapshot::Viewer {
+        uid: uid.as_raw(),
+        gid: gid.as_raw(),
+    });
+    handle_leaks(&mut session, args, tracer_tgid, run_sid, viewer)?;
     phase(t0, "leaks handled");
+    // The run's fate is settled: what `--leaks report` leaves running is
+    // left running on purpose.
+    watchdog.disarm();
+    if let Some(cg) = &run_cgroup {
+        cg.remove();
+    }
     let closed = session.finish(Some(command_status.clone()))?;
     phase(t0, "log closed, hooks detached");
     let log = deliver(closed, &args.report);
@@ -173,6 +220,15 @@ fn deliver(closed: session::Closed, flags: &crate::cli::ReportFlags) -> eventlog
 /// `--timeout` expired (the convention of timeout(1)).
 pub const EXIT_TIMED_OUT: u8 = 124;
 
+/// How the command is set up between fork and exec.
+struct Spawn {
+    /// A session of its own without a controlling terminal (another user's
+    /// command on root's terminal: see `terminal`).
+    detach: bool,
+    /// `cgroup.procs` of the run's cgroup, joined before exec.
+    cgroup: Option<std::ffi::CString>,
+}
+
 /// Spawn CMD with the kernel adopting the tracer's next child, so the command
 /// is in scope from its first instruction: no event of it can be missed.
 /// `shown` is the command as errors may print it (redacted).
@@ -181,6 +237,7 @@ fn spawn_adopted(
     command: &[String],
     run_as: &RunAs,
     shown: &[String],
+    how: Spawn,
 ) -> Result<Child, TracerError> {
     let (program, rest) = command
         .split_first()
@@ -189,19 +246,30 @@ fn spawn_adopted(
     cmd.args(rest);
     run_as.set_env(&mut cmd);
     let child_creds = run_as.clone();
-    let fg = Foreground::take_if_terminal();
+    let fg = if how.detach {
+        Foreground::none()
+    } else {
+        Foreground::take_if_terminal()
+    };
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             // Own process group: a Ctrl-C or a group signal to the tracer is not
             // duplicated by our forwarding, and the tree can be signalled whole.
-            libc::setpgid(0, 0);
-            // The command's own user (the tracer keeps root). Before the
-            // death signal: a change of credentials clears it.
+            // Detached: its own session (and so its own group) too.
+            if how.detach {
+                terminal::detach_from_terminal()?;
+            } else {
+                libc::setpgid(0, 0);
+            }
+            // While still root: the run's cgroup is root's to write.
+            if let Some(procs) = &how.cgroup {
+                crate::run_cgroup::join(procs);
+            }
+            // The command's own user (the tracer keeps root). No death
+            // signal: the watchdog ends the whole run if tracer dies, with
+            // one SIGTERM per process (a second one often means "force").
             child_creds.drop_privileges()?;
-            // If the tracer itself is killed, the command is told (SIGTERM)
-            // rather than left running unobserved.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
             fg.give_to_self();
             Ok(())
         });
@@ -228,8 +296,9 @@ fn handle_leaks(
     session: &mut Session,
     args: &RecordArgs,
     tracer_pid: u32,
+    root_sid: Option<i32>,
+    viewer: Option<crate::snapshot::Viewer>,
 ) -> Result<(), TracerError> {
-    let root_sid = nix::unistd::getsid(None).ok().map(|s| s.as_raw());
     // Processes the command killed on its way out may not have finished
     // exiting yet: let their exits land in the log first (bounded).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
@@ -239,7 +308,17 @@ fn handle_leaks(
     }
     let mut leaked = Vec::new();
     for key in session.tracked()? {
-        if let Some(leak) = leaks::inspect(key, tracer_pid, root_sid) {
+        // Credentials before and after: a setuid exec in between counts.
+        let before = crate::snapshot::creds_of(key.pid);
+        if let Some(mut leak) = leaks::inspect(key, tracer_pid, root_sid) {
+            if let Some(v) = viewer {
+                let after = crate::snapshot::creds_of(key.pid);
+                let why = crate::snapshot::foreign(before.as_ref(), &v)
+                    .or_else(|| crate::snapshot::foreign(after.as_ref(), &v));
+                if let Some(why) = why {
+                    crate::snapshot::withhold_leak(&mut leak, why);
+                }
+            }
             session.log_leak(leak)?;
             leaked.push(key);
         }

@@ -33,6 +33,8 @@ pub struct Session {
     named: std::collections::HashSet<crate::eventlog::ProcKey>,
     /// `--redact`: applied to every record on its way into the log.
     redactor: crate::redact::Redactor,
+    /// Who reads the snapshots, when not root (`--user`, sudo).
+    viewer: Option<crate::snapshot::Viewer>,
     /// Why the command could not be run, for the trailer.
     command_error: Option<String>,
     /// Records handed to the log, by type (`tracer_events_total`).
@@ -58,6 +60,7 @@ impl Session {
             existing: Vec::new(),
             named: std::collections::HashSet::new(),
             redactor: Default::default(),
+            viewer: None,
             command_error: None,
             counts: Default::default(),
         })
@@ -77,6 +80,12 @@ impl Session {
                 LastWordsStore::with_slack(self.last_words.cap(), crate::redact::CUT_SLACK);
         }
         self.redactor = redactor;
+    }
+
+    /// Snapshots go to `viewer`: withhold from them what /proc would not
+    /// show them of another user's processes.
+    pub fn snapshots_for(&mut self, viewer: crate::snapshot::Viewer) {
+        self.viewer = Some(viewer);
     }
 
     /// Wait up to `timeout` for events, then write all that are ready.
@@ -199,7 +208,7 @@ impl Session {
     /// logged (redacted).
     pub fn log_snapshot(&mut self, reason: &str) -> Result<crate::snapshot::Snapshot, TracerError> {
         let pids: Vec<u32> = self.tracked()?.iter().map(|k| k.pid).collect();
-        let snapshot = crate::snapshot::take(&pids);
+        let snapshot = crate::snapshot::take_for(&pids, self.viewer);
         let at = self.writer.stamp(boot_ns());
         self.write(&Record::Snapshot(crate::eventlog::SnapshotTaken {
             at,

@@ -1,6 +1,12 @@
 //! Interactive use: the wrapped command runs in its own process group, so when
 //! the tracer holds the terminal it hands the foreground to the command (as a
 //! shell does) and takes it back afterwards. Irrelevant in CI (no terminal).
+//!
+//! Under `--user` (or sudo) the command must not share root's terminal as its
+//! controlling terminal: TIOCSTI on it would type commands into root's shell.
+//! Such a command gets a session of its own without a controlling terminal
+//! (`detach_from_terminal`); it still reads and writes the terminal through
+//! the fds it inherited, and tracer forwards Ctrl-C to it.
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static HELD_BY_CHILD: AtomicBool = AtomicBool::new(false);
@@ -16,6 +22,12 @@ impl Foreground {
         let active = unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() };
         HELD_BY_CHILD.store(active, Ordering::SeqCst);
         Self { active }
+    }
+
+    /// The command does not take the terminal (it is detached from it).
+    pub fn none() -> Self {
+        HELD_BY_CHILD.store(false, Ordering::SeqCst);
+        Self { active: false }
     }
 
     /// In the child, between fork and exec: async-signal-safe calls only.
@@ -45,4 +57,34 @@ unsafe fn with_sigttou_blocked(f: impl FnOnce() -> libc::c_int) {
     libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
     f();
     libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+}
+
+/// Whether tracer has a controlling terminal, which a child would inherit
+/// (whatever its stdin, stdout and stderr are).
+pub fn has_controlling_terminal() -> bool {
+    // SAFETY: plain open/close of a C string path.
+    unsafe {
+        let fd = libc::open(
+            c"/dev/tty".as_ptr(),
+            libc::O_RDONLY | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return false;
+        }
+        libc::close(fd);
+        true
+    }
+}
+
+/// In the child, between fork and exec (async-signal-safe): a new session
+/// and process group, with no controlling terminal. TIOCSTI needs the
+/// terminal to be the caller's controlling one (or CAP_SYS_ADMIN), and an
+/// unprivileged process cannot make root's terminal its own (TIOCSCTTY
+/// refuses a terminal another session controls), so no keystroke can be
+/// pushed into root's input.
+pub fn detach_from_terminal() -> std::io::Result<()> {
+    if unsafe { libc::setsid() } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

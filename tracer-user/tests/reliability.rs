@@ -230,9 +230,8 @@ fn sigkilled_tracer_leaves_a_readable_log_and_no_silent_orphan() {
     assert!(
         gone && got_term,
         "the wrapped command (pid {cmd_pid}) outlived the SIGKILLed tracer: alive after 3 s = {}, \
-         got SIGTERM = {got_term}. tracer does not arrange for its command to die with it \
-         (no PR_SET_PDEATHSIG in spawn_adopted's pre_exec), so a killed tracer leaves the job \
-         running as an orphan of init",
+         got SIGTERM = {got_term}. tracer's watchdog (src/watchdog.rs) should have sent SIGTERM \
+         to the run when tracer died, so a killed tracer leaves no job running as an orphan",
         !gone
     );
 }

@@ -10,9 +10,15 @@ mod bounds;
 mod ci_output;
 #[path = "security/ci_tmp.rs"]
 mod ci_tmp;
+#[path = "security/orphans.rs"]
+mod orphans;
 #[path = "security/output.rs"]
 mod output;
 #[path = "security/output_injection.rs"]
 mod output_injection;
 #[path = "security/redact_cut.rs"]
 mod redact_cut;
+#[path = "security/setuid_snapshot.rs"]
+mod setuid_snapshot;
+#[path = "security/tiocsti.rs"]
+mod tiocsti;

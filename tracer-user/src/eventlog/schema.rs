@@ -338,6 +338,10 @@ pub struct Leak {
     pub detached: bool,
     /// Open file descriptors, `"N: target"`.
     pub fds: Vec<String>,
+    /// Why `exe` and `fds` are empty: it runs as another user than the
+    /// run's, who gets the log (as in snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
 }
 
 /// What every live process of the run was doing at one moment: taken when

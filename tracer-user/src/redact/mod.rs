@@ -209,6 +209,8 @@ impl Redactor {
                 reparented: _,
                 detached: _,
                 fds,
+                // Ids only: nothing of the run's to mask.
+                withheld: _,
             }) => {
                 self.task(task)
                     | self.strings(argv)
@@ -310,6 +312,7 @@ impl Redactor {
             threads,
             fds,
             vanished: _,
+            withheld: _,
             frozen,
         } = p;
         let mut changed = self.string(comm) | self.strings(argv) | self.opt(exe) | self.opt(frozen);

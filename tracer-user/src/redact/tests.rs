@@ -168,6 +168,7 @@ fn every_command_line_and_stderr_field_is_masked() {
             reparented: true,
             detached: false,
             fds: vec!["0: /dev/null".into(), secret("3: /tmp/S.txt")],
+            withheld: None,
         }),
         Record::Existing(Existing {
             at: Stamp::default(),
@@ -220,6 +221,7 @@ fn orphan(argv: &[&str]) -> ProcSnapshot {
             },
         }],
         vanished: false,
+        withheld: None,
         frozen: None,
     }
 }

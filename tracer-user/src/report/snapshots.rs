@@ -163,6 +163,7 @@ mod tests {
                 },
             ],
             frozen: Some(s.into()),
+            withheld: None,
             vanished: false,
         };
         SnapshotReport {

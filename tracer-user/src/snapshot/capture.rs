@@ -8,6 +8,7 @@ use super::{
     analyze,
     procread::{fd_access, read_process, RawKind, RawProc},
     sockdiag::{self, InetInfo, UnixInfo},
+    withhold::{foreign, withhold, Viewer},
     Access, FdEntry, FdKind, Holder, ProcSnapshot, Snapshot,
 };
 
@@ -32,6 +33,12 @@ struct Scan {
 /// only explainable with its children in view). Best effort: a process that
 /// exits mid-read is marked `vanished` or skipped with a note; never panics.
 pub fn take(pids: &[u32]) -> Snapshot {
+    take_for(pids, None)
+}
+
+/// `take`, for `viewer` to read: what /proc would not show them of a
+/// process running as another user is withheld (see `withhold`).
+pub fn take_for(pids: &[u32], viewer: Option<Viewer>) -> Snapshot {
     let mut notes = Vec::new();
     let mut scan = scan_proc();
     if scan.truncated {
@@ -86,16 +93,35 @@ pub fn take(pids: &[u32]) -> Snapshot {
         }
     }
     let mounts = super::freezer::Mounts::read();
+    let mut withheld = Vec::new();
     let processes: Vec<ProcSnapshot> = raws
         .into_iter()
         .map(|raw| {
             let frozen = mounts.frozen(raw.pid);
-            ProcSnapshot {
+            let why = viewer.and_then(|v| foreign(raw.creds.as_ref(), &v));
+            let mut p = ProcSnapshot {
                 frozen,
                 ..r.resolve(raw)
+            };
+            if let Some(why) = why {
+                withheld.push(p.pid);
+                withhold(&mut p, why);
             }
+            p
         })
         .collect();
+    if !withheld.is_empty() {
+        notes.push(format!(
+            "{} process(es) run as another user than the run's (pid {}): their kernel stacks, \
+             wait channels, syscalls, executables and open files are withheld",
+            withheld.len(),
+            withheld
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let findings = analyze(&processes);
     Snapshot {
         processes,
@@ -214,6 +240,7 @@ impl Resolver<'_> {
             threads: raw.threads,
             fds,
             vanished: raw.vanished,
+            withheld: None,
             frozen: None,
         }
     }

@@ -35,6 +35,7 @@ fn proc_(pid: u32, ppid: u32, argv: &str, t: ThreadSnapshot) -> ProcSnapshot {
         fds: Vec::new(),
         vanished: false,
         frozen: None,
+        withheld: None,
     }
 }
 

@@ -27,12 +27,14 @@ mod sockdiag;
 mod syscalls;
 #[cfg(test)]
 mod tests;
+mod withhold;
 
-pub use capture::take;
+pub use capture::{take, take_for};
 pub use findings::analyze;
 pub use leaked::{with_log_facts, LogFacts};
 pub use render::render_text;
 pub use syscalls::syscall_name;
+pub use withhold::{creds_of, foreign, withhold_leak, Viewer};
 
 /// Finding kinds (the `Finding::kind` strings).
 pub const SELF_HELD_PEER: &str = "self_held_peer";
@@ -75,6 +77,10 @@ pub struct ProcSnapshot {
     /// The process exited while being read: what is here is partial.
     #[serde(default)]
     pub vanished: bool,
+    /// Why its kernel stacks, wait channels, syscalls, exe and fds are
+    /// empty: it runs as another user than the run's, who reads this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
     /// Its cgroup is frozen (v2 cgroup.freeze, v1 freezer): which and where.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frozen: Option<String>,

@@ -36,6 +36,8 @@ pub(crate) struct RawProc {
     pub threads: Vec<ThreadSnapshot>,
     pub fds: Vec<RawFd>,
     pub vanished: bool,
+    /// None when /proc/PID/status could not be read.
+    pub creds: Option<super::withhold::Creds>,
 }
 
 /// starttime is in clock ticks since boot; the tracer keys processes by
@@ -67,6 +69,7 @@ pub(crate) fn read_process(pid: u32) -> Option<RawProc> {
         Err(_) => vanished = true,
     }
     threads.sort_by_key(|t| t.tid);
+    let creds = super::withhold::creds_of(pid);
     let fds = read_fds(&proc_, pid, &mut vanished);
     vanished |= !proc_.is_alive();
     Some(RawProc {
@@ -82,6 +85,7 @@ pub(crate) fn read_process(pid: u32) -> Option<RawProc> {
         threads,
         fds,
         vanished,
+        creds,
     })
 }
 

@@ -43,6 +43,9 @@ pub fn render_text(s: &Snapshot) -> String {
             "pid {} ppid {} pgid {} sid {} {} start_ns {}: {argv}{gone}",
             p.pid, p.ppid, p.pgid, p.sid, p.state, p.start_ns
         );
+        if let Some(why) = &p.withheld {
+            let _ = writeln!(o, "  withheld: {}", one_line(why, ARGV_CHARS));
+        }
         for t in &p.threads {
             let _ = writeln!(o, "  {}", thread_line(t));
         }

@@ -34,6 +34,7 @@ fn proc_(pid: u32, ppid: u32, threads: Vec<ThreadSnapshot>, fds: Vec<FdEntry>) -
         threads,
         fds,
         vanished: false,
+        withheld: None,
         frozen: None,
     }
 }
