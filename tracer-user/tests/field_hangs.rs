@@ -151,8 +151,12 @@ fn frozen_run(cg: &Path, freeze: (&str, &str), thaw: (&str, &str)) -> Recorded {
     std::fs::create_dir(cg).unwrap();
     let script = format!(
         // The frozen sleep must not hold the tracer's output pipes: a v1
-        // frozen task cannot die before it is thawed.
-        "sleep 100 </dev/null >/dev/null 2>&1 & echo $! > '{0}/cgroup.procs'; echo {2} > '{0}/{1}'; wait",
+        // frozen task cannot die before it is thawed. So it is frozen only
+        // once it is `sleep`: its redirections are done before its exec (a
+        // fork frozen earlier kept the pipes and hung the test).
+        "sleep 100 </dev/null >/dev/null 2>&1 & p=$!; \
+         until [ \"$(cat /proc/$p/comm)\" = sleep ]; do :; done; \
+         echo $p > '{0}/cgroup.procs'; echo {2} > '{0}/{1}'; wait",
         cg.display(),
         freeze.0,
         freeze.1
