@@ -224,7 +224,7 @@ fn keep_segments_bounds_the_disk_and_the_report_says_what_went() {
     wait_for_log(dir.path(), &format!("\"pid\":{0},\"tid\":{0}", pid));
     sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert_eq!(sh.wait().unwrap().signal(), Some(15));
-    wait_for_log(dir.path(), &format!("\"sig\":15"));
+    wait_for_log(dir.path(), "\"sig\":15");
     stop(d);
     let segments: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
