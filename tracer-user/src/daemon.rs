@@ -114,13 +114,7 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         }
     }
     let closed = session.finish(None)?;
-    if let Some(e) = closed.writer.error() {
-        eprintln!(
-            "tracer: error: {} stopped being written ({e}); {} events are missing from it, the reports count them as lost",
-            log_path.display(),
-            closed.writer.unwritten()
-        );
-    }
+    closed.warn_if_log_failed();
     let export = live.and_then(|l| l.finish(&closed.log));
     render_log_exported(&closed.log, &closed.out, &args.report, export)?;
     Ok(ExitCode::SUCCESS)

@@ -381,6 +381,20 @@ pub struct Closed {
     pub out: OutDir,
 }
 
+impl Closed {
+    /// Say on stderr what the log file lacks when writing it failed (a full
+    /// disk): the run went on, and the reports count the missing events.
+    pub fn warn_if_log_failed(&self) {
+        if let Some(e) = self.writer.error() {
+            eprintln!(
+                "tracer: error: {} stopped being written ({e}); {} events are missing from it, the reports count them as lost",
+                self.out.display(eventlog::LIVE).display(),
+                self.writer.unwritten()
+            );
+        }
+    }
+}
+
 /// CLOCK_BOOTTIME now, in ns: the clock of every kernel timestamp.
 pub fn boot_ns() -> u64 {
     clock_gettime(ClockId::CLOCK_BOOTTIME)
