@@ -185,13 +185,7 @@ fn deliver(closed: session::Closed, flags: &crate::cli::ReportFlags) -> eventlog
     if let Err(msg) = closed.out.check_in_place() {
         eprintln!("tracer: error: {msg}");
     }
-    if let Some(e) = closed.writer.error() {
-        eprintln!(
-            "tracer: error: {} stopped being written ({e}); {} events are missing from it, the reports count them as lost",
-            closed.out.display(LIVE).display(),
-            closed.writer.unwritten()
-        );
-    }
+    closed.warn_if_log_failed();
     // The reports come from the log as tracer wrote it (read through its own
     // file), exactly as `tracer report` would read it: the two never disagree.
     if let Err(e) = render_log(&closed.log, &closed.out, flags) {
@@ -202,7 +196,10 @@ fn deliver(closed: session::Closed, flags: &crate::cli::ReportFlags) -> eventlog
     }
     // The command removed or replaced the log during the run: put tracer's
     // copy back under its name, so the evidence is where users look.
-    match closed.out.restore(LIVE, closed.writer.file()) {
+    match closed
+        .out
+        .restore(LIVE, closed.writer.file(), closed.writer.reader())
+    {
         Ok(true) => eprintln!(
             "tracer: warning: {} was removed or replaced during the run; tracer's own copy was written back",
             closed.out.display(LIVE).display()

@@ -125,15 +125,24 @@ impl OutDir {
     /// Write `data` to `name` all at once: a reader sees the old file or the
     /// new one, never half of it. The file goes to the run's user.
     pub fn write_atomic(&self, name: &str, data: &[u8]) -> io::Result<()> {
+        self.replace_with(name, |file| file.write_all(data))
+    }
+
+    /// Fill a new temp file, hand it over, rename it to `name`; on any
+    /// failure the temp file is removed and `name` is untouched.
+    fn replace_with(
+        &self,
+        name: &str,
+        fill: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> io::Result<()> {
         let (tmp, mut file) = self.create_temp(name)?;
-        let written = file
-            .write_all(data)
+        let done = fill(&mut file)
             .and_then(|()| self.give(&file))
             .and_then(|()| self.rename_temp(&tmp, name));
-        if written.is_err() {
+        if done.is_err() {
             let _ = unistd::unlinkat(&self.fd, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
         }
-        written
+        done
     }
 
     /// Open `name` for reading: a regular file only (a FIFO, device or
@@ -176,25 +185,17 @@ impl OutDir {
             .collect())
     }
 
-    /// Make `name` hold `file`'s content again if the command removed or
-    /// replaced it during the run (tracer kept writing its own file): a
-    /// fresh copy is written in its place. Returns whether it had to.
-    pub fn restore(&self, name: &str, file: &File) -> io::Result<bool> {
-        let held = stat::fstat(file)?;
+    /// Make `name` hold `held`'s content again (read from `content`) if the
+    /// command removed or replaced it during the run (tracer kept writing its
+    /// own file): a fresh copy is written in its place. Returns whether it had to.
+    pub fn restore(&self, name: &str, held: &File, mut content: impl io::Read) -> io::Result<bool> {
+        let held = stat::fstat(held)?;
         let now = stat::fstatat(&self.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok();
         if now.is_some_and(|st| (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)) {
             return Ok(false);
         }
-        let (tmp, mut copy) = self.create_temp(name)?;
-        let mut from = file.try_clone()?;
-        let copied = io::Seek::rewind(&mut from)
-            .and_then(|()| io::copy(&mut from, &mut copy))
-            .and_then(|_| self.give(&copy))
-            .and_then(|()| self.rename_temp(&tmp, name));
-        if copied.is_err() {
-            let _ = unistd::unlinkat(&self.fd, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
-        }
-        copied.map(|()| true)
+        self.replace_with(name, |copy| io::copy(&mut content, copy).map(drop))?;
+        Ok(true)
     }
 
     /// Hand an open file to the run's user (no-op without one).
