@@ -1,7 +1,7 @@
 //! Caught, then re-raised or exited: which signal a process caught (it ran
 //! on after the delivery) explains how it ended, and whether the run had
 //! been cancelled or timed out by then. Rules stated in docs/report.md.
-use super::cause::{sent_by_process, FAULT_SIGS, SIGKILL};
+use super::sigfacts::{sent_by_process, FAULT_SIGS, SIGKILL};
 use crate::{
     eventlog::{ExitStatus, ProcKey},
     model::Model,

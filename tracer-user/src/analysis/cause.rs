@@ -9,14 +9,8 @@ use crate::{
     model::{Model, SignalEv},
 };
 
-pub const SIGKILL: i32 = 9;
-pub const SIGPIPE: i32 = 13;
-pub const SIGCHLD: i32 = 17;
-const SI_USER: i32 = 0;
-const SI_QUEUE: i32 = -1;
-const SI_TKILL: i32 = -6;
-/// Signals the kernel raises for a faulting instruction (positive si_code).
-pub(super) const FAULT_SIGS: [i32; 6] = [4, 5, 7, 8, 11, 31]; // ILL TRAP BUS FPE SEGV SYS
+pub(crate) use super::sigfacts::{sent_by_process, FAULT_SIGS};
+pub use super::sigfacts::{SIGCHLD, SIGKILL, SIGPIPE};
 /// Termination signals an orderly shutdown sends: INT HUP TERM KILL.
 pub(super) const STOP_SIGS: [i32; 4] = [2, 1, 15, SIGKILL];
 /// A parent-death signal is sent while the parent thread exits; its exit
@@ -61,12 +55,6 @@ impl Classified {
             timed_out: false,
         }
     }
-}
-
-/// A signal a process asked for (kill family, or a syscall we joined),
-/// as opposed to one the kernel raised (faults, OOM, timers, SIGCHLD).
-pub(crate) fn sent_by_process(s: &SignalEv) -> bool {
-    s.ev.call.is_some() || matches!(s.ev.code, SI_USER | SI_QUEUE | SI_TKILL)
 }
 
 pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {

@@ -99,7 +99,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         ),
     };
     let reraise_call = reraised.map(|s| {
-        call_of(cx, s).map_or_else(
+        cx.call_of(s).map_or_else(
             || format!("an uncaptured call (si_code {})", s.ev.code_name),
             |(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name),
         )
@@ -135,7 +135,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     // A process-sent signal that came from no kill syscall: the kernel path
     // that sent it (cgroup.kill) is the mechanism.
     let uncaptured = fatal
-        .filter(|s| killer.is_some() && call_of(cx, s).is_none())
+        .filter(|s| killer.is_some() && cx.call_of(s).is_none())
         .and_then(|s| mechanism::uncaptured_call(cx, s))
         .map(|(_, _, m)| m);
     let cause = Cause {
@@ -228,21 +228,9 @@ pub(crate) fn signal_ref(s: &SignalEv) -> SignalRef {
     }
 }
 
-/// The call in C notation, from the joined kill_call if any, else from the
-/// signal's own call reference.
-pub(crate) fn call_of(cx: &Ctx, s: &SignalEv) -> Option<(String, i64, Option<i64>)> {
-    let k = s.kill_call.map(|k| &cx.m.kill_calls[k].ev);
-    let call = s.ev.call.as_ref();
-    let syscall = k
-        .map(|k| k.syscall.clone())
-        .or_else(|| call.map(|c| c.syscall.clone()))?;
-    let target_arg = call.map(|c| c.target_arg).or(k.map(|k| k.target_arg))?;
-    Some((syscall, target_arg, k.and_then(|k| k.tid_arg)))
-}
-
 fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
     let k = s.kill_call.map(|k| &cx.m.kill_calls[k].ev);
-    let call = call_of(cx, s);
+    let call = cx.call_of(s);
     let target_ns = call
         .as_ref()
         .and_then(|(sc, arg, _)| cx.target_ns(s.sender, sc, *arg, s.ev.at.t));
@@ -311,7 +299,9 @@ fn history(cx: &Ctx, key: ProcKey, end_t: u64, fatal: Option<usize>) -> Vec<Hist
                 sender: cx.proc_ref(s.sender, s.ev.at.t),
                 raised_by_kernel: by_kernel,
                 relation: (!by_kernel).then(|| cause::relation(m, s.sender, key)),
-                call: call_of(cx, s).map(|(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name)),
+                call: cx
+                    .call_of(s)
+                    .map(|(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name)),
                 fatal: Some(i) == fatal,
             }
         })

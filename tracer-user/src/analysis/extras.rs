@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::{
     cause::{sent_by_process, SIGCHLD},
-    certificate::{call_of, signal_ref},
+    certificate::signal_ref,
     types::*,
     wording as w, Ctx,
 };
@@ -113,7 +113,9 @@ pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
                 sender_tid: s.ev.sender.tid,
                 sender_is_tracer: cx.m.is_tracer(s.sender),
                 target: cx.proc_ref(s.target, s.ev.at.t),
-                call: call_of(cx, s).map(|(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name)),
+                call: cx
+                    .call_of(s)
+                    .map(|(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name)),
             })
         })
         .collect()

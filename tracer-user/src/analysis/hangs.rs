@@ -1,6 +1,6 @@
 //! What the log adds to a hang snapshot: which of its processes were leaked
 //! (the parent that forked them had ended), and who stopped a stopped one.
-use super::{certificate::call_of, wording as w, AnalysisOptions, Ctx};
+use super::{wording as w, AnalysisOptions, Ctx};
 use crate::{
     eventlog::ProcKey,
     model::Model,
@@ -48,7 +48,8 @@ pub fn snapshot_facts(model: &Model, t: u64, snap: &Snapshot) -> LogFacts {
                 .rfind(|s| STOP_SIGS.contains(&s.ev.sig) && s.ev.at.t <= t);
             if let Some(s) = stop {
                 let sender = cx.proc_ref(s.sender, s.ev.at.t);
-                let via = call_of(&cx, s)
+                let via = cx
+                    .call_of(s)
                     .map(|(sc, a, tid)| {
                         format!(", via {}", w::call_notation(&sc, a, tid, &s.ev.sig_name))
                     })

@@ -9,6 +9,7 @@ mod extras;
 pub mod hangs;
 mod mechanism;
 mod rank;
+mod sigfacts;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -142,6 +143,19 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// The call of a signal as (syscall, target as given, tid as given),
+    /// from the joined kill_call if any, else from the signal's own call
+    /// reference.
+    pub(crate) fn call_of(&self, s: &crate::model::SignalEv) -> Option<(String, i64, Option<i64>)> {
+        let k = s.kill_call.map(|k| &self.m.kill_calls[k].ev);
+        let call = s.ev.call.as_ref();
+        let syscall = k
+            .map(|k| k.syscall.clone())
+            .or_else(|| call.map(|c| c.syscall.clone()))?;
+        let target_arg = call.map(|c| c.target_arg).or(k.map(|k| k.target_arg))?;
+        Some((syscall, target_arg, k.and_then(|k| k.tid_arg)))
+    }
+
     /// RFC 3339 UTC for a CLOCK_BOOTTIME instant (same rule as the log's
     /// `time` fields, so a report's times match the log's).
     pub fn wall(&self, t: u64) -> String {

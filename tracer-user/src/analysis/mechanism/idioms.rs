@@ -5,7 +5,6 @@ use super::{mech, refined, Refined};
 use crate::{
     analysis::{
         cause::{relation, Classified},
-        certificate::call_of,
         types::*,
         wording::{self as w, proc_phrase},
         Ctx,
@@ -88,7 +87,7 @@ pub(super) fn pipe_reader(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refine
 
 /// kill(0, …), kill(-pgid, …) or kill(-1, …) that reached the caller too.
 pub(super) fn own_group_kill(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
-    let (sc, arg, tid) = call_of(cx, s)?;
+    let (sc, arg, tid) = cx.call_of(s)?;
     if sc != "kill" || arg > 0 {
         return None;
     }
@@ -140,7 +139,10 @@ pub(super) fn timeout_itself(
         return None;
     }
     let own_group = fatal.filter(|s| {
-        s.sender == key && call_of(cx, s).is_some_and(|(sc, arg, _)| sc == "kill" && arg <= 0)
+        s.sender == key
+            && cx
+                .call_of(s)
+                .is_some_and(|(sc, arg, _)| sc == "kill" && arg <= 0)
     });
     let exit_124 = cls.kind == CauseKind::NonzeroExit
         && matches!(
@@ -178,7 +180,7 @@ pub(super) fn timeout_itself(
     });
     let summary = match own_group {
         Some(s) => {
-            let (sc, arg, tid) = call_of(cx, s).unwrap_or(("kill".into(), 0, None));
+            let (sc, arg, tid) = cx.call_of(s).unwrap_or(("kill".into(), 0, None));
             format!(
                 "killed by {} from its own {}: its time limit fired{after}{cmd}, then, as coreutils timeout(1) does, it signalled its whole process group, itself included",
                 s.ev.sig_name,
