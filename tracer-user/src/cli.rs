@@ -120,7 +120,7 @@ pub struct RecordArgs {
     /// Fail the run (exit 86 when the command itself succeeded) if any of these
     /// happened: foreign-signal, leak, oom, unexpected-death (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
-    pub fail_on: Vec<crate::fail_on::Condition>,
+    pub fail_on: Vec<crate::commands::fail_on::Condition>,
     /// Stop a hung run: when DURATION has passed, snapshot what every process
     /// is blocked on, SIGTERM the run, and SIGKILL it after --kill-grace.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
@@ -129,8 +129,8 @@ pub struct RecordArgs {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub kill_grace: std::time::Duration,
     /// What to do with processes of the run still alive when the command exits.
-    #[arg(long, value_enum, default_value_t = crate::leaks::LeakPolicy::Report)]
-    pub leaks: crate::leaks::LeakPolicy,
+    #[arg(long, value_enum, default_value_t = crate::run::leaks::LeakPolicy::Report)]
+    pub leaks: crate::run::leaks::LeakPolicy,
     /// Grace for `--leaks kill` (before SIGKILL) and limit for `--leaks wait`.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     pub leak_grace: std::time::Duration,
@@ -204,7 +204,7 @@ pub struct ReportArgs {
     /// foreign-signal, leak, oom, unexpected-death (comma-separated). A
     /// daemon's log supports oom and unexpected-death only.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
-    pub fail_on: Vec<crate::fail_on::Condition>,
+    pub fail_on: Vec<crate::commands::fail_on::Condition>,
     #[command(flatten)]
     pub report: ReportFlags,
 }
@@ -227,9 +227,9 @@ pub enum SummaryFormat {
 
 pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
     match cli.command {
-        Command::Record(args) => crate::record::run(&args),
-        Command::Report(args) => crate::record::report_only(&args),
-        Command::Daemon(args) => crate::daemon::run(&args),
+        Command::Record(args) => crate::commands::record::run(&args),
+        Command::Report(args) => crate::commands::record::report_only(&args),
+        Command::Daemon(args) => crate::commands::daemon::run(&args),
         Command::Summarize(args) => crate::summarize::run(&args),
     }
 }

@@ -8,7 +8,7 @@ use crate::{
     eventlog::{EventLog, Header},
     metrics::{server, Metrics},
     otlp::{self, Endpoint, ExportFacts, Exporter},
-    session::Session,
+    run::session::Session,
 };
 
 use super::{fresh_in, Every, Seen};

@@ -21,9 +21,11 @@ use signal_hook::{
 use crate::{
     error::TracerError,
     eventlog::ExitStatus,
-    leaks,
-    session::{self, Session},
-    terminal::Foreground,
+    run::{
+        leaks,
+        session::{self, Session},
+        terminal::Foreground,
+    },
 };
 
 pub const WATCHED_SIGNALS: [i32; 5] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1];

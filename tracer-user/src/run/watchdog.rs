@@ -27,7 +27,11 @@ use nix::{
     unistd::{fork, ForkResult, Pid},
 };
 
-use crate::{capture::Capture, error::TracerError, leaks, run_cgroup::RunCgroup};
+use crate::{
+    capture::Capture,
+    error::TracerError,
+    run::{leaks, run_cgroup::RunCgroup},
+};
 
 pub struct Watchdog {
     pid: Pid,

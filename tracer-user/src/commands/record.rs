@@ -13,18 +13,21 @@ use tracer_common::RuntimeConfig;
 use crate::{
     capture::{self, Capture, LoadOptions},
     cli::{RecordArgs, ReportArgs},
+    commands::fail_on,
     error::TracerError,
     eventlog::{self, ExitStatus, LogWriter, LIVE},
-    fail_on, leaks,
     outdir::{OutDir, Policy},
     redact::Redactor,
     report,
-    run_as::{RunAs, SudoEnv},
-    run_cgroup::RunCgroup,
-    session::{self, Session},
-    supervise,
-    terminal::{self, Foreground},
-    watchdog::Watchdog,
+    run::{
+        leaks,
+        run_as::{RunAs, SudoEnv},
+        run_cgroup::RunCgroup,
+        session::{self, Session},
+        supervise,
+        terminal::{self, Foreground},
+        watchdog::Watchdog,
+    },
 };
 
 /// Phase timings at debug level (`TRACER_LOG=tracer_user=debug`).
@@ -261,7 +264,7 @@ fn spawn_adopted(
             }
             // While still root: the run's cgroup is root's to write.
             if let Some(procs) = &how.cgroup {
-                crate::run_cgroup::join(procs);
+                crate::run::run_cgroup::join(procs);
             }
             // The command's own user (the tracer keeps root). No death
             // signal: the watchdog ends the whole run if tracer dies, with

@@ -13,8 +13,8 @@ use crate::{
     capture::{cgroups, decode, Capture},
     error::TracerError,
     eventlog::{self, wall_time, EventLog, ExitStatus, LogWriter, Loss, Record, Task, Trailer},
-    last_words::LastWordsStore,
     outdir::OutDir,
+    run::last_words::LastWordsStore,
 };
 
 pub struct Session {
@@ -174,7 +174,7 @@ impl Session {
                 if s.sender.pid != std::process::id() && !self.named.contains(&s.sender.key()) =>
             {
                 self.named.insert(s.sender.key());
-                if crate::leaks::alive(s.sender.key()) {
+                if crate::run::leaks::alive(s.sender.key()) {
                     s.sender_argv = procfs::process::Process::new(s.sender.pid as i32)
                         .and_then(|p| p.cmdline())
                         .ok()

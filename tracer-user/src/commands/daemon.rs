@@ -19,12 +19,12 @@ use tracer_common::{ExistingRecord, RuntimeConfig};
 use crate::{
     capture::{self, decode::cstr, LoadOptions},
     cli::{DaemonArgs, Scope},
+    commands::record::render_log_exported,
     error::TracerError,
     eventlog::{self, segment_name, Existing, Header, LogWriter, ProcKey, Task, LIVE},
     outdir::{OutDir, Policy},
-    record::render_log_exported,
     redact::Redactor,
-    session::{self, Session},
+    run::session::{self, Session},
 };
 
 pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {

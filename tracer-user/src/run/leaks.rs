@@ -10,7 +10,7 @@ use nix::{
 
 use crate::{
     eventlog::{Leak, ProcKey, Task},
-    session::Session,
+    run::session::Session,
 };
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
