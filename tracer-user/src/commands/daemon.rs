@@ -3,9 +3,8 @@
 //! SIGTERM/SIGINT/SIGHUP (and on SIGUSR1 without stopping), and never
 //! truncates what an earlier run of it wrote.
 use std::{
-    collections::{BTreeMap, BTreeSet},
-    fs,
-    path::Path,
+    collections::BTreeSet,
+    path::PathBuf,
     process::ExitCode,
     time::{Duration, Instant},
 };
@@ -14,31 +13,91 @@ use signal_hook::{
     consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1},
     iterator::Signals,
 };
-use tracer_common::{ExistingRecord, RuntimeConfig};
+use tracer_common::RuntimeConfig;
 
 use crate::{
-    capture::{self, decode::cstr, LoadOptions},
-    cli::{DaemonArgs, Scope},
-    commands::record::render_log_exported,
+    capture,
+    commands::output::{write_reports_exported, ReportFlags},
     error::TracerError,
-    eventlog::{self, segment_name, Existing, Header, LogWriter, ProcKey, Task, LIVE},
+    eventlog::{self, segment_name, Header, LIVE},
+    live::watch::{LiveOptions, Watch},
     outdir::{OutDir, Policy},
     redact::Redactor,
-    run::session::{self, Session},
+    run::{
+        header,
+        options::CaptureOptions,
+        scope::{seed, Scope},
+        session::Session,
+    },
 };
+
+#[derive(clap::Args, Debug, Clone)]
+#[group(id = "scope", required = true, multiple = false)]
+pub struct DaemonArgs {
+    /// Directory for the event log (rotated) and the reports.
+    #[arg(long, short, default_value = "tracer-report")]
+    pub output: PathBuf,
+    /// Watch every process the tracer can see: the whole machine from the
+    /// host, or a pod's processes from inside its shared pid namespace.
+    #[arg(long, group = "scope")]
+    pub all: bool,
+    /// Watch the processes of this cgroup (v1 or v2 directory) and its children.
+    #[arg(long, group = "scope", value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Watch this process and every descendant, including ones already running.
+    #[arg(long, group = "scope", value_name = "PID")]
+    pub root_pid: Option<u32>,
+    /// Start a new log file when the current one reaches this many bytes (0: never).
+    #[arg(long, default_value_t = 256 << 20)]
+    pub rotate_size: u64,
+    /// Keep at most this many rotated log files; the oldest are deleted
+    /// (0: keep all). With the default sizes, at most ~2.3 GiB on disk.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub keep_segments: usize,
+    #[command(flatten)]
+    pub capture: CaptureOptions,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (docs/metrics.md).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
+    /// How often the log so far is analysed for new findings: the metrics'
+    /// counters and the live OTLP export (--otlp-endpoint).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
+    pub metrics_interval: std::time::Duration,
+    /// Components of a memory cgroup path kept in `tracer_oom_kills_total`'s
+    /// `memcg` label (deeper ones name single pods or jobs).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub metrics_memcg_depth: usize,
+    #[command(flatten)]
+    pub report: ReportFlags,
+}
+
+impl DaemonArgs {
+    pub fn scope(&self) -> Scope {
+        match (&self.cgroup, self.root_pid) {
+            (Some(p), _) => Scope::Cgroup(p.clone()),
+            (None, Some(pid)) => Scope::RootPid(pid),
+            (None, None) => Scope::All,
+        }
+    }
+
+    fn live(&self) -> LiveOptions<'_> {
+        LiveOptions {
+            metrics_listen: self.metrics_listen.as_deref(),
+            interval: self.metrics_interval,
+            memcg_depth: self.metrics_memcg_depth,
+            otlp_endpoint: self.report.otlp_endpoint.as_deref(),
+            analysis: self.report.analysis_options(),
+        }
+    }
+}
 
 pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     // First of all: a stop request during start-up is honoured, not fatal.
-    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
-        .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1]).map_err(TracerError::Signals)?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
-    let capture = capture::load(&LoadOptions {
-        ring_buffer_bytes: args.ring_buffer_size,
-        tracer_tgid,
-        disabled: Vec::new(),
-        last_words: args.last_words_bytes > 0,
-    })?;
+    let capture = capture::load(&args.capture.load_options(tracer_tgid))?;
     // A daemon may write into a job's workspace (the CI user's directory):
     // every write is fd-relative and never follows a link, and the reports
     // go to the directory's owner. A world-writable directory is refused.
@@ -59,18 +118,17 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     let mut header = Header {
         scope: Some(scope.describe()),
         segment,
-        ..session::header("daemon", Vec::new(), &capture, args.ring_buffer_size)
+        ..header::header(
+            "daemon",
+            Vec::new(),
+            &capture,
+            args.capture.ring_buffer_size,
+        )
     };
     redactor.header(&mut header);
-    let log_file = out
-        .create_replacing(LIVE)
-        .map_err(|source| TracerError::Output {
-            path: out.display(LIVE),
-            source,
-        })?;
+    let writer = header::create_log(&out, &header)?;
     let log_path = out.display(LIVE);
-    let writer = LogWriter::new(log_file, &header);
-    let mut session = Session::new(capture, writer, out, args.last_words_bytes)?;
+    let mut session = Session::new(capture, writer, out, args.capture.last_words_bytes)?;
     session.redact_with(redactor);
 
     let mut known = BTreeSet::new();
@@ -81,7 +139,7 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         })?,
         _ => seed(&mut session, &scope, &mut known)?,
     }
-    let mut live = crate::live::watch::Watch::start(args, &mut session, &header)?;
+    let mut live = Watch::start(args.live(), &mut session, &header)?;
     eprintln!(
         "tracer: daemon watching {} — log in {}",
         scope.describe(),
@@ -116,109 +174,15 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     let closed = session.finish(None)?;
     closed.warn_if_log_failed();
     let export = live.and_then(|l| l.finish(&closed.log));
-    render_log_exported(&closed.log, &closed.out, &args.report, export)?;
+    write_reports_exported(&closed.log, &closed.out, &args.report, export)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Put the scope's processes under watch with their exact identities, and
-/// log each. Repeated until no new descendant appears, so a fork racing the
-/// seeding is not missed.
-fn seed(
-    session: &mut Session,
-    scope: &Scope,
-    known: &mut BTreeSet<ProcKey>,
-) -> Result<(), TracerError> {
-    for _ in 0..3 {
-        let all = session.existing()?;
-        let want = members(scope, &all);
-        let new: Vec<&ExistingRecord> = all
-            .iter()
-            .filter(|e| want.contains(&e.task.tgid))
-            .filter(|e| !known.contains(&key(e)))
-            .collect();
-        if new.is_empty() {
-            return Ok(());
-        }
-        let keys: Vec<ProcKey> = new.iter().map(|e| key(e)).collect();
-        session.track(&keys)?;
-        for e in new {
-            known.insert(key(e));
-            let proc = procfs::process::Process::new(e.task.tgid as i32).ok();
-            session.log_existing(Existing {
-                at: Default::default(),
-                task: Task {
-                    pid: e.task.tgid,
-                    tid: e.task.tid,
-                    start: e.task.start_ns,
-                    comm: Some(cstr(&e.comm)),
-                },
-                ppid: e.ppid,
-                argv: proc
-                    .as_ref()
-                    .and_then(|p| p.cmdline().ok())
-                    .unwrap_or_default(),
-                exe: proc
-                    .as_ref()
-                    .and_then(|p| p.exe().ok())
-                    .map(|p| p.display().to_string()),
-                ns: crate::capture::decode::ns_pid(&e.ns),
-            })?;
-        }
-    }
-    Ok(())
-}
-
-fn key(e: &ExistingRecord) -> ProcKey {
-    ProcKey {
-        pid: e.task.tgid,
-        start: e.task.start_ns,
-    }
-}
-
-/// The tgids the scope covers right now.
-fn members(scope: &Scope, all: &[ExistingRecord]) -> BTreeSet<u32> {
-    match scope {
-        Scope::All => all.iter().map(|e| e.task.tgid).collect(),
-        Scope::RootPid(root) => {
-            let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-            for e in all {
-                children.entry(e.ppid).or_default().push(e.task.tgid);
-            }
-            let mut found = BTreeSet::new();
-            let mut todo = vec![*root];
-            while let Some(p) = todo.pop() {
-                if found.insert(p) {
-                    todo.extend(children.get(&p).into_iter().flatten());
-                }
-            }
-            found.retain(|p| all.iter().any(|e| e.task.tgid == *p));
-            found
-        }
-        Scope::Cgroup(dir) => cgroup_procs(dir),
-    }
-}
-
-/// Every pid in the cgroup and its sub-cgroups (v1 or v2: both list
-/// `cgroup.procs`).
-fn cgroup_procs(dir: &Path) -> BTreeSet<u32> {
-    let mut pids: BTreeSet<u32> = fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    for sub in fs::read_dir(dir).into_iter().flatten().flatten() {
-        if sub.file_type().is_ok_and(|t| t.is_dir()) {
-            pids.extend(cgroup_procs(&sub.path()));
-        }
-    }
-    pids
 }
 
 /// Reports from the log so far; the log goes on. The OTLP export is the
 /// live one: nothing is exported again here.
 fn interim_reports(session: &mut Session, args: &DaemonArgs) -> Result<(), TracerError> {
     let log = session.log_so_far()?;
-    render_log_exported(&log, session.out(), &args.report, None)
+    write_reports_exported(&log, session.out(), &args.report, None)
 }
 
 /// The first segment number not yet used (after the highest present).

@@ -1,34 +1,70 @@
 //! `tracer record -- CMD`: trace one command's whole process tree.
-use std::{
-    io::IsTerminal,
-    os::unix::process::CommandExt,
-    path::{Path, PathBuf},
-    process::{Child, Command, ExitCode},
-};
+use std::{path::PathBuf, process::ExitCode};
 
 use nix::unistd::getpid;
 use signal_hook::iterator::{exfiltrator::WithOrigin, SignalsInfo};
-use tracer_common::RuntimeConfig;
 
 use crate::{
-    capture::{self, Capture, LoadOptions},
-    cli::{RecordArgs, ReportArgs},
-    commands::fail_on,
+    capture,
+    commands::{
+        fail_on,
+        output::{self, ReportFlags},
+    },
     error::TracerError,
-    eventlog::{self, ExitStatus, LogWriter, LIVE},
+    eventlog::{self, ExitStatus, LIVE},
     outdir::{OutDir, Policy},
     redact::Redactor,
-    report,
     run::{
-        leaks,
+        header, leaks,
+        options::CaptureOptions,
         run_as::{RunAs, SudoEnv},
         run_cgroup::RunCgroup,
         session::{self, Session},
-        supervise,
-        terminal::{self, Foreground},
+        spawn::{spawn_adopted, Spawn},
+        supervise, terminal,
         watchdog::Watchdog,
     },
 };
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RecordArgs {
+    /// Directory for events.ndjson and the reports.
+    #[arg(long, short, default_value = "tracer-report")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub capture: CaptureOptions,
+    /// Fail the run (exit 86 when the command itself succeeded) if any of these
+    /// happened: foreign-signal, leak, oom, unexpected-death (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
+    pub fail_on: Vec<fail_on::Condition>,
+    /// Stop a hung run: when DURATION has passed, snapshot what every process
+    /// is blocked on, SIGTERM the run, and SIGKILL it after --kill-grace.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub timeout: Option<std::time::Duration>,
+    /// Between SIGTERM and SIGKILL when --timeout expires.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub kill_grace: std::time::Duration,
+    /// What to do with processes of the run still alive when the command exits.
+    #[arg(long, value_enum, default_value_t = leaks::LeakPolicy::Report)]
+    pub leaks: leaks::LeakPolicy,
+    /// Grace for `--leaks kill` (before SIGKILL) and limit for `--leaks wait`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub leak_grace: std::time::Duration,
+    #[command(flatten)]
+    pub report: ReportFlags,
+    /// Run the command as USER (a name or a numeric uid; `--user root` keeps
+    /// root). Default: under sudo, the user who ran sudo (SUDO_UID,
+    /// SUDO_GID); otherwise the tracer's own user. Only the tracer keeps its
+    /// privileges. The command gets the user's groups, and HOME, USER and
+    /// LOGNAME as `sudo -u` sets them; the rest of the environment is passed
+    /// on as given.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// The command to run, after `--` (required, so a mistyped option is an
+    /// error rather than a command).
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
 
 /// Phase timings at debug level (`TRACER_LOG=tracer_user=debug`).
 fn phase(t0: std::time::Instant, what: &str) {
@@ -38,19 +74,14 @@ fn phase(t0: std::time::Instant, what: &str) {
 pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let t0 = std::time::Instant::now();
     // Registered first: no signal meant for the command is lost, even during start-up.
-    let signals = SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS)
-        .map_err(|e| TracerError::Other(format!("cannot install signal handlers: {e}")))?;
+    let signals =
+        SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS).map_err(TracerError::Signals)?;
 
     // Usage errors first, before any hook is loaded.
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = getpid().as_raw() as u32;
-    let mut capture = capture::load(&LoadOptions {
-        ring_buffer_bytes: args.ring_buffer_size,
-        tracer_tgid,
-        disabled: args.disable_hooks.clone(),
-        last_words: args.last_words_bytes > 0,
-    })?;
+    let mut capture = capture::load(&args.capture.load_options(tracer_tgid))?;
     phase(t0, "loaded and attached");
     // The output directory, held from here on: an unsafe one is refused
     // before the command runs.
@@ -61,21 +92,15 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
             any_owner: false,
         },
     )?;
-    let mut header = session::header(
+    let mut header = header::header(
         "record",
         args.command.clone(),
         &capture,
-        args.ring_buffer_size,
+        args.capture.ring_buffer_size,
     );
     header.command_user = Some(run_as.describe());
     redactor.header(&mut header);
-    let log_file = out
-        .create_replacing(LIVE)
-        .map_err(|source| TracerError::Output {
-            path: out.display(LIVE),
-            source,
-        })?;
-    let writer = LogWriter::new(log_file, &header);
+    let writer = header::create_log(&out, &header)?;
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
     // and their zombies are ours to reap.
@@ -105,7 +130,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         },
     );
     phase(t0, "command spawned");
-    let mut session = Session::new(capture, writer, out, args.last_words_bytes)?;
+    let mut session = Session::new(capture, writer, out, args.capture.last_words_bytes)?;
     session.redact_with(redactor);
     if let Some((uid, gid)) = run_as.owner() {
         session.snapshots_for(crate::snapshot::Viewer {
@@ -159,7 +184,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         uid: uid.as_raw(),
         gid: gid.as_raw(),
     });
-    handle_leaks(&mut session, args, tracer_tgid, run_sid, viewer)?;
+    leaks::settle(
+        &mut session,
+        args.leaks,
+        args.leak_grace,
+        tracer_tgid,
+        run_sid,
+        viewer,
+    )?;
     phase(t0, "leaks handled");
     // The run's fate is settled: what `--leaks report` leaves running is
     // left running on purpose.
@@ -169,9 +201,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     }
     let closed = session.finish(Some(command_status.clone()))?;
     phase(t0, "log closed, hooks detached");
-    let log = deliver(closed, &args.report);
+    let (log, analysis) = deliver(closed, &args.report);
     phase(t0, "reports written");
-    let met = fail_on_met(&args.fail_on, &log, &args.report);
+    let met = output::judge(&args.fail_on, &log, &analysis);
     let code = match (outcome.timed_out, passthrough_code(&command_status)) {
         // As timeout(1) does: the run did not finish, whatever it exited with.
         (true, _) => EXIT_TIMED_OUT,
@@ -183,15 +215,19 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
 
 /// Write the reports of a finished run and hand its files over. From here on
 /// nothing may cost the command's status: what cannot be written is said on
-/// stderr. Returns the log the reports were written from.
-fn deliver(closed: session::Closed, flags: &crate::cli::ReportFlags) -> eventlog::EventLog {
+/// stderr. Returns the log the reports were written from, and its analysis.
+fn deliver(
+    closed: session::Closed,
+    flags: &ReportFlags,
+) -> (eventlog::EventLog, crate::analysis::Analysis) {
     if let Err(msg) = closed.out.check_in_place() {
         eprintln!("tracer: error: {msg}");
     }
     closed.warn_if_log_failed();
     // The reports come from the log as tracer wrote it (read through its own
     // file), exactly as `tracer report` would read it: the two never disagree.
-    if let Err(e) = render_log(&closed.log, &closed.out, flags) {
+    let (analysis, written) = output::write_reports(&closed.log, &closed.out, flags);
+    if let Err(e) = written {
         eprintln!("tracer: error: {e}; the reports of this run are lost, events.ndjson holds its evidence");
     }
     if let Err(e) = closed.out.give(closed.writer.file()) {
@@ -214,123 +250,11 @@ fn deliver(closed: session::Closed, flags: &crate::cli::ReportFlags) -> eventlog
         ),
     }
     closed.out.hand_over_dirs();
-    closed.log
+    (closed.log, analysis)
 }
 
 /// `--timeout` expired (the convention of timeout(1)).
 pub const EXIT_TIMED_OUT: u8 = 124;
-
-/// How the command is set up between fork and exec.
-struct Spawn {
-    /// A session of its own without a controlling terminal (another user's
-    /// command on root's terminal: see `terminal`).
-    detach: bool,
-    /// `cgroup.procs` of the run's cgroup, joined before exec.
-    cgroup: Option<std::ffi::CString>,
-}
-
-/// Spawn CMD with the kernel adopting the tracer's next child, so the command
-/// is in scope from its first instruction: no event of it can be missed.
-/// `shown` is the command as errors may print it (redacted).
-fn spawn_adopted(
-    capture: &mut Capture,
-    command: &[String],
-    run_as: &RunAs,
-    shown: &[String],
-    how: Spawn,
-) -> Result<Child, TracerError> {
-    let (program, rest) = command
-        .split_first()
-        .ok_or_else(|| TracerError::Other("no command given".into()))?;
-    let mut cmd = Command::new(program);
-    cmd.args(rest);
-    run_as.set_env(&mut cmd);
-    let child_creds = run_as.clone();
-    let fg = if how.detach {
-        Foreground::none()
-    } else {
-        Foreground::take_if_terminal()
-    };
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Own process group: a Ctrl-C or a group signal to the tracer is not
-            // duplicated by our forwarding, and the tree can be signalled whole.
-            // Detached: its own session (and so its own group) too.
-            if how.detach {
-                terminal::detach_from_terminal()?;
-            } else {
-                libc::setpgid(0, 0);
-            }
-            // While still root: the run's cgroup is root's to write.
-            if let Some(procs) = &how.cgroup {
-                crate::run::run_cgroup::join(procs);
-            }
-            // The command's own user (the tracer keeps root). No death
-            // signal: the watchdog ends the whole run if tracer dies, with
-            // one SIGTERM per process (a second one often means "force").
-            child_creds.drop_privileges()?;
-            fg.give_to_self();
-            Ok(())
-        });
-    }
-    capture.set_config(RuntimeConfig {
-        adopt_children: 1,
-        ..Default::default()
-    })?;
-    let spawned = cmd.spawn();
-    capture.set_config(RuntimeConfig::default())?;
-    spawned.map_err(|source| TracerError::Spawn {
-        cmd: shown.join(" "),
-        as_user: if run_as.changes_user() {
-            format!(" as {}", run_as.describe())
-        } else {
-            String::new()
-        },
-        source,
-    })
-}
-
-/// Log every process of the run still alive, then apply `--leaks`.
-fn handle_leaks(
-    session: &mut Session,
-    args: &RecordArgs,
-    tracer_pid: u32,
-    root_sid: Option<i32>,
-    viewer: Option<crate::snapshot::Viewer>,
-) -> Result<(), TracerError> {
-    // Processes the command killed on its way out may not have finished
-    // exiting yet: let their exits land in the log first (bounded).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    while std::time::Instant::now() < deadline && session.tracked()?.into_iter().any(leaks::dying) {
-        session.pump(std::time::Duration::from_millis(10))?;
-        leaks::reap_orphans();
-    }
-    let mut leaked = Vec::new();
-    for key in session.tracked()? {
-        // Credentials before and after: a setuid exec in between counts.
-        let before = crate::snapshot::creds_of(key.pid);
-        if let Some(mut leak) = leaks::inspect(key, tracer_pid, root_sid) {
-            if let Some(v) = viewer {
-                let after = crate::snapshot::creds_of(key.pid);
-                let why = crate::snapshot::foreign(before.as_ref(), &v)
-                    .or_else(|| crate::snapshot::foreign(after.as_ref(), &v));
-                if let Some(why) = why {
-                    crate::snapshot::withhold_leak(&mut leak, why);
-                }
-            }
-            session.log_leak(leak)?;
-            leaked.push(key);
-        }
-    }
-    if !leaked.is_empty() {
-        eprintln!(
-            "tracer: {} process(es) of the run outlived the command",
-            leaked.len()
-        );
-    }
-    leaks::enforce(args.leaks, &leaked, args.leak_grace, session)
-}
 
 /// The shell convention: the exit code, or 128+N for death by signal N.
 pub fn passthrough_code(status: &ExitStatus) -> u8 {
@@ -338,104 +262,4 @@ pub fn passthrough_code(status: &ExitStatus) -> u8 {
         ExitStatus::Exited { code } => *code as u8,
         ExitStatus::Signaled { signal, .. } => (128 + signal) as u8,
     }
-}
-
-pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
-    let out_dir: PathBuf = match &args.output {
-        Some(dir) => dir.clone(),
-        // A daemon's directory holds its own reports.
-        None if args.events.is_dir() => args.events.clone(),
-        None => args
-            .events
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default(),
-    };
-    let redactor = Redactor::new(&args.report.redact)?;
-    let mut log = read_back(&args.events)?;
-    redactor.log(&mut log);
-    if log.header.mode == "daemon" {
-        fail_on::daemon_supports(&args.fail_on).map_err(TracerError::Other)?;
-    }
-    let out_dir = if out_dir.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        out_dir
-    };
-    let out = OutDir::open(
-        &out_dir,
-        Policy {
-            owner: None,
-            any_owner: true,
-        },
-    )?;
-    render_log(&log, &out, &args.report)?;
-    if fail_on_met(&args.fail_on, &log, &args.report).is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
-    }
-}
-
-/// The `--fail-on` conditions this run met, announced on stderr.
-fn fail_on_met(
-    conditions: &[fail_on::Condition],
-    log: &eventlog::EventLog,
-    flags: &crate::cli::ReportFlags,
-) -> Vec<(fail_on::Condition, usize)> {
-    if conditions.is_empty() {
-        return Vec::new();
-    }
-    let opts = crate::analysis::AnalysisOptions {
-        watch: flags.watch.clone(),
-    };
-    let (_, analysis) = crate::analysis::analyze(log, &opts);
-    let met = fail_on::met(conditions, log, &analysis);
-    for (c, n) in &met {
-        eprintln!("tracer: --fail-on {}: {n} found", c.name());
-    }
-    met
-}
-
-/// Read a log (or a daemon's series), warning when it was cut short.
-fn read_back(log_path: &Path) -> Result<eventlog::EventLog, TracerError> {
-    let log = eventlog::read_series(log_path)?;
-    if log.truncated {
-        eprintln!(
-            "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
-            log_path.display()
-        );
-    }
-    Ok(log)
-}
-
-/// Write report.json, report.md and report.html into the held directory,
-/// with a short summary on stderr.
-pub fn render_log(
-    log: &eventlog::EventLog,
-    out: &OutDir,
-    flags: &crate::cli::ReportFlags,
-) -> Result<(), TracerError> {
-    render_log_exported(log, out, flags, crate::otlp::export_log(log, flags))
-}
-
-/// The reports, with what became of an OTLP export already made.
-pub fn render_log_exported(
-    log: &eventlog::EventLog,
-    out: &OutDir,
-    flags: &crate::cli::ReportFlags,
-    export: Option<crate::otlp::ExportFacts>,
-) -> Result<(), TracerError> {
-    let opts = report::ReportOptions {
-        export,
-        ..flags.options()
-    };
-    let rendered =
-        report::write_reports(log, out, &opts).map_err(|source| TracerError::Output {
-            path: out.path().to_path_buf(),
-            source,
-        })?;
-    let color = report::use_color(std::io::stderr().is_terminal());
-    let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
-    Ok(())
 }
