@@ -8,6 +8,7 @@ mod certificate;
 mod extras;
 pub mod hangs;
 mod mechanism;
+pub mod quote;
 mod rank;
 mod sigfacts;
 mod summary;
@@ -15,7 +16,6 @@ mod summary;
 mod tests;
 mod types;
 pub mod wording;
-pub mod words;
 
 use std::cell::RefCell;
 
@@ -243,7 +243,7 @@ impl Ctx<'_> {
         // the last_words record holds only what a process wrote itself.
         if p.last_words
             .as_ref()
-            .is_some_and(|l| words::quote_line(&l.text).is_some())
+            .is_some_and(|l| quote::quote_line(&l.text).is_some())
         {
             return true;
         }

@@ -1,8 +1,10 @@
 //! Reports: report.json (machines), report.md (people), a few stderr lines.
 //! All three are pure functions of the event log.
+mod cells;
 mod chains;
 pub mod html;
 pub(crate) mod json;
+mod loss;
 mod markdown;
 mod sections;
 mod snapshots;
@@ -131,7 +133,7 @@ pub fn summary(r: &Report, md: &Path, json: &Path) -> String {
             shown.len() - MAX_ITEMS
         ));
     }
-    let loss = markdown::loss_line(r).replace("**", "");
+    let loss = loss::loss_line(r).replace("**", "");
     let undelivered = r.log.export.as_ref().is_some_and(|x| x.undelivered > 0);
     let prefix = if r.log.truncated || r.log.lost_total > 0 || undelivered {
         WARN
