@@ -19,9 +19,9 @@ use crate::{
     capture,
     commands::output::{write_reports_exported, ReportFlags},
     error::TracerError,
-    eventlog::{self, segment_name, Header, LIVE},
+    eventlog::{segment_name, Header, LIVE},
     live::watch::{LiveOptions, Watch},
-    outdir::{OutDir, Policy},
+    outdir::{names, OutDir, Policy},
     redact::Redactor,
     run::{
         header,
@@ -196,8 +196,7 @@ fn segments(out: &OutDir) -> Vec<u32> {
         .names()
         .unwrap_or_default()
         .iter()
-        .filter(|n| eventlog::is_segment(n))
-        .filter_map(|n| n["events-".len()..n.len() - ".ndjson".len()].parse().ok())
+        .filter_map(|n| names::segment_number(n))
         .collect();
     found.sort_unstable();
     found

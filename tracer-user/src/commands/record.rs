@@ -228,7 +228,9 @@ fn deliver(
     // file), exactly as `tracer report` would read it: the two never disagree.
     let (analysis, written) = output::write_reports(&closed.log, &closed.out, flags);
     if let Err(e) = written {
-        eprintln!("tracer: error: {e}; the reports of this run are lost, events.ndjson holds its evidence");
+        eprintln!(
+            "tracer: error: {e}; the reports of this run are lost, {LIVE} holds its evidence"
+        );
     }
     if let Err(e) = closed.out.give(closed.writer.file()) {
         log::warn!("cannot hand the event log over: {e}");

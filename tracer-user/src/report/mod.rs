@@ -56,9 +56,9 @@ pub fn render_markdown(r: &Report) -> String {
 }
 
 /// The report files of a directory, in the order they are written.
-pub const JSON_FILE: &str = "report.json";
-pub const MD_FILE: &str = "report.md";
-pub const HTML_FILE: &str = "report.html";
+pub use crate::outdir::names::{
+    REPORT_HTML as HTML_FILE, REPORT_JSON as JSON_FILE, REPORT_MD as MD_FILE,
+};
 
 /// Write the three reports into the held directory, each atomically (a
 /// reader sees the old file or the new one) and never through a link.
