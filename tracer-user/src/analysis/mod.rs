@@ -10,6 +10,7 @@ pub mod hangs;
 mod mechanism;
 pub mod quote;
 mod rank;
+mod side_findings;
 mod sigfacts;
 mod summary;
 #[cfg(test)]
@@ -23,6 +24,7 @@ use regex::Regex;
 use serde::Serialize;
 
 pub use ancestors::{chain, Ancestor};
+pub use side_findings::*;
 pub use types::*;
 
 use crate::{
