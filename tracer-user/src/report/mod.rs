@@ -2,6 +2,7 @@
 //! All three are pure functions of the event log.
 mod cells;
 mod chains;
+mod facts;
 pub mod html;
 pub(crate) mod json;
 mod loss;
@@ -10,15 +11,16 @@ mod sections;
 mod snapshots;
 #[cfg(test)]
 mod tests;
+mod verdict;
 
 use std::{
     io::{self, Write},
     path::{Path, PathBuf},
 };
 
-pub use json::{
-    build_report, verdict, LogFacts, Report, RunFacts, RANKING_RULE, REPORT_SCHEMA_VERSION,
-};
+pub use facts::{LogFacts, RunFacts};
+pub use json::{build_report, Report, RANKING_RULE, REPORT_SCHEMA_VERSION};
+pub use verdict::verdict;
 
 use crate::{
     analysis::{Analysis, Rank},

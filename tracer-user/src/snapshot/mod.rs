@@ -27,6 +27,7 @@ mod syscalls;
 mod take;
 #[cfg(test)]
 mod tests;
+mod threads;
 mod withhold;
 
 pub use findings::analyze;
