@@ -2,7 +2,6 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use nix::unistd::getpid;
-use signal_hook::iterator::{exfiltrator::WithOrigin, SignalsInfo};
 
 use crate::{
     capture,
@@ -15,11 +14,12 @@ use crate::{
     outdir::{OutDir, Policy},
     redact::Redactor,
     run::{
-        header, leaks,
+        event_loop, header, leaks,
         options::CaptureOptions,
         run_as::{RunAs, SudoEnv},
         run_cgroup::RunCgroup,
         session::{self, Session},
+        signals::Signals,
         spawn::{spawn_adopted, Spawn},
         supervise, terminal,
         watchdog::Watchdog,
@@ -74,9 +74,15 @@ fn phase(t0: std::time::Instant, what: &str) {
 pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let t0 = std::time::Instant::now();
     // Registered first: no signal meant for the command is lost, even during start-up.
-    let signals =
-        SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS).map_err(TracerError::Signals)?;
+    let signals = Signals::new(&supervise::WATCHED_SIGNALS)?;
+    event_loop::block_on(record(args, t0, signals))?
+}
 
+async fn record(
+    args: &RecordArgs,
+    t0: std::time::Instant,
+    mut signals: Signals,
+) -> Result<ExitCode, TracerError> {
     // Usage errors first, before any hook is loaded.
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
@@ -165,7 +171,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         timeout: args.timeout,
         kill_grace: args.kill_grace,
     };
-    let outcome = supervise::supervise(&mut session, child, signals, &limits)?;
+    let outcome = supervise::supervise(&mut session, child, &mut signals, &limits).await?;
     let command_status = outcome.status;
     if outcome.timed_out {
         // The timeout stops the whole run, not only the command: finish the
@@ -176,7 +182,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
             &rest,
             args.kill_grace,
             &mut session,
-        )?;
+        )
+        .await?;
     }
     phase(t0, "command exited");
     session.drain()?;
@@ -191,7 +198,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         tracer_tgid,
         run_sid,
         viewer,
-    )?;
+    )
+    .await?;
     phase(t0, "leaks handled");
     // The run's fate is settled: what `--leaks report` leaves running is
     // left running on purpose.

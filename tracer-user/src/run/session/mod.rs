@@ -3,6 +3,7 @@
 mod pump;
 
 use aya::maps::{MapData, RingBuf};
+use tokio::io::unix::AsyncFd;
 
 use crate::{
     capture::Capture,
@@ -11,13 +12,16 @@ use crate::{
     outdir::OutDir,
     run::{
         clock::{boot_ns, boot_to_wall_ns},
+        event_loop::watch_readable,
         last_words::LastWordsStore,
     },
 };
 
 pub struct Session {
     capture: Capture,
-    ring: RingBuf<MapData>,
+    /// Registered with the reactor: the loop wakes when the kernel side
+    /// commits a record (the programs submit with adaptive wake-ups).
+    ring: AsyncFd<RingBuf<MapData>>,
     writer: LogWriter,
     /// Where the log and the reports go, held open (see `outdir`).
     out: OutDir,
@@ -46,7 +50,7 @@ impl Session {
         out: OutDir,
         last_words_bytes: usize,
     ) -> Result<Self, TracerError> {
-        let ring = capture.ring()?;
+        let ring = watch_readable(capture.ring()?).map_err(TracerError::PollRing)?;
         Ok(Self {
             capture,
             ring,
