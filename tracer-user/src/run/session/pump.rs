@@ -1,7 +1,5 @@
 //! The ring pump: records out of the kernel's ring buffer, decoded,
 //! enriched (an outside sender's argv, an OOM's memory cgroup) and written.
-use std::time::Duration;
-
 use super::Session;
 use crate::{
     capture::{cgroups, decode},
@@ -18,12 +16,6 @@ impl Session {
         let mut guard = self.ring.readable().await.map_err(TracerError::PollRing)?;
         guard.clear_ready();
         Ok(())
-    }
-
-    /// Wait up to `timeout` for events, then write all that are ready.
-    pub async fn pump(&mut self, timeout: Duration) -> Result<u64, TracerError> {
-        let _ = tokio::time::timeout(timeout, self.ready()).await;
-        self.drain()
     }
 
     /// Write every event already in the ring buffer.
