@@ -127,10 +127,8 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
         )
     };
     redactor.header(&mut header);
-    let writer = header::create_log(&out, &header)?;
     let log_path = out.display(LIVE);
-    let mut session = Session::new(capture, writer, out, args.capture.last_words_bytes)?;
-    session.redact_with(redactor);
+    let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
 
     let mut known = BTreeSet::new();
     match &scope {

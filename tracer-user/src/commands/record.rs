@@ -87,7 +87,7 @@ async fn record(
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = getpid().as_raw() as u32;
-    let mut capture = capture::load(&args.capture.load_options(tracer_tgid))?;
+    let capture = capture::load(&args.capture.load_options(tracer_tgid))?;
     phase(t0, "loaded and attached");
     // The output directory, held from here on: an unsafe one is refused
     // before the command runs.
@@ -106,7 +106,13 @@ async fn record(
     );
     header.command_user = Some(run_as.describe());
     redactor.header(&mut header);
-    let writer = header::create_log(&out, &header)?;
+    let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
+    if let Some((uid, gid)) = run_as.owner() {
+        session.snapshots_for(crate::snapshot::Viewer {
+            uid: uid.as_raw(),
+            gid: gid.as_raw(),
+        });
+    }
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
     // and their zombies are ours to reap.
@@ -117,7 +123,7 @@ async fn record(
     // Before the command exists: whatever happens to tracer from here on,
     // the run does not go on unobserved.
     let run_cgroup = RunCgroup::create();
-    let watchdog = match Watchdog::start(&capture, run_cgroup.as_ref(), args.kill_grace) {
+    let watchdog = match Watchdog::start(session.capture(), run_cgroup.as_ref(), args.kill_grace) {
         Ok(w) => w,
         Err(e) => {
             run_cgroup.as_ref().map(RunCgroup::remove);
@@ -126,7 +132,7 @@ async fn record(
     };
     let detach = run_as.changes_user() && terminal::has_controlling_terminal();
     let spawned = spawn_adopted(
-        &mut capture,
+        session.capture_mut(),
         &args.command,
         &run_as,
         &header.command,
@@ -136,14 +142,6 @@ async fn record(
         },
     );
     phase(t0, "command spawned");
-    let mut session = Session::new(capture, writer, out, args.capture.last_words_bytes)?;
-    session.redact_with(redactor);
-    if let Some((uid, gid)) = run_as.owner() {
-        session.snapshots_for(crate::snapshot::Viewer {
-            uid: uid.as_raw(),
-            gid: gid.as_raw(),
-        });
-    }
     let child = match spawned {
         Ok(child) => child,
         Err(err) => {

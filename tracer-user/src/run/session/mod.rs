@@ -8,12 +8,17 @@ use tokio::io::unix::AsyncFd;
 use crate::{
     capture::Capture,
     error::TracerError,
-    eventlog::{self, wall_time, EventLog, ExitStatus, LogWriter, Loss, Record, Task, Trailer},
+    eventlog::{
+        self, wall_time, EventLog, ExitStatus, Header, LogWriter, Loss, Record, Task, Trailer,
+    },
     outdir::OutDir,
+    redact::Redactor,
     run::{
         clock::{boot_ns, boot_to_wall_ns},
         event_loop::watch_readable,
+        header::create_log,
         last_words::LastWordsStore,
+        options::CaptureOptions,
     },
 };
 
@@ -44,7 +49,23 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(
+    /// Start capturing into a fresh live log in `out`, opened with `header`;
+    /// every record is masked by `redactor` on its way in. In the runtime
+    /// (the ring buffer is registered with its reactor).
+    pub fn start(
+        capture: Capture,
+        out: OutDir,
+        header: &Header,
+        opts: &CaptureOptions,
+        redactor: Redactor,
+    ) -> Result<Self, TracerError> {
+        let writer = create_log(&out, header)?;
+        let mut session = Self::new(capture, writer, out, opts.last_words_bytes)?;
+        session.redact_with(redactor);
+        Ok(session)
+    }
+
+    fn new(
         mut capture: Capture,
         writer: LogWriter,
         out: OutDir,
@@ -66,6 +87,15 @@ impl Session {
             command_error: None,
             counts: Default::default(),
         })
+    }
+
+    /// The loaded programs and maps (the watchdog and the spawn use them).
+    pub fn capture(&self) -> &Capture {
+        &self.capture
+    }
+
+    pub fn capture_mut(&mut self) -> &mut Capture {
+        &mut self.capture
     }
 
     /// The command could not be run: the trailer says why, so the reports
