@@ -67,6 +67,10 @@ pub struct DaemonArgs {
     pub ring_buffer_size: u32,
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,
+    /// Log the eBPF side's rare failures (unreadable memory, full maps, wrong
+    /// kernel offsets) to stderr; also on with TRACER_LOG=debug.
+    #[arg(long)]
+    pub debug_ebpf: bool,
     /// Serve Prometheus metrics on http://ADDR:PORT/metrics (docs/metrics.md).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics_listen: Option<String>,
@@ -151,6 +155,10 @@ pub struct RecordArgs {
     /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
     pub disable_hooks: Vec<String>,
+    /// Log the eBPF side's rare failures (unreadable memory, full maps, wrong
+    /// kernel offsets) to stderr; also on with TRACER_LOG=debug.
+    #[arg(long)]
+    pub debug_ebpf: bool,
     /// The command to run, after `--` (required, so a mistyped option is an
     /// error rather than a command).
     #[arg(required = true, last = true, value_name = "COMMAND")]

@@ -47,6 +47,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         tracer_tgid,
         disabled: args.disable_hooks.clone(),
         last_words: args.last_words_bytes > 0,
+        debug_ebpf: args.debug_ebpf,
     })?;
     phase(t0, "loaded and attached");
     // The output directory, held from here on: an unsafe one is refused

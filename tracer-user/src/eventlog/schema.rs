@@ -398,6 +398,14 @@ pub struct Loss {
     pub inflight_map_full: u64,
     /// Records user space could not decode.
     pub undecodable: u64,
+    /// The kernel side could not read a traced process's memory (a stderr
+    /// buffer, an argv): those last words or that command line are missing.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub user_read_failed: u64,
+    /// A lifecycle hook read a task as a fault or an impossible value (a
+    /// wrong kernel offset): that fork, exec or exit was lost.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub task_read_failed: u64,
     /// Records that never reached the log file: writing it failed (a full
     /// disk). Only in a trailer kept in memory, since the file refused it.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
@@ -411,11 +419,14 @@ pub struct Loss {
 }
 
 impl Loss {
+    /// Events lost. `user_read_failed` is not among them: it costs last
+    /// words or a command line, never a death or a sender.
     pub fn total(&self) -> u64 {
         self.ringbuf_full
             + self.tracked_map_full
             + self.inflight_map_full
             + self.undecodable
+            + self.task_read_failed
             + self.unwritten
     }
 }

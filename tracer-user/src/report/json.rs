@@ -282,6 +282,8 @@ pub(crate) fn loss_breakdown(l: &Loss) -> String {
         ("tracked-process map full", l.tracked_map_full),
         ("in-flight kill map full", l.inflight_map_full),
         ("undecodable", l.undecodable),
+        ("unreadable process memory", l.user_read_failed),
+        ("unreadable task (kernel offsets?)", l.task_read_failed),
         ("not written to the log", l.unwritten),
     ];
     let mut named: Vec<String> = parts
