@@ -7,6 +7,8 @@
 //! `read_unaligned`, and converts the `kind` tag with `TryFrom`.
 #![no_std]
 
+pub mod signals;
+
 pub const COMM_LEN: usize = 16;
 /// Bytes of argv captured per exec (NUL-separated, as in /proc/PID/cmdline).
 pub const ARGV_LEN: usize = 4096;
