@@ -4,6 +4,8 @@ mod chains;
 pub mod html;
 pub(crate) mod json;
 mod markdown;
+#[cfg(test)]
+mod schema_tests;
 mod sections;
 mod snapshots;
 #[cfg(test)]
