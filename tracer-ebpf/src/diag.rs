@@ -27,14 +27,19 @@ pub const FORK_CHILD: u32 = 2;
 pub const EXEC: u32 = 3;
 pub const EXIT: u32 = 4;
 
+/// Slack for "a start time in the future": the helper's fast clock may lag
+/// the one the kernel stamped the task with by a hair; a wrong offset is off
+/// by far more (a pointer read as a time is centuries ahead).
+const FUTURE_SLACK_NS: u64 = 1_000_000_000;
+
 /// A task read in a lifecycle hook: `None` when it faulted or gave a start
 /// time in the future (an offset pointing at the wrong field), counted and
-/// logged as such.
+/// logged as such. Such an identity joins nothing, so the event is dropped.
 #[inline(always)]
 pub fn checked_task(id: Option<TaskId>, hook: u32) -> Option<TaskId> {
     let now = unsafe { bpf_ktime_get_boot_ns() };
     match id {
-        Some(id) if id.start_ns <= now => Some(id),
+        Some(id) if id.start_ns <= now + FUTURE_SLACK_NS => Some(id),
         Some(id) => {
             count(FailReason::TaskRead);
             warn!(

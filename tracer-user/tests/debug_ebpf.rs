@@ -92,3 +92,20 @@ fn tracer_log_debug_turns_it_on() {
         assert!(stderr.contains(&line), "no `{line}` in:\n{stderr}");
     }
 }
+
+/// The verifier checks the logging code only when it is on: the kill-family
+/// fallback (raw_syscalls, the other program with a log call) must load too.
+#[test]
+fn the_raw_syscalls_fallback_loads_with_logging_on() {
+    let (r, pid) = run(
+        &["--debug-ebpf", "--disable-hook", "kill_syscalls:tracepoint"],
+        &[],
+    );
+    let hook = hook(&r.log, "kill_syscalls");
+    assert!(hook.attached, "{hook:?}");
+    assert_eq!(hook.via.as_deref(), Some("raw_syscalls"));
+    let stderr = r.stderr();
+    for line in log_lines(pid) {
+        assert!(stderr.contains(&line), "no `{line}` in:\n{stderr}");
+    }
+}

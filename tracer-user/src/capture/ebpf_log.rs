@@ -16,9 +16,11 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::error::TracerError;
 
-/// The aya-log ring's size when logging is off (the smallest a ring buffer
-/// may be): the map exists in the object either way.
-pub const OFF_RING_BYTES: u32 = 4096;
+/// The aya-log ring's size when logging is off: one page, the smallest a
+/// ring buffer may be (the map exists in the object either way).
+pub fn off_ring_bytes() -> u32 {
+    procfs::page_size() as u32
+}
 
 /// Should the eBPF side log? `--debug-ebpf`, or a `TRACER_LOG` filter that
 /// lets `tracer_ebpf` through at debug level (e.g. `TRACER_LOG=debug`).

@@ -78,7 +78,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
     let log_on = ebpf_log::wanted(opts.debug_ebpf);
     let mut loader = EbpfLoader::new();
     if !log_on {
-        loader.map_max_entries("AYA_LOGS", ebpf_log::OFF_RING_BYTES);
+        loader.map_max_entries("AYA_LOGS", ebpf_log::off_ring_bytes());
     }
     let mut ebpf =
         loader
