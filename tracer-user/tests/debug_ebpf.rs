@@ -109,3 +109,27 @@ fn the_raw_syscalls_fallback_loads_with_logging_on() {
         assert!(stderr.contains(&line), "no `{line}` in:\n{stderr}");
     }
 }
+
+/// A wrong kernel offset used to look like "no events". Now the lifecycle
+/// hooks see the impossible start time it reads, count each lost event,
+/// and say why; the command's status still passes through. (The offset is
+/// broken on purpose by a debug-build-only switch.)
+#[test]
+fn a_wrong_task_offset_is_diagnosed_not_silent() {
+    let r = record_env(
+        &["--debug-ebpf"],
+        &["sh", "-c", "exit 3"],
+        &[("TRACER_TEST_WRONG_START_OFFSET", "1")],
+    );
+    assert_eq!(r.code(), Some(3), "{}", r.stderr());
+    let lost = &r.log.trailer.as_ref().expect("a trailer").lost;
+    assert!(lost.task_read_failed > 0, "{lost:?}");
+    assert!(lost.total() >= lost.task_read_failed);
+    let stderr = r.stderr();
+    assert!(
+        stderr.contains("wrong task_struct offset?"),
+        "no diagnosis in:\n{stderr}"
+    );
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    assert!(md.contains("unreadable task (kernel offsets?)"), "{md}");
+}

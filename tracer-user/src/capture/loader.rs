@@ -71,7 +71,14 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         .as_ref()
         .ok()
         .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
-    let offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    #[allow(unused_mut)]
+    let mut offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    // Debug builds only, for tests/debug_ebpf.rs: read the start time where
+    // the group-leader pointer is, as a wrong offset would.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("TRACER_TEST_WRONG_START_OFFSET").is_some() {
+        offsets.task_start_boottime = offsets.task_group_leader;
+    }
     let own_ns = super::pidns::own_ns_inum()?;
     let btf = Btf::from_sys_fs().map_err(|e| TracerError::Load(format!("kernel BTF: {e}")))?;
 
