@@ -4,7 +4,6 @@
 //! killer's call logged after the death): the counters keep the first view.
 #[cfg(test)]
 mod tests;
-pub mod watch;
 
 use std::collections::HashSet;
 

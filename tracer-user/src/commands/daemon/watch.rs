@@ -12,7 +12,7 @@ use crate::{
     run::session::Session,
 };
 
-use super::{fresh_in, Seen};
+use crate::live::{fresh_in, Seen};
 
 /// What asks for live findings (the daemon's flags).
 pub struct LiveOptions<'a> {

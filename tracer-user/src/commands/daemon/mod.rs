@@ -2,18 +2,20 @@
 //! It streams the event log with size-based rotation, writes the reports on
 //! SIGTERM/SIGINT/SIGHUP (and on SIGUSR1 without stopping), and never
 //! truncates what an earlier run of it wrote.
+mod watch;
+
 use std::{collections::BTreeSet, path::PathBuf, process::ExitCode, time::Duration};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use tokio::time::{interval_at, Instant, Interval, MissedTickBehavior};
 use tracer_common::RuntimeConfig;
 
+use self::watch::{LiveOptions, Watch};
 use crate::{
     capture,
     commands::output::{write_reports_exported, ReportFlags},
     error::TracerError,
     eventlog::{segment_name, Header, LIVE},
-    live::watch::{LiveOptions, Watch},
     outdir::{names, OutDir, Policy},
     redact::Redactor,
     run::{
