@@ -25,6 +25,7 @@ pub enum RecordKind {
     OomVictim = 6,
     Stderr = 7,
     Existing = 8,
+    StderrTail = 9,
 }
 
 impl TryFrom<u32> for RecordKind {
@@ -39,6 +40,7 @@ impl TryFrom<u32> for RecordKind {
             6 => Self::OomVictim,
             7 => Self::Stderr,
             8 => Self::Existing,
+            9 => Self::StderrTail,
             other => return Err(other),
         })
     }
@@ -298,6 +300,37 @@ pub struct StderrRecord {
 
 pub const STDERR_HEADER_LEN: usize = core::mem::size_of::<StderrRecord>() - STDERR_CHUNK;
 
+/// Bytes of fd 2 kept per process in the kernel (a ring of bytes; a power
+/// of two so positions wrap with a mask). Emitted once, at the process's
+/// exit: O(processes) ring-buffer traffic instead of O(writes).
+pub const TAIL_CAP: usize = 8192;
+/// Room past the ring for the verifier: each copy into the ring is at most
+/// `TAIL_CHUNK` bytes at an offset below `TAIL_CAP`, and the masked size
+/// the verifier sees can be up to `2 * TAIL_CHUNK - 1`.
+pub const TAIL_CHUNK: usize = 1024;
+
+/// A process's stderr tail: the map value while it lives (keyed by tgid,
+/// `task.start_ns` checked), and the wire record at its exit, cut to
+/// `STDERR_TAIL_HEADER_LEN + len` bytes. `data` is a ring: once `written`
+/// exceeds `TAIL_CAP`, the oldest byte is at `written % TAIL_CAP`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct StderrTail {
+    pub hdr: RecordHeader,
+    pub task: TaskId,
+    /// Bytes the writes asked to write, summed.
+    pub total: u64,
+    /// Bytes put into the ring, summed (the tail of each write).
+    pub written: u64,
+    /// Bytes of `data` on the wire: `min(written, TAIL_CAP)`.
+    pub len: u32,
+    pub _pad: u32,
+    pub data: [u8; TAIL_CAP + 2 * TAIL_CHUNK],
+}
+
+pub const STDERR_TAIL_HEADER_LEN: usize =
+    core::mem::size_of::<StderrTail>() - TAIL_CAP - 2 * TAIL_CHUNK;
+
 /// Kernel struct field offsets resolved from the running kernel's BTF at load
 /// time (never baked in at build time). `u32::MAX` means "not available".
 #[repr(C)]
@@ -410,4 +443,5 @@ mod pod {
     unsafe impl aya::Pod for KernelOffsets {}
     unsafe impl aya::Pod for RuntimeConfig {}
     unsafe impl aya::Pod for TaskId {}
+    unsafe impl aya::Pod for StderrTail {}
 }

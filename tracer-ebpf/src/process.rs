@@ -124,6 +124,8 @@ pub fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         .unwrap_or(id.tid == id.tgid);
     if group_dead {
         untrack(id.tgid);
+        // Its stderr tail goes first: the exit record is what logs it.
+        crate::stderr::flush_tail(&id);
     }
     let Some(mut entry) = EVENTS.reserve::<ExitRecord>(0) else {
         count_drop(DropReason::RingBufFull);

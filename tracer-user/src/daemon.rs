@@ -38,6 +38,10 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         tracer_tgid,
         disabled: Vec::new(),
         last_words: args.last_words_bytes > 0,
+        last_words_per_write: crate::last_words::per_write(
+            args.last_words_bytes,
+            redactor.is_active(),
+        ),
     })?;
     // A daemon may write into a job's workspace (the CI user's directory):
     // every write is fd-relative and never follows a link, and the reports

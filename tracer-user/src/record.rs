@@ -47,6 +47,10 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         tracer_tgid,
         disabled: args.disable_hooks.clone(),
         last_words: args.last_words_bytes > 0,
+        last_words_per_write: crate::last_words::per_write(
+            args.last_words_bytes,
+            redactor.is_active(),
+        ),
     })?;
     phase(t0, "loaded and attached");
     // The output directory, held from here on: an unsafe one is refused

@@ -263,7 +263,11 @@ impl Session {
     /// with the trailer in memory where the disk refused it.
     pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<Closed, TracerError> {
         self.drain()?;
-        // Still alive at the end (leaks): their words so far.
+        // Still alive at the end (leaks): their words so far, from the
+        // kernel's tails and from per-write records alike.
+        for (key, bytes, total) in self.capture.stderr_tails() {
+            self.last_words.push(key, &bytes, total);
+        }
         let now = boot_ns();
         for key in self.last_words.remaining() {
             let task = Task {

@@ -6,8 +6,9 @@ use std::mem::size_of;
 
 use tracer_common::{
     ExecRecord, ExistingRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord,
-    RecordHeader, RecordKind, SignalRecord, StderrRecord, TaskId, EXIT_GROUP_DEAD, FORK_IS_THREAD,
-    OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN,
+    RecordHeader, RecordKind, SignalRecord, StderrRecord, StderrTail, TaskId, EXIT_GROUP_DEAD,
+    FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN,
+    STDERR_TAIL_HEADER_LEN, TAIL_CAP,
 };
 
 use crate::eventlog::{
@@ -35,7 +36,8 @@ pub enum Wire {
     Signal(SignalRecord),
     KillCall(KillCallRecord),
     Oom(OomRecord),
-    /// Bytes written to stderr: aggregated by the session, not logged as is.
+    /// Bytes written to stderr (one write's, or a whole process's kernel
+    /// tail in order): aggregated by the session, not logged as is.
     Stderr {
         ktime: u64,
         task: TaskId,
@@ -70,6 +72,7 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
             RecordKind::KillCall => Wire::KillCall(copy(bytes, "a kill-call record")?),
             RecordKind::OomVictim => Wire::Oom(copy(bytes, "an OOM record")?),
             RecordKind::Stderr => decode_stderr(bytes)?,
+            RecordKind::StderrTail => decode_tail(bytes)?,
             RecordKind::Existing => Wire::Existing(copy(bytes, "an existing-process record")?),
         },
     )
@@ -100,6 +103,50 @@ fn decode_stderr(bytes: &[u8]) -> Result<Wire, DecodeError> {
         count: rec.count,
         data: rec.data[..len].to_vec(),
     })
+}
+
+/// A process's kernel tail, cut to the bytes it holds; a ring once more than
+/// `TAIL_CAP` bytes went in, put back in order here.
+fn decode_tail(bytes: &[u8]) -> Result<Wire, DecodeError> {
+    let too_short = |what, need| DecodeError::TooShort {
+        what,
+        need,
+        got: bytes.len(),
+    };
+    if bytes.len() < STDERR_TAIL_HEADER_LEN {
+        return Err(too_short("a stderr tail record", STDERR_TAIL_HEADER_LEN));
+    }
+    let mut full = vec![0u8; size_of::<StderrTail>()];
+    let n = bytes.len().min(full.len());
+    full[..n].copy_from_slice(&bytes[..n]);
+    let rec: Box<StderrTail> = Box::new(copy(&full, "a stderr tail record")?);
+    let len = rec.len as usize;
+    let data = match tail_in_order(&rec) {
+        d if d.len() == len && STDERR_TAIL_HEADER_LEN + len <= bytes.len() => d,
+        _ => return Err(too_short("its stderr tail", STDERR_TAIL_HEADER_LEN + len)),
+    };
+    Ok(Wire::Stderr {
+        ktime: rec.hdr.ktime_ns,
+        task: rec.task,
+        // Threads racing on the counters may lose an increment: never
+        // claim fewer bytes asked than held.
+        count: rec.total.max(rec.written),
+        data,
+    })
+}
+
+/// The bytes of a kernel tail, oldest first. A ring that wrapped is full:
+/// its oldest byte is where the next would go.
+pub fn tail_in_order(rec: &StderrTail) -> Vec<u8> {
+    let held = rec.written.min(TAIL_CAP as u64) as usize;
+    let oldest = match rec.written > TAIL_CAP as u64 {
+        true => (rec.written % TAIL_CAP as u64) as usize,
+        false => 0,
+    };
+    let mut data = Vec::with_capacity(held);
+    data.extend_from_slice(&rec.data[oldest..held]);
+    data.extend_from_slice(&rec.data[..oldest]);
+    data
 }
 
 /// Text up to the first NUL, lossily decoded.
@@ -406,5 +453,48 @@ mod tests {
             ("kill", -4242, Some("ESRCH"))
         );
         assert_eq!(k.tid_arg, None);
+    }
+
+    fn tail_bytes(t: &StderrTail, len: usize) -> Vec<u8> {
+        bytes_of(t)[..STDERR_TAIL_HEADER_LEN + len].to_vec()
+    }
+
+    #[test]
+    fn a_wrapped_tail_is_put_back_in_order() {
+        let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
+        t.hdr.kind = RecordKind::StderrTail as u32;
+        t.task.tgid = 7;
+        // 3 bytes past a full ring: "xyz" went over the first 3 bytes.
+        t.written = TAIL_CAP as u64 + 3;
+        t.total = 1 << 20;
+        t.len = TAIL_CAP as u32;
+        t.data[..TAIL_CAP].fill(b'a');
+        t.data[..3].copy_from_slice(b"xyz");
+        t.data[3] = b'b';
+        let Wire::Stderr { count, data, .. } = decode(&tail_bytes(&t, TAIL_CAP)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(count, 1 << 20);
+        assert_eq!(data.len(), TAIL_CAP);
+        assert_eq!(&data[..1], b"b");
+        assert!(data.ends_with(b"axyz"));
+    }
+
+    #[test]
+    fn a_tail_whose_counters_disagree_is_refused() {
+        let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
+        t.hdr.kind = RecordKind::StderrTail as u32;
+        t.written = 5;
+        t.total = 5;
+        t.len = 5;
+        t.data[..5].copy_from_slice(b"hello");
+        let Wire::Stderr { data, .. } = decode(&tail_bytes(&t, 5)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(data, b"hello");
+        // Claims more than it carries, or a length its counter cannot give.
+        assert!(decode(&tail_bytes(&t, 4)).is_err());
+        t.len = 6;
+        assert!(decode(&tail_bytes(&t, 6)).is_err());
     }
 }

@@ -31,6 +31,9 @@ pub struct LoadOptions {
     pub disabled: Vec<String>,
     /// Capture stderr writes ("last words").
     pub last_words: bool,
+    /// One ring record per stderr write instead of a kernel tail per
+    /// process: when the bytes wanted exceed what a kernel tail holds.
+    pub last_words_per_write: bool,
 }
 
 impl LoadOptions {
@@ -77,6 +80,11 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
             .override_global("OFFSETS", &offsets, true)
             .override_global("TRACER_TGID", &opts.tracer_tgid, true)
+            .override_global(
+                "STDERR_PER_WRITE",
+                &u32::from(opts.last_words_per_write),
+                true,
+            )
             .load(OBJECT)
             .map_err(|e| match e {
                 aya::EbpfError::MapError(aya::maps::MapError::CreateError {
@@ -407,6 +415,30 @@ impl Capture {
             .collect();
         keys.sort();
         Ok(keys)
+    }
+
+    /// The stderr tails the kernel still holds (processes alive now), in
+    /// order, with the bytes their writes asked for.
+    pub fn stderr_tails(&self) -> Vec<(crate::eventlog::ProcKey, Vec<u8>, u64)> {
+        let Some(map) = self.ebpf.map("STDERR_TAILS") else {
+            return Vec::new();
+        };
+        let Ok(tails) = aya::maps::HashMap::<_, u32, tracer_common::StderrTail>::try_from(map)
+        else {
+            return Vec::new();
+        };
+        tails
+            .iter()
+            .flatten()
+            .map(|(pid, t)| {
+                let key = crate::eventlog::ProcKey {
+                    pid,
+                    start: t.task.start_ns,
+                };
+                let bytes = super::decode::tail_in_order(&t);
+                (key, bytes, t.total.max(t.written))
+            })
+            .collect()
     }
 
     /// Per-CPU drop counters, `[cpu][reason]`.
