@@ -159,7 +159,7 @@ fn a_process_alive_at_the_end_has_its_words_so_far() {
         .collect();
     for key in &leaked {
         // Ours (the test's command spawned it), identity checked first.
-        if tracer_user::leaks::inspect(*key, 0, None).is_some() {
+        if tracer_user::run::leaks::inspect(*key, 0, None).is_some() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(key.pid as i32),
                 nix::sys::signal::SIGKILL,
