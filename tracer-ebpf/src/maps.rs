@@ -4,8 +4,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    DropReason, KernelOffsets, RuntimeConfig, StderrRecord, StderrTail, DROP_REASONS, TAIL_CAP,
-    TAIL_CHUNK,
+    DropReason, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail,
+    DROP_REASONS, TAIL_CAP, TAIL_CHUNK,
 };
 
 /// Offsets resolved by user space from the running kernel's BTF.
@@ -99,6 +99,24 @@ pub static TAIL_INIT: PerCpuArray<StderrTail> = PerCpuArray::with_max_entries(1,
 /// any of it goes into the tail, so a faulting read leaves the tail intact.
 #[map]
 pub static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP]> = PerCpuArray::with_max_entries(1, 0);
+
+/// Non-zero (`--all-signals`): every signal delivery is logged, none counted.
+#[unsafe(no_mangle)]
+pub static ALL_SIGNALS: u32 = 0;
+
+#[inline(always)]
+pub fn all_signals() -> bool {
+    unsafe { core::ptr::read_volatile(&ALL_SIGNALS) != 0 }
+}
+
+/// Receiving tgid -> deliveries being counted instead of logged (see
+/// signal_agg.rs). When full, deliveries are logged one by one: no loss.
+#[map]
+pub static SIGNAL_COUNTS: HashMap<u32, SignalCounts> = HashMap::with_max_entries(4096, 0);
+
+/// Zeroed value to insert from (too big for the BPF stack).
+#[map]
+pub static SIGNAL_COUNTS_INIT: PerCpuArray<SignalCounts> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 pub static CONFIG: Array<RuntimeConfig> = Array::with_max_entries(1, 0);

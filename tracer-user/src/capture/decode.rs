@@ -6,14 +6,14 @@ use std::mem::size_of;
 
 use tracer_common::{
     ExecRecord, ExistingRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord,
-    RecordHeader, RecordKind, SignalRecord, StderrRecord, StderrTail, TaskId, EXIT_GROUP_DEAD,
-    FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN,
-    STDERR_TAIL_HEADER_LEN, TAIL_CAP,
+    RecordHeader, RecordKind, SignalRecord, SignalSummaryRecord, StderrRecord, StderrTail, TaskId,
+    EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ,
+    STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, TAIL_CAP,
 };
 
 use crate::eventlog::{
     errno_name, si_code_name, signal_name, CallRef, Exec, Exit, ExitStatus, Fork, KillCall, Memcg,
-    NsPid, Oom, OomRss, Record, Signal, Stamp, Task,
+    NsPid, Oom, OomRss, Record, Signal, SignalSummary, Stamp, Task,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -34,6 +34,7 @@ pub enum Wire {
     Exec(Box<ExecRecord>),
     Exit(ExitRecord),
     Signal(SignalRecord),
+    SignalSummary(SignalSummaryRecord),
     KillCall(KillCallRecord),
     Oom(OomRecord),
     /// Bytes written to stderr (one write's, or a whole process's kernel
@@ -69,6 +70,9 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
             RecordKind::Exec => Wire::Exec(Box::new(copy(bytes, "an exec record")?)),
             RecordKind::Exit => Wire::Exit(copy(bytes, "an exit record")?),
             RecordKind::Signal => Wire::Signal(copy(bytes, "a signal record")?),
+            RecordKind::SignalSummary => {
+                Wire::SignalSummary(copy(bytes, "a signal summary record")?)
+            }
             RecordKind::KillCall => Wire::KillCall(copy(bytes, "a kill-call record")?),
             RecordKind::OomVictim => Wire::Oom(copy(bytes, "an OOM record")?),
             RecordKind::Stderr => decode_stderr(bytes)?,
@@ -216,6 +220,7 @@ impl Wire {
             Wire::Exec(r) => r.hdr.ktime_ns,
             Wire::Exit(r) => r.hdr.ktime_ns,
             Wire::Signal(r) => r.hdr.ktime_ns,
+            Wire::SignalSummary(r) => r.last_ns,
             Wire::KillCall(r) => r.hdr.ktime_ns,
             Wire::Oom(r) => r.hdr.ktime_ns,
             Wire::Stderr { ktime, .. } => *ktime,
@@ -276,6 +281,16 @@ impl Wire {
                     syscall: syscall_name(r.syscall).into(),
                     target_arg: r.target_arg,
                 }),
+            }),
+            Wire::SignalSummary(r) => Record::SignalSummary(SignalSummary {
+                at,
+                sender: task(&r.sender, &r.sender_comm),
+                target: task(&r.target, &r.target_comm),
+                sig: r.sig,
+                sig_name: signal_name(r.sig),
+                count: u64::from(r.count),
+                first_t: r.first_ns,
+                last_t: r.last_ns,
             }),
             Wire::KillCall(r) => {
                 let has_tid = matches!(

@@ -34,6 +34,8 @@ pub struct LoadOptions {
     /// One ring record per stderr write instead of a kernel tail per
     /// process: when the bytes wanted exceed what a kernel tail holds.
     pub last_words_per_write: bool,
+    /// `--all-signals`: log every signal delivery, count none.
+    pub all_signals: bool,
 }
 
 impl LoadOptions {
@@ -85,6 +87,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
                 &u32::from(opts.last_words_per_write),
                 true,
             )
+            .override_global("ALL_SIGNALS", &u32::from(opts.all_signals), true)
             .load(OBJECT)
             .map_err(|e| match e {
                 aya::EbpfError::MapError(aya::maps::MapError::CreateError {
@@ -439,6 +442,49 @@ impl Capture {
                 (key, bytes, t.total.max(t.written))
             })
             .collect()
+    }
+
+    /// What the kernel is still counting for live processes (see
+    /// signal_agg.rs in tracer-ebpf): per counted kind, its summary (when
+    /// more than one delivery was counted) then the latest delivery, in
+    /// time order.
+    pub fn signal_counts(&self) -> Vec<super::decode::Wire> {
+        use super::decode::Wire;
+        let Some(map) = self.ebpf.map("SIGNAL_COUNTS") else {
+            return Vec::new();
+        };
+        let Ok(counts) = aya::maps::HashMap::<_, u32, tracer_common::SignalCounts>::try_from(map)
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<(u64, Wire)> = Vec::new();
+        for (_, c) in counts.iter().flatten() {
+            for s in c.slots.iter().filter(|s| s.pending != 0) {
+                let t = s.sample.hdr.ktime_ns;
+                if s.count > 0 {
+                    let summary = tracer_common::SignalSummaryRecord {
+                        hdr: tracer_common::RecordHeader {
+                            kind: tracer_common::RecordKind::SignalSummary as u32,
+                            cpu: 0,
+                            ktime_ns: s.last_ns,
+                        },
+                        sender: s.sample.sender,
+                        target: s.sample.target,
+                        sender_comm: s.sample.sender_comm,
+                        target_comm: s.sample.target_comm,
+                        sig: s.sample.sig,
+                        count: s.count,
+                        first_ns: s.first_ns,
+                        last_ns: s.last_ns,
+                    };
+                    out.push((t, Wire::SignalSummary(summary)));
+                }
+                out.push((t, Wire::Signal(s.sample)));
+            }
+        }
+        // Stable: a summary stays before its sample.
+        out.sort_by_key(|(t, _)| *t);
+        out.into_iter().map(|(_, w)| w).collect()
     }
 
     /// Per-CPU drop counters, `[cpu][reason]`.

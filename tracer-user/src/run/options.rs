@@ -14,6 +14,12 @@ pub struct CaptureOptions {
     /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
     pub disable_hooks: Vec<String>,
+    /// Log every signal delivery. By default a flood of signals that the
+    /// receiving process handles or ignores (past the first 8 from one
+    /// sender) is counted in the kernel and logged as `signal_summary`
+    /// records (docs/event-log.md).
+    #[arg(long)]
+    pub all_signals: bool,
 }
 
 impl CaptureOptions {
@@ -26,6 +32,7 @@ impl CaptureOptions {
             disabled: self.disable_hooks.clone(),
             last_words: self.last_words_bytes > 0,
             last_words_per_write: super::last_words::per_write(self.last_words_bytes, redacting),
+            all_signals: self.all_signals,
         }
     }
 }
