@@ -512,4 +512,27 @@ mod tests {
         t.len = 6;
         assert!(decode(&tail_bytes(&t, 6)).is_err());
     }
+
+    #[test]
+    fn a_signal_summary_says_how_many_it_stands_for() {
+        let mut rec: SignalSummaryRecord = unsafe { std::mem::zeroed() };
+        rec.hdr.kind = RecordKind::SignalSummary as u32;
+        rec.hdr.ktime_ns = 99;
+        rec.sender.tgid = 10;
+        rec.target.tgid = 11;
+        rec.sig = 10;
+        rec.count = 991;
+        rec.first_ns = 5;
+        rec.last_ns = 50;
+        let wire = decode(&bytes_of(&rec)).unwrap();
+        assert_eq!(wire.ktime(), 50, "stamped at the last counted delivery");
+        let Record::SignalSummary(s) = wire.into_record(stamp()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (s.sender.pid, s.target.pid, s.sig_name.as_str(), s.count),
+            (10, 11, "SIGUSR1", 991)
+        );
+        assert_eq!((s.first_t, s.last_t), (5, 50));
+    }
 }
