@@ -8,6 +8,7 @@
 //! rule is in docs/event-log.md (`signal_summary`).
 use aya_ebpf::bindings::BPF_NOEXIST;
 use tracer_common::{
+    signals::{SIGCHLD, SIGKILL, SIGSTOP, SIGURG, SIGWINCH},
     DropReason, RecordKind, SignalCounts, SignalRecord, SignalSummaryRecord, TaskId,
     SIGNAL_FIRST_INDIVIDUAL, SIGNAL_SLOTS,
 };
@@ -17,11 +18,6 @@ use crate::{
     task::{header, read, Ptr},
 };
 
-const SIGKILL: i32 = 9;
-const SIGCHLD: i32 = 17;
-const SIGSTOP: i32 = 19;
-const SIGURG: i32 = 23;
-const SIGWINCH: i32 = 28;
 /// `SIG_DFL`: the default action.
 const SIG_DFL: u64 = 0;
 

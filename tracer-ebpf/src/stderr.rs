@@ -106,7 +106,7 @@ fn capture(id: TaskId, buf: u64, count: u64) {
         return emit(buf, count);
     }
     match tail_of(&id) {
-        Some(tail) => append(tail, buf, count),
+        Some(tail) => append(id.tgid, tail, buf, count),
         None => emit(buf, count),
     }
 }
@@ -144,7 +144,7 @@ fn tail_of(id: &TaskId) -> Option<*mut StderrTail> {
 /// process may interleave here: their bytes may mix, but every copy is
 /// masked into the value, so nothing is written out of bounds.
 #[inline(always)]
-fn append(tail: *mut StderrTail, buf: u64, count: u64) {
+fn append(tgid: u32, tail: *mut StderrTail, buf: u64, count: u64) {
     let Some(scratch) = TAIL_SCRATCH.get_ptr_mut(0) else {
         return;
     };
@@ -155,6 +155,7 @@ fn append(tail: *mut StderrTail, buf: u64, count: u64) {
     unsafe {
         // Whole, or not at all: a faulting read must not half-overwrite the tail.
         if bpf_probe_read_user(scratch as *mut _, len as u32, src as *const _) != 0 {
+            crate::diag::stderr_unreadable(tgid, src, len);
             return;
         }
         let w = (*tail).written;
@@ -239,6 +240,7 @@ fn emit(buf: u64, count: u64) {
             src as *const _,
         ) != 0
         {
+            crate::diag::stderr_unreadable(id.tgid, src, len);
             return;
         }
         (*rec).len = len as u32;

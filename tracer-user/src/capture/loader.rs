@@ -5,9 +5,9 @@ use aya::{
     programs::{BtfTracePoint, TracePoint},
     Btf, Ebpf, EbpfLoader,
 };
-use tracer_common::{DropReason, RuntimeConfig, DROP_REASONS};
+use tracer_common::{DropReason, FailReason, RuntimeConfig, DROP_REASONS, FAIL_REASONS};
 
-use super::{offsets, tracefs};
+use super::{ebpf_log, offsets, tracefs};
 use crate::{
     error::TracerError,
     eventlog::{HookStatus, PidNamespace},
@@ -36,6 +36,8 @@ pub struct LoadOptions {
     pub last_words_per_write: bool,
     /// `--all-signals`: log every signal delivery, count none.
     pub all_signals: bool,
+    /// Log the eBPF side's rare failures (`--debug-ebpf`).
+    pub debug_ebpf: bool,
 }
 
 impl LoadOptions {
@@ -54,6 +56,8 @@ pub struct Capture {
     /// The pid namespace every reported pid is in (the tracer's own).
     pub view: PidNamespace,
     btf: Btf,
+    /// After `ebpf`: dropped once the programs are gone, it flushes the last records.
+    _ebpf_log: Option<ebpf_log::Forwarder>,
 }
 
 pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
@@ -72,12 +76,24 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         .as_ref()
         .ok()
         .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
-    let offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    #[allow(unused_mut)]
+    let mut offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    // Debug builds only, for tests/debug_ebpf.rs: read the start time where
+    // the group-leader pointer is, as a wrong offset would.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("TRACER_TEST_WRONG_START_OFFSET").is_some() {
+        offsets.task_start_boottime = offsets.task_group_leader;
+    }
     let own_ns = super::pidns::own_ns_inum()?;
     let btf = Btf::from_sys_fs().map_err(|e| TracerError::Load(format!("kernel BTF: {e}")))?;
 
-    let ebpf =
-        EbpfLoader::new()
+    let log_on = ebpf_log::wanted(opts.debug_ebpf);
+    let mut loader = EbpfLoader::new();
+    if !log_on {
+        loader.map_max_entries("AYA_LOGS", ebpf_log::off_ring_bytes());
+    }
+    let mut ebpf =
+        loader
             .btf(Some(&btf))
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
             .override_global("OFFSETS", &offsets, true)
@@ -88,6 +104,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
                 true,
             )
             .override_global("ALL_SIGNALS", &u32::from(opts.all_signals), true)
+            .override_global(aya_log::LEVEL, &ebpf_log::level(log_on), true)
             .load(OBJECT)
             .map_err(|e| match e {
                 aya::EbpfError::MapError(aya::maps::MapError::CreateError {
@@ -95,6 +112,10 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
                 }) if io_error.raw_os_error() == Some(libc::EPERM) => TracerError::NotPrivileged,
                 other => TracerError::Load(other.to_string()),
             })?;
+    let ebpf_log = match log_on {
+        true => Some(ebpf_log::Forwarder::start(&mut ebpf)?),
+        false => None,
+    };
 
     let mut cap = Capture {
         ebpf,
@@ -104,6 +125,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             inum: own_ns,
         },
         btf,
+        _ebpf_log: ebpf_log,
     };
     if own_ns != super::pidns::HOST_PID_NS_INUM {
         cap.view.level = cap.own_ns_level()?;
@@ -114,6 +136,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         mut ebpf,
         view,
         btf,
+        _ebpf_log,
         ..
     } = cap;
 
@@ -159,6 +182,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         hooks,
         view,
         btf,
+        _ebpf_log,
     })
 }
 
@@ -508,5 +532,23 @@ impl Capture {
             }
         }
         Ok(per_cpu)
+    }
+
+    /// Rare eBPF-side failures, summed over CPUs, by [`FailReason`].
+    pub fn fails(&self) -> Result<[u64; FAIL_REASONS as usize], TracerError> {
+        let map = self
+            .ebpf
+            .map("FAILS")
+            .ok_or_else(|| TracerError::Load("FAILS map missing".into()))?;
+        let arr: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+        let mut sums = [0; FAIL_REASONS as usize];
+        for reason in FailReason::ALL {
+            let values = arr
+                .get(&(reason as u32), 0)
+                .map_err(|e| TracerError::Load(e.to_string()))?;
+            sums[reason as usize] = values.iter().sum();
+        }
+        Ok(sums)
     }
 }

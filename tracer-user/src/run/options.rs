@@ -20,6 +20,10 @@ pub struct CaptureOptions {
     /// records (docs/event-log.md).
     #[arg(long)]
     pub all_signals: bool,
+    /// Log the eBPF side's rare failures (unreadable memory, full maps, wrong
+    /// kernel offsets) to stderr; also on with TRACER_LOG=debug.
+    #[arg(long)]
+    pub debug_ebpf: bool,
 }
 
 impl CaptureOptions {
@@ -33,6 +37,7 @@ impl CaptureOptions {
             last_words: self.last_words_bytes > 0,
             last_words_per_write: super::last_words::per_write(self.last_words_bytes, redacting),
             all_signals: self.all_signals,
+            debug_ebpf: self.debug_ebpf,
         }
     }
 }
