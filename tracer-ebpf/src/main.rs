@@ -13,6 +13,7 @@ mod maps;
 mod oom;
 mod process;
 mod signal;
+mod signal_agg;
 mod stderr;
 mod task;
 

@@ -127,6 +127,10 @@ pub fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         .unwrap_or(id.tid == id.tgid);
     if group_dead {
         untrack(id.tgid);
+        // Its stderr tail and its counted signals go first: the exit
+        // record is what logs the tail, and the log keeps the order.
+        crate::stderr::flush_tail(&id);
+        crate::signal_agg::flush(&id, true);
     }
     let Some(mut entry) = EVENTS.reserve::<ExitRecord>(0) else {
         count_drop(DropReason::RingBufFull);

@@ -8,6 +8,7 @@ use tracer_common::{
 
 use crate::{
     maps::{count_drop, is_tracked, tracer_tgid, EVENTS, INFLIGHT},
+    signal_agg,
     task::{comm, current, header, read, task_id, Ptr},
 };
 
@@ -60,11 +61,7 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         None => (0, 0, 0),
     };
 
-    let Some(mut entry) = EVENTS.reserve::<SignalRecord>(0) else {
-        count_drop(DropReason::RingBufFull);
-        return Ok(0);
-    };
-    entry.write(SignalRecord {
+    let rec = SignalRecord {
         hdr: header(RecordKind::Signal as u32),
         sender,
         target: target_id,
@@ -80,7 +77,21 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         target_arg,
         seccomp_nr,
         seccomp_seen: (seccomp_nr >= 0) as u32,
-    });
-    entry.submit(0);
+    };
+    // A flood between two processes of the run is counted, not logged;
+    // what crosses the run's boundary is always logged (foreign signals).
+    if target_in && sender_in && signal_agg::countable(target, sig) {
+        if signal_agg::count(&target_id, &rec) {
+            return Ok(0);
+        }
+    }
+    if target_in {
+        // What was counted for this receiver comes first: the log keeps
+        // its order.
+        signal_agg::flush(&target_id, false);
+    }
+    if EVENTS.output::<SignalRecord>(&rec, 0).is_err() {
+        count_drop(DropReason::RingBufFull);
+    }
     Ok(0)
 }

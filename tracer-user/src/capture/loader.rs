@@ -31,6 +31,11 @@ pub struct LoadOptions {
     pub disabled: Vec<String>,
     /// Capture stderr writes ("last words").
     pub last_words: bool,
+    /// One ring record per stderr write instead of a kernel tail per
+    /// process: when the bytes wanted exceed what a kernel tail holds.
+    pub last_words_per_write: bool,
+    /// `--all-signals`: log every signal delivery, count none.
+    pub all_signals: bool,
     /// Log the eBPF side's rare failures (`--debug-ebpf`).
     pub debug_ebpf: bool,
 }
@@ -93,6 +98,12 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
             .override_global("OFFSETS", &offsets, true)
             .override_global("TRACER_TGID", &opts.tracer_tgid, true)
+            .override_global(
+                "STDERR_PER_WRITE",
+                &u32::from(opts.last_words_per_write),
+                true,
+            )
+            .override_global("ALL_SIGNALS", &u32::from(opts.all_signals), true)
             .override_global(aya_log::LEVEL, &ebpf_log::level(log_on), true)
             .load(OBJECT)
             .map_err(|e| match e {
@@ -431,6 +442,73 @@ impl Capture {
             .collect();
         keys.sort();
         Ok(keys)
+    }
+
+    /// The stderr tails the kernel still holds (processes alive now), in
+    /// order, with the bytes their writes asked for.
+    pub fn stderr_tails(&self) -> Vec<(crate::eventlog::ProcKey, Vec<u8>, u64)> {
+        let Some(map) = self.ebpf.map("STDERR_TAILS") else {
+            return Vec::new();
+        };
+        let Ok(tails) = aya::maps::HashMap::<_, u32, tracer_common::StderrTail>::try_from(map)
+        else {
+            return Vec::new();
+        };
+        tails
+            .iter()
+            .flatten()
+            .map(|(pid, t)| {
+                let key = crate::eventlog::ProcKey {
+                    pid,
+                    start: t.task.start_ns,
+                };
+                let bytes = super::decode::tail_in_order(&t);
+                (key, bytes, t.total.max(t.written))
+            })
+            .collect()
+    }
+
+    /// What the kernel is still counting for live processes (see
+    /// signal_agg.rs in tracer-ebpf): per counted kind, its summary (when
+    /// more than one delivery was counted) then the latest delivery, in
+    /// time order.
+    pub fn signal_counts(&self) -> Vec<super::decode::Wire> {
+        use super::decode::Wire;
+        let Some(map) = self.ebpf.map("SIGNAL_COUNTS") else {
+            return Vec::new();
+        };
+        let Ok(counts) = aya::maps::HashMap::<_, u32, tracer_common::SignalCounts>::try_from(map)
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<(u64, Wire)> = Vec::new();
+        for (_, c) in counts.iter().flatten() {
+            for s in c.slots.iter().filter(|s| s.pending != 0) {
+                let t = s.sample.hdr.ktime_ns;
+                if s.count > 0 {
+                    let summary = tracer_common::SignalSummaryRecord {
+                        hdr: tracer_common::RecordHeader {
+                            kind: tracer_common::RecordKind::SignalSummary as u32,
+                            cpu: 0,
+                            ktime_ns: s.last_ns,
+                        },
+                        sender: s.sample.sender,
+                        target: s.sample.target,
+                        sender_comm: s.sample.sender_comm,
+                        target_comm: s.sample.target_comm,
+                        sig: s.sample.sig,
+                        count: s.count,
+                        first_ns: s.first_ns,
+                        last_ns: s.last_ns,
+                    };
+                    out.push((t, Wire::SignalSummary(summary)));
+                }
+                out.push((t, Wire::Signal(s.sample)));
+            }
+        }
+        // Stable: a summary stays before its sample.
+        out.sort_by_key(|(t, _)| *t);
+        out.into_iter().map(|(_, w)| w).collect()
     }
 
     /// Per-CPU drop counters, `[cpu][reason]`.

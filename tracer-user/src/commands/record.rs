@@ -87,7 +87,7 @@ async fn record(
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = getpid().as_raw() as u32;
-    let capture = capture::load(&args.capture.load_options(tracer_tgid))?;
+    let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;
     phase(t0, "loaded and attached");
     // The output directory, held from here on: an unsafe one is refused
     // before the command runs.

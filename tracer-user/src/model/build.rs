@@ -22,6 +22,7 @@ pub(super) fn build(log: &EventLog) -> Model<'_> {
         kill_calls: Vec::new(),
         ooms: Vec::new(),
         snapshots: Vec::new(),
+        signal_summaries: Vec::new(),
         first_t: 0,
         last_t: 0,
         not_run: log.trailer.as_ref().and_then(|t| {
@@ -232,6 +233,14 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
                 target,
                 kill_call: None,
             });
+        }
+        Record::SignalSummary(s) => {
+            see(m, &s.target, s.at.t);
+            let sender = see(m, &s.sender, s.at.t);
+            if s.sig != SIGCHLD {
+                active(m, sender, s.last_t);
+            }
+            m.signal_summaries.push(s);
         }
         Record::KillCall(k) => {
             let sender = see(m, &k.sender, k.at.t);

@@ -55,6 +55,8 @@ pub struct Model<'a> {
     pub signals: Vec<SignalEv<'a>>,
     pub kill_calls: Vec<KillCallEv<'a>>,
     pub ooms: Vec<OomEv<'a>>,
+    /// Signal floods the kernel counted instead of logging each delivery.
+    pub signal_summaries: Vec<&'a crate::eventlog::SignalSummary>,
     /// Hang or cancellation snapshots, in log order.
     pub snapshots: Vec<&'a crate::eventlog::SnapshotTaken>,
     /// Kernel time of the first and last event (0 when the log is empty).

@@ -213,6 +213,7 @@ pub(crate) fn type_name(r: &Record) -> &'static str {
         Record::Exec(_) => "exec",
         Record::Exit(_) => "exit",
         Record::Signal(_) => "signal",
+        Record::SignalSummary(_) => "signal_summary",
         Record::KillCall(_) => "kill_call",
         Record::Oom(_) => "oom",
         Record::LastWords(_) => "last_words",

@@ -100,7 +100,7 @@ const RESCAN: Duration = Duration::from_secs(1);
 async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, TracerError> {
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
-    let capture = capture::load(&args.capture.load_options(tracer_tgid))?;
+    let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;
     // A daemon may write into a job's workspace (the CI user's directory):
     // every write is fd-relative and never follows a link, and the reports
     // go to the directory's owner. A world-writable directory is refused.

@@ -182,7 +182,18 @@ impl Session {
     /// with the trailer in memory where the disk refused it.
     pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<Closed, TracerError> {
         self.drain()?;
-        // Still alive at the end (leaks): their words so far.
+        // Signal floods still being counted for live processes.
+        for wire in self.capture.signal_counts() {
+            let at = self.writer.stamp(wire.ktime());
+            if let Some(rec) = wire.into_record(at) {
+                self.write(&rec)?;
+            }
+        }
+        // Still alive at the end (leaks): their words so far, from the
+        // kernel's tails and from per-write records alike.
+        for (key, bytes, total) in self.capture.stderr_tails() {
+            self.last_words.push(key, &bytes, total);
+        }
         let now = boot_ns();
         for key in self.last_words.remaining() {
             let task = Task {
