@@ -22,7 +22,7 @@ use tracer_user::eventlog::Record;
 /// handle. MODE `reraise`: the child's handler, at the N-th, restores the
 /// default and re-raises SIG on itself.
 const FLOOD: &str = r#"
-import os, signal, sys
+import os, signal, sys, time
 N = int(sys.argv[1]); SIG = getattr(signal, sys.argv[2]); MODE = sys.argv[3]
 ack_r, ack_w = os.pipe()
 pid = os.fork()
@@ -38,8 +38,11 @@ if pid == 0:
         os.write(ack_w, b'a')
     signal.signal(SIG, h)
     os.write(ack_w, b'r')
+    # Not signal.pause(): a signal landing between Python's pending-signal
+    # check and pause(2) would leave the child asleep and the parent waiting
+    # for its ack forever. A short sleep bounds that window's cost instead.
     while True:
-        signal.pause()
+        time.sleep(0.05)
 os.close(ack_w)
 assert os.read(ack_r, 1) == b'r'
 for i in range(N):
