@@ -63,7 +63,7 @@ pub struct DaemonArgs {
     /// (0: keep all). With the default sizes, at most ~2.3 GiB on disk.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub keep_segments: usize,
-    #[arg(long, default_value_t = 16 << 20)]
+    #[arg(long, default_value_t = crate::capture::DEFAULT_RING_BYTES)]
     pub ring_buffer_size: u32,
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,
@@ -115,7 +115,7 @@ pub struct RecordArgs {
     #[arg(long, short, default_value = "tracer-report")]
     pub output: PathBuf,
     /// Ring buffer size in bytes (rounded up to a power of two pages).
-    #[arg(long, default_value_t = 16 << 20)]
+    #[arg(long, default_value_t = crate::capture::DEFAULT_RING_BYTES)]
     pub ring_buffer_size: u32,
     /// Fail the run (exit 86 when the command itself succeeded) if any of these
     /// happened: foreign-signal, leak, oom, unexpected-death (comma-separated).
@@ -148,7 +148,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
     /// Skip a hook or one attach method, to exercise fallbacks (testing and
-    /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
+    /// diagnosis): `kill_syscalls:fentry`, `kill_syscalls:raw_syscalls`,
+    /// `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`, `last_words`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
     pub disable_hooks: Vec<String>,
     /// The command to run, after `--` (required, so a mistyped option is an

@@ -1,9 +1,10 @@
 //! The kernel half's user-space side: resolve offsets, load, attach, decode.
 pub mod cgroups;
 pub mod decode;
+pub mod hooks;
 pub mod loader;
 pub mod offsets;
 pub mod pidns;
 pub mod tracefs;
 
-pub use loader::{load, Capture, LoadOptions};
+pub use loader::{load, Capture, LoadOptions, DEFAULT_RING_BYTES};

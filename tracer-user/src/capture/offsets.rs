@@ -6,7 +6,7 @@
 use btf_rs::{Btf, Type};
 use tracer_common::{KernelOffsets, OFFSET_NONE};
 
-use crate::error::TracerError;
+use crate::error::{LoadError, TracerError};
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -16,9 +16,18 @@ pub fn load_vmlinux() -> Result<Btf, TracerError> {
     }
     // One read, then parse from memory: parsing through the file costs a
     // seek per type (~130k syscalls, a third of a second).
-    let bytes = std::fs::read(VMLINUX_BTF)
-        .map_err(|e| TracerError::Load(format!("reading {VMLINUX_BTF}: {e}")))?;
-    Btf::from_bytes(&bytes).map_err(|e| TracerError::Load(format!("parsing {VMLINUX_BTF}: {e}")))
+    let bytes = std::fs::read(VMLINUX_BTF).map_err(|source| LoadError::ReadBtf {
+        path: VMLINUX_BTF,
+        source,
+    })?;
+    // btf-rs reports with anyhow; kept as the boxed source.
+    Btf::from_bytes(&bytes).map_err(|e| {
+        LoadError::ParseBtf {
+            path: VMLINUX_BTF,
+            source: e.into(),
+        }
+        .into()
+    })
 }
 
 /// Byte offset of `field` in `struct name`, looking through anonymous
