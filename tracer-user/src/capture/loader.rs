@@ -8,7 +8,7 @@ use tracer_common::{DropReason, KillAbi, RuntimeConfig, DROP_REASONS};
 
 use super::{
     hooks::{self, program, Disabled},
-    offsets, tracefs,
+    offset_cache, offsets, tracefs,
 };
 use crate::{
     error::{LoadError, TracerError},
@@ -38,8 +38,6 @@ pub struct Capture {
     pub hooks: Vec<HookStatus>,
     /// The pid namespace every reported pid is in (the tracer's own).
     pub view: PidNamespace,
-    /// For the task iterator, loaded on demand (daemon seeding).
-    btf: Btf,
 }
 
 const REQUIRED_TP_BTF: [&str; 4] = [
@@ -61,14 +59,20 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         .as_ref()
         .ok()
         .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
-    // The parsed vmlinux BTF (tens of MB of heap) lives only for this line.
-    let offsets = offsets::resolve(&offsets::load_vmlinux()?, oom_format.as_deref())?;
+    let mut offsets = btf_offsets()?;
+    offsets::apply_oom_format(&mut offsets, oom_format.as_deref());
     let own_ns = super::pidns::own_ns_inum()?;
+    // `EbpfLoader::new` parses vmlinux BTF for itself; we need our own copy
+    // for the programs' loads, and `.btf()` would replace its copy anyway:
+    // drop it first so only one parsed BTF is ever alive (peak RSS ~30 MB
+    // instead of ~40; parsing both on two threads saved ~40 ms, measured).
+    let mut loader = EbpfLoader::new();
+    loader.btf(None);
     let btf = Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
     let abi = KillAbi::HOST.map_or(KillAbi::NONE, |(abi, _)| abi);
 
     let ebpf =
-        EbpfLoader::new()
+        loader
             .btf(Some(&btf))
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
             .override_global("OFFSETS", &offsets, true)
@@ -81,6 +85,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
                 }) if io_error.raw_os_error() == Some(libc::EPERM) => TracerError::NotPrivileged,
                 other => LoadError::Object(other).into(),
             })?;
+    drop(loader);
 
     let mut cap = Capture {
         ebpf,
@@ -89,8 +94,11 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             level: 0,
             inum: own_ns,
         },
-        btf,
     };
+    // Loaded now, so the parsed BTF (~15 MB) need not outlive start-up.
+    let it: &mut aya::programs::Iter = program(&mut cap.ebpf, "existing_tasks")
+        .map_err(|_| LoadError::ProgramMissing("existing_tasks"))?;
+    it.load("task", &btf).map_err(LoadError::TaskIter)?;
     if own_ns != super::pidns::HOST_PID_NS_INUM {
         cap.view.level = cap.own_ns_level()?;
     }
@@ -100,17 +108,15 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
     let off = Disabled(&opts.disabled);
     let ebpf = &mut cap.ebpf;
     for hook in REQUIRED_TP_BTF {
-        hooks::attach_btf(ebpf, &cap.btf, hook, hook).map_err(|detail| {
-            TracerError::RequiredHook {
-                hook: hook.into(),
-                detail,
-            }
+        hooks::attach_btf(ebpf, &btf, hook, hook).map_err(|detail| TracerError::RequiredHook {
+            hook: hook.into(),
+            detail,
         })?;
         cap.hooks.push(hooks::attached(hook, "tp_btf", None));
     }
     cap.hooks.push(hooks::attach_kill_syscalls(
         ebpf,
-        &cap.btf,
+        &btf,
         tracefs.is_ok(),
         &off,
     ));
@@ -119,8 +125,27 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         cap.hooks
             .push(hooks::attach_last_words(ebpf, tracefs.is_ok(), &off));
     }
+    drop(btf);
     release_startup_heap();
     Ok(cap)
+}
+
+/// The BTF-derived offsets: from the per-kernel cache when it holds them,
+/// else parsed (and the cache written for the next run).
+fn btf_offsets() -> Result<tracer_common::KernelOffsets, TracerError> {
+    let dir = std::path::Path::new(offset_cache::CACHE_DIR);
+    let key = std::fs::File::open(offsets::VMLINUX_BTF)
+        .and_then(offset_cache::key)
+        .ok();
+    if let Some(o) = key.and_then(|k| offset_cache::load(dir, k)) {
+        log::debug!("kernel offsets from the cache");
+        return Ok(o);
+    }
+    // The raw and parsed BTF (tens of MB of heap) live only for this call.
+    let o = offsets::resolve_btf(&offsets::load_vmlinux()?)?;
+    let Some(key) = key else { return Ok(o) };
+    offset_cache::store(dir, key, &o);
+    Ok(o)
 }
 
 /// Give the start-up heap back to the kernel. Parsing vmlinux BTF (btf-rs for
@@ -136,10 +161,16 @@ fn release_startup_heap() {
 
 impl Capture {
     /// Detach everything. Each classic tracepoint still attached costs an
-    /// RCU grace period here (~35–80 ms); the kernel serialises them, so
-    /// closing them from several threads gains nothing (and was seen to
-    /// soft-lock a 5.10 guest once): the fix is fewer of them (hooks.rs).
+    /// RCU grace period (~35–80 ms); the kernel serialises them, so closing
+    /// them from several threads gains nothing (and was seen to soft-lock a
+    /// 5.10 guest once). Fewer of them (hooks.rs), and the rest closed by a
+    /// child after the tracer is gone (teardown.rs).
     pub fn shutdown(self) {
+        if let Some(pid) = super::teardown::hand_over_hooks() {
+            // With its start time: the pid alone could be recycled.
+            let start = super::teardown::start_time(pid).unwrap_or_default();
+            log::debug!("hooks detach in pid {pid} start {start}");
+        }
         drop(self.ebpf);
     }
 
@@ -193,9 +224,6 @@ impl Capture {
     pub fn list_existing(&mut self) -> Result<(), TracerError> {
         let p: &mut aya::programs::Iter = program(&mut self.ebpf, "existing_tasks")
             .map_err(|_| LoadError::ProgramMissing("existing_tasks"))?;
-        if p.fd().is_err() {
-            p.load("task", &self.btf).map_err(LoadError::TaskIter)?;
-        }
         let id = p.attach().map_err(LoadError::TaskIter)?;
         let link = p.take_link(id).map_err(LoadError::TaskIter)?;
         let mut file = link
