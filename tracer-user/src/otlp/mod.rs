@@ -14,12 +14,7 @@ use serde::Serialize;
 pub use records::Context;
 pub use sender::Exporter;
 
-use crate::{
-    analysis::AnalysisOptions,
-    cli::ReportFlags,
-    eventlog::EventLog,
-    live::{self, Seen},
-};
+use crate::{analysis::Analysis, eventlog::EventLog, live::Seen};
 
 /// How long the end of a run waits for the queue to drain (a dead
 /// collector costs at most this, plus one request's timeout).
@@ -115,17 +110,13 @@ pub struct ExportFacts {
     pub error: Option<String>,
 }
 
-/// `record` and `report`: export the whole log's findings, wait (bounded)
-/// for delivery. `None` when no endpoint is configured.
-pub fn export_log(log: &EventLog, flags: &ReportFlags) -> Option<ExportFacts> {
-    let endpoint = Endpoint::resolve(flags.otlp_endpoint.as_deref())?;
+/// `record` and `report`: export the findings of a whole log's analysis
+/// (the one its reports are written from), wait (bounded) for delivery.
+pub fn export_analysis(endpoint: Endpoint, log: &EventLog, analysis: &Analysis) -> ExportFacts {
     let mut exporter = Exporter::start(endpoint, Context::from_env(&log.header));
-    let opts = AnalysisOptions {
-        watch: flags.watch.clone(),
-    };
-    let found = live::fresh_in(log, &opts, &mut Seen::default());
+    let found = Seen::default().fresh(analysis.clone());
     exporter.send(&found, log.header.boot_to_wall_ns);
-    Some(exporter.finish(FINISH_GRACE))
+    exporter.finish(FINISH_GRACE)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! processes, no OOM kills, no unexpected deaths) in any language.
 use crate::{
     analysis::{Analysis, CauseKind},
+    error::TracerError,
     eventlog::{EventLog, Record},
 };
 
@@ -65,17 +66,12 @@ impl Condition {
 /// measured against: it has no leak records (every process still running
 /// when it stopped would count), and the signal that stops it comes from the
 /// watched processes themselves (the CI step that stops it).
-pub fn daemon_supports(conditions: &[Condition]) -> Result<(), String> {
+pub fn daemon_supports(conditions: &[Condition]) -> Result<(), TracerError> {
     match conditions
         .iter()
         .find(|c| matches!(c, Condition::Leak | Condition::ForeignSignal))
     {
-        Some(c) => Err(format!(
-            "--fail-on {} is not supported for a daemon's log (use oom or unexpected-death, \
-             or `tracer record --fail-on {}` around the command)",
-            c.name(),
-            c.name()
-        )),
+        Some(c) => Err(TracerError::FailOnDaemon(c.name())),
         None => Ok(()),
     }
 }
