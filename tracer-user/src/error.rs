@@ -52,8 +52,15 @@ pub enum TracerError {
     Log(#[from] LogError),
     #[error(transparent)]
     OutDir(#[from] crate::outdir::OutDirError),
-    #[error("{0}")]
-    Other(String),
+    #[error("cannot listen on {addr} for --metrics-listen ({source}); give a free ADDR:PORT")]
+    MetricsListen {
+        addr: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot start the metrics thread: {0}")]
+    MetricsThread(#[source] io::Error),
+    #[error("summarize: no readable report.json in the given paths")]
+    NothingToSummarize,
 
     // The runtime's own failures (run/, commands/): kept apart from the
     // capture errors above so each block changes on its own.

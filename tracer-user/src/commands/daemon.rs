@@ -18,7 +18,7 @@ use tracer_common::RuntimeConfig;
 use crate::{
     capture,
     commands::output::{write_reports_exported, ReportFlags},
-    error::TracerError,
+    error::{TracerError, WriteContext},
     eventlog::{segment_name, Header, LIVE},
     live::watch::{LiveOptions, Watch},
     outdir::{names, OutDir, Policy},
@@ -219,8 +219,5 @@ fn prune(out: &OutDir, keep: usize) {
 }
 
 fn rename(out: &OutDir, from: &str, to: &str) -> Result<(), TracerError> {
-    out.rename(from, to).map_err(|source| TracerError::Output {
-        path: out.display(to),
-        source,
-    })
+    out.rename(from, to).writing(out.display(to))
 }
