@@ -6,8 +6,8 @@
 //! output-directory helpers (O_EXCL temp file + rename, no symlink
 //! followed). On load a file that is not a regular file owned by root is
 //! ignored; one that does not match this kernel's BTF (size + hash), this
-//! tracer version or the offsets layout, or whose checksum is wrong, is
-//! ignored and rewritten.
+//! tracer's resolver and offsets layout (their source text), or whose
+//! checksum is wrong, is ignored and rewritten.
 use std::{
     hash::{Hash, Hasher},
     io::{BufRead, Read},
@@ -22,6 +22,8 @@ use crate::outdir::{OutDir, Policy};
 pub const CACHE_DIR: &str = "/var/cache/tracer";
 const FILE: &str = "kernel-offsets";
 const MAGIC: &[u8; 8] = b"TRCOFF01";
+const RESOLVER: &str = include_str!("offsets.rs");
+const OFFSETS_LAYOUT: &str = include_str!("../../../tracer-common/src/lib.rs");
 const WORDS: usize = core::mem::size_of::<KernelOffsets>() / 4;
 const _: () = assert!(core::mem::size_of::<KernelOffsets>().is_multiple_of(4));
 
@@ -43,9 +45,12 @@ pub fn key(btf: impl Read) -> std::io::Result<u64> {
         r.consume(n);
     }
     len.hash(&mut h);
+    // The code that resolves the offsets and the struct they fill: any edit
+    // to either (a new fallback name, a reordered field) is a new key, so a
+    // cache never outlives the resolver that wrote it.
+    RESOLVER.hash(&mut h);
+    OFFSETS_LAYOUT.hash(&mut h);
     env!("CARGO_PKG_VERSION").hash(&mut h);
-    // A new offset field changes the layout, hence the key.
-    WORDS.hash(&mut h);
     Ok(h.finish())
 }
 
