@@ -166,12 +166,15 @@ impl Capture {
     /// 5.10 guest once). Fewer of them (hooks.rs), and the rest closed by a
     /// child after the tracer is gone (teardown.rs).
     pub fn shutdown(self) {
-        if let Some(pid) = super::teardown::hand_over_hooks() {
+        let holder = super::teardown::hand_over_hooks();
+        if let Some(h) = &holder {
             // With its start time: the pid alone could be recycled.
-            let start = super::teardown::start_time(pid).unwrap_or_default();
-            log::debug!("hooks detach in pid {pid} start {start}");
+            let start = super::teardown::start_time(h.pid).unwrap_or_default();
+            log::debug!("hooks detach in pid {} start {start}", h.pid);
         }
         drop(self.ebpf);
+        // Our references are gone: the holder's are the last ones now.
+        drop(holder);
     }
 
     pub fn ring(&mut self) -> Result<RingBuf<MapData>, TracerError> {

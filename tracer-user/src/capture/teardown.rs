@@ -7,13 +7,13 @@
 //! log is closed, a hook that fires writes into a ring buffer nobody reads
 //! and is scoped in the kernel to the run's processes. So the last references
 //! go to a short-lived child, forked at shutdown, which closes every other fd
-//! at once (so it holds no pipe a caller waits on for EOF), then the perf
-//! events, then exits; the tracer closes its own copies (cheap: not the last
-//! reference) and exits without waiting. The hooks are gone a few grace
+//! at once (so it holds no pipe a caller waits on for EOF); the tracer closes
+//! its own copies (cheap: not the last reference), tells the child so, and
+//! exits without waiting; the child then closes the links and exits. The hooks are gone a few grace
 //! periods after the tracer, whatever kills the child (its own exit closes
 //! the fds the same way).
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// This process's attachment fds (bpf links: a classic tracepoint's link
 /// holds its perf event; perf events attached the pre-5.15 way), and the rest.
@@ -40,28 +40,50 @@ fn hook_fds() -> (Vec<RawFd>, Vec<RawFd>) {
     (perf, other)
 }
 
-/// Hand this process's attachments to a child that closes them; the pid of
-/// that child, or `None` (nothing to hand over, or fork failed: the caller's
-/// own close then pays the grace periods as before).
-pub fn hand_over_hooks() -> Option<u32> {
-    let (perf, other) = hook_fds();
-    if perf.is_empty() {
+/// The child holding the hooks: its pid, and the pipe end whose closing
+/// (after the tracer dropped its own references) lets it close them.
+pub struct Holder {
+    pub pid: u32,
+    pub release: OwnedFd,
+}
+
+/// Hand this process's attachments to a child that closes them once
+/// `Holder::release` is dropped; `None` when there is nothing to hand over
+/// or fork/pipe failed (the caller's own close then pays, as before).
+///
+/// The child must not close first: whoever drops the *last* reference pays
+/// the grace period, so it waits for EOF on a pipe the tracer closes after
+/// closing its own copies.
+pub fn hand_over_hooks() -> Option<Holder> {
+    let (wait_rd, release) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok()?;
+    let (hooks, other) = hook_fds();
+    if hooks.is_empty() {
         return None;
     }
-    // SAFETY: the child only calls close(2) and _exit(2), both
+    let keep = wait_rd.as_raw_fd();
+    let release_raw = release.as_raw_fd();
+    // SAFETY: the child only calls close(2), read(2) and _exit(2), all
     // async-signal-safe, on vectors allocated before the fork.
     match unsafe { libc::fork() } {
         0 => unsafe {
-            for fd in &other {
+            libc::close(release_raw);
+            for fd in other.iter().filter(|&&fd| fd != keep) {
                 libc::close(*fd);
             }
-            for fd in &perf {
+            let mut b = 0u8;
+            while libc::read(keep, (&raw mut b).cast(), 1) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+            for fd in &hooks {
                 libc::close(*fd);
             }
             libc::_exit(0)
         },
         -1 => None,
-        pid => Some(pid as u32),
+        pid => Some(Holder {
+            pid: pid as u32,
+            release,
+        }),
     }
 }
 
