@@ -7,6 +7,8 @@
 //! `read_unaligned`, and converts the `kind` tag with `TryFrom`.
 #![no_std]
 
+pub mod signals;
+
 pub const COMM_LEN: usize = 16;
 /// Bytes of argv captured per exec (NUL-separated, as in /proc/PID/cmdline).
 pub const ARGV_LEN: usize = 4096;
@@ -73,6 +75,24 @@ impl DropReason {
             Self::InflightMapFull => "inflight_map_full",
         }
     }
+}
+
+/// A capture step that failed in a way that would otherwise lose data
+/// silently. Index into the per-CPU `FAILS` array, kept apart from `DROPS` so
+/// the trailer's per-CPU drop counters keep their shape.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailReason {
+    /// `bpf_probe_read_user` failed: a stderr buffer or an argv was unreadable.
+    UserRead = 0,
+    /// A task in a lifecycle hook read as a fault or an impossible value (a
+    /// wrong kernel offset): its event was lost.
+    TaskRead = 1,
+}
+pub const FAIL_REASONS: u32 = 2;
+
+impl FailReason {
+    pub const ALL: [FailReason; FAIL_REASONS as usize] = [Self::UserRead, Self::TaskRead];
 }
 
 /// A task as the kernel saw it. `start_ns` is the thread-group leader's

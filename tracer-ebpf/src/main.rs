@@ -6,6 +6,7 @@
 #![no_std]
 #![no_main]
 
+mod diag;
 mod existing;
 mod kill_calls;
 mod maps;

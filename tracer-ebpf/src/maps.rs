@@ -76,6 +76,9 @@ pub fn count_drop(reason: DropReason) {
     if let Some(p) = DROPS.get_ptr_mut(reason as u32) {
         unsafe { *p += 1 };
     }
+    if !matches!(reason, DropReason::RingBufFull) {
+        crate::diag::map_full(reason);
+    }
 }
 
 #[inline(always)]

@@ -1,17 +1,16 @@
 //! signal_generate: every signal that touches the run, joined in the kernel to
 //! the kill-family call (if any) the sending thread is inside.
 use aya_ebpf::{helpers::bpf_get_current_pid_tgid, programs::BtfTracePointContext};
-use tracer_common::{DropReason, RecordKind, SignalRecord};
+use tracer_common::{
+    signals::{SIGSYS, SI_KERNEL, SI_USER, SYS_SECCOMP},
+    DropReason, RecordKind, SignalRecord,
+};
 
 use crate::{
     maps::{count_drop, is_tracked, tracer_tgid, EVENTS, INFLIGHT},
     task::{comm, current, header, read, task_id, Ptr},
 };
 
-const SI_USER: i32 = 0;
-const SI_KERNEL: i32 = 0x80;
-const SIGSYS: i32 = 31;
-const SYS_SECCOMP: i32 = 1;
 /// offsetof(kernel_siginfo, _sifields._sigsys._syscall) on 64-bit: the
 /// union starts at 16, after the 8-byte `_call_addr`.
 const SI_SYSCALL_OFF: u32 = 24;

@@ -104,6 +104,7 @@ fn emit(buf: u64, count: u64) {
             src as *const _,
         ) != 0
         {
+            crate::diag::stderr_unreadable(id.tgid, src, len);
             return;
         }
         (*rec).len = len as u32;

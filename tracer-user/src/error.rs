@@ -137,6 +137,12 @@ pub enum LoadError {
     OwnPidNs(#[source] io::Error),
     #[error("pid namespace {0}: the kernel did not report this process in it")]
     PidNsLevel(u32),
+    #[error("eBPF log ring: {0}")]
+    LogRing(#[source] aya_log::Error),
+    #[error("eBPF log pipe: {0}")]
+    LogPipe(#[source] nix::errno::Errno),
+    #[error("eBPF log thread: {0}")]
+    LogThread(#[source] io::Error),
     #[error("/proc belongs to another pid namespace (it calls this process {seen}, not {me}): mount a procfs for this namespace (e.g. `unshare --pid --fork --mount-proc`)")]
     ForeignProc { seen: String, me: u32 },
 }

@@ -4,9 +4,10 @@ use aya::{
     maps::{Array, MapData, PerCpuArray, RingBuf},
     Btf, Ebpf, EbpfLoader,
 };
-use tracer_common::{DropReason, KillAbi, RuntimeConfig, DROP_REASONS};
+use tracer_common::{DropReason, FailReason, KillAbi, RuntimeConfig, DROP_REASONS, FAIL_REASONS};
 
 use super::{
+    ebpf_log,
     hooks::{self, program, Disabled},
     offset_cache, offsets, tracefs,
 };
@@ -30,6 +31,8 @@ pub struct LoadOptions {
     pub disabled: Vec<String>,
     /// Capture stderr writes ("last words").
     pub last_words: bool,
+    /// Log the eBPF side's rare failures (`--debug-ebpf`).
+    pub debug_ebpf: bool,
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.
@@ -38,6 +41,8 @@ pub struct Capture {
     pub hooks: Vec<HookStatus>,
     /// The pid namespace every reported pid is in (the tracer's own).
     pub view: PidNamespace,
+    /// After `ebpf`: dropped once the programs are gone, it flushes the last records.
+    _ebpf_log: Option<ebpf_log::Forwarder>,
 }
 
 const REQUIRED_TP_BTF: [&str; 4] = [
@@ -61,23 +66,35 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
     let mut offsets = btf_offsets()?;
     offsets::apply_oom_format(&mut offsets, oom_format.as_deref());
+    // Debug builds only, for tests/debug_ebpf.rs: read the start time where
+    // the group-leader pointer is, as a wrong offset would.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("TRACER_TEST_WRONG_START_OFFSET").is_some() {
+        offsets.task_start_boottime = offsets.task_group_leader;
+    }
     let own_ns = super::pidns::own_ns_inum()?;
     // `EbpfLoader::new` parses vmlinux BTF for itself; we need our own copy
     // for the programs' loads, and `.btf()` would replace its copy anyway:
     // drop it first so only one parsed BTF is ever alive (peak RSS ~30 MB
     // instead of ~40; parsing both on two threads saved ~40 ms, measured).
+    let log_on = ebpf_log::wanted(opts.debug_ebpf);
     let mut loader = EbpfLoader::new();
     loader.btf(None);
+    if !log_on {
+        loader.map_max_entries("AYA_LOGS", ebpf_log::off_ring_bytes());
+    }
     let btf = Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
     let abi = KillAbi::HOST.map_or(KillAbi::NONE, |(abi, _)| abi);
 
-    let ebpf =
+    let log_level = ebpf_log::level(log_on);
+    let mut ebpf =
         loader
             .btf(Some(&btf))
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
             .override_global("OFFSETS", &offsets, true)
             .override_global("TRACER_TGID", &opts.tracer_tgid, true)
             .override_global("KILL_ABI", &abi, true)
+            .override_global(aya_log::LEVEL, &log_level, true)
             .load(OBJECT)
             .map_err(|e| match e {
                 aya::EbpfError::MapError(aya::maps::MapError::CreateError {
@@ -86,6 +103,10 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
                 other => LoadError::Object(other).into(),
             })?;
     drop(loader);
+    let ebpf_log = match log_on {
+        true => Some(ebpf_log::Forwarder::start(&mut ebpf)?),
+        false => None,
+    };
 
     let mut cap = Capture {
         ebpf,
@@ -94,6 +115,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             level: 0,
             inum: own_ns,
         },
+        _ebpf_log: ebpf_log,
     };
     // Loaded now, so the parsed BTF (~15 MB) need not outlive start-up.
     let it: &mut aya::programs::Iter = program(&mut cap.ebpf, "existing_tasks")
@@ -288,6 +310,21 @@ impl Capture {
             }
         }
         Ok(per_cpu)
+    }
+
+    /// Rare eBPF-side failures, summed over CPUs, by [`FailReason`].
+    pub fn fails(&self) -> Result<[u64; FAIL_REASONS as usize], TracerError> {
+        let map = self
+            .ebpf
+            .map("FAILS")
+            .ok_or(LoadError::MapMissing("FAILS"))?;
+        let arr: PerCpuArray<_, u64> = PerCpuArray::try_from(map).map_err(map_err("FAILS"))?;
+        let mut sums = [0; FAIL_REASONS as usize];
+        for reason in FailReason::ALL {
+            let values = arr.get(&(reason as u32), 0).map_err(map_err("FAILS"))?;
+            sums[reason as usize] = values.iter().sum();
+        }
+        Ok(sums)
     }
 }
 

@@ -7,10 +7,8 @@ use super::{
 };
 use crate::eventlog::{EventLog, ProcKey, Record, Task};
 
-/// SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
-const SIGKILL: i32 = 9;
-const SIGCHLD: i32 = 17;
-const SI_KERNEL: i32 = 0x80;
+// SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
+use tracer_common::signals::{SIGCHLD, SIGKILL, SI_KERNEL, SI_QUEUE, SI_TKILL, SI_USER};
 /// How far apart an oom:mark_victim and its SIGKILL may be. The kernel sends
 /// the signal and marks the victim in the same function; a second is slack.
 const OOM_PAIR_WINDOW_NS: u64 = 1_000_000_000;
@@ -77,7 +75,7 @@ fn coverage(log: &EventLog) -> super::Coverage {
 
 /// si_code values a process chooses (kill family); anything else is raised
 /// by the kernel and says nothing about the "sender" running code.
-const PROCESS_CODES: [i32; 3] = [0, -1, -6]; // SI_USER SI_QUEUE SI_TKILL
+const PROCESS_CODES: [i32; 3] = [SI_USER, SI_QUEUE, SI_TKILL];
 
 /// Registers a task mention: its process exists, its thread is known.
 fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {

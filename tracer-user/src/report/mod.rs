@@ -7,6 +7,8 @@ pub mod html;
 pub(crate) mod json;
 mod loss;
 mod markdown;
+#[cfg(test)]
+mod schema_tests;
 mod sections;
 mod snapshots;
 #[cfg(test)]

@@ -15,6 +15,10 @@ pub struct CaptureOptions {
     /// `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`, `last_words`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
     pub disable_hooks: Vec<String>,
+    /// Log the eBPF side's rare failures (unreadable memory, full maps, wrong
+    /// kernel offsets) to stderr; also on with TRACER_LOG=debug.
+    #[arg(long)]
+    pub debug_ebpf: bool,
 }
 
 impl CaptureOptions {
@@ -26,6 +30,7 @@ impl CaptureOptions {
             tracer_tgid,
             disabled: self.disable_hooks.clone(),
             last_words: self.last_words_bytes > 0,
+            debug_ebpf: self.debug_ebpf,
         }
     }
 }

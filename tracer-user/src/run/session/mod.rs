@@ -199,6 +199,7 @@ impl Session {
     /// The trailer as of now (loss counters are cumulative).
     pub fn trailer(&self, command_status: Option<ExitStatus>) -> Result<Trailer, TracerError> {
         let per_cpu = self.capture.drops()?;
+        let [user_read_failed, task_read_failed] = self.capture.fails()?;
         let sum = |i: usize| per_cpu.iter().map(|c| c[i]).sum::<u64>();
         Ok(Trailer {
             ended_at: wall_time(boot_ns(), boot_to_wall_ns()),
@@ -208,6 +209,8 @@ impl Session {
                 tracked_map_full: sum(1),
                 inflight_map_full: sum(2),
                 undecodable: self.undecodable,
+                user_read_failed,
+                task_read_failed,
                 unwritten: self.unwritten_before + self.writer.unwritten(),
                 write_error: self.writer.error().map(|e| e.to_string()),
                 per_cpu,
