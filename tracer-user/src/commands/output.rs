@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use crate::{
     analysis::{Analysis, AnalysisOptions},
     commands::fail_on,
-    error::TracerError,
+    error::{TracerError, WriteContext},
     eventlog::EventLog,
     otlp::{self, Endpoint, ExportFacts},
     outdir::OutDir,
@@ -97,10 +97,7 @@ fn write_with(
             let color = report::use_color(std::io::stderr().is_terminal());
             let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
         })
-        .map_err(|source| TracerError::Output {
-            path: out.path().to_path_buf(),
-            source,
-        });
+        .writing(out.path());
     (analysis, result)
 }
 

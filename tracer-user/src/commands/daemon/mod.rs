@@ -14,7 +14,7 @@ use self::watch::{LiveOptions, Watch};
 use crate::{
     capture,
     commands::output::{write_reports_exported, ReportFlags},
-    error::TracerError,
+    error::{TracerError, WriteContext},
     eventlog::{segment_name, Header, LIVE},
     outdir::{names, OutDir, Policy},
     redact::Redactor,
@@ -244,8 +244,5 @@ fn prune(out: &OutDir, keep: usize) {
 }
 
 fn rename(out: &OutDir, from: &str, to: &str) -> Result<(), TracerError> {
-    out.rename(from, to).map_err(|source| TracerError::Output {
-        path: out.display(to),
-        source,
-    })
+    out.rename(from, to).writing(out.display(to))
 }

@@ -300,10 +300,7 @@ impl Session {
     }
 
     fn output_error(&self, name: &str, source: std::io::Error) -> TracerError {
-        TracerError::Output {
-            path: self.out.display(name),
-            source,
-        }
+        TracerError::output(self.out.display(name))(source)
     }
 }
 
