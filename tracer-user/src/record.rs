@@ -349,8 +349,11 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
             .unwrap_or_default(),
     };
     let redactor = Redactor::new(&args.report.redact)?;
-    let mut log = read_back(&args.events)?;
-    redactor.log(&mut log);
+    // Streamed: a million-event log is never in memory as records.
+    let (log, model) = report::load(&args.events, &redactor)?;
+    if log.truncated {
+        warn_truncated(&args.events);
+    }
     if log.header.mode == "daemon" {
         fail_on::daemon_supports(&args.fail_on).map_err(TracerError::Other)?;
     }
@@ -366,8 +369,8 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
             any_owner: true,
         },
     )?;
-    render_log(&log, &out, &args.report)?;
-    if fail_on_met(&args.fail_on, &log, &args.report).is_empty() {
+    let analysis = render_folded(&log, model, &out, &args.report)?;
+    if announce_met(fail_on::met_with(&args.fail_on, log.leaks, &analysis)).is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
@@ -387,23 +390,49 @@ fn fail_on_met(
         watch: flags.watch.clone(),
     };
     let (_, analysis) = crate::analysis::analyze(log, &opts);
-    let met = fail_on::met(conditions, log, &analysis);
+    announce_met(fail_on::met(conditions, log, &analysis))
+}
+
+fn announce_met(met: Vec<(fail_on::Condition, usize)>) -> Vec<(fail_on::Condition, usize)> {
     for (c, n) in &met {
         eprintln!("tracer: --fail-on {}: {n} found", c.name());
     }
     met
 }
 
-/// Read a log (or a daemon's series), warning when it was cut short.
-fn read_back(log_path: &Path) -> Result<eventlog::EventLog, TracerError> {
-    let log = eventlog::read_series(log_path)?;
-    if log.truncated {
-        eprintln!(
-            "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
-            log_path.display()
-        );
-    }
-    Ok(log)
+fn warn_truncated(log_path: &Path) {
+    eprintln!(
+        "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
+        log_path.display()
+    );
+}
+
+/// [`render_log`] for a streamed log ([`report::load`]): analysed once, for
+/// the export and the reports; the analysis is returned for `--fail-on`.
+pub fn render_folded(
+    log: &eventlog::LogSummary,
+    model: crate::model::Model,
+    out: &OutDir,
+    flags: &crate::cli::ReportFlags,
+) -> Result<crate::analysis::Analysis, TracerError> {
+    let aopts = crate::analysis::AnalysisOptions {
+        watch: flags.watch.clone(),
+    };
+    let analysis = crate::analysis::analyze_model(&model, model.boot_to_wall_ns, &aopts);
+    let opts = report::ReportOptions {
+        export: crate::otlp::export_analysis(&log.header, &analysis, flags),
+        ..flags.options()
+    };
+    let rendered =
+        report::write_reports_of(log, model, analysis.clone(), out, &opts).map_err(|source| {
+            TracerError::Output {
+                path: out.path().to_path_buf(),
+                source,
+            }
+        })?;
+    let color = report::use_color(std::io::stderr().is_terminal());
+    let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
+    Ok(analysis)
 }
 
 /// Write report.json, report.md and report.html into the held directory,

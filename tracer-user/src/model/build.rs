@@ -2,10 +2,11 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::{
+    compact::{KillRec, SigRec},
     process::{End, ExecInfo, ForkInfo, Process, ThreadExit, ThreadSpan},
     KillCallEv, Model, OomEv, SignalEv,
 };
-use crate::eventlog::{EventLog, ProcKey, Record, Task};
+use crate::eventlog::{Header, ProcKey, Record, Stamp, Task, Trailer};
 
 /// SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
 const SIGKILL: i32 = 9;
@@ -15,57 +16,90 @@ const SI_KERNEL: i32 = 0x80;
 /// the signal and marks the victim in the same function; a second is slack.
 const OOM_PAIR_WINDOW_NS: u64 = 1_000_000_000;
 
-pub(super) fn build(log: &EventLog) -> Model<'_> {
-    let mut m = Model {
-        tracer_pid: log.header.tracer_pid,
-        root: None,
-        procs: BTreeMap::new(),
-        signals: Vec::new(),
-        kill_calls: Vec::new(),
-        ooms: Vec::new(),
-        snapshots: Vec::new(),
-        first_t: 0,
-        last_t: 0,
-        not_run: log.trailer.as_ref().and_then(|t| {
+/// Builds the model from records handed over one at a time, in log order:
+/// each is read and let go, so a log never has to be in memory whole.
+pub struct Builder {
+    m: Model,
+    hooks: Vec<crate::eventlog::HookStatus>,
+    command: Vec<String>,
+}
+
+impl Builder {
+    pub fn new(header: &Header) -> Builder {
+        Builder {
+            m: Model {
+                tracer_pid: header.tracer_pid,
+                boot_to_wall_ns: header.boot_to_wall_ns,
+                root: None,
+                procs: BTreeMap::new(),
+                signals: Vec::new(),
+                kill_calls: Vec::new(),
+                ooms: Vec::new(),
+                snapshots: Vec::new(),
+                odd_times: Default::default(),
+                first_t: 0,
+                last_t: 0,
+                not_run: None,
+                coverage: Default::default(),
+            },
+            hooks: header.hooks.clone(),
+            command: header.command.clone(),
+        }
+    }
+
+    pub fn push(&mut self, rec: &Record) {
+        let m = &mut self.m;
+        if let Some(s) = rec.stamp() {
+            if m.first_t == 0 || s.t < m.first_t {
+                m.first_t = s.t;
+            }
+            m.last_t = m.last_t.max(s.t);
+            // The run's root: the tracer's first child process.
+            if m.root.is_none() {
+                if let Record::Fork(f) = rec {
+                    if !f.thread && f.parent.pid == m.tracer_pid {
+                        m.root = Some(f.child.key());
+                    }
+                }
+            }
+        }
+        record(m, rec);
+    }
+
+    pub fn finish(self, trailer: Option<&Trailer>, truncated: bool) -> Model {
+        let mut m = self.m;
+        m.not_run = trailer.and_then(|t| {
             Some(super::NotRun {
-                command: log.header.command.clone(),
+                command: self.command.clone(),
                 reason: t.command_error.clone()?,
                 code: match t.command_status {
                     Some(crate::eventlog::ExitStatus::Exited { code }) => Some(code),
                     _ => None,
                 },
             })
-        }),
-        coverage: coverage(log),
-    };
-    for rec in &log.events {
-        if let Some(s) = rec.stamp() {
-            if m.first_t == 0 || s.t < m.first_t {
-                m.first_t = s.t;
+        });
+        m.coverage = coverage(&self.hooks, trailer, truncated);
+        m.signals.shrink_to_fit();
+        m.kill_calls.shrink_to_fit();
+        join_kill_calls(&mut m);
+        for (i, s) in m.signals.iter().enumerate() {
+            if let Some(p) = m.procs.get_mut(&s.target) {
+                p.signals_in.push(i);
             }
-            m.last_t = m.last_t.max(s.t);
         }
-        record(&mut m, rec);
+        mark_run(&mut m);
+        join_ooms(&mut m);
+        m
     }
-    join_kill_calls(&mut m);
-    for (i, s) in m.signals.iter().enumerate() {
-        if let Some(p) = m.procs.get_mut(&s.target) {
-            p.signals_in.push(i);
-        }
-    }
-    mark_run(&mut m, log);
-    join_ooms(&mut m);
-    m
 }
 
-fn coverage(log: &EventLog) -> super::Coverage {
-    let attached = |name: &str| {
-        log.header
-            .hooks
-            .iter()
-            .any(|h| h.name == name && h.attached)
-    };
-    let Some(t) = log.trailer.as_ref().filter(|_| !log.truncated) else {
+fn coverage(
+    hooks: &[crate::eventlog::HookStatus],
+    trailer: Option<&Trailer>,
+    truncated: bool,
+) -> super::Coverage {
+    let attached = |name: &str| hooks.iter().any(|h| h.name == name && h.attached);
+    let Some(t) = trailer.filter(|_| !truncated) else {
         return super::Coverage::default();
     };
     let signals = attached("signal_generate") && t.lost.total() == 0;
@@ -83,8 +117,12 @@ const PROCESS_CODES: [i32; 3] = [0, -1, -6]; // SI_USER SI_QUEUE SI_TKILL
 fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
     let key = resolve(m, task, t);
     let p = m.procs.entry(key).or_insert_with(|| Process::new(key));
+    // Compared first: a signal storm names the same two processes a
+    // million times.
     if let Some(comm) = &task.comm {
-        p.comm = Some(comm.clone());
+        if p.comm.as_deref() != Some(comm.as_str()) {
+            p.comm = Some(comm.clone());
+        }
     }
     p.threads.entry(task.tid).or_insert(ThreadSpan {
         from: key.start,
@@ -121,7 +159,7 @@ fn active(m: &mut Model, key: ProcKey, t: u64) {
     }
 }
 
-fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
+fn record(m: &mut Model, rec: &Record) {
     match rec {
         Record::Fork(f) => {
             let parent = see(m, &f.parent, f.at.t);
@@ -228,8 +266,9 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
             if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
                 active(m, sender, s.at.t);
             }
+            keep_odd_time(m, &s.at);
             m.signals.push(SignalEv {
-                ev: s,
+                ev: SigRec::from(s),
                 sender,
                 target,
                 kill_call: None,
@@ -238,8 +277,9 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
         Record::KillCall(k) => {
             let sender = see(m, &k.sender, k.at.t);
             active(m, sender, k.at.t);
+            keep_odd_time(m, &k.at);
             m.kill_calls.push(KillCallEv {
-                ev: k,
+                ev: KillRec::from(k),
                 sender,
                 signals: Vec::new(),
             });
@@ -247,7 +287,7 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
         Record::Oom(o) => {
             let trigger = see(m, &o.trigger, o.at.t);
             m.ooms.push(OomEv {
-                ev: o,
+                ev: o.clone(),
                 victim: None,
                 trigger,
                 signal: None,
@@ -265,7 +305,7 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
                 p.leak = Some(l.clone());
             }
         }
-        Record::Snapshot(snap) => m.snapshots.push(snap),
+        Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
         Record::Existing(x) => {
             let key = see(m, &x.task, x.at.t);
             // Its parent, if that was already running too (same instant).
@@ -300,6 +340,14 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
     }
 }
 
+/// The model derives a signal's or kill call's `time` from `t`; a log whose
+/// text says otherwise keeps it.
+fn keep_odd_time(m: &mut Model, at: &Stamp) {
+    if at.time != crate::eventlog::wall_time(at.t, m.boot_to_wall_ns) {
+        m.odd_times.insert(at.seq, at.time.clone());
+    }
+}
+
 /// `signal.call.id` == `kill_call.call_id` of the same sender thread. Keyed
 /// by the sender's process identity too, so a recycled tid cannot cross-join.
 fn join_kill_calls(m: &mut Model) {
@@ -321,12 +369,8 @@ fn join_kill_calls(m: &mut Model) {
 /// The run is the tracer's child and everything descending from it. A
 /// process the kernel side tracked but whose fork we never saw (daemon mode,
 /// or a lost fork record) counts too: we cannot prove it is outside.
-fn mark_run(m: &mut Model, log: &EventLog) {
+fn mark_run(m: &mut Model) {
     let tracer = m.tracer_pid;
-    m.root = log.events.iter().find_map(|r| match r {
-        Record::Fork(f) if !f.thread && f.parent.pid == tracer => Some(f.child.key()),
-        _ => None,
-    });
     let mut queue: VecDeque<ProcKey> = m.root.into_iter().collect();
     while let Some(k) = queue.pop_front() {
         let Some(p) = m.procs.get_mut(&k) else {

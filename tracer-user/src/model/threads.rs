@@ -40,6 +40,8 @@ mod tests {
         procs.insert(b.key, b);
         let m = Model {
             tracer_pid: 1,
+            boot_to_wall_ns: 0,
+            odd_times: Default::default(),
             root: None,
             procs,
             signals: vec![],

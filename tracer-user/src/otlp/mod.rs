@@ -15,10 +15,10 @@ pub use records::Context;
 pub use sender::Exporter;
 
 use crate::{
-    analysis::AnalysisOptions,
+    analysis::{Analysis, AnalysisOptions},
     cli::ReportFlags,
-    eventlog::EventLog,
-    live::{self, Seen},
+    eventlog::{EventLog, Header},
+    live::Seen,
 };
 
 /// How long the end of a run waits for the queue to drain (a dead
@@ -118,13 +118,24 @@ pub struct ExportFacts {
 /// `record` and `report`: export the whole log's findings, wait (bounded)
 /// for delivery. `None` when no endpoint is configured.
 pub fn export_log(log: &EventLog, flags: &ReportFlags) -> Option<ExportFacts> {
-    let endpoint = Endpoint::resolve(flags.otlp_endpoint.as_deref())?;
-    let mut exporter = Exporter::start(endpoint, Context::from_env(&log.header));
+    Endpoint::resolve(flags.otlp_endpoint.as_deref())?;
     let opts = AnalysisOptions {
         watch: flags.watch.clone(),
     };
-    let found = live::fresh_in(log, &opts, &mut Seen::default());
-    exporter.send(&found, log.header.boot_to_wall_ns);
+    let (_, a) = crate::analysis::analyze(log, &opts);
+    export_analysis(&log.header, &a, flags)
+}
+
+/// As [`export_log`], for a log already analysed (with `flags.watch`).
+pub fn export_analysis(
+    header: &Header,
+    analysis: &Analysis,
+    flags: &ReportFlags,
+) -> Option<ExportFacts> {
+    let endpoint = Endpoint::resolve(flags.otlp_endpoint.as_deref())?;
+    let mut exporter = Exporter::start(endpoint, Context::from_env(header));
+    let found = Seen::default().fresh(analysis.clone());
+    exporter.send(&found, header.boot_to_wall_ns);
     Some(exporter.finish(FINISH_GRACE))
 }
 

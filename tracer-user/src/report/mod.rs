@@ -3,6 +3,7 @@
 mod chains;
 pub mod html;
 pub(crate) mod json;
+mod load;
 mod markdown;
 mod sections;
 mod snapshots;
@@ -18,7 +19,14 @@ pub use json::{
     build_report, verdict, LogFacts, Report, RunFacts, RANKING_RULE, REPORT_SCHEMA_VERSION,
 };
 
-use crate::{analysis::Rank, eventlog::EventLog, outdir::OutDir};
+pub use load::{load, load_held};
+
+use crate::{
+    analysis::Rank,
+    eventlog::{EventLog, LogSummary},
+    model::Model,
+    outdir::OutDir,
+};
 
 #[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
@@ -57,7 +65,20 @@ pub const HTML_FILE: &str = "report.html";
 /// Write the three reports into the held directory, each atomically (a
 /// reader sees the old file or the new one) and never through a link.
 pub fn write_reports(log: &EventLog, out: &OutDir, opts: &ReportOptions) -> io::Result<Rendered> {
-    let (model, analysis) = json::analyze(log, opts);
+    let model = Model::build(log);
+    let analysis = json::analyze_model(&model, opts);
+    write_reports_of(&LogSummary::of(log), model, analysis, out, opts)
+}
+
+/// [`write_reports`] from a log already folded into its summary and model
+/// ([`load`]) and analysed (with `opts.watch`): the way big logs are reported.
+pub fn write_reports_of(
+    log: &LogSummary,
+    model: Model,
+    analysis: crate::analysis::Analysis,
+    out: &OutDir,
+    opts: &ReportOptions,
+) -> io::Result<Rendered> {
     let mut report = json::report_of(log, &model, analysis);
     report.log.export = opts.export.clone();
     let timeline = html::Context::from_model(&model);

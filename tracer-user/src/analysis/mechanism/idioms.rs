@@ -115,7 +115,7 @@ fn is_timeout(cx: &Ctx, key: ProcKey, t: u64) -> bool {
 
 /// The signals timeout(1) sent once its limit fired: the first one aimed
 /// at a single pid is its command.
-fn timeout_victim<'a>(cx: &'a Ctx, key: ProcKey) -> Option<(&'a SignalEv<'a>, ProcRef)> {
+fn timeout_victim<'a>(cx: &'a Ctx, key: ProcKey) -> Option<(&'a SignalEv, ProcRef)> {
     let s =
         cx.m.kill_calls
             .iter()
