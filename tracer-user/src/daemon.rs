@@ -115,8 +115,9 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     }
     let closed = session.finish(None)?;
     closed.warn_if_log_failed();
-    let export = live.and_then(|l| l.finish(&closed.log));
-    render_log_exported(&closed.log, &closed.out, &args.report, export)?;
+    let log = closed.log()?;
+    let export = live.and_then(|l| l.finish(&log));
+    render_log_exported(&log, &closed.out, &args.report, export)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -166,9 +166,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     }
     let closed = session.finish(Some(command_status.clone()))?;
     phase(t0, "log closed, hooks detached");
-    let log = deliver(closed, &args.report);
+    let analysis = deliver(closed, &args.report);
     phase(t0, "reports written");
-    let met = fail_on_met(&args.fail_on, &log, &args.report);
+    let met = match &analysis {
+        Some((log, a)) => announce_met(fail_on::met_with(&args.fail_on, log.leaks, a)),
+        None => Vec::new(),
+    };
     let code = match (outcome.timed_out, passthrough_code(&command_status)) {
         // As timeout(1) does: the run did not finish, whatever it exited with.
         (true, _) => EXIT_TIMED_OUT,
@@ -180,17 +183,35 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
 
 /// Write the reports of a finished run and hand its files over. From here on
 /// nothing may cost the command's status: what cannot be written is said on
-/// stderr. Returns the log the reports were written from.
-fn deliver(closed: session::Closed, flags: &crate::cli::ReportFlags) -> eventlog::EventLog {
+/// stderr. Returns the log's summary and analysis the reports were written
+/// from (`None`: the log could not be read back).
+fn deliver(
+    closed: session::Closed,
+    flags: &crate::cli::ReportFlags,
+) -> Option<(eventlog::LogSummary, crate::analysis::Analysis)> {
     if let Err(msg) = closed.out.check_in_place() {
         eprintln!("tracer: error: {msg}");
     }
     closed.warn_if_log_failed();
     // The reports come from the log as tracer wrote it (read through its own
     // file), exactly as `tracer report` would read it: the two never disagree.
-    if let Err(e) = render_log(&closed.log, &closed.out, flags) {
+    // Streamed: the run's records are never all in memory.
+    let lost = |e: TracerError| {
         eprintln!("tracer: error: {e}; the reports of this run are lost, events.ndjson holds its evidence");
-    }
+    };
+    let rendered = match closed.folded() {
+        Ok(loaded) => {
+            let (analysis, written) = render_folded(&loaded.log, loaded.model, &closed.out, flags);
+            if let Err(e) = written {
+                lost(e);
+            }
+            Some((loaded.log, analysis))
+        }
+        Err(e) => {
+            lost(e);
+            None
+        }
+    };
     if let Err(e) = closed.out.give(closed.writer.file()) {
         log::warn!("cannot hand the event log over: {e}");
     }
@@ -211,7 +232,7 @@ fn deliver(closed: session::Closed, flags: &crate::cli::ReportFlags) -> eventlog
         ),
     }
     closed.out.hand_over_dirs();
-    closed.log
+    rendered
 }
 
 /// `--timeout` expired (the convention of timeout(1)).
@@ -350,7 +371,7 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     };
     let redactor = Redactor::new(&args.report.redact)?;
     // Streamed: a million-event log is never in memory as records.
-    let (log, model) = report::load(&args.events, &redactor)?;
+    let report::Loaded { log, model } = report::load(&args.events, &redactor)?;
     if log.truncated {
         warn_truncated(&args.events);
     }
@@ -369,7 +390,8 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
             any_owner: true,
         },
     )?;
-    let analysis = render_folded(&log, model, &out, &args.report)?;
+    let (analysis, written) = render_folded(&log, model, &out, &args.report);
+    written?;
     if announce_met(fail_on::met_with(&args.fail_on, log.leaks, &analysis)).is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -377,22 +399,7 @@ pub fn report_only(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     }
 }
 
-/// The `--fail-on` conditions this run met, announced on stderr.
-fn fail_on_met(
-    conditions: &[fail_on::Condition],
-    log: &eventlog::EventLog,
-    flags: &crate::cli::ReportFlags,
-) -> Vec<(fail_on::Condition, usize)> {
-    if conditions.is_empty() {
-        return Vec::new();
-    }
-    let opts = crate::analysis::AnalysisOptions {
-        watch: flags.watch.clone(),
-    };
-    let (_, analysis) = crate::analysis::analyze(log, &opts);
-    announce_met(fail_on::met(conditions, log, &analysis))
-}
-
+/// The `--fail-on` conditions met, announced on stderr.
 fn announce_met(met: Vec<(fail_on::Condition, usize)>) -> Vec<(fail_on::Condition, usize)> {
     for (c, n) in &met {
         eprintln!("tracer: --fail-on {}: {n} found", c.name());
@@ -408,13 +415,14 @@ fn warn_truncated(log_path: &Path) {
 }
 
 /// [`render_log`] for a streamed log ([`report::load`]): analysed once, for
-/// the export and the reports; the analysis is returned for `--fail-on`.
+/// the export and the reports; the analysis is returned for `--fail-on`,
+/// whether or not the reports could be written.
 pub fn render_folded(
     log: &eventlog::LogSummary,
     model: crate::model::Model,
     out: &OutDir,
     flags: &crate::cli::ReportFlags,
-) -> Result<crate::analysis::Analysis, TracerError> {
+) -> (crate::analysis::Analysis, Result<(), TracerError>) {
     let aopts = crate::analysis::AnalysisOptions {
         watch: flags.watch.clone(),
     };
@@ -423,16 +431,16 @@ pub fn render_folded(
         export: crate::otlp::export_analysis(&log.header, &analysis, flags),
         ..flags.options()
     };
-    let rendered =
-        report::write_reports_of(log, model, analysis.clone(), out, &opts).map_err(|source| {
-            TracerError::Output {
-                path: out.path().to_path_buf(),
-                source,
-            }
-        })?;
-    let color = report::use_color(std::io::stderr().is_terminal());
-    let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
-    Ok(analysis)
+    let written = report::write_reports_of(log, model, analysis.clone(), out, &opts)
+        .map(|rendered| {
+            let color = report::use_color(std::io::stderr().is_terminal());
+            let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
+        })
+        .map_err(|source| TracerError::Output {
+            path: out.path().to_path_buf(),
+            source,
+        });
+    (analysis, written)
 }
 
 /// Write report.json, report.md and report.html into the held directory,

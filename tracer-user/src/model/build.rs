@@ -281,7 +281,6 @@ fn record(m: &mut Model, rec: &Record) {
             m.kill_calls.push(KillCallEv {
                 ev: KillRec::from(k),
                 sender,
-                signals: Vec::new(),
             });
         }
         Record::Oom(o) => {
@@ -350,18 +349,23 @@ fn keep_odd_time(m: &mut Model, at: &Stamp) {
 
 /// `signal.call.id` == `kill_call.call_id` of the same sender thread. Keyed
 /// by the sender's process identity too, so a recycled tid cannot cross-join.
+/// The first kill call of a key wins. A sorted vector, not a map: a signal
+/// storm has half a million kill calls, and a map of them cost 30 MB.
 fn join_kill_calls(m: &mut Model) {
-    let mut by_id: BTreeMap<(ProcKey, u32, u64), usize> = BTreeMap::new();
-    for (i, k) in m.kill_calls.iter().enumerate() {
-        by_id
-            .entry((k.sender, k.ev.sender.tid, k.ev.call_id))
-            .or_insert(i);
-    }
-    for (i, s) in m.signals.iter_mut().enumerate() {
+    let mut by_id: Vec<((ProcKey, u32, u64), usize)> = m
+        .kill_calls
+        .iter()
+        .enumerate()
+        .map(|(i, k)| ((k.sender, k.ev.sender.tid, k.ev.call_id), i))
+        .collect();
+    // Stable: among equal keys the first kill call stays first.
+    by_id.sort_by_key(|&(key, _)| key);
+    by_id.dedup_by_key(|&mut (key, _)| key);
+    for s in m.signals.iter_mut() {
         let Some(call) = &s.ev.call else { continue };
-        if let Some(&k) = by_id.get(&(s.sender, s.ev.sender.tid, call.id)) {
-            s.kill_call = Some(k);
-            m.kill_calls[k].signals.push(i);
+        let key = (s.sender, s.ev.sender.tid, call.id);
+        if let Ok(j) = by_id.binary_search_by_key(&key, |&(k, _)| k) {
+            s.kill_call = Some(by_id[j].1);
         }
     }
 }

@@ -28,13 +28,11 @@ pub struct SignalEv {
     pub kill_call: Option<usize>,
 }
 
-/// One `kill_call` record with the signals it produced.
+/// One `kill_call` record (the signals it produced name it: `SignalEv::kill_call`).
 #[derive(Debug, Clone)]
 pub struct KillCallEv {
     pub ev: KillRec,
     pub sender: ProcKey,
-    /// Indices into [`Model::signals`].
-    pub signals: Vec<usize>,
 }
 
 /// One `oom` record with its victim resolved.
@@ -106,6 +104,16 @@ impl Model {
             b.push(rec);
         }
         b.finish(log.trailer.as_ref(), log.truncated)
+    }
+
+    /// The signals kill call `k` produced (indices into `signals`, in
+    /// order): the join is kept on the signal side only.
+    pub fn signals_of(&self, k: usize) -> impl Iterator<Item = usize> + '_ {
+        self.signals
+            .iter()
+            .enumerate()
+            .filter(move |(_, s)| s.kill_call == Some(k))
+            .map(|(i, _)| i)
     }
 
     /// The `time` of a signal or kill call: RFC 3339 UTC, as in the log.

@@ -4,14 +4,20 @@
 use std::path::Path;
 
 use crate::{
-    eventlog::{self, Counter, Header, LogError, LogSummary, Record},
+    eventlog::{self, Counter, Header, LogError, LogSummary, Record, Trailer},
     model::{Builder, Model},
     redact::Redactor,
 };
 
+/// A log as the reports read it.
+pub struct Loaded {
+    pub log: LogSummary,
+    pub model: Model,
+}
+
 /// Read a log file or a daemon's series (a directory), masking with
 /// `redactor` as it goes (`tracer report --redact`).
-pub fn load(path: &Path, redactor: &Redactor) -> Result<(LogSummary, Model), LogError> {
+pub fn load(path: &Path, redactor: &Redactor) -> Result<Loaded, LogError> {
     let mut folded = Folded::new(redactor);
     let frame = eventlog::stream_series(path, |h, rec| folded.push(h, rec))?;
     Ok(folded.finish(frame))
@@ -19,13 +25,20 @@ pub fn load(path: &Path, redactor: &Redactor) -> Result<(LogSummary, Model), Log
 
 /// As [`load`], from the live log as tracer holds it (`record`'s own
 /// reports: never reopened by a name the command could have swapped).
+/// `trailer`: the run's trailer where the disk refused it (the log is then
+/// complete up to what its loss counters say).
 pub fn load_held(
     dir: &crate::outdir::OutDir,
     live: impl std::io::Read,
-) -> Result<(LogSummary, Model), LogError> {
+    trailer: Option<Trailer>,
+) -> Result<Loaded, LogError> {
     let redactor = Redactor::default();
     let mut folded = Folded::new(&redactor);
-    let frame = eventlog::stream_series_in(dir, Some(live), |h, rec| folded.push(h, rec))?;
+    let mut frame = eventlog::stream_series_in(dir, Some(live), |h, rec| folded.push(h, rec))?;
+    if let Some(t) = trailer {
+        frame.trailer = Some(t);
+        frame.truncated = false;
+    }
     Ok(folded.finish(frame))
 }
 
@@ -62,10 +75,13 @@ impl<'r> Folded<'r> {
         }
     }
 
-    fn finish(self, mut frame: eventlog::Frame) -> (LogSummary, Model) {
+    fn finish(self, mut frame: eventlog::Frame) -> Loaded {
         frame.header = self.masked(&frame.header);
         let builder = self.builder.unwrap_or_else(|| Builder::new(&frame.header));
         let model = builder.finish(frame.trailer.as_ref(), frame.truncated);
-        (self.counter.finish(frame), model)
+        Loaded {
+            log: self.counter.finish(frame),
+            model,
+        }
     }
 }

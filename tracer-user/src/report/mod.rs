@@ -19,7 +19,7 @@ pub use json::{
     build_report, verdict, LogFacts, Report, RunFacts, RANKING_RULE, REPORT_SCHEMA_VERSION,
 };
 
-pub use load::{load, load_held};
+pub use load::{load, load_held, Loaded};
 
 use crate::{
     analysis::Rank,
