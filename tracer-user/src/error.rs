@@ -47,6 +47,35 @@ pub enum TracerError {
     OutDir(#[from] crate::outdir::OutDirError),
     #[error("{0}")]
     Other(String),
+
+    // The runtime's own failures (run/, commands/): kept apart from the
+    // capture errors above so each block changes on its own.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("no command given")]
+    NoCommand,
+    #[error("waiting for the command: {0}")]
+    Wait(#[source] nix::errno::Errno),
+    #[error("polling the ring buffer: {0}")]
+    PollRing(#[source] nix::errno::Errno),
+    #[error("cannot start the watchdog (pipe): {0}")]
+    WatchdogPipe(#[source] std::io::Error),
+    #[error("cannot start the watchdog (fork): {0}")]
+    WatchdogFork(#[source] nix::errno::Errno),
+    #[error("--user {0}: running the command as another user needs root")]
+    UserNeedsRoot(String),
+    #[error("cannot look up user {spec}: {source}")]
+    UserLookup {
+        spec: String,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("{name}={value} is not a numeric id; pass --user USER (or --user root) to say who runs the command")]
+    SudoIdNotNumeric { name: &'static str, value: String },
+    #[error("SUDO_UID={0} is not in the user database and SUDO_GID is not set; pass --user USER (or --user root)")]
+    SudoUserUnknown(String),
+    #[error("--fail-on {0} is not supported for a daemon's log (use oom or unexpected-death, or `tracer record --fail-on {0}` around the command)")]
+    FailOnDaemon(&'static str),
 }
 
 pub fn report_error(err: &TracerError) -> ExitCode {

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use tracer_user::{
     eventlog::{ExitStatus, Leak, Record},
-    leaks,
+    run::leaks,
 };
 
 /// A daemon that double-forks out of the run's session and never exits.

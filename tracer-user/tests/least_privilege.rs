@@ -9,7 +9,7 @@ use nix::unistd::User;
 use serde_json::Value;
 use tracer_user::{
     eventlog::{Record, Task},
-    leaks,
+    run::leaks,
 };
 
 /// Prints the command's credentials and environment, one per line, then

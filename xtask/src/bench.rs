@@ -44,6 +44,11 @@ pub fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
         bail!("the bench loads eBPF programs: run it as root (sudo -E cargo xtask bench)");
     }
     let started = Instant::now();
+    if !opts.no_reference {
+        // The references are part of the comparison, not optional extras: a
+        // fresh machine gets them from Debian, as the tests get theirs.
+        crate::test_deps::ensure_programs(&[("bpftrace", "bpftrace"), ("strace", "strace")])?;
+    }
     let tracer = build::run(ws, true)?;
     let scratch = ws.target_dir.join("bench");
     fs::create_dir_all(&scratch)?;

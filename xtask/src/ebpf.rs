@@ -3,9 +3,10 @@ use std::{path::PathBuf, process::Command};
 
 use anyhow::Result;
 
-use crate::{bootstrap, cmd, workspace::Workspace};
-
-pub const TARGET: &str = "bpfel-unknown-none";
+use crate::{
+    bootstrap, cmd,
+    workspace::{Workspace, EBPF_TARGET},
+};
 
 /// Bootstrap, then build; returns the object's path. The release object is
 /// the one tracer-user embeds.
@@ -25,7 +26,13 @@ pub fn build(ws: &Workspace, release: bool) -> Result<PathBuf> {
         cargo.arg("--release");
     }
     cargo
-        .args(["--target", TARGET, "-Z", "build-std=core", "--target-dir"])
+        .args([
+            "--target",
+            EBPF_TARGET,
+            "-Z",
+            "build-std=core",
+            "--target-dir",
+        ])
         .arg(&ws.target_dir);
     cmd::run(&mut cargo)?;
 

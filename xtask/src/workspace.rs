@@ -8,6 +8,9 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
+/// The eBPF crate's target triple: where its object lands under target/.
+pub const EBPF_TARGET: &str = "bpfel-unknown-none";
+
 pub struct Workspace {
     /// Repository root (the workspace `Cargo.toml`).
     pub root: PathBuf,
@@ -66,7 +69,7 @@ impl Workspace {
     pub fn ebpf_object(&self, release: bool) -> PathBuf {
         let profile = if release { "release" } else { "debug" };
         self.target_dir
-            .join(crate::ebpf::TARGET)
+            .join(EBPF_TARGET)
             .join(profile)
             .join("tracer-ebpf")
     }

@@ -1,10 +1,10 @@
 //! One death certificate: victim, cause, killer, history, evidence.
 use super::{
     cause::{self, Classified, SIGCHLD},
-    mechanism, summary,
+    mechanism, quote, summary,
     types::*,
     wording::{self as w, proc_phrase},
-    words, Ctx,
+    Ctx,
 };
 use crate::{
     eventlog::{ExitStatus, ProcKey},
@@ -156,7 +156,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         bytes_total: l.bytes_total,
         truncated: l.truncated,
         // Quoted as a terminal showed it: no colour codes, no control bytes.
-        line: words::quote_line(&crate::text::display_text(&l.text)),
+        line: quote::quote_line(&crate::text::display_text(&l.text)),
     });
     // A death without a signal has no sender to name: what the process said
     // last is the best lead, so the headline (and the verdict) quote it.

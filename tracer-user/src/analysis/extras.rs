@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::{
     cause::{sent_by_process, SIGCHLD},
     certificate::signal_ref,
-    types::*,
+    side_findings::*,
     wording as w, Ctx,
 };
 use crate::eventlog::{ExitStatus, ProcKey};

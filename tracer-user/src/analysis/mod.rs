@@ -8,14 +8,15 @@ mod certificate;
 mod extras;
 pub mod hangs;
 mod mechanism;
+pub mod quote;
 mod rank;
+mod side_findings;
 mod sigfacts;
 mod summary;
 #[cfg(test)]
 mod tests;
 mod types;
 pub mod wording;
-pub mod words;
 
 use std::cell::RefCell;
 
@@ -23,6 +24,7 @@ use regex::Regex;
 use serde::Serialize;
 
 pub use ancestors::{chain, Ancestor};
+pub use side_findings::*;
 pub use types::*;
 
 use crate::{
@@ -243,7 +245,7 @@ impl Ctx<'_> {
         // the last_words record holds only what a process wrote itself.
         if p.last_words
             .as_ref()
-            .is_some_and(|l| words::quote_line(&l.text).is_some())
+            .is_some_and(|l| quote::quote_line(&l.text).is_some())
         {
             return true;
         }

@@ -291,16 +291,5 @@ fn join(so_far: Option<Frame>, part: Frame) -> Frame {
     }
 }
 
-/// The live log of a run or daemon.
-pub const LIVE: &str = "events.ndjson";
-
-/// `events-NNNN.ndjson`: a rotated segment of a daemon's series.
-pub fn segment_name(n: u32) -> String {
-    format!("events-{n:04}.ndjson")
-}
-
-pub fn is_segment(name: &str) -> bool {
-    name.strip_prefix("events-")
-        .and_then(|r| r.strip_suffix(".ndjson"))
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
+/// The live log of a run or daemon (the names live in `outdir::names`).
+pub use crate::outdir::names::{is_segment, segment_name, EVENTS as LIVE};

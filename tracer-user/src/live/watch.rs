@@ -1,17 +1,31 @@
 //! The daemon's side of live findings: look at the log so far every
 //! `--metrics-interval`, hand what is new to the metrics and the OTLP
 //! export; at the end, export what the final log adds.
+use std::time::Duration;
+
 use crate::{
     analysis::AnalysisOptions,
-    cli::DaemonArgs,
     error::TracerError,
     eventlog::{EventLog, Header},
     metrics::{server, Metrics},
     otlp::{self, Endpoint, ExportFacts, Exporter},
-    session::Session,
+    run::session::Session,
 };
 
 use super::{fresh_in, Every, Seen};
+
+/// What asks for live findings (the daemon's flags).
+pub struct LiveOptions<'a> {
+    /// `--metrics-listen`.
+    pub metrics_listen: Option<&'a str>,
+    /// `--metrics-interval`.
+    pub interval: Duration,
+    /// `--metrics-memcg-depth`.
+    pub memcg_depth: usize,
+    /// `--otlp-endpoint`.
+    pub otlp_endpoint: Option<&'a str>,
+    pub analysis: AnalysisOptions,
+}
 
 pub struct Watch {
     seen: Seen,
@@ -27,17 +41,17 @@ pub struct Watch {
 impl Watch {
     /// `None` when nothing asks for live findings.
     pub fn start(
-        args: &DaemonArgs,
+        args: LiveOptions,
         session: &mut Session,
         header: &Header,
     ) -> Result<Option<Self>, TracerError> {
-        let endpoint = Endpoint::resolve(args.report.otlp_endpoint.as_deref());
+        let endpoint = Endpoint::resolve(args.otlp_endpoint);
         if args.metrics_listen.is_none() && endpoint.is_none() {
             return Ok(None);
         }
-        let metrics = match &args.metrics_listen {
+        let metrics = match args.metrics_listen {
             Some(addr) => {
-                let (metrics, registry, staged) = Metrics::new(header, args.metrics_memcg_depth);
+                let (metrics, registry, staged) = Metrics::new(header, args.memcg_depth);
                 let bound = server::serve(addr, registry, staged)?;
                 eprintln!("tracer: metrics on http://{bound}/metrics");
                 Some(metrics)
@@ -46,10 +60,8 @@ impl Watch {
         };
         let mut w = Self {
             seen: Seen::default(),
-            every: Every::new(args.metrics_interval),
-            opts: AnalysisOptions {
-                watch: args.report.watch.clone(),
-            },
+            every: Every::new(args.interval),
+            opts: args.analysis,
             metrics,
             otlp: endpoint.map(|e| Exporter::start(e, otlp::Context::from_env(header))),
             boot_to_wall_ns: header.boot_to_wall_ns,

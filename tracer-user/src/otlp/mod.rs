@@ -14,12 +14,7 @@ use serde::Serialize;
 pub use records::Context;
 pub use sender::Exporter;
 
-use crate::{
-    analysis::{Analysis, AnalysisOptions},
-    cli::ReportFlags,
-    eventlog::{EventLog, Header},
-    live::Seen,
-};
+use crate::{analysis::Analysis, eventlog::Header, live::Seen};
 
 /// How long the end of a run waits for the queue to drain (a dead
 /// collector costs at most this, plus one request's timeout).
@@ -115,28 +110,13 @@ pub struct ExportFacts {
     pub error: Option<String>,
 }
 
-/// `record` and `report`: export the whole log's findings, wait (bounded)
-/// for delivery. `None` when no endpoint is configured.
-pub fn export_log(log: &EventLog, flags: &ReportFlags) -> Option<ExportFacts> {
-    Endpoint::resolve(flags.otlp_endpoint.as_deref())?;
-    let opts = AnalysisOptions {
-        watch: flags.watch.clone(),
-    };
-    let (_, a) = crate::analysis::analyze(log, &opts);
-    export_analysis(&log.header, &a, flags)
-}
-
-/// As [`export_log`], for a log already analysed (with `flags.watch`).
-pub fn export_analysis(
-    header: &Header,
-    analysis: &Analysis,
-    flags: &ReportFlags,
-) -> Option<ExportFacts> {
-    let endpoint = Endpoint::resolve(flags.otlp_endpoint.as_deref())?;
+/// `record` and `report`: export the findings of a whole log's analysis
+/// (the one its reports are written from), wait (bounded) for delivery.
+pub fn export_analysis(endpoint: Endpoint, header: &Header, analysis: &Analysis) -> ExportFacts {
     let mut exporter = Exporter::start(endpoint, Context::from_env(header));
     let found = Seen::default().fresh(analysis.clone());
     exporter.send(&found, header.boot_to_wall_ns);
-    Some(exporter.finish(FINISH_GRACE))
+    exporter.finish(FINISH_GRACE)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! names and renamed into place (a rename replaces a planted link, it never
 //! follows it); reads refuse anything but a regular file; ownership moves with
 //! `fchown` on the open file. See docs/security.md.
+pub mod names;
 mod walk;
 
 use std::{

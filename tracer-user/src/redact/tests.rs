@@ -5,7 +5,7 @@ use super::*;
 use crate::{
     eventlog::{read_log, Stamp},
     report::{build_report, render_json, ReportOptions},
-    snapshot::SyscallState,
+    snapshot::{FdEntry, FdKind, ProcSnapshot, Snapshot, SyscallState, ThreadSnapshot},
 };
 
 fn redactor(patterns: &[&str]) -> Redactor {

@@ -7,6 +7,7 @@ mod cards;
 mod findings;
 mod lanes;
 mod marks;
+mod scale;
 mod timeline;
 
 use std::{collections::BTreeMap, fmt::Write as _};
@@ -89,7 +90,7 @@ pub fn render(r: &Report, cx: &Context) -> String {
         esc(&crate::analysis::wording::short_command(&r.verdict)),
         esc(&r.verdict)
     );
-    let loss = super::markdown::loss_line(r).replace("**", "");
+    let loss = super::loss::loss_line(r).replace("**", "");
     let undelivered = r.log.export.as_ref().is_some_and(|x| x.undelivered > 0);
     let loss_class = if r.log.complete && !undelivered {
         "loss"

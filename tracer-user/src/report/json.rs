@@ -1,16 +1,17 @@
 //! report.json: the machine-readable report. Schema: docs/report.schema.json,
 //! prose: docs/report.md. Deterministic: every collection is ordered by log
 //! position or a BTreeMap, and no clock is read.
-use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::ReportOptions;
+use super::{
+    facts::{LogFacts, RunFacts},
+    verdict::verdict,
+    ReportOptions,
+};
 use crate::{
-    analysis::{
-        self, wording as w, Analysis, AnalysisOptions, Certificate, Leftover, ProcRef, Rank,
-    },
-    eventlog::{EventLog, ExitStatus, HookStatus, LogSummary, Loss},
+    analysis::{self, wording as w, Analysis, AnalysisOptions},
+    eventlog::{EventLog, LogSummary, Loss},
     model::Model,
 };
 
@@ -47,62 +48,6 @@ pub struct Report {
     pub analysis: Analysis,
     /// Hang / cancellation snapshots, in log order.
     pub snapshots: Vec<super::snapshots::SnapshotReport>,
-}
-
-#[derive(Serialize, Clone, Debug, PartialEq)]
-pub struct RunFacts {
-    pub mode: String,
-    pub command: Vec<String>,
-    /// The user the wrapped command ran as (record mode), e.g. `alice (uid 1000)`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command_user: Option<String>,
-    /// How many `--redact` patterns masked command lines and stderr text.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub redactions: u32,
-    pub hostname: String,
-    pub kernel: String,
-    pub tracer_pid: u32,
-    /// Version of the tracer that captured the log.
-    pub captured_by: String,
-    pub started_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ended_at: Option<String>,
-    /// The root process's lifetime, else the span of the log's events.
-    pub duration_ns: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub root: Option<ProcRef>,
-    /// How the wrapped command ended (trailer), else the root's own exit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command_status: Option<ExitStatus>,
-    /// Processes in the run (root and descendants).
-    pub processes: usize,
-    pub hooks: Vec<HookStatus>,
-    /// Names of hooks that did not attach.
-    pub hooks_missing: Vec<String>,
-    /// The pid namespace every pid is in, when not the host's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid_namespace: Option<crate::eventlog::PidNamespace>,
-}
-
-#[derive(Serialize, Clone, Debug, PartialEq)]
-pub struct LogFacts {
-    /// Event lines in the log (header and trailer excluded).
-    pub events: usize,
-    pub by_type: BTreeMap<String, usize>,
-    /// Events the trailer says were written.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trailer_events: Option<u64>,
-    /// No trailer: capture was interrupted; loss counters are unknown.
-    pub truncated: bool,
-    pub lost: Loss,
-    pub lost_total: u64,
-    /// Not truncated, nothing lost, every hook attached.
-    pub complete: bool,
-    /// Why this report may be incomplete, one sentence each.
-    pub warnings: Vec<String>,
-    /// The OTLP export this rendering made (`--otlp-endpoint`), if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub export: Option<crate::otlp::ExportFacts>,
 }
 
 pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
@@ -254,10 +199,6 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
     }
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
 pub(crate) use crate::eventlog::type_name;
 
 pub(crate) fn loss_breakdown(l: &Loss) -> String {
@@ -277,137 +218,4 @@ pub(crate) fn loss_breakdown(l: &Loss) -> String {
         named.push(format!("the log file stopped being written: {e}"));
     }
     named.join(", ")
-}
-
-/// The first line of every report. Names at most two causes: the rest is a
-/// scroll away. Never claims "no unexpected deaths" on lossy data unqualified.
-pub fn verdict(a: &Analysis, log: &LogFacts) -> String {
-    let list = |rank: Rank| {
-        let all = mentions(a.certificates.iter().filter(|c| c.rank == rank));
-        let mut items: Vec<String> = all.iter().take(2).cloned().collect();
-        if all.len() > 2 {
-            items.push(format!("and {} more", all.len() - 2));
-        }
-        items.join("; ")
-    };
-    let mut v = if a.counts.unexpected > 0 {
-        let n = a.counts.unexpected;
-        format!(
-            "{}: {}",
-            w::plural(n, "unexpected death", "unexpected deaths"),
-            list(Rank::Unexpected)
-        )
-    } else if a.counts.nonzero_exit > 0 {
-        let n = a.counts.nonzero_exit;
-        format!(
-            "No unexpected deaths; {}: {}",
-            w::plural(n, "non-zero exit", "non-zero exits"),
-            list(Rank::NonzeroExit)
-        )
-    } else {
-        "No unexpected deaths.".to_string()
-    };
-    if let Some(leaks) = leaked_phrase(&a.leftovers) {
-        v = format!("{}. Leaked: {leaks}", v.trim_end_matches('.'));
-    }
-    if log.truncated || log.lost_total > 0 {
-        let why = if log.truncated {
-            "the log is truncated".to_string()
-        } else {
-            w::plural(
-                log.lost_total as usize,
-                "event was lost",
-                "events were lost",
-            )
-        };
-        v = format!(
-            "{} (incomplete: {why}, so deaths may be missing)",
-            v.trim_end_matches('.')
-        );
-    }
-    v
-}
-
-/// The verdict's leak clause. `leak` records say exactly which processes
-/// outlived the command; a log without them only shows orphans with no end.
-fn leaked_phrase(leftovers: &[Leftover]) -> Option<String> {
-    let recorded: Vec<&Leftover> = leftovers.iter().filter(|l| l.leak.is_some()).collect();
-    let inferred: Vec<&Leftover> = leftovers.iter().filter(|l| l.orphaned).collect();
-    let (list, recorded) = if recorded.is_empty() {
-        (inferred, false)
-    } else {
-        (recorded, true)
-    };
-    let first = list.first()?;
-    let more = match list.len() {
-        1 => String::new(),
-        n => format!(" and {} more", n - 1),
-    };
-    if !recorded {
-        return Some(format!(
-            "{}{more} outlived its parent and was still running when the log ended.",
-            w::proc_phrase(&first.process)
-        ));
-    }
-    let mut facts = String::new();
-    if first.leak.as_ref().is_some_and(|l| l.detached) {
-        facts.push_str(", detached via setsid");
-    }
-    if let Some(by) = &first.spawned_by {
-        facts.push_str(&format!(", spawned by {}", w::proc_phrase(by)));
-    }
-    let verb = if list.len() == 1 { "was" } else { "were" };
-    let sep = if facts.is_empty() { "" } else { "," };
-    Some(format!(
-        "{}{facts}{sep}{more} {verb} still running when the command exited.",
-        w::proc_phrase(&first.process)
-    ))
-}
-
-/// One mention per cause: the victims of one group kill (one call, several
-/// deliveries) are named together, led by the process the call aimed at.
-fn mentions<'a>(certs: impl Iterator<Item = &'a Certificate>) -> Vec<String> {
-    let mut groups: Vec<(Option<u64>, Vec<&Certificate>)> = Vec::new();
-    for c in certs {
-        let call = c
-            .killer
-            .as_ref()
-            .filter(|k| k.deliveries.unwrap_or(0) > 1)
-            .and_then(|k| k.call_seq);
-        match groups.iter_mut().find(|g| call.is_some() && g.0 == call) {
-            Some(g) => g.1.push(c),
-            None => groups.push((call, vec![c])),
-        }
-    }
-    groups
-        .into_iter()
-        .map(|(_, cs)| {
-            let aimed = |c: &&&Certificate| {
-                let arg = c
-                    .killer
-                    .as_ref()
-                    .and_then(|k| k.target_arg)
-                    .map(i64::unsigned_abs);
-                arg == Some(u64::from(c.victim.process.pid))
-            };
-            let rep = cs.iter().find(aimed).unwrap_or(&cs[0]);
-            let others: Vec<String> = cs
-                .iter()
-                .filter(|c| c.id != rep.id)
-                .map(|c| c.victim.process.pid.to_string())
-                .collect();
-            match others.len() {
-                0 => rep.headline.clone(),
-                1 => format!(
-                    "{} (the same call also killed pid {})",
-                    rep.headline, others[0]
-                ),
-                _ => format!(
-                    "{} (the same call also killed pids {})",
-                    rep.headline,
-                    others.join(", ")
-                ),
-            }
-        })
-        .collect()
 }

@@ -3,7 +3,9 @@
 use std::fmt::Write;
 
 use super::{
-    json::{loss_breakdown, Report},
+    cells::{ancestry, cell, code, proc_cell},
+    json::Report,
+    loss::loss_line,
     sections,
 };
 use crate::{
@@ -170,50 +172,6 @@ fn redacted_note(patterns: u32) -> String {
     )
 }
 
-/// Always present, whatever the loss: a reader must never have to guess.
-/// An OTLP export made with this rendering says how it went.
-pub(crate) fn loss_line(r: &Report) -> String {
-    let mut line = capture_loss(r);
-    if let Some(x) = &r.log.export {
-        line.push(' ');
-        line.push_str(&export_sentence(x));
-    }
-    line
-}
-
-fn export_sentence(x: &crate::otlp::ExportFacts) -> String {
-    let records = w::plural(x.records as usize, "record", "records");
-    if x.undelivered == 0 {
-        return format!("OTLP export: {records}, all delivered.");
-    }
-    format!(
-        "**OTLP export: {} of {records} not delivered** ({}).",
-        x.undelivered,
-        x.error.as_deref().unwrap_or("unknown error")
-    )
-}
-
-fn capture_loss(r: &Report) -> String {
-    let l = &r.log;
-    if l.truncated {
-        format!(
-            "**Loss: unknown — the log is truncated** (no trailer; capture was interrupted). {} \
-             events read; {} counted lost before the cut.",
-            l.events, l.lost_total
-        )
-    } else if l.lost_total > 0 {
-        format!(
-            "**Loss: {} events lost** ({}) of {} written — this report may be missing deaths or \
-             senders.",
-            l.lost_total,
-            loss_breakdown(&l.lost),
-            l.events
-        )
-    } else {
-        format!("**Loss:** none — {} events, 0 lost.", l.events)
-    }
-}
-
 fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
     let rank = rank_name(c.rank);
     let v = &c.victim;
@@ -370,28 +328,4 @@ fn full_command(o: &mut String, label: &str, p: &ProcRef) {
     if w::short_command(&w::prose_command(p)) != plain {
         let _ = writeln!(o, "| {label} | {} |", code(&p.command));
     }
-}
-
-pub(super) fn proc_cell(p: &ProcRef) -> String {
-    let side = if p.in_run { "" } else { ", outside the run" };
-    let fork = w::fork_note(p);
-    format!(
-        "{} ({}{fork}{side})",
-        code(&w::short_command(&w::prose_command(p))),
-        w::pid_label(p)
-    )
-}
-
-pub(super) fn ancestry(table: &[Ancestor], id: Option<usize>) -> String {
-    super::chains::render(table, id, proc_cell)
-}
-
-/// Untrusted text as inline code inside a table cell.
-pub(super) fn code(s: &str) -> String {
-    md::cell(&md::code(s))
-}
-
-/// Untrusted text as prose inside a table cell.
-pub(super) fn cell(s: &str) -> String {
-    md::cell(&md::text(s))
 }

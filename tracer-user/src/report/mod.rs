@@ -1,28 +1,32 @@
 //! Reports: report.json (machines), report.md (people), a few stderr lines.
 //! All three are pure functions of the event log.
+mod cells;
 mod chains;
+mod facts;
 pub mod html;
 pub(crate) mod json;
 mod load;
+mod loss;
 mod markdown;
 mod sections;
 mod snapshots;
 #[cfg(test)]
 mod tests;
+mod verdict;
 
 use std::{
     io::{self, Write},
     path::{Path, PathBuf},
 };
 
-pub use json::{
-    build_report, verdict, LogFacts, Report, RunFacts, RANKING_RULE, REPORT_SCHEMA_VERSION,
-};
+pub use facts::{LogFacts, RunFacts};
+pub use json::{build_report, Report, RANKING_RULE, REPORT_SCHEMA_VERSION};
+pub use verdict::verdict;
 
 pub use load::{load, load_held, Loaded};
 
 use crate::{
-    analysis::Rank,
+    analysis::{Analysis, Rank},
     eventlog::{EventLog, LogSummary},
     model::Model,
     outdir::OutDir,
@@ -58,42 +62,64 @@ pub fn render_markdown(r: &Report) -> String {
 }
 
 /// The report files of a directory, in the order they are written.
-pub const JSON_FILE: &str = "report.json";
-pub const MD_FILE: &str = "report.md";
-pub const HTML_FILE: &str = "report.html";
+pub use crate::outdir::names::{
+    REPORT_HTML as HTML_FILE, REPORT_JSON as JSON_FILE, REPORT_MD as MD_FILE,
+};
 
 /// Write the three reports into the held directory, each atomically (a
 /// reader sees the old file or the new one) and never through a link.
 pub fn write_reports(log: &EventLog, out: &OutDir, opts: &ReportOptions) -> io::Result<Rendered> {
-    let model = Model::build(log);
-    let analysis = json::analyze_model(&model, opts);
-    write_reports_of(&LogSummary::of(log), model, analysis, out, opts)
+    write_reports_exporting(log, out, opts, |_| None).1
 }
 
-/// [`write_reports`] from a log already folded into its summary and model
-/// ([`load`]) and analysed (with `opts.watch`): the way big logs are reported.
-pub fn write_reports_of(
-    log: &LogSummary,
-    model: Model,
-    analysis: crate::analysis::Analysis,
+/// As `write_reports`, with the log analysed once for everything: `export`
+/// sees the analysis before the files are written (the OTLP export, whose
+/// outcome the loss section reports; `None` keeps `opts.export`), and the
+/// analysis comes back, written or not, for `--fail-on` to judge.
+pub fn write_reports_exporting(
+    log: &EventLog,
     out: &OutDir,
     opts: &ReportOptions,
-) -> io::Result<Rendered> {
+    export: impl FnOnce(&Analysis) -> Option<crate::otlp::ExportFacts>,
+) -> (Analysis, io::Result<Rendered>) {
+    let loaded = Loaded {
+        log: LogSummary::of(log),
+        model: Model::build(log),
+    };
+    write_loaded_exporting(&loaded.log, loaded.model, out, opts, export)
+}
+
+/// [`write_reports_exporting`] for a log already folded into its summary and
+/// model ([`load`]): the way big logs are reported, never held as records.
+pub fn write_loaded_exporting(
+    log: &LogSummary,
+    model: Model,
+    out: &OutDir,
+    opts: &ReportOptions,
+    export: impl FnOnce(&Analysis) -> Option<crate::otlp::ExportFacts>,
+) -> (Analysis, io::Result<Rendered>) {
+    let analysis = json::analyze_model(&model, opts);
+    let exported = export(&analysis);
     let mut report = json::report_of(log, &model, analysis);
-    report.log.export = opts.export.clone();
+    report.log.export = exported.or_else(|| opts.export.clone());
     let timeline = html::Context::from_model(&model);
     drop(model);
+    let written = write_files(&report, &timeline, out);
+    (report.analysis, written)
+}
+
+fn write_files(report: &Report, timeline: &html::Context, out: &OutDir) -> io::Result<Rendered> {
     let json_path = out.display(JSON_FILE);
     let md_path = out.display(MD_FILE);
     let wrote = |name: &str, data: &[u8]| {
         out.write_atomic(name, data)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", out.display(name).display())))
     };
-    wrote(JSON_FILE, render_json(&report).as_bytes())?;
-    wrote(MD_FILE, render_markdown(&report).as_bytes())?;
-    let html = html::render(&report, &timeline);
+    wrote(JSON_FILE, render_json(report).as_bytes())?;
+    wrote(MD_FILE, render_markdown(report).as_bytes())?;
+    let html = html::render(report, timeline);
     wrote(HTML_FILE, html.as_bytes())?;
-    let summary = summary(&report, &md_path, &json_path);
+    let summary = summary(report, &md_path, &json_path);
     Ok(Rendered {
         json_path,
         md_path,
@@ -129,7 +155,7 @@ pub fn summary(r: &Report, md: &Path, json: &Path) -> String {
             shown.len() - MAX_ITEMS
         ));
     }
-    let loss = markdown::loss_line(r).replace("**", "");
+    let loss = loss::loss_line(r).replace("**", "");
     let undelivered = r.log.export.as_ref().is_some_and(|x| x.undelivered > 0);
     let prefix = if r.log.truncated || r.log.lost_total > 0 || undelivered {
         WARN
@@ -144,7 +170,7 @@ pub fn summary(r: &Report, md: &Path, json: &Path) -> String {
         ));
     }
     // Two spaces, no comma: terminals that link paths stop at whitespace.
-    let html = md.with_file_name("report.html");
+    let html = md.with_file_name(HTML_FILE);
     lines.push(format!(
         "  reports: {}  {}  {}",
         t(&md.display().to_string()),

@@ -3,11 +3,12 @@
 use std::{collections::BTreeMap, fmt::Write};
 
 use super::{
+    cells::{ancestry, cell, code, proc_cell},
     json::Report,
-    markdown::{ancestry, cell, code, loss_line, proc_cell},
+    loss::loss_line,
 };
 use crate::{
-    analysis::{wording as w, words as w_words, Direction, LastWordsRef},
+    analysis::{quote, wording as w, Direction, LastWordsRef},
     text::{self, markdown as md},
 };
 
@@ -211,7 +212,7 @@ fn leaks(o: &mut String, r: &Report) {
 /// the log keep the bytes).
 pub(super) fn last_words(o: &mut String, lw: &LastWordsRef) {
     let shown = text::display_text(&lw.text);
-    let (lines, cut) = w_words::tail_lines(&shown, w_words::SHOWN_LINES);
+    let (lines, cut) = quote::tail_lines(&shown, quote::SHOWN_LINES);
     if lines.is_empty() {
         return;
     }

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    findings::{arg, command, sleeps_in, syscall_name, PIPE_READ_WAITS},
     syscalls::READS_FD_ARG0,
+    threads::{arg, command, sleeps_in, syscall_name, PIPE_READ_WAITS},
     FdKind, Finding, ProcSnapshot, Snapshot, HELD_BY_LEAKED, ORPHANED, STOPPED,
 };
 

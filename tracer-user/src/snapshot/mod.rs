@@ -15,7 +15,6 @@
 //! process writing later, which is why the finding says *no other process*.
 use serde::{Deserialize, Serialize};
 
-mod capture;
 mod findings;
 mod freezer;
 #[cfg(test)]
@@ -25,15 +24,17 @@ mod procread;
 mod render;
 mod sockdiag;
 mod syscalls;
+mod take;
 #[cfg(test)]
 mod tests;
+mod threads;
 mod withhold;
 
-pub use capture::{take, take_for};
 pub use findings::analyze;
 pub use leaked::{with_log_facts, LogFacts};
 pub use render::render_text;
 pub use syscalls::syscall_name;
+pub use take::{take, take_for};
 pub use withhold::{creds_of, foreign, withhold_leak, Viewer};
 
 /// Finding kinds (the `Finding::kind` strings).

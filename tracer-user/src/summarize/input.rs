@@ -135,7 +135,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, skipped: &mut Vec<Skipped>) {
         .collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     for (p, kind) in entries {
-        let is_report = p.file_name().is_some_and(|n| n == "report.json");
+        let is_report = p
+            .file_name()
+            .is_some_and(|n| n == crate::outdir::names::REPORT_JSON);
         if kind.is_dir() {
             walk(&p, out, skipped);
         } else if kind.is_symlink() {

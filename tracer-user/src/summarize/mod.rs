@@ -263,32 +263,6 @@ pub fn json(s: &Summary) -> String {
     o
 }
 
-/// `tracer summarize`: the summary on stdout, skipped inputs on stderr.
-pub fn run(
-    args: &crate::cli::SummarizeArgs,
-) -> Result<std::process::ExitCode, crate::error::TracerError> {
-    use std::io::Write as _;
-    let loaded = load(&args.reports);
-    for s in &loaded.skipped {
-        let t = crate::text::terminal::line;
-        eprintln!("tracer: skipped {}: {}", t(&s.path), t(&s.error));
-    }
-    if loaded.runs.is_empty() {
-        return Err(crate::error::TracerError::Other(
-            "summarize: no readable report.json in the given paths".to_string(),
-        ));
-    }
-    let summary = summarize(&loaded);
-    let text = match args.format {
-        crate::cli::SummaryFormat::Md => markdown(&summary),
-        crate::cli::SummaryFormat::Json => json(&summary),
-    };
-    let mut out = std::io::stdout().lock();
-    // A closed pipe (`| head`) is not an error worth a message.
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-    Ok(std::process::ExitCode::SUCCESS)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

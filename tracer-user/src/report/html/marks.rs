@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use super::{
     esc,
     lanes::{EndClass, Lane},
-    timeline::{Scale, LABEL_W, PLOT_W, TOP},
+    scale::{Scale, LABEL_W, PLOT_W, TOP},
 };
 use crate::analysis::wording as w;
 

@@ -6,33 +6,20 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use super::{
     esc,
     lanes::{self, key, EndClass, Key, Lanes},
-    marks, Context,
+    marks,
+    scale::{Scale, LABEL_W, PLOT_W, TOP},
+    Context,
 };
 use crate::{
     analysis::{wording as w, ProcRef},
     report::Report,
 };
 
-pub(super) const LABEL_W: f64 = 370.0;
-pub(super) const PLOT_W: f64 = 860.0;
 const RIGHT: f64 = 40.0;
-pub(super) const TOP: f64 = 30.0;
 const LANE_H: f64 = 22.0;
 /// Beyond these, marks are counted instead of drawn.
 const MAX_ARROWS: usize = 3000;
 const MAX_MISSES: usize = 1000;
-
-pub(super) struct Scale {
-    t0: u64,
-    pub(super) span: f64,
-}
-
-impl Scale {
-    pub(super) fn x(&self, t: u64) -> f64 {
-        let dt = t.saturating_sub(self.t0) as f64;
-        LABEL_W + (dt / self.span * PLOT_W).min(PLOT_W)
-    }
-}
 
 struct Arrow {
     from: Key,

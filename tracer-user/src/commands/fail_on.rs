@@ -3,7 +3,7 @@
 //! processes, no OOM kills, no unexpected deaths) in any language.
 use crate::{
     analysis::{Analysis, CauseKind},
-    eventlog::{EventLog, Record},
+    error::TracerError,
 };
 
 /// The run's exit status when a `--fail-on` condition is met and the command
@@ -58,33 +58,19 @@ impl Condition {
 /// measured against: it has no leak records (every process still running
 /// when it stopped would count), and the signal that stops it comes from the
 /// watched processes themselves (the CI step that stops it).
-pub fn daemon_supports(conditions: &[Condition]) -> Result<(), String> {
+pub fn daemon_supports(conditions: &[Condition]) -> Result<(), TracerError> {
     match conditions
         .iter()
         .find(|c| matches!(c, Condition::Leak | Condition::ForeignSignal))
     {
-        Some(c) => Err(format!(
-            "--fail-on {} is not supported for a daemon's log (use oom or unexpected-death, \
-             or `tracer record --fail-on {}` around the command)",
-            c.name(),
-            c.name()
-        )),
+        Some(c) => Err(TracerError::FailOnDaemon(c.name())),
         None => Ok(()),
     }
 }
 
-/// The conditions met, with counts, in the order asked.
-pub fn met(conditions: &[Condition], log: &EventLog, a: &Analysis) -> Vec<(Condition, usize)> {
-    let leaks = log
-        .events
-        .iter()
-        .filter(|e| matches!(e, Record::Leak(_)))
-        .count();
-    met_with(conditions, leaks, a)
-}
-
-/// [`met`] for a streamed log: `leaks` is its count of `leak` records.
-pub fn met_with(conditions: &[Condition], leaks: usize, a: &Analysis) -> Vec<(Condition, usize)> {
+/// The conditions met, with counts, in the order asked; `leaks`: the
+/// log's count of `leak` records.
+pub fn met(conditions: &[Condition], leaks: usize, a: &Analysis) -> Vec<(Condition, usize)> {
     conditions
         .iter()
         .map(|&c| (c, c.count(leaks, a)))

@@ -9,8 +9,12 @@ use nix::{
 };
 
 use crate::{
+    error::TracerError,
     eventlog::{Leak, ProcKey, Task},
-    session::Session,
+    run::{
+        procs::{self, alive, same_start},
+        session::Session,
+    },
 };
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -61,39 +65,6 @@ pub fn inspect(key: ProcKey, tracer_pid: u32, root_sid: Option<i32>) -> Option<L
     })
 }
 
-/// Is `key` still this very process? (Its pid alive with the same start
-/// time: a recycled pid is not.) Cheap: one /proc stat read.
-pub fn alive(key: ProcKey) -> bool {
-    procfs::process::Process::new(key.pid as i32)
-        .and_then(|p| p.stat())
-        .is_ok_and(|s| same_start(s.starttime, key.start))
-}
-
-/// Already on its way out: exiting, or a SIGKILL is pending (e.g. the last
-/// member of a group the command just killed). Not a leak: its exit is
-/// moments away.
-pub fn dying(key: ProcKey) -> bool {
-    const PF_EXITING: u32 = 0x4;
-    const SIGKILL_BIT: u64 = 1 << 8;
-    let Ok(proc) = procfs::process::Process::new(key.pid as i32) else {
-        return false;
-    };
-    let exiting = proc
-        .stat()
-        .is_ok_and(|s| s.flags & PF_EXITING != 0 || matches!(s.state, 'Z' | 'X'));
-    let killed = proc
-        .status()
-        .is_ok_and(|s| (s.sigpnd | s.shdpnd) & SIGKILL_BIT != 0);
-    exiting || killed
-}
-
-/// /proc's start time is in clock ticks since boot; ours in ns.
-fn same_start(ticks: u64, start_ns: u64) -> bool {
-    let tps = procfs::ticks_per_second();
-    let ns_per_tick = 1_000_000_000 / tps;
-    start_ns / ns_per_tick == ticks || (start_ns / ns_per_tick).abs_diff(ticks) <= 1
-}
-
 fn describe(t: &procfs::process::FDTarget) -> String {
     use procfs::process::FDTarget::*;
     match t {
@@ -108,6 +79,49 @@ fn describe(t: &procfs::process::FDTarget) -> String {
     }
 }
 
+/// After the command exited: let the exits it caused land, log every
+/// process of the run still alive, then apply `--leaks`.
+pub fn settle(
+    session: &mut Session,
+    policy: LeakPolicy,
+    grace: Duration,
+    tracer_pid: u32,
+    root_sid: Option<i32>,
+    viewer: Option<crate::snapshot::Viewer>,
+) -> Result<(), TracerError> {
+    // Processes the command killed on its way out may not have finished
+    // exiting yet: let their exits land in the log first (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < deadline && session.tracked()?.into_iter().any(procs::dying) {
+        session.pump(std::time::Duration::from_millis(10))?;
+        reap_orphans();
+    }
+    let mut leaked = Vec::new();
+    for key in session.tracked()? {
+        // Credentials before and after: a setuid exec in between counts.
+        let before = crate::snapshot::creds_of(key.pid);
+        if let Some(mut leak) = inspect(key, tracer_pid, root_sid) {
+            if let Some(v) = viewer {
+                let after = crate::snapshot::creds_of(key.pid);
+                let why = crate::snapshot::foreign(before.as_ref(), &v)
+                    .or_else(|| crate::snapshot::foreign(after.as_ref(), &v));
+                if let Some(why) = why {
+                    crate::snapshot::withhold_leak(&mut leak, why);
+                }
+            }
+            session.log_leak(leak)?;
+            leaked.push(key);
+        }
+    }
+    if !leaked.is_empty() {
+        eprintln!(
+            "tracer: {} process(es) of the run outlived the command",
+            leaked.len()
+        );
+    }
+    enforce(policy, &leaked, grace, session)
+}
+
 /// Apply the policy to the leaked processes, pumping events meanwhile so
 /// their deaths land in the log.
 pub fn enforce(
@@ -115,7 +129,7 @@ pub fn enforce(
     leaks: &[ProcKey],
     grace: Duration,
     session: &mut Session,
-) -> Result<(), crate::error::TracerError> {
+) -> Result<(), TracerError> {
     if policy == LeakPolicy::Report || leaks.is_empty() {
         return Ok(());
     }

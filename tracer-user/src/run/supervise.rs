@@ -21,9 +21,11 @@ use signal_hook::{
 use crate::{
     error::TracerError,
     eventlog::ExitStatus,
-    leaks,
-    session::{self, Session},
-    terminal::Foreground,
+    run::{
+        leaks,
+        session::Session,
+        terminal::{self, Foreground},
+    },
 };
 
 pub const WATCHED_SIGNALS: [i32; 5] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1];
@@ -67,7 +69,7 @@ pub fn supervise(
             }
             // A terminal's own signal (SI_KERNEL) already reached the command's
             // group if the command holds the terminal; don't send it twice.
-            if session::is_from_terminal(&origin) && Foreground::held_by_child() {
+            if terminal::is_from_terminal(&origin) && Foreground::held_by_child() {
                 continue;
             }
             // A CI cancellation: record what everything was doing, then pass it on.
@@ -127,7 +129,7 @@ fn reap(command: Pid) -> Result<Option<ExitStatus>, TracerError> {
                 core_dumped,
             },
             Ok(_) => continue, // an orphan of the run, inherited and reaped
-            Err(e) => return Err(TracerError::Other(format!("waiting for the command: {e}"))),
+            Err(e) => return Err(TracerError::Wait(e)),
         }));
     }
 }

@@ -71,10 +71,7 @@ impl RunAs {
             });
         }
         if !me.is_root() {
-            return Err(TracerError::Other(format!(
-                "--user {}: running the command as another user needs root",
-                target.describe()
-            )));
+            return Err(TracerError::UserNeedsRoot(target.describe()));
         }
         Ok(target)
     }
@@ -136,7 +133,10 @@ fn lookup(spec: &str) -> Result<RunAs, TracerError> {
         Err(_) => User::from_name(spec),
     };
     let user = found
-        .map_err(|e| TracerError::Other(format!("cannot look up user {spec}: {e}")))?
+        .map_err(|source| TracerError::UserLookup {
+            spec: spec.to_string(),
+            source,
+        })?
         .ok_or_else(|| TracerError::UnknownUser(spec.to_string()))?;
     Ok(from_user(user))
 }
@@ -168,11 +168,10 @@ fn from_sudo(sudo: &SudoEnv) -> Result<Option<RunAs>, TracerError> {
     let Some(uid) = &sudo.uid else {
         return Ok(None);
     };
-    let id = |name: &str, v: &str| {
-        v.parse::<u32>().map_err(|_| {
-            TracerError::Other(format!(
-                "{name}={v} is not a numeric id; pass --user USER (or --user root) to say who runs the command"
-            ))
+    let id = |name: &'static str, v: &str| {
+        v.parse::<u32>().map_err(|_| TracerError::SudoIdNotNumeric {
+            name,
+            value: v.to_string(),
         })
     };
     let uid = Uid::from_raw(id("SUDO_UID", uid)?);
@@ -212,11 +211,7 @@ fn from_sudo(sudo: &SudoEnv) -> Result<Option<RunAs>, TracerError> {
                     .collect(),
             }),
         },
-        (None, None) => {
-            return Err(TracerError::Other(format!(
-                "SUDO_UID={uid} is not in the user database and SUDO_GID is not set; pass --user USER (or --user root)"
-            )))
-        }
+        (None, None) => return Err(TracerError::SudoUserUnknown(uid.to_string())),
     }))
 }
 

@@ -9,6 +9,8 @@
 //! the fds it inherited, and tracer forwards Ctrl-C to it.
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use signal_hook::low_level::siginfo::{Cause, Origin};
+
 static HELD_BY_CHILD: AtomicBool = AtomicBool::new(false);
 
 #[derive(Clone, Copy)]
@@ -87,4 +89,9 @@ pub fn detach_from_terminal() -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Sent by the kernel on a terminal's behalf (Ctrl-C, hang-up), not by a process.
+pub fn is_from_terminal(origin: &Origin) -> bool {
+    matches!(origin.cause, Cause::Kernel)
 }

@@ -1,20 +1,18 @@
 //! A capture session: ring buffer -> decoded records -> event log, with loss
 //! accounting. Shared by every mode that captures.
-use std::{os::fd::AsFd, time::Duration};
+mod pump;
 
 use aya::maps::{MapData, RingBuf};
-use nix::{
-    poll::{poll, PollFd, PollFlags, PollTimeout},
-    time::{clock_gettime, ClockId},
-};
-use signal_hook::low_level::siginfo::{Cause, Origin};
 
 use crate::{
-    capture::{cgroups, decode, Capture},
+    capture::Capture,
     error::TracerError,
     eventlog::{self, wall_time, EventLog, ExitStatus, LogWriter, Loss, Record, Task, Trailer},
-    last_words::LastWordsStore,
     outdir::OutDir,
+    run::{
+        clock::{boot_ns, boot_to_wall_ns},
+        last_words::LastWordsStore,
+    },
 };
 
 pub struct Session {
@@ -88,103 +86,6 @@ impl Session {
         self.viewer = Some(viewer);
     }
 
-    /// Wait up to `timeout` for events, then write all that are ready.
-    pub fn pump(&mut self, timeout: Duration) -> Result<u64, TracerError> {
-        let ms = PollTimeout::from(timeout.as_millis().min(60_000) as u16);
-        let mut fds = [PollFd::new(self.ring.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, ms) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(TracerError::Other(format!("polling the ring buffer: {e}"))),
-        }
-        self.drain()
-    }
-
-    /// Write every event already in the ring buffer.
-    pub fn drain(&mut self) -> Result<u64, TracerError> {
-        let mut n = 0;
-        loop {
-            // Copy the record out so the ring's borrow ends here.
-            let decoded = match self.ring.next() {
-                Some(item) => decode::decode(&item),
-                None => break,
-            };
-            let wire = match decoded {
-                Ok(w) => w,
-                Err(e) => {
-                    log::warn!("undecodable record: {e}");
-                    self.undecodable += 1;
-                    continue;
-                }
-            };
-            if let decode::Wire::Stderr {
-                task, count, data, ..
-            } = &wire
-            {
-                let key = crate::eventlog::ProcKey {
-                    pid: task.tgid,
-                    start: task.start_ns,
-                };
-                log::debug!("stderr: {} bytes of {count} from {}", data.len(), task.tgid);
-                self.last_words.push(key, data, *count);
-                continue;
-            }
-            if let decode::Wire::Existing(e) = &wire {
-                self.existing.push(*e);
-                continue;
-            }
-            let t = wire.ktime();
-            let at = self.writer.stamp(t);
-            let Some(mut rec) = wire.into_record(at) else {
-                continue;
-            };
-            self.name_outside_sender(&mut rec);
-            if let Record::Oom(oom) = &mut rec {
-                if let Some(m) = oom.memcg.as_mut() {
-                    if let Some(info) = cgroups::resolve(m.id) {
-                        m.path = Some(info.path);
-                        m.limit_bytes = info.limit_bytes;
-                    }
-                }
-            }
-            self.write(&rec)?;
-            n += 1;
-            // A process's last words follow its death in the log.
-            if let Record::Exit(x) = &rec {
-                if x.group_dead {
-                    self.write_last_words(&x.task, t)?;
-                }
-            }
-        }
-        self.writer.flush();
-        Ok(n)
-    }
-
-    /// A signal from a process the log cannot name (it was never exec'd in
-    /// the run): read its argv now, while it is alive, checked against its
-    /// start time. Once per process.
-    fn name_outside_sender(&mut self, rec: &mut Record) {
-        match rec {
-            Record::Fork(f) => {
-                self.named.insert(f.child.key());
-            }
-            Record::Existing(x) => {
-                self.named.insert(x.task.key());
-            }
-            Record::Signal(s)
-                if s.sender.pid != std::process::id() && !self.named.contains(&s.sender.key()) =>
-            {
-                self.named.insert(s.sender.key());
-                if crate::leaks::alive(s.sender.key()) {
-                    s.sender_argv = procfs::process::Process::new(s.sender.pid as i32)
-                        .and_then(|p| p.cmdline())
-                        .ok()
-                        .filter(|a| !a.is_empty());
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// Every process running now, with exact identities and parents.
     pub fn existing(&mut self) -> Result<Vec<tracer_common::ExistingRecord>, TracerError> {
         self.capture.list_existing()?;
@@ -240,22 +141,6 @@ impl Session {
     /// Records handed to the log so far, by type (written or counted lost).
     pub fn event_counts(&self) -> &std::collections::BTreeMap<&'static str, u64> {
         &self.counts
-    }
-
-    fn write_last_words(&mut self, task: &Task, t: u64) -> Result<(), TracerError> {
-        // Stamp only what is written: sequence numbers have no gaps.
-        if !self.last_words.has(&task.key()) {
-            return Ok(());
-        }
-        let at = self.writer.stamp(t);
-        let redactor = &self.redactor;
-        match self
-            .last_words
-            .take_redacted(task, at, |text| redactor.text(text).into_owned())
-        {
-            Some(lw) => self.write(&Record::LastWords(lw)),
-            None => Ok(()),
-        }
     }
 
     /// Drain what is left, read the loss counters, close the log, detach
@@ -413,58 +298,5 @@ impl Closed {
                 self.writer.unwritten()
             );
         }
-    }
-}
-
-/// CLOCK_BOOTTIME now, in ns: the clock of every kernel timestamp.
-pub fn boot_ns() -> u64 {
-    clock_gettime(ClockId::CLOCK_BOOTTIME)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-        .unwrap_or(0)
-}
-
-/// wall-clock ns = boot ns + this offset.
-pub fn boot_to_wall_ns() -> i64 {
-    let real = clock_gettime(ClockId::CLOCK_REALTIME)
-        .map(|t| t.tv_sec() * 1_000_000_000 + t.tv_nsec())
-        .unwrap_or(0);
-    real - boot_ns() as i64
-}
-
-/// Sent by the kernel on a terminal's behalf (Ctrl-C, hang-up), not by a process.
-pub fn is_from_terminal(origin: &Origin) -> bool {
-    matches!(origin.cause, Cause::Kernel)
-}
-
-/// The log header for a capture started now; `record` and `daemon` differ
-/// only in mode, command and scope.
-pub fn header(
-    mode: &str,
-    command: Vec<String>,
-    capture: &Capture,
-    ring_buffer_bytes: u32,
-) -> crate::eventlog::Header {
-    crate::eventlog::Header {
-        schema: crate::eventlog::SCHEMA_VERSION,
-        tracer_version: env!("CARGO_PKG_VERSION").into(),
-        kernel: nix::sys::utsname::uname()
-            .map(|u| u.release().to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        hostname: nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        mode: mode.into(),
-        command,
-        tracer_pid: std::process::id(),
-        started_at: wall_time(boot_ns(), boot_to_wall_ns()),
-        boot_to_wall_ns: boot_to_wall_ns(),
-        hooks: capture.hooks.clone(),
-        ring_buffer_bytes: ring_buffer_bytes as u64,
-        argv_capture_bytes: tracer_common::ARGV_LEN as u64,
-        scope: None,
-        segment: 0,
-        pid_namespace: (capture.view.level > 0).then_some(capture.view),
-        command_user: None,
-        redactions: 0,
     }
 }

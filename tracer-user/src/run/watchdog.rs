@@ -27,7 +27,11 @@ use nix::{
     unistd::{fork, ForkResult, Pid},
 };
 
-use crate::{capture::Capture, error::TracerError, leaks, run_cgroup::RunCgroup};
+use crate::{
+    capture::Capture,
+    error::TracerError,
+    run::{procs, run_cgroup::RunCgroup},
+};
 
 pub struct Watchdog {
     pid: Pid,
@@ -50,10 +54,7 @@ impl Watchdog {
     ) -> Result<Watchdog, TracerError> {
         let mut fds = [0 as RawFd; 2];
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(TracerError::Other(format!(
-                "cannot start the watchdog (pipe): {}",
-                std::io::Error::last_os_error()
-            )));
+            return Err(TracerError::WatchdogPipe(std::io::Error::last_os_error()));
         }
         // SAFETY: both fds were just returned by pipe2 and are owned here only.
         let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
@@ -70,9 +71,7 @@ impl Watchdog {
                 pid: child,
                 arm: wr,
             }),
-            Err(e) => Err(TracerError::Other(format!(
-                "cannot start the watchdog (fork): {e}"
-            ))),
+            Err(e) => Err(TracerError::WatchdogFork(e)),
         }
     }
 
@@ -147,7 +146,7 @@ fn end_run(capture: &Capture, cgroup: Option<&RunCgroup>, grace: Duration, trace
             .tracked()
             .unwrap_or_default()
             .into_iter()
-            .filter(|k| leaks::alive(*k))
+            .filter(|k| procs::alive(*k))
             .map(|k| k.pid)
             .collect();
         pids.extend(cgroup.map(RunCgroup::members).unwrap_or_default());

@@ -1,0 +1,227 @@
+//! `tracer daemon`: a privileged sidecar watching a whole CI job or runner.
+//! It streams the event log with size-based rotation, writes the reports on
+//! SIGTERM/SIGINT/SIGHUP (and on SIGUSR1 without stopping), and never
+//! truncates what an earlier run of it wrote.
+use std::{
+    collections::BTreeSet,
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use signal_hook::{
+    consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1},
+    iterator::Signals,
+};
+use tracer_common::RuntimeConfig;
+
+use crate::{
+    capture,
+    commands::output::{write_reports_exported, ReportFlags},
+    error::TracerError,
+    eventlog::{segment_name, Header, LIVE},
+    live::watch::{LiveOptions, Watch},
+    outdir::{names, OutDir, Policy},
+    redact::Redactor,
+    run::{
+        header,
+        options::CaptureOptions,
+        scope::{seed, Scope},
+        session::Session,
+    },
+};
+
+#[derive(clap::Args, Debug, Clone)]
+#[group(id = "scope", required = true, multiple = false)]
+pub struct DaemonArgs {
+    /// Directory for the event log (rotated) and the reports.
+    #[arg(long, short, default_value = "tracer-report")]
+    pub output: PathBuf,
+    /// Watch every process the tracer can see: the whole machine from the
+    /// host, or a pod's processes from inside its shared pid namespace.
+    #[arg(long, group = "scope")]
+    pub all: bool,
+    /// Watch the processes of this cgroup (v1 or v2 directory) and its children.
+    #[arg(long, group = "scope", value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Watch this process and every descendant, including ones already running.
+    #[arg(long, group = "scope", value_name = "PID")]
+    pub root_pid: Option<u32>,
+    /// Start a new log file when the current one reaches this many bytes (0: never).
+    #[arg(long, default_value_t = 256 << 20)]
+    pub rotate_size: u64,
+    /// Keep at most this many rotated log files; the oldest are deleted
+    /// (0: keep all). With the default sizes, at most ~2.3 GiB on disk.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub keep_segments: usize,
+    #[command(flatten)]
+    pub capture: CaptureOptions,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (docs/metrics.md).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
+    /// How often the log so far is analysed for new findings: the metrics'
+    /// counters and the live OTLP export (--otlp-endpoint).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
+    pub metrics_interval: std::time::Duration,
+    /// Components of a memory cgroup path kept in `tracer_oom_kills_total`'s
+    /// `memcg` label (deeper ones name single pods or jobs).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub metrics_memcg_depth: usize,
+    #[command(flatten)]
+    pub report: ReportFlags,
+}
+
+impl DaemonArgs {
+    pub fn scope(&self) -> Scope {
+        match (&self.cgroup, self.root_pid) {
+            (Some(p), _) => Scope::Cgroup(p.clone()),
+            (None, Some(pid)) => Scope::RootPid(pid),
+            (None, None) => Scope::All,
+        }
+    }
+
+    fn live(&self) -> LiveOptions<'_> {
+        LiveOptions {
+            metrics_listen: self.metrics_listen.as_deref(),
+            interval: self.metrics_interval,
+            memcg_depth: self.metrics_memcg_depth,
+            otlp_endpoint: self.report.otlp_endpoint.as_deref(),
+            analysis: self.report.analysis_options(),
+        }
+    }
+}
+
+pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
+    // First of all: a stop request during start-up is honoured, not fatal.
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1]).map_err(TracerError::Signals)?;
+    let redactor = Redactor::new(&args.report.redact)?;
+    let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
+    let capture = capture::load(&args.capture.load_options(tracer_tgid))?;
+    // A daemon may write into a job's workspace (the CI user's directory):
+    // every write is fd-relative and never follows a link, and the reports
+    // go to the directory's owner. A world-writable directory is refused.
+    let out = OutDir::open(
+        &args.output,
+        Policy {
+            owner: None,
+            any_owner: true,
+        },
+    )?;
+    // A restart loses nothing: what the last run wrote becomes a segment.
+    let mut segment = next_segment(&out);
+    if out.exists(LIVE) {
+        rename(&out, LIVE, &segment_name(segment))?;
+        segment += 1;
+    }
+    let scope = args.scope();
+    let mut header = Header {
+        scope: Some(scope.describe()),
+        segment,
+        ..header::header(
+            "daemon",
+            Vec::new(),
+            &capture,
+            args.capture.ring_buffer_size,
+        )
+    };
+    redactor.header(&mut header);
+    let writer = header::create_log(&out, &header)?;
+    let log_path = out.display(LIVE);
+    let mut session = Session::new(capture, writer, out, args.capture.last_words_bytes)?;
+    session.redact_with(redactor);
+
+    let mut known = BTreeSet::new();
+    match &scope {
+        Scope::All => session.set_config(RuntimeConfig {
+            scope_all: 1,
+            ..Default::default()
+        })?,
+        _ => seed(&mut session, &scope, &mut known)?,
+    }
+    let mut live = Watch::start(args.live(), &mut session, &header)?;
+    eprintln!(
+        "tracer: daemon watching {} — log in {}",
+        scope.describe(),
+        log_path.display()
+    );
+
+    let mut rescan = Instant::now();
+    'run: loop {
+        session.pump(Duration::from_millis(200))?;
+        if let Some(live) = &mut live {
+            live.tick(&mut session);
+        }
+        for sig in signals.pending() {
+            if sig == SIGUSR1 {
+                interim_reports(&mut session, args)?;
+            } else {
+                break 'run;
+            }
+        }
+        // A cgroup gains members by migration too, not only by fork.
+        if matches!(scope, Scope::Cgroup(_)) && rescan.elapsed() >= Duration::from_secs(1) {
+            rescan = Instant::now();
+            seed(&mut session, &scope, &mut known)?;
+        }
+        if args.rotate_size > 0 && session.log_bytes() >= args.rotate_size {
+            header.segment = segment + 1;
+            session.rotate(&segment_name(segment), &header)?;
+            segment += 1;
+            prune(session.out(), args.keep_segments);
+        }
+    }
+    let closed = session.finish(None)?;
+    closed.warn_if_log_failed();
+    let log = closed.log()?;
+    let export = live.and_then(|l| l.finish(&log));
+    write_reports_exported(&log, &closed.out, &args.report, export)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reports from the log so far; the log goes on. The OTLP export is the
+/// live one: nothing is exported again here.
+fn interim_reports(session: &mut Session, args: &DaemonArgs) -> Result<(), TracerError> {
+    let log = session.log_so_far()?;
+    write_reports_exported(&log, session.out(), &args.report, None)
+}
+
+/// The first segment number not yet used (after the highest present).
+fn next_segment(out: &OutDir) -> u32 {
+    segments(out).last().map_or(0, |n| n + 1)
+}
+
+/// The rotated segments present, oldest first.
+fn segments(out: &OutDir) -> Vec<u32> {
+    let mut found: Vec<u32> = out
+        .names()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| names::segment_number(n))
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// `--keep-segments`: a chatty job cannot fill the node's disk; the oldest
+/// rotated segments go first (0 keeps all).
+fn prune(out: &OutDir, keep: usize) {
+    if keep == 0 {
+        return;
+    }
+    let all = segments(out);
+    for n in &all[..all.len().saturating_sub(keep)] {
+        let name = segment_name(*n);
+        match out.remove(&name) {
+            Ok(()) => log::info!("removed {name} (--keep-segments {keep})"),
+            Err(e) => log::warn!("cannot remove {name}: {e}"),
+        }
+    }
+}
+
+fn rename(out: &OutDir, from: &str, to: &str) -> Result<(), TracerError> {
+    out.rename(from, to).map_err(|source| TracerError::Output {
+        path: out.display(to),
+        source,
+    })
+}

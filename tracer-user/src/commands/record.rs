@@ -1,0 +1,284 @@
+//! `tracer record -- CMD`: trace one command's whole process tree.
+use std::{path::PathBuf, process::ExitCode};
+
+use nix::unistd::getpid;
+use signal_hook::iterator::{exfiltrator::WithOrigin, SignalsInfo};
+
+use crate::{
+    capture,
+    commands::{
+        fail_on,
+        output::{self, ReportFlags},
+    },
+    error::TracerError,
+    eventlog::{self, ExitStatus, LIVE},
+    outdir::{OutDir, Policy},
+    redact::Redactor,
+    run::{
+        header, leaks,
+        options::CaptureOptions,
+        run_as::{RunAs, SudoEnv},
+        run_cgroup::RunCgroup,
+        session::{self, Session},
+        spawn::{spawn_adopted, Spawn},
+        supervise, terminal,
+        watchdog::Watchdog,
+    },
+};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RecordArgs {
+    /// Directory for events.ndjson and the reports.
+    #[arg(long, short, default_value = "tracer-report")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub capture: CaptureOptions,
+    /// Fail the run (exit 86 when the command itself succeeded) if any of these
+    /// happened: foreign-signal, leak, oom, unexpected-death (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
+    pub fail_on: Vec<fail_on::Condition>,
+    /// Stop a hung run: when DURATION has passed, snapshot what every process
+    /// is blocked on, SIGTERM the run, and SIGKILL it after --kill-grace.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub timeout: Option<std::time::Duration>,
+    /// Between SIGTERM and SIGKILL when --timeout expires.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub kill_grace: std::time::Duration,
+    /// What to do with processes of the run still alive when the command exits.
+    #[arg(long, value_enum, default_value_t = leaks::LeakPolicy::Report)]
+    pub leaks: leaks::LeakPolicy,
+    /// Grace for `--leaks kill` (before SIGKILL) and limit for `--leaks wait`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub leak_grace: std::time::Duration,
+    #[command(flatten)]
+    pub report: ReportFlags,
+    /// Run the command as USER (a name or a numeric uid; `--user root` keeps
+    /// root). Default: under sudo, the user who ran sudo (SUDO_UID,
+    /// SUDO_GID); otherwise the tracer's own user. Only the tracer keeps its
+    /// privileges. The command gets the user's groups, and HOME, USER and
+    /// LOGNAME as `sudo -u` sets them; the rest of the environment is passed
+    /// on as given.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// The command to run, after `--` (required, so a mistyped option is an
+    /// error rather than a command).
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Phase timings at debug level (`TRACER_LOG=tracer_user=debug`).
+fn phase(t0: std::time::Instant, what: &str) {
+    log::debug!("{what}: {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+}
+
+pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
+    let t0 = std::time::Instant::now();
+    // Registered first: no signal meant for the command is lost, even during start-up.
+    let signals =
+        SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS).map_err(TracerError::Signals)?;
+
+    // Usage errors first, before any hook is loaded.
+    let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
+    let redactor = Redactor::new(&args.report.redact)?;
+    let tracer_tgid = getpid().as_raw() as u32;
+    let mut capture = capture::load(&args.capture.load_options(tracer_tgid))?;
+    phase(t0, "loaded and attached");
+    // The output directory, held from here on: an unsafe one is refused
+    // before the command runs.
+    let out = OutDir::open(
+        &args.output,
+        Policy {
+            owner: run_as.owner(),
+            any_owner: false,
+        },
+    )?;
+    let mut header = header::header(
+        "record",
+        args.command.clone(),
+        &capture,
+        args.capture.ring_buffer_size,
+    );
+    header.command_user = Some(run_as.describe());
+    redactor.header(&mut header);
+    let writer = header::create_log(&out, &header)?;
+
+    // Orphans of the run re-parent to us, not to init: they stay attributable
+    // and their zombies are ours to reap.
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        log::warn!("cannot become a child subreaper: {e}");
+    }
+    phase(t0, "log header written");
+    // Before the command exists: whatever happens to tracer from here on,
+    // the run does not go on unobserved.
+    let run_cgroup = RunCgroup::create();
+    let watchdog = match Watchdog::start(&capture, run_cgroup.as_ref(), args.kill_grace) {
+        Ok(w) => w,
+        Err(e) => {
+            run_cgroup.as_ref().map(RunCgroup::remove);
+            return Err(e);
+        }
+    };
+    let detach = run_as.changes_user() && terminal::has_controlling_terminal();
+    let spawned = spawn_adopted(
+        &mut capture,
+        &args.command,
+        &run_as,
+        &header.command,
+        Spawn {
+            detach,
+            cgroup: run_cgroup.as_ref().map(|c| c.procs_c().to_owned()),
+        },
+    );
+    phase(t0, "command spawned");
+    let mut session = Session::new(capture, writer, out, args.capture.last_words_bytes)?;
+    session.redact_with(redactor);
+    if let Some((uid, gid)) = run_as.owner() {
+        session.snapshots_for(crate::snapshot::Viewer {
+            uid: uid.as_raw(),
+            gid: gid.as_raw(),
+        });
+    }
+    let child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            // Nothing ran: nothing for the watchdog to end.
+            watchdog.disarm();
+            run_cgroup.as_ref().map(RunCgroup::remove);
+            // The log stays complete (header + trailer) even when CMD never
+            // ran, and says why, so the reports can carry a certificate.
+            let code = crate::error::spawn_exit_code(&err);
+            if let TracerError::Spawn { source, .. } = &err {
+                session.set_command_error(source.to_string());
+            }
+            let status = ExitStatus::Exited { code: code.into() };
+            deliver(session.finish(Some(status))?, &args.report);
+            return Err(err);
+        }
+    };
+    // Detached, the command leads a session of its own: that is the run's.
+    let run_sid = if detach {
+        Some(child.id() as i32)
+    } else {
+        nix::unistd::getsid(None).ok().map(|s| s.as_raw())
+    };
+    let limits = supervise::Limits {
+        timeout: args.timeout,
+        kill_grace: args.kill_grace,
+    };
+    let outcome = supervise::supervise(&mut session, child, signals, &limits)?;
+    let command_status = outcome.status;
+    if outcome.timed_out {
+        // The timeout stops the whole run, not only the command: finish the
+        // job on whatever is still dying or ignored the SIGTERM.
+        let rest = session.tracked()?;
+        leaks::enforce(
+            leaks::LeakPolicy::Kill,
+            &rest,
+            args.kill_grace,
+            &mut session,
+        )?;
+    }
+    phase(t0, "command exited");
+    session.drain()?;
+    let viewer = run_as.owner().map(|(uid, gid)| crate::snapshot::Viewer {
+        uid: uid.as_raw(),
+        gid: gid.as_raw(),
+    });
+    leaks::settle(
+        &mut session,
+        args.leaks,
+        args.leak_grace,
+        tracer_tgid,
+        run_sid,
+        viewer,
+    )?;
+    phase(t0, "leaks handled");
+    // The run's fate is settled: what `--leaks report` leaves running is
+    // left running on purpose.
+    watchdog.disarm();
+    if let Some(cg) = &run_cgroup {
+        cg.remove();
+    }
+    let closed = session.finish(Some(command_status.clone()))?;
+    phase(t0, "log closed, hooks detached");
+    let delivered = deliver(closed, &args.report);
+    phase(t0, "reports written");
+    let met = match &delivered {
+        Some((log, analysis)) => output::judge(&args.fail_on, log, analysis),
+        None => Vec::new(),
+    };
+    let code = match (outcome.timed_out, passthrough_code(&command_status)) {
+        // As timeout(1) does: the run did not finish, whatever it exited with.
+        (true, _) => EXIT_TIMED_OUT,
+        (false, 0) if !met.is_empty() => fail_on::EXIT_FAIL_ON,
+        (false, code) => code,
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// Write the reports of a finished run and hand its files over. From here on
+/// nothing may cost the command's status: what cannot be written is said on
+/// stderr. Returns the summary of the log the reports were written from, and
+/// its analysis (`None`: the log could not be read back).
+fn deliver(
+    closed: session::Closed,
+    flags: &ReportFlags,
+) -> Option<(eventlog::LogSummary, crate::analysis::Analysis)> {
+    if let Err(msg) = closed.out.check_in_place() {
+        eprintln!("tracer: error: {msg}");
+    }
+    closed.warn_if_log_failed();
+    // The reports come from the log as tracer wrote it (read through its own
+    // file), exactly as `tracer report` would read it: the two never disagree.
+    // Streamed: the run's records are never all in memory.
+    let lost = |e: TracerError| {
+        eprintln!(
+            "tracer: error: {e}; the reports of this run are lost, {LIVE} holds its evidence"
+        );
+    };
+    let delivered = match closed.folded() {
+        Ok(loaded) => {
+            let (log, analysis, written) = output::write_reports(loaded, &closed.out, flags);
+            if let Err(e) = written {
+                lost(e);
+            }
+            Some((log, analysis))
+        }
+        Err(e) => {
+            lost(e);
+            None
+        }
+    };
+    if let Err(e) = closed.out.give(closed.writer.file()) {
+        log::warn!("cannot hand the event log over: {e}");
+    }
+    // The command removed or replaced the log during the run: put tracer's
+    // copy back under its name, so the evidence is where users look.
+    match closed
+        .out
+        .restore(LIVE, closed.writer.file(), closed.writer.reader())
+    {
+        Ok(true) => eprintln!(
+            "tracer: warning: {} was removed or replaced during the run; tracer's own copy was written back",
+            closed.out.display(LIVE).display()
+        ),
+        Ok(false) => {}
+        Err(e) => eprintln!(
+            "tracer: error: {} was removed or replaced during the run and cannot be written back ({e})",
+            closed.out.display(LIVE).display()
+        ),
+    }
+    closed.out.hand_over_dirs();
+    delivered
+}
+
+/// `--timeout` expired (the convention of timeout(1)).
+pub const EXIT_TIMED_OUT: u8 = 124;
+
+/// The shell convention: the exit code, or 128+N for death by signal N.
+pub fn passthrough_code(status: &ExitStatus) -> u8 {
+    match status {
+        ExitStatus::Exited { code } => *code as u8,
+        ExitStatus::Signaled { signal, .. } => (128 + signal) as u8,
+    }
+}

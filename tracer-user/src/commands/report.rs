@@ -1,0 +1,78 @@
+//! `tracer report`: re-render the reports from an event log (or a daemon's
+//! log directory), offline.
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
+
+use crate::{
+    commands::{
+        fail_on,
+        output::{self, ReportFlags},
+    },
+    error::TracerError,
+    outdir::{OutDir, Policy},
+    redact::Redactor,
+    report,
+};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// The event log to read, or a daemon's output directory (its rotated
+    /// series is read as one log).
+    pub events: PathBuf,
+    /// Directory for the reports (default: the log's directory).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Exit 86 if any of these happened, as `record --fail-on` would:
+    /// foreign-signal, leak, oom, unexpected-death (comma-separated). A
+    /// daemon's log supports oom and unexpected-death only.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
+    pub fail_on: Vec<fail_on::Condition>,
+    #[command(flatten)]
+    pub report: ReportFlags,
+}
+
+pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
+    let out_dir: PathBuf = match &args.output {
+        Some(dir) => dir.clone(),
+        // A daemon's directory holds its own reports.
+        None if args.events.is_dir() => args.events.clone(),
+        None => args
+            .events
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+    };
+    let redactor = Redactor::new(&args.report.redact)?;
+    // Streamed: a million-event log is never in memory as records.
+    let loaded = report::load(&args.events, &redactor)?;
+    if loaded.log.truncated {
+        eprintln!(
+            "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
+            args.events.display()
+        );
+    }
+    if loaded.log.header.mode == "daemon" {
+        fail_on::daemon_supports(&args.fail_on)?;
+    }
+    let out_dir = if out_dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out_dir
+    };
+    let out = OutDir::open(
+        &out_dir,
+        Policy {
+            owner: None,
+            any_owner: true,
+        },
+    )?;
+    let (log, analysis, written) = output::write_reports(loaded, &out, &args.report);
+    written?;
+    if output::judge(&args.fail_on, &log, &analysis).is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
+    }
+}

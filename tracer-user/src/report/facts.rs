@@ -1,0 +1,69 @@
+//! report.json's facts about the run and about the log it was read from.
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::{
+    analysis::ProcRef,
+    eventlog::{ExitStatus, HookStatus, Loss},
+};
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct RunFacts {
+    pub mode: String,
+    pub command: Vec<String>,
+    /// The user the wrapped command ran as (record mode), e.g. `alice (uid 1000)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_user: Option<String>,
+    /// How many `--redact` patterns masked command lines and stderr text.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub redactions: u32,
+    pub hostname: String,
+    pub kernel: String,
+    pub tracer_pid: u32,
+    /// Version of the tracer that captured the log.
+    pub captured_by: String,
+    pub started_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// The root process's lifetime, else the span of the log's events.
+    pub duration_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<ProcRef>,
+    /// How the wrapped command ended (trailer), else the root's own exit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_status: Option<ExitStatus>,
+    /// Processes in the run (root and descendants).
+    pub processes: usize,
+    pub hooks: Vec<HookStatus>,
+    /// Names of hooks that did not attach.
+    pub hooks_missing: Vec<String>,
+    /// The pid namespace every pid is in, when not the host's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<crate::eventlog::PidNamespace>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct LogFacts {
+    /// Event lines in the log (header and trailer excluded).
+    pub events: usize,
+    pub by_type: BTreeMap<String, usize>,
+    /// Events the trailer says were written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trailer_events: Option<u64>,
+    /// No trailer: capture was interrupted; loss counters are unknown.
+    pub truncated: bool,
+    pub lost: Loss,
+    pub lost_total: u64,
+    /// Not truncated, nothing lost, every hook attached.
+    pub complete: bool,
+    /// Why this report may be incomplete, one sentence each.
+    pub warnings: Vec<String>,
+    /// The OTLP export this rendering made (`--otlp-endpoint`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<crate::otlp::ExportFacts>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}

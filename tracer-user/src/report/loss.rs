@@ -1,0 +1,47 @@
+//! The loss line: always present, in report.md and the stderr summary.
+use super::json::{loss_breakdown, Report};
+use crate::analysis::wording as w;
+
+/// Always present, whatever the loss: a reader must never have to guess.
+/// An OTLP export made with this rendering says how it went.
+pub(crate) fn loss_line(r: &Report) -> String {
+    let mut line = capture_loss(r);
+    if let Some(x) = &r.log.export {
+        line.push(' ');
+        line.push_str(&export_sentence(x));
+    }
+    line
+}
+
+fn export_sentence(x: &crate::otlp::ExportFacts) -> String {
+    let records = w::plural(x.records as usize, "record", "records");
+    if x.undelivered == 0 {
+        return format!("OTLP export: {records}, all delivered.");
+    }
+    format!(
+        "**OTLP export: {} of {records} not delivered** ({}).",
+        x.undelivered,
+        x.error.as_deref().unwrap_or("unknown error")
+    )
+}
+
+fn capture_loss(r: &Report) -> String {
+    let l = &r.log;
+    if l.truncated {
+        format!(
+            "**Loss: unknown — the log is truncated** (no trailer; capture was interrupted). {} \
+             events read; {} counted lost before the cut.",
+            l.events, l.lost_total
+        )
+    } else if l.lost_total > 0 {
+        format!(
+            "**Loss: {} events lost** ({}) of {} written — this report may be missing deaths or \
+             senders.",
+            l.lost_total,
+            loss_breakdown(&l.lost),
+            l.events
+        )
+    } else {
+        format!("**Loss:** none — {} events, 0 lost.", l.events)
+    }
+}

@@ -1,0 +1,17 @@
+//! The runtime: what runs while a command or a CI job is watched — the
+//! capture session, the supervisor, leaks, the terminal, privilege
+//! dropping, last words, the watchdog and the run's cgroup.
+pub mod clock;
+pub mod header;
+pub mod last_words;
+pub mod leaks;
+pub mod options;
+pub mod procs;
+pub mod run_as;
+pub mod run_cgroup;
+pub mod scope;
+pub mod session;
+pub mod spawn;
+pub mod supervise;
+pub mod terminal;
+pub mod watchdog;

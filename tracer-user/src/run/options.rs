@@ -1,0 +1,30 @@
+//! The capture options `record` and `daemon` share, declared (and their
+//! help written) once.
+use crate::capture::LoadOptions;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CaptureOptions {
+    /// Ring buffer size in bytes (rounded up to a power of two pages).
+    #[arg(long, default_value_t = 16 << 20)]
+    pub ring_buffer_size: u32,
+    /// Bytes of stderr kept per process as its "last words" (0 disables).
+    #[arg(long, default_value_t = 4096)]
+    pub last_words_bytes: usize,
+    /// Skip a hook or one attach method, to exercise fallbacks (testing and
+    /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
+    #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
+    pub disable_hooks: Vec<String>,
+}
+
+impl CaptureOptions {
+    /// What the kernel side is loaded with; the tracer's own process is
+    /// never traced.
+    pub fn load_options(&self, tracer_tgid: u32) -> LoadOptions {
+        LoadOptions {
+            ring_buffer_bytes: self.ring_buffer_size,
+            tracer_tgid,
+            disabled: self.disable_hooks.clone(),
+            last_words: self.last_words_bytes > 0,
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The ring pump: records out of the kernel's ring buffer, decoded,
+//! enriched (an outside sender's argv, an OOM's memory cgroup) and written.
+use std::{os::fd::AsFd, time::Duration};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use super::Session;
+use crate::{
+    capture::{cgroups, decode},
+    error::TracerError,
+    eventlog::{Record, Task},
+    run::procs,
+};
+
+impl Session {
+    /// Wait up to `timeout` for events, then write all that are ready.
+    pub fn pump(&mut self, timeout: Duration) -> Result<u64, TracerError> {
+        let ms = PollTimeout::from(timeout.as_millis().min(60_000) as u16);
+        let mut fds = [PollFd::new(self.ring.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, ms) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(TracerError::PollRing(e)),
+        }
+        self.drain()
+    }
+
+    /// Write every event already in the ring buffer.
+    pub fn drain(&mut self) -> Result<u64, TracerError> {
+        let mut n = 0;
+        loop {
+            // Copy the record out so the ring's borrow ends here.
+            let decoded = match self.ring.next() {
+                Some(item) => decode::decode(&item),
+                None => break,
+            };
+            let wire = match decoded {
+                Ok(w) => w,
+                Err(e) => {
+                    log::warn!("undecodable record: {e}");
+                    self.undecodable += 1;
+                    continue;
+                }
+            };
+            if let decode::Wire::Stderr {
+                task, count, data, ..
+            } = &wire
+            {
+                let key = crate::eventlog::ProcKey {
+                    pid: task.tgid,
+                    start: task.start_ns,
+                };
+                log::debug!("stderr: {} bytes of {count} from {}", data.len(), task.tgid);
+                self.last_words.push(key, data, *count);
+                continue;
+            }
+            if let decode::Wire::Existing(e) = &wire {
+                self.existing.push(*e);
+                continue;
+            }
+            let t = wire.ktime();
+            let at = self.writer.stamp(t);
+            let Some(mut rec) = wire.into_record(at) else {
+                continue;
+            };
+            self.name_outside_sender(&mut rec);
+            resolve_memcg(&mut rec);
+            self.write(&rec)?;
+            n += 1;
+            // A process's last words follow its death in the log.
+            if let Record::Exit(x) = &rec {
+                if x.group_dead {
+                    self.write_last_words(&x.task, t)?;
+                }
+            }
+        }
+        self.writer.flush();
+        Ok(n)
+    }
+
+    /// A signal from a process the log cannot name (it was never exec'd in
+    /// the run): read its argv now, while it is alive, checked against its
+    /// start time. Once per process.
+    fn name_outside_sender(&mut self, rec: &mut Record) {
+        match rec {
+            Record::Fork(f) => {
+                self.named.insert(f.child.key());
+            }
+            Record::Existing(x) => {
+                self.named.insert(x.task.key());
+            }
+            Record::Signal(s)
+                if s.sender.pid != std::process::id() && !self.named.contains(&s.sender.key()) =>
+            {
+                self.named.insert(s.sender.key());
+                s.sender_argv = procs::argv_of(s.sender.key());
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn write_last_words(&mut self, task: &Task, t: u64) -> Result<(), TracerError> {
+        // Stamp only what is written: sequence numbers have no gaps.
+        if !self.last_words.has(&task.key()) {
+            return Ok(());
+        }
+        let at = self.writer.stamp(t);
+        let redactor = &self.redactor;
+        match self
+            .last_words
+            .take_redacted(task, at, |text| redactor.text(text).into_owned())
+        {
+            Some(lw) => self.write(&Record::LastWords(lw)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An OOM kill names its memory cgroup by id: add its path and limit while
+/// the cgroup still exists.
+fn resolve_memcg(rec: &mut Record) {
+    if let Record::Oom(oom) = rec {
+        if let Some(m) = oom.memcg.as_mut() {
+            if let Some(info) = cgroups::resolve(m.id) {
+                m.path = Some(info.path);
+                m.limit_bytes = info.limit_bytes;
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Starting the wrapped command: adopted by the kernel side from its first
+//! instruction, in its own process group (or session), in the run's cgroup,
+//! as its own user.
+use std::{
+    os::unix::process::CommandExt,
+    process::{Child, Command},
+};
+
+use tracer_common::RuntimeConfig;
+
+use crate::{
+    capture::Capture,
+    error::TracerError,
+    run::{
+        run_as::RunAs,
+        run_cgroup,
+        terminal::{self, Foreground},
+    },
+};
+
+/// How the command is set up between fork and exec.
+pub struct Spawn {
+    /// A session of its own without a controlling terminal (another user's
+    /// command on root's terminal: see `terminal`).
+    pub detach: bool,
+    /// `cgroup.procs` of the run's cgroup, joined before exec.
+    pub cgroup: Option<std::ffi::CString>,
+}
+
+/// Spawn CMD with the kernel adopting the tracer's next child, so the command
+/// is in scope from its first instruction: no event of it can be missed.
+/// `shown` is the command as errors may print it (redacted).
+pub fn spawn_adopted(
+    capture: &mut Capture,
+    command: &[String],
+    run_as: &RunAs,
+    shown: &[String],
+    how: Spawn,
+) -> Result<Child, TracerError> {
+    let (program, rest) = command.split_first().ok_or(TracerError::NoCommand)?;
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    run_as.set_env(&mut cmd);
+    let child_creds = run_as.clone();
+    let fg = if how.detach {
+        Foreground::none()
+    } else {
+        Foreground::take_if_terminal()
+    };
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Own process group: a Ctrl-C or a group signal to the tracer is not
+            // duplicated by our forwarding, and the tree can be signalled whole.
+            // Detached: its own session (and so its own group) too.
+            if how.detach {
+                terminal::detach_from_terminal()?;
+            } else {
+                libc::setpgid(0, 0);
+            }
+            // While still root: the run's cgroup is root's to write.
+            if let Some(procs) = &how.cgroup {
+                run_cgroup::join(procs);
+            }
+            // The command's own user (the tracer keeps root). No death
+            // signal: the watchdog ends the whole run if tracer dies, with
+            // one SIGTERM per process (a second one often means "force").
+            child_creds.drop_privileges()?;
+            fg.give_to_self();
+            Ok(())
+        });
+    }
+    capture.set_config(RuntimeConfig {
+        adopt_children: 1,
+        ..Default::default()
+    })?;
+    let spawned = cmd.spawn();
+    capture.set_config(RuntimeConfig::default())?;
+    spawned.map_err(|source| TracerError::Spawn {
+        cmd: shown.join(" "),
+        as_user: if run_as.changes_user() {
+            format!(" as {}", run_as.describe())
+        } else {
+            String::new()
+        },
+        source,
+    })
+}
