@@ -5,6 +5,7 @@ mod parse;
 mod reader;
 mod schema;
 mod summary;
+mod walltime;
 mod writer;
 
 pub use names::{errno_name, si_code_name, signal_name};
@@ -14,4 +15,5 @@ pub use reader::{
 };
 pub use schema::*;
 pub use summary::{type_name, Counter, LogSummary};
-pub use writer::{wall_time, LogWriter};
+pub use walltime::wall_time;
+pub use writer::LogWriter;
