@@ -12,6 +12,16 @@ use serde::de::DeserializeOwned;
 
 use super::schema::Record;
 
+/// The `type` of a line that starts with it, as tracer writes them.
+pub fn peek_tag(line: &[u8]) -> Option<&[u8]> {
+    line.strip_prefix(br#"{"type":""#)
+        .and_then(|rest| rest.split(|&b| b == b'"').next().map(|t| (t, rest)))
+        // The tag must be a plain string ending in a quote followed by the
+        // next key (or the end of the object).
+        .filter(|(t, rest)| matches!(rest.get(t.len() + 1), Some(b',' | b'}')))
+        .map(|(t, _)| t)
+}
+
 pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
     fn direct<T: DeserializeOwned>(
         line: &[u8],
@@ -19,14 +29,7 @@ pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
     ) -> serde_json::Result<Record> {
         serde_json::from_slice::<T>(line).map(wrap)
     }
-    let tag = line
-        .strip_prefix(br#"{"type":""#)
-        .and_then(|rest| rest.split(|&b| b == b'"').next().map(|t| (t, rest)))
-        // The tag must be a plain string ending in a quote followed by the
-        // next key (or the end of the object).
-        .filter(|(t, rest)| matches!(rest.get(t.len() + 1), Some(b',' | b'}')))
-        .map(|(t, _)| t);
-    match tag {
+    match peek_tag(line) {
         Some(b"signal") => direct(line, Record::Signal),
         Some(b"kill_call") => direct(line, Record::KillCall),
         Some(b"fork") => direct(line, Record::Fork),

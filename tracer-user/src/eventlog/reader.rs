@@ -67,13 +67,32 @@ pub fn read_log(path: &Path) -> Result<EventLog, LogError> {
 /// `path` names it in messages.
 pub fn read_from(file: impl Read, path: &Path) -> Result<EventLog, LogError> {
     let mut events = Vec::new();
-    let frame = stream_from(file, path, |_, rec| events.push(rec))?;
+    let frame = stream_from(file, path, &mut |_: &Header, rec| events.push(rec))?;
     Ok(EventLog {
         header: frame.header,
         events,
         trailer: frame.trailer,
         truncated: frame.truncated,
     })
+}
+
+/// Where [`stream_from`] hands a log's events, in log order.
+pub trait Sink {
+    /// An event line, offered first: `true` if the sink read it itself
+    /// (a fast lane for lines it knows); it must then be exactly the line
+    /// `record` would have been given. Default: no.
+    fn line(&mut self, _header: &Header, _line: &[u8]) -> bool {
+        false
+    }
+
+    /// An event, with the log's header.
+    fn record(&mut self, header: &Header, rec: Record);
+}
+
+impl<F: FnMut(&Header, Record)> Sink for F {
+    fn record(&mut self, header: &Header, rec: Record) {
+        self(header, rec)
+    }
 }
 
 /// A log's header and trailer: what [`stream_from`] returns once every event
@@ -90,11 +109,7 @@ pub struct Frame {
 /// `each` as it is parsed: the events are never all in memory at once (a
 /// million-event log is hundreds of MB as records). Same rules as
 /// [`read_from`].
-pub fn stream_from(
-    file: impl Read,
-    path: &Path,
-    mut each: impl FnMut(&Header, Record),
-) -> Result<Frame, LogError> {
+pub fn stream_from(file: impl Read, path: &Path, sink: &mut impl Sink) -> Result<Frame, LogError> {
     let io = |source| LogError::Io {
         path: path.to_owned(),
         source,
@@ -158,10 +173,15 @@ pub fn stream_from(
                 });
             }
         }
+        if let Some(h) = &header {
+            if sink.line(h, &line) {
+                continue;
+            }
+        }
         match parse_record(&line) {
             Ok(Record::Header(h)) if header.is_none() => header = Some(h),
             Ok(Record::Trailer(t)) => trailer = Some(t),
-            Ok(rec) if header.is_some() => each(header.as_ref().expect("checked"), rec),
+            Ok(rec) if header.is_some() => sink.record(header.as_ref().expect("checked"), rec),
             Ok(_) => {
                 return Err(LogError::NoHeader {
                     path: path.to_owned(),
@@ -211,7 +231,7 @@ pub fn read_series_in(
     live: Option<impl Read>,
 ) -> Result<EventLog, LogError> {
     let mut events = Vec::new();
-    let frame = stream_series_in(dir, live, |_, rec| events.push(rec))?;
+    let frame = stream_series_in(dir, live, &mut |_: &Header, rec| events.push(rec))?;
     Ok(EventLog {
         header: frame.header,
         events,
@@ -222,7 +242,7 @@ pub fn read_series_in(
 
 /// A log file, or a daemon's series (a directory), streamed: see
 /// [`stream_from`]. The frame is the first header and the last trailer.
-pub fn stream_series(path: &Path, each: impl FnMut(&Header, Record)) -> Result<Frame, LogError> {
+pub fn stream_series(path: &Path, sink: &mut impl Sink) -> Result<Frame, LogError> {
     if !path.is_dir() {
         let file = crate::outdir::open_regular(nix::fcntl::AT_FDCWD, path).map_err(|source| {
             LogError::Io {
@@ -230,20 +250,20 @@ pub fn stream_series(path: &Path, each: impl FnMut(&Header, Record)) -> Result<F
                 source,
             }
         })?;
-        return stream_from(file, path, each);
+        return stream_from(file, path, sink);
     }
     let dir = crate::outdir::OutDir::open_existing(path).map_err(|e| LogError::Io {
         path: path.to_owned(),
         source: std::io::Error::other(e.to_string()),
     })?;
-    stream_series_in(&dir, None::<std::fs::File>, each)
+    stream_series_in(&dir, None::<std::fs::File>, sink)
 }
 
 /// [`read_series_in`], streamed.
 pub fn stream_series_in(
     dir: &crate::outdir::OutDir,
     live: Option<impl Read>,
-    mut each: impl FnMut(&Header, Record),
+    sink: &mut impl Sink,
 ) -> Result<Frame, LogError> {
     let io = |name: &str| {
         let path = dir.display(name);
@@ -259,14 +279,14 @@ pub fn stream_series_in(
     let mut frame: Option<Frame> = None;
     for n in &names {
         let file = dir.open_read(n).map_err(io(n))?;
-        let part = stream_from(file, &dir.display(n), &mut each)?;
+        let part = stream_from(file, &dir.display(n), sink)?;
         frame = Some(join(frame, part));
     }
     let live_part = match live {
-        Some(held) => Some(stream_from(held, &dir.display(LIVE), &mut each)?),
+        Some(held) => Some(stream_from(held, &dir.display(LIVE), sink)?),
         None if dir.exists(LIVE) => {
             let file = dir.open_read(LIVE).map_err(io(LIVE))?;
-            Some(stream_from(file, &dir.display(LIVE), &mut each)?)
+            Some(stream_from(file, &dir.display(LIVE), sink)?)
         }
         None => None,
     };

@@ -7,7 +7,7 @@ use super::{
     schema::{Header, Record, Trailer},
 };
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogSummary {
     pub header: Header,
     pub trailer: Option<Trailer>,
@@ -42,6 +42,15 @@ impl Counter {
         }
         if matches!(rec, Record::Leak(_)) {
             self.leaks += 1;
+        }
+    }
+
+    /// An event read from its line, not as a record: its `type` and `seq`.
+    pub fn count_line(&mut self, kind: &'static str, seq: u64) {
+        self.events += 1;
+        *self.by_type.entry(kind).or_default() += 1;
+        if self.events == 1 {
+            self.first_seq = Some(seq);
         }
     }
 

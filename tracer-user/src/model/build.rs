@@ -2,11 +2,12 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::{
-    compact::{KillRec, SigRec},
+    compact::{At, KillRec, SigRec, Who},
+    lines::{KillLine, SignalLine},
     process::{End, ExecInfo, ForkInfo, Process, ThreadExit, ThreadSpan},
     KillCallEv, Model, OomEv, SignalEv,
 };
-use crate::eventlog::{Header, ProcKey, Record, Stamp, Task, Trailer};
+use crate::eventlog::{Header, ProcKey, Record, Task, Trailer};
 
 /// SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
 const SIGKILL: i32 = 9;
@@ -66,6 +67,32 @@ impl Builder {
         record(m, rec);
     }
 
+    /// A `signal` line read in place ([`super::lines`]): as `push` of its record.
+    pub fn push_signal(&mut self, s: &SignalLine) {
+        self.stamped(s.t);
+        signal(
+            &mut self.m,
+            s.rec(),
+            [s.sender.comm.as_deref(), s.target.comm.as_deref()],
+            s.sender_argv.as_ref(),
+            &s.time,
+        );
+    }
+
+    /// A `kill_call` line read in place: as `push` of its record.
+    pub fn push_kill_call(&mut self, k: &KillLine) {
+        self.stamped(k.t);
+        kill_call(&mut self.m, k.rec(), k.sender.comm.as_deref(), &k.time);
+    }
+
+    fn stamped(&mut self, t: u64) {
+        let m = &mut self.m;
+        if m.first_t == 0 || t < m.first_t {
+            m.first_t = t;
+        }
+        m.last_t = m.last_t.max(t);
+    }
+
     pub fn finish(self, trailer: Option<&Trailer>, truncated: bool) -> Model {
         let mut m = self.m;
         m.not_run = trailer.and_then(|t| {
@@ -115,13 +142,17 @@ const PROCESS_CODES: [i32; 3] = [0, -1, -6]; // SI_USER SI_QUEUE SI_TKILL
 
 /// Registers a task mention: its process exists, its thread is known.
 fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
-    let key = resolve(m, task, t);
+    see_who(m, Who::from(task), task.comm.as_deref(), t)
+}
+
+fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
+    let key = resolve(m, &task, t);
     let p = m.procs.entry(key).or_insert_with(|| Process::new(key));
     // Compared first: a signal storm names the same two processes a
     // million times.
-    if let Some(comm) = &task.comm {
-        if p.comm.as_deref() != Some(comm.as_str()) {
-            p.comm = Some(comm.clone());
+    if let Some(comm) = comm {
+        if p.comm.as_deref() != Some(comm) {
+            p.comm = Some(comm.to_owned());
         }
     }
     p.threads.entry(task.tid).or_insert(ThreadSpan {
@@ -134,7 +165,7 @@ fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
 /// A task whose start time the capture could not read (`start: 0`) is the
 /// most recently started known process with that pid that had not ended by
 /// `t`; failing that it keeps `(pid, 0)` as its own identity.
-fn resolve(m: &Model, task: &Task, t: u64) -> ProcKey {
+fn resolve(m: &Model, task: &Who, t: u64) -> ProcKey {
     if task.start != 0 {
         return task.key();
     }
@@ -248,41 +279,14 @@ fn record(m: &mut Model, rec: &Record) {
                 });
             }
         }
-        Record::Signal(s) => {
-            let sender = see(m, &s.sender, s.at.t);
-            let target = see(m, &s.target, s.at.t);
-            // An outside sender's argv, read at capture time: its only name.
-            if let (Some(argv), Some(p)) = (&s.sender_argv, m.procs.get_mut(&sender)) {
-                if p.execs.is_empty() {
-                    p.execs.push(ExecInfo {
-                        seq: s.at.seq,
-                        t: s.at.t,
-                        filename: String::new(),
-                        argv: argv.clone(),
-                        argv_truncated: false,
-                    });
-                }
-            }
-            if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
-                active(m, sender, s.at.t);
-            }
-            keep_odd_time(m, &s.at);
-            m.signals.push(SignalEv {
-                ev: SigRec::from(s),
-                sender,
-                target,
-                kill_call: None,
-            });
-        }
-        Record::KillCall(k) => {
-            let sender = see(m, &k.sender, k.at.t);
-            active(m, sender, k.at.t);
-            keep_odd_time(m, &k.at);
-            m.kill_calls.push(KillCallEv {
-                ev: KillRec::from(k),
-                sender,
-            });
-        }
+        Record::Signal(s) => signal(
+            m,
+            SigRec::from(s),
+            [s.sender.comm.as_deref(), s.target.comm.as_deref()],
+            s.sender_argv.as_ref(),
+            &s.at.time,
+        ),
+        Record::KillCall(k) => kill_call(m, KillRec::from(k), k.sender.comm.as_deref(), &k.at.time),
         Record::Oom(o) => {
             let trigger = see(m, &o.trigger, o.at.t);
             m.ooms.push(OomEv {
@@ -339,11 +343,53 @@ fn record(m: &mut Model, rec: &Record) {
     }
 }
 
+/// A signal, from a record or a line ([`super::lines`]). `comms`: the
+/// sender's and the target's names.
+fn signal(
+    m: &mut Model,
+    s: SigRec,
+    comms: [Option<&str>; 2],
+    sender_argv: Option<&Vec<String>>,
+    time: &str,
+) {
+    let sender = see_who(m, s.sender, comms[0], s.at.t);
+    let target = see_who(m, s.target, comms[1], s.at.t);
+    // An outside sender's argv, read at capture time: its only name.
+    if let (Some(argv), Some(p)) = (sender_argv, m.procs.get_mut(&sender)) {
+        if p.execs.is_empty() {
+            p.execs.push(ExecInfo {
+                seq: s.at.seq,
+                t: s.at.t,
+                filename: String::new(),
+                argv: argv.clone(),
+                argv_truncated: false,
+            });
+        }
+    }
+    if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
+        active(m, sender, s.at.t);
+    }
+    keep_odd_time(m, s.at, time);
+    m.signals.push(SignalEv {
+        ev: s,
+        sender,
+        target,
+        kill_call: None,
+    });
+}
+
+fn kill_call(m: &mut Model, k: KillRec, comm: Option<&str>, time: &str) {
+    let sender = see_who(m, k.sender, comm, k.at.t);
+    active(m, sender, k.at.t);
+    keep_odd_time(m, k.at, time);
+    m.kill_calls.push(KillCallEv { ev: k, sender });
+}
+
 /// The model derives a signal's or kill call's `time` from `t`; a log whose
 /// text says otherwise keeps it.
-fn keep_odd_time(m: &mut Model, at: &Stamp) {
-    if at.time != crate::eventlog::wall_time(at.t, m.boot_to_wall_ns) {
-        m.odd_times.insert(at.seq, at.time.clone());
+fn keep_odd_time(m: &mut Model, at: At, time: &str) {
+    if time != crate::eventlog::wall_time(at.t, m.boot_to_wall_ns) {
+        m.odd_times.insert(at.seq, time.to_owned());
     }
 }
 

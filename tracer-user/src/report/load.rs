@@ -4,8 +4,11 @@
 use std::path::Path;
 
 use crate::{
-    eventlog::{self, Counter, Header, LogError, LogSummary, Record, Trailer},
-    model::{Builder, Model},
+    eventlog::{self, Counter, Header, LogError, LogSummary, Record, Sink, Trailer},
+    model::{
+        lines::{KillLine, SignalLine},
+        Builder, Model,
+    },
     redact::Redactor,
 };
 
@@ -19,7 +22,7 @@ pub struct Loaded {
 /// `redactor` as it goes (`tracer report --redact`).
 pub fn load(path: &Path, redactor: &Redactor) -> Result<Loaded, LogError> {
     let mut folded = Folded::new(redactor);
-    let frame = eventlog::stream_series(path, |h, rec| folded.push(h, rec))?;
+    let frame = eventlog::stream_series(path, &mut folded)?;
     Ok(folded.finish(frame))
 }
 
@@ -34,7 +37,7 @@ pub fn load_held(
 ) -> Result<Loaded, LogError> {
     let redactor = Redactor::default();
     let mut folded = Folded::new(&redactor);
-    let mut frame = eventlog::stream_series_in(dir, Some(live), |h, rec| folded.push(h, rec))?;
+    let mut frame = eventlog::stream_series_in(dir, Some(live), &mut folded)?;
     if let Some(t) = trailer {
         frame.trailer = Some(t);
         frame.truncated = false;
@@ -48,6 +51,41 @@ struct Folded<'r> {
     builder: Option<Builder>,
 }
 
+impl Sink for Folded<'_> {
+    /// Signal and kill-call lines (a signal storm's million) are read in
+    /// place, nothing allocated; not when masking, which needs the record.
+    fn line(&mut self, header: &Header, line: &[u8]) -> bool {
+        if self.redactor.is_active() {
+            return false;
+        }
+        match eventlog::peek_tag(line) {
+            Some(b"signal") => match serde_json::from_slice::<SignalLine>(line) {
+                Ok(s) => {
+                    self.counter.count_line("signal", s.seq);
+                    self.builder(header).push_signal(&s);
+                    true
+                }
+                Err(_) => false,
+            },
+            Some(b"kill_call") => match serde_json::from_slice::<KillLine>(line) {
+                Ok(k) => {
+                    self.counter.count_line("kill_call", k.seq);
+                    self.builder(header).push_kill_call(&k);
+                    true
+                }
+                Err(_) => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn record(&mut self, header: &Header, mut rec: Record) {
+        self.redactor.record(&mut rec);
+        self.counter.count(&rec);
+        self.builder(header).push(&rec);
+    }
+}
+
 impl<'r> Folded<'r> {
     fn new(redactor: &'r Redactor) -> Self {
         Folded {
@@ -57,13 +95,11 @@ impl<'r> Folded<'r> {
         }
     }
 
-    fn push(&mut self, header: &Header, mut rec: Record) {
-        self.redactor.record(&mut rec);
-        self.counter.count(&rec);
+    fn builder(&mut self, header: &Header) -> &mut Builder {
         if self.builder.is_none() {
             self.builder = Some(Builder::new(&self.masked(header)));
         }
-        self.builder.as_mut().expect("just made").push(&rec);
+        self.builder.as_mut().expect("just made")
     }
 
     fn masked(&self, header: &Header) -> Header {
@@ -83,5 +119,57 @@ impl<'r> Folded<'r> {
             log: self.counter.finish(frame),
             model,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast lane (signal and kill-call lines read in place) and the
+    /// record path fold every fixture into the same summary and model.
+    #[test]
+    fn lines_fold_like_records() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut seen_signals = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "ndjson") {
+                continue;
+            }
+            let Ok(log) = eventlog::read_log(&path) else {
+                continue; // the bad-log fixtures
+            };
+            // Every signal and kill-call line takes the fast lane.
+            for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
+                match eventlog::peek_tag(line) {
+                    Some(b"signal") => {
+                        serde_json::from_slice::<SignalLine>(line).unwrap();
+                    }
+                    Some(b"kill_call") => {
+                        serde_json::from_slice::<KillLine>(line).unwrap();
+                    }
+                    _ => {}
+                }
+            }
+            let fast = load(&path, &Redactor::default()).unwrap();
+            let slow = Model::build(&log);
+            assert_eq!(fast.log, LogSummary::of(&log), "{}", path.display());
+            let m = &fast.model;
+            let same = |a: &Model, b: &Model| {
+                format!("{:?}{:?}{:?}{:?}", a.signals, a.kill_calls, a.procs, a.ooms)
+                    == format!("{:?}{:?}{:?}{:?}", b.signals, b.kill_calls, b.procs, b.ooms)
+                    && (a.first_t, a.last_t, a.root) == (b.first_t, b.last_t, b.root)
+                    && a.signals
+                        .iter()
+                        .all(|s| a.time_at(&s.ev.at) == b.time_at(&s.ev.at))
+            };
+            assert!(same(m, &slow), "{}", path.display());
+            seen_signals += m.signals.len() + m.kill_calls.len();
+        }
+        assert!(
+            seen_signals > 100,
+            "the fixtures hold signals: {seen_signals}"
+        );
     }
 }
