@@ -155,10 +155,13 @@ fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
             p.comm = Some(comm.to_owned());
         }
     }
-    p.threads.entry(task.tid).or_insert(ThreadSpan {
-        from: key.start,
-        until: None,
-    });
+    p.threads.or_insert(
+        task.tid,
+        ThreadSpan {
+            from: key.start,
+            until: None,
+        },
+    );
     key
 }
 
@@ -299,13 +302,13 @@ fn record(m: &mut Model, rec: &Record) {
         Record::LastWords(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {
-                p.last_words = Some(l.clone());
+                p.last_words = Some(Box::new(l.clone()));
             }
         }
         Record::Leak(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {
-                p.leak = Some(l.clone());
+                p.leak = Some(Box::new(l.clone()));
             }
         }
         Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
