@@ -147,7 +147,10 @@ fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
 
 fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
     let key = resolve(m, &task, t);
-    let p = m.procs.entry(key).or_insert_with(|| Process::new(key));
+    let p = m
+        .procs
+        .entry(key)
+        .or_insert_with(|| Box::new(Process::new(key)));
     // Compared first: a signal storm names the same two processes a
     // million times.
     if let Some(comm) = comm {
@@ -248,13 +251,16 @@ fn record(m: &mut Model, rec: &Record) {
                     span.until = Some(e.at.t);
                 }
             }
-            p.execs.push(ExecInfo {
-                seq: e.at.seq,
-                t: e.at.t,
-                filename: e.filename.clone(),
-                argv: e.argv.clone(),
-                argv_truncated: e.argv_truncated,
-            });
+            push_small(
+                &mut p.execs,
+                ExecInfo {
+                    seq: e.at.seq,
+                    t: e.at.t,
+                    filename: e.filename.clone(),
+                    argv: e.argv.clone(),
+                    argv_truncated: e.argv_truncated,
+                },
+            );
         }
         Record::Exit(x) => {
             let key = see(m, &x.task, x.at.t);
@@ -325,13 +331,16 @@ fn record(m: &mut Model, rec: &Record) {
             p.lifecycle_seen = true;
             p.ns = x.ns;
             if !x.argv.is_empty() {
-                p.execs.push(ExecInfo {
-                    seq: x.at.seq,
-                    t: x.at.t,
-                    filename: x.exe.clone().unwrap_or_default(),
-                    argv: x.argv.clone(),
-                    argv_truncated: false,
-                });
+                push_small(
+                    &mut p.execs,
+                    ExecInfo {
+                        seq: x.at.seq,
+                        t: x.at.t,
+                        filename: x.exe.clone().unwrap_or_default(),
+                        argv: x.argv.clone(),
+                        argv_truncated: false,
+                    },
+                );
             }
             if let Some(parent) = parent.filter(|pk| *pk != key) {
                 p.parent = Some(parent);
@@ -344,6 +353,16 @@ fn record(m: &mut Model, rec: &Record) {
         }
         Record::Header(_) | Record::Trailer(_) => {}
     }
+}
+
+/// Push onto a vector that usually stays short (a process's execs): the
+/// first elements one at a time, not the four a first push reserves, which
+/// on a fork storm's model was a quarter of its memory.
+pub(super) fn push_small<T>(v: &mut Vec<T>, x: T) {
+    if v.len() < 4 {
+        v.reserve_exact(1);
+    }
+    v.push(x);
 }
 
 /// A signal, from a record or a line ([`super::lines`]). `comms`: the
@@ -360,13 +379,16 @@ fn signal(
     // An outside sender's argv, read at capture time: its only name.
     if let (Some(argv), Some(p)) = (sender_argv, m.procs.get_mut(&sender)) {
         if p.execs.is_empty() {
-            p.execs.push(ExecInfo {
-                seq: s.at.seq,
-                t: s.at.t,
-                filename: String::new(),
-                argv: argv.clone(),
-                argv_truncated: false,
-            });
+            push_small(
+                &mut p.execs,
+                ExecInfo {
+                    seq: s.at.seq,
+                    t: s.at.t,
+                    filename: String::new(),
+                    argv: argv.clone(),
+                    argv_truncated: false,
+                },
+            );
         }
     }
     if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {

@@ -55,7 +55,10 @@ pub struct Model {
     pub boot_to_wall_ns: i64,
     /// The wrapped command's process (forked by the tracer), if seen.
     pub root: Option<ProcKey>,
-    pub procs: BTreeMap<ProcKey, Process>,
+    /// Boxed: the map's nodes stay small (a fork storm's model holds
+    /// hundreds of thousands of processes, and half-full nodes of whole
+    /// processes doubled its memory).
+    pub procs: BTreeMap<ProcKey, Box<Process>>,
     pub signals: Vec<SignalEv>,
     pub kill_calls: Vec<KillCallEv>,
     pub ooms: Vec<OomEv>,
@@ -126,7 +129,7 @@ impl Model {
     }
 
     pub fn proc(&self, key: ProcKey) -> Option<&Process> {
-        self.procs.get(&key)
+        self.procs.get(&key).map(|p| &**p)
     }
 
     pub fn is_tracer(&self, key: ProcKey) -> bool {

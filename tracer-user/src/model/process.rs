@@ -50,6 +50,7 @@ impl Threads {
         match self.find(tid) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, span)),
             Err(i) => {
+                self.grow();
                 self.0.insert(i, (tid, span));
                 None
             }
@@ -61,11 +62,20 @@ impl Threads {
         let i = match self.find(tid) {
             Ok(i) => i,
             Err(i) => {
+                self.grow();
                 self.0.insert(i, (tid, span));
                 i
             }
         };
         &mut self.0[i].1
+    }
+
+    /// Room for one more: one at a time while short (most processes have one
+    /// thread; a first push reserves four).
+    fn grow(&mut self) {
+        if self.0.len() < 4 {
+            self.0.reserve_exact(1);
+        }
     }
 
     pub fn len(&self) -> usize {
