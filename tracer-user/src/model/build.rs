@@ -73,6 +73,7 @@ impl Builder {
         signal(
             &mut self.m,
             s.rec(),
+            [s.sender.who(), s.target.who()],
             [s.sender.comm.as_deref(), s.target.comm.as_deref()],
             s.sender_argv.as_ref(),
             &s.time,
@@ -82,7 +83,13 @@ impl Builder {
     /// A `kill_call` line read in place: as `push` of its record.
     pub fn push_kill_call(&mut self, k: &KillLine) {
         self.stamped(k.t);
-        kill_call(&mut self.m, k.rec(), k.sender.comm.as_deref(), &k.time);
+        kill_call(
+            &mut self.m,
+            k.rec(),
+            k.sender.who(),
+            k.sender.comm.as_deref(),
+            &k.time,
+        );
     }
 
     fn stamped(&mut self, t: u64) {
@@ -291,11 +298,18 @@ fn record(m: &mut Model, rec: &Record) {
         Record::Signal(s) => signal(
             m,
             SigRec::from(s),
+            [Who::from(&s.sender), Who::from(&s.target)],
             [s.sender.comm.as_deref(), s.target.comm.as_deref()],
             s.sender_argv.as_ref(),
             &s.at.time,
         ),
-        Record::KillCall(k) => kill_call(m, KillRec::from(k), k.sender.comm.as_deref(), &k.at.time),
+        Record::KillCall(k) => kill_call(
+            m,
+            KillRec::from(k),
+            Who::from(&k.sender),
+            k.sender.comm.as_deref(),
+            &k.at.time,
+        ),
         Record::Oom(o) => {
             let trigger = see(m, &o.trigger, o.at.t);
             m.ooms.push(OomEv {
@@ -370,12 +384,13 @@ pub(super) fn push_small<T>(v: &mut Vec<T>, x: T) {
 fn signal(
     m: &mut Model,
     s: SigRec,
+    ends: [Who; 2],
     comms: [Option<&str>; 2],
     sender_argv: Option<&Vec<String>>,
     time: &str,
 ) {
-    let sender = see_who(m, s.sender, comms[0], s.at.t);
-    let target = see_who(m, s.target, comms[1], s.at.t);
+    let sender = see_who(m, ends[0], comms[0], s.at.t);
+    let target = see_who(m, ends[1], comms[1], s.at.t);
     // An outside sender's argv, read at capture time: its only name.
     if let (Some(argv), Some(p)) = (sender_argv, m.procs.get_mut(&sender)) {
         if p.execs.is_empty() {
@@ -403,8 +418,8 @@ fn signal(
     });
 }
 
-fn kill_call(m: &mut Model, k: KillRec, comm: Option<&str>, time: &str) {
-    let sender = see_who(m, k.sender, comm, k.at.t);
+fn kill_call(m: &mut Model, k: KillRec, who: Who, comm: Option<&str>, time: &str) {
+    let sender = see_who(m, who, comm, k.at.t);
     active(m, sender, k.at.t);
     keep_odd_time(m, k.at, time);
     m.kill_calls.push(KillCallEv { ev: k, sender });
@@ -420,23 +435,23 @@ fn keep_odd_time(m: &mut Model, at: At, time: &str) {
 
 /// `signal.call.id` == `kill_call.call_id` of the same sender thread. Keyed
 /// by the sender's process identity too, so a recycled tid cannot cross-join.
-/// The first kill call of a key wins. A sorted vector, not a map: a signal
-/// storm has half a million kill calls, and a map of them cost 30 MB.
+/// The first kill call of a key wins. Sorted indices, not a map: a signal
+/// storm has half a million kill calls, and a map of their keys cost 30 MB.
 fn join_kill_calls(m: &mut Model) {
-    let mut by_id: Vec<((ProcKey, u32, u64), usize)> = m
-        .kill_calls
-        .iter()
-        .enumerate()
-        .map(|(i, k)| ((k.sender, k.ev.sender.tid, k.ev.call_id), i))
-        .collect();
+    let kills = &m.kill_calls;
+    let key = |i: u32| {
+        let k = &kills[i as usize];
+        (k.sender, k.ev.sender.tid, k.ev.call_id)
+    };
+    let mut by_key: Vec<u32> = (0..kills.len() as u32).collect();
     // Stable: among equal keys the first kill call stays first.
-    by_id.sort_by_key(|&(key, _)| key);
-    by_id.dedup_by_key(|&mut (key, _)| key);
+    by_key.sort_by_key(|&i| key(i));
+    by_key.dedup_by_key(|i| key(*i));
     for s in m.signals.iter_mut() {
         let Some(call) = &s.ev.call else { continue };
-        let key = (s.sender, s.ev.sender.tid, call.id);
-        if let Ok(j) = by_id.binary_search_by_key(&key, |&(k, _)| k) {
-            s.kill_call = Some(by_id[j].1);
+        let want = (s.sender, s.ev.sender.tid, call.id);
+        if let Ok(j) = by_key.binary_search_by_key(&want, |&i| key(i)) {
+            s.kill_call = Some(by_key[j] as usize);
         }
     }
 }

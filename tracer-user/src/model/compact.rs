@@ -110,6 +110,23 @@ impl Who {
     }
 }
 
+/// A task as a stored signal or kill call names it: the process it resolved
+/// to is kept beside it (`SignalEv::sender`), so no start time here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ids {
+    pub pid: u32,
+    pub tid: u32,
+}
+
+impl From<Who> for Ids {
+    fn from(w: Who) -> Ids {
+        Ids {
+            pid: w.pid,
+            tid: w.tid,
+        }
+    }
+}
+
 impl From<&Task> for Who {
     fn from(t: &Task) -> Who {
         Who {
@@ -124,8 +141,8 @@ impl From<&Task> for Who {
 #[derive(Debug, Clone)]
 pub struct SigRec {
     pub at: At,
-    pub sender: Who,
-    pub target: Who,
+    pub sender: Ids,
+    pub target: Ids,
     pub sig: i32,
     pub code: i32,
     pub errno: i32,
@@ -148,8 +165,8 @@ impl From<&Signal> for SigRec {
     fn from(s: &Signal) -> SigRec {
         SigRec {
             at: At::from(&s.at),
-            sender: Who::from(&s.sender),
-            target: Who::from(&s.target),
+            sender: Ids::from(Who::from(&s.sender)),
+            target: Ids::from(Who::from(&s.target)),
             sig: s.sig,
             code: s.code,
             errno: s.errno,
@@ -171,7 +188,7 @@ impl From<&Signal> for SigRec {
 #[derive(Debug, Clone)]
 pub struct KillRec {
     pub at: At,
-    pub sender: Who,
+    pub sender: Ids,
     pub syscall: Sym,
     pub sig: i32,
     pub sig_name: Sym,
@@ -187,7 +204,7 @@ impl From<&KillCall> for KillRec {
     fn from(k: &KillCall) -> KillRec {
         KillRec {
             at: At::from(&k.at),
-            sender: Who::from(&k.sender),
+            sender: Ids::from(Who::from(&k.sender)),
             syscall: Sym::new(&k.syscall),
             sig: k.sig,
             sig_name: Sym::new(&k.sig_name),

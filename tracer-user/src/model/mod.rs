@@ -14,7 +14,7 @@ mod threads;
 use std::collections::{BTreeMap, HashMap};
 
 pub use build::Builder;
-pub use compact::{At, CallRec, KillRec, SigRec, Sym, Who};
+pub use compact::{At, CallRec, Ids, KillRec, SigRec, Sym, Who};
 pub use process::{End, ExecInfo, ForkInfo, Process, ThreadSpan};
 
 use crate::eventlog::{EventLog, Oom, ProcKey, SnapshotTaken};
