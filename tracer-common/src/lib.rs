@@ -7,6 +7,8 @@
 //! `read_unaligned`, and converts the `kind` tag with `TryFrom`.
 #![no_std]
 
+pub mod signals;
+
 pub const COMM_LEN: usize = 16;
 /// Bytes of argv captured per exec (NUL-separated, as in /proc/PID/cmdline).
 pub const ARGV_LEN: usize = 4096;
@@ -25,6 +27,8 @@ pub enum RecordKind {
     OomVictim = 6,
     Stderr = 7,
     Existing = 8,
+    StderrTail = 9,
+    SignalSummary = 10,
 }
 
 impl TryFrom<u32> for RecordKind {
@@ -39,6 +43,8 @@ impl TryFrom<u32> for RecordKind {
             6 => Self::OomVictim,
             7 => Self::Stderr,
             8 => Self::Existing,
+            9 => Self::StderrTail,
+            10 => Self::SignalSummary,
             other => return Err(other),
         })
     }
@@ -112,6 +118,24 @@ impl DropReason {
             Self::InflightMapFull => "inflight_map_full",
         }
     }
+}
+
+/// A capture step that failed in a way that would otherwise lose data
+/// silently. Index into the per-CPU `FAILS` array, kept apart from `DROPS` so
+/// the trailer's per-CPU drop counters keep their shape.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailReason {
+    /// `bpf_probe_read_user` failed: a stderr buffer or an argv was unreadable.
+    UserRead = 0,
+    /// A task in a lifecycle hook read as a fault or an impossible value (a
+    /// wrong kernel offset): its event was lost.
+    TaskRead = 1,
+}
+pub const FAIL_REASONS: u32 = 2;
+
+impl FailReason {
+    pub const ALL: [FailReason; FAIL_REASONS as usize] = [Self::UserRead, Self::TaskRead];
 }
 
 /// A task as the kernel saw it. `start_ns` is the thread-group leader's
@@ -219,6 +243,55 @@ pub struct SignalRecord {
     pub seccomp_seen: u32,
 }
 
+/// Deliveries of one signal from one process to another that were counted
+/// in the kernel instead of logged one by one (a flood of handled or
+/// ignored signals, past the first `SIGNAL_FIRST_INDIVIDUAL`). `count` of
+/// them, the first at `first_ns` and the last at `last_ns`; the next
+/// delivery of the same kind is logged as a signal record right after.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SignalSummaryRecord {
+    pub hdr: RecordHeader,
+    pub sender: TaskId,
+    pub target: TaskId,
+    pub sender_comm: [u8; COMM_LEN],
+    pub target_comm: [u8; COMM_LEN],
+    pub sig: i32,
+    pub count: u32,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+/// Deliveries of one (sender, receiver, signal) always logged one by one
+/// before counting starts.
+pub const SIGNAL_FIRST_INDIVIDUAL: u32 = 8;
+/// (sender, signal) pairs counted at once per receiving process.
+pub const SIGNAL_SLOTS: usize = 4;
+
+/// One (sender, signal) pair being counted for a receiver. `sample` is the
+/// latest delivery not yet logged (when `pending`); `count` the earlier ones.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SignalSlot {
+    pub sender: TaskId,
+    pub sig: i32,
+    /// Deliveries seen (saturating): the first `SIGNAL_FIRST_INDIVIDUAL` are logged.
+    pub seen: u32,
+    pub count: u32,
+    pub pending: u32,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub sample: SignalRecord,
+}
+
+/// The map value per receiving process (keyed by tgid; `start_ns` checked).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SignalCounts {
+    pub start_ns: u64,
+    pub slots: [SignalSlot; SIGNAL_SLOTS],
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct KillCallRecord {
@@ -298,6 +371,37 @@ pub struct StderrRecord {
 
 pub const STDERR_HEADER_LEN: usize = core::mem::size_of::<StderrRecord>() - STDERR_CHUNK;
 
+/// Bytes of fd 2 kept per process in the kernel (a ring of bytes; a power
+/// of two so positions wrap with a mask). Emitted once, at the process's
+/// exit: O(processes) ring-buffer traffic instead of O(writes).
+pub const TAIL_CAP: usize = 8192;
+/// Room past the ring for the verifier: each copy into the ring is at most
+/// `TAIL_CHUNK` bytes at an offset below `TAIL_CAP`, and the masked size
+/// the verifier sees can be up to `2 * TAIL_CHUNK - 1`.
+pub const TAIL_CHUNK: usize = 1024;
+
+/// A process's stderr tail: the map value while it lives (keyed by tgid,
+/// `task.start_ns` checked), and the wire record at its exit, cut to
+/// `STDERR_TAIL_HEADER_LEN + len` bytes. `data` is a ring: once `written`
+/// exceeds `TAIL_CAP`, the oldest byte is at `written % TAIL_CAP`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct StderrTail {
+    pub hdr: RecordHeader,
+    pub task: TaskId,
+    /// Bytes the writes asked to write, summed.
+    pub total: u64,
+    /// Bytes put into the ring, summed (the tail of each write).
+    pub written: u64,
+    /// Bytes of `data` on the wire: `min(written, TAIL_CAP)`.
+    pub len: u32,
+    pub _pad: u32,
+    pub data: [u8; TAIL_CAP + 2 * TAIL_CHUNK],
+}
+
+pub const STDERR_TAIL_HEADER_LEN: usize =
+    core::mem::size_of::<StderrTail>() - TAIL_CAP - 2 * TAIL_CHUNK;
+
 /// Kernel struct field offsets resolved from the running kernel's BTF at load
 /// time (never baked in at build time). `u32::MAX` means "not available".
 #[repr(C)]
@@ -311,6 +415,16 @@ pub struct KernelOffsets {
     pub task_exit_code: u32,
     pub task_signal: u32,
     pub task_mm: u32,
+    /// Signal dispositions: `task->sighand`, `sighand_struct.action`, the
+    /// size of one `k_sigaction`, and `sa.sa_handler` within it.
+    pub task_sighand: u32,
+    pub sighand_action: u32,
+    pub ksigaction_size: u32,
+    pub ksigaction_handler: u32,
+    /// `task->blocked` and `task->real_blocked` (sigset_t; the latter holds
+    /// the mask while sigwait runs with the awaited signals unblocked).
+    pub task_blocked: u32,
+    pub task_real_blocked: u32,
     pub task_cgroups: u32,
     pub task_comm: u32,
     pub task_files: u32,
@@ -356,6 +470,12 @@ impl KernelOffsets {
         task_exit_code: OFFSET_NONE,
         task_signal: OFFSET_NONE,
         task_mm: OFFSET_NONE,
+        task_sighand: OFFSET_NONE,
+        sighand_action: OFFSET_NONE,
+        ksigaction_size: OFFSET_NONE,
+        ksigaction_handler: OFFSET_NONE,
+        task_blocked: OFFSET_NONE,
+        task_real_blocked: OFFSET_NONE,
         task_cgroups: OFFSET_NONE,
         task_comm: OFFSET_NONE,
         task_files: OFFSET_NONE,
@@ -410,4 +530,6 @@ mod pod {
     unsafe impl aya::Pod for KernelOffsets {}
     unsafe impl aya::Pod for RuntimeConfig {}
     unsafe impl aya::Pod for TaskId {}
+    unsafe impl aya::Pod for StderrTail {}
+    unsafe impl aya::Pod for SignalCounts {}
 }

@@ -6,12 +6,14 @@
 #![no_std]
 #![no_main]
 
+mod diag;
 mod existing;
 mod kill_calls;
 mod maps;
 mod oom;
 mod process;
 mod signal;
+mod signal_agg;
 mod stderr;
 mod task;
 

@@ -3,7 +3,10 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use tracer_common::{DropReason, KernelOffsets, RuntimeConfig, StderrRecord, DROP_REASONS};
+use tracer_common::{
+    DropReason, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail,
+    DROP_REASONS, TAIL_CAP, TAIL_CHUNK,
+};
 
 /// Offsets resolved by user space from the running kernel's BTF.
 #[unsafe(no_mangle)]
@@ -22,6 +25,33 @@ pub static SIZE_MASK: u64 = tracer_common::STDERR_CHUNK as u64 - 1;
 #[inline(always)]
 pub fn size_mask() -> u64 {
     unsafe { core::ptr::read_volatile(&SIZE_MASK) }
+}
+
+/// `TAIL_CAP - 1` and `2 * TAIL_CHUNK - 1`: the same volatile-mask trick
+/// for offsets into, and copy sizes of, the per-process stderr tails.
+#[unsafe(no_mangle)]
+pub static TAIL_MASK: u64 = TAIL_CAP as u64 - 1;
+#[unsafe(no_mangle)]
+pub static CHUNK_MASK: u64 = 2 * TAIL_CHUNK as u64 - 1;
+
+#[inline(always)]
+pub fn tail_mask() -> u64 {
+    unsafe { core::ptr::read_volatile(&TAIL_MASK) }
+}
+
+#[inline(always)]
+pub fn chunk_mask() -> u64 {
+    unsafe { core::ptr::read_volatile(&CHUNK_MASK) }
+}
+
+/// Non-zero: one ring record per stderr write (the tail is kept in user
+/// space), for `--last-words-bytes` beyond what a kernel tail holds.
+#[unsafe(no_mangle)]
+pub static STDERR_PER_WRITE: u32 = 0;
+
+#[inline(always)]
+pub fn stderr_per_write() -> bool {
+    unsafe { core::ptr::read_volatile(&STDERR_PER_WRITE) != 0 }
 }
 
 /// Read one offset so the compiler cannot fold the default in.
@@ -53,6 +83,41 @@ pub static INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(8192, 0)
 #[map]
 pub static STDERR_SCRATCH: PerCpuArray<StderrRecord> = PerCpuArray::with_max_entries(1, 0);
 
+/// tgid -> the end of what the process wrote to fd 2 (`task.start_ns`
+/// checked), emitted at its exit. Preallocated (run-time allocation is
+/// unsafe in tracing programs); when full, a process's writes fall back to
+/// one ring record each, so nothing is lost.
+#[map]
+pub static STDERR_TAILS: HashMap<u32, StderrTail> = HashMap::with_max_entries(1024, 0);
+
+/// A zeroed tail to insert from (too big for the BPF stack). Only its
+/// header fields are ever written.
+#[map]
+pub static TAIL_INIT: PerCpuArray<StderrTail> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per-CPU staging of one write's bytes: read from user memory whole before
+/// any of it goes into the tail, so a faulting read leaves the tail intact.
+#[map]
+pub static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP]> = PerCpuArray::with_max_entries(1, 0);
+
+/// Non-zero (`--all-signals`): every signal delivery is logged, none counted.
+#[unsafe(no_mangle)]
+pub static ALL_SIGNALS: u32 = 0;
+
+#[inline(always)]
+pub fn all_signals() -> bool {
+    unsafe { core::ptr::read_volatile(&ALL_SIGNALS) != 0 }
+}
+
+/// Receiving tgid -> deliveries being counted instead of logged (see
+/// signal_agg.rs). When full, deliveries are logged one by one: no loss.
+#[map]
+pub static SIGNAL_COUNTS: HashMap<u32, SignalCounts> = HashMap::with_max_entries(4096, 0);
+
+/// Zeroed value to insert from (too big for the BPF stack).
+#[map]
+pub static SIGNAL_COUNTS_INIT: PerCpuArray<SignalCounts> = PerCpuArray::with_max_entries(1, 0);
+
 #[map]
 pub static CONFIG: Array<RuntimeConfig> = Array::with_max_entries(1, 0);
 
@@ -75,6 +140,9 @@ pub struct Inflight {
 pub fn count_drop(reason: DropReason) {
     if let Some(p) = DROPS.get_ptr_mut(reason as u32) {
         unsafe { *p += 1 };
+    }
+    if !matches!(reason, DropReason::RingBufFull) {
+        crate::diag::map_full(reason);
     }
 }
 

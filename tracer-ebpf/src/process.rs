@@ -9,6 +9,7 @@ use tracer_common::{
 };
 
 use crate::{
+    diag::{self, checked_task},
     maps::{config, count_drop, is_tracked, off, tracer_tgid, track, untrack, EVENTS},
     task::{comm, header, ns_pid, read, task_id, Ptr},
 };
@@ -16,8 +17,8 @@ use crate::{
 pub fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let parent: Ptr = ctx.arg(0);
     let child: Ptr = ctx.arg(1);
-    let parent_id = task_id(parent).ok_or(())?;
-    let mut child_id = task_id(child).ok_or(())?;
+    let parent_id = checked_task(task_id(parent), diag::FORK_PARENT).ok_or(())?;
+    let mut child_id = checked_task(task_id(child), diag::FORK_CHILD).ok_or(())?;
     let is_thread = child_id.tgid == parent_id.tgid;
     if !is_thread {
         // A new process leads its own group; its leader pointer may still be
@@ -63,7 +64,7 @@ pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let task: Ptr = ctx.arg(0);
     let old_tid: i32 = ctx.arg(1);
     let bprm: Ptr = ctx.arg(2);
-    let id = task_id(task).ok_or(())?;
+    let id = checked_task(task_id(task), diag::EXEC).ok_or(())?;
     if !is_tracked(id.tgid, id.start_ns) {
         return Ok(0);
     }
@@ -99,6 +100,8 @@ pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
                     == 0
                 {
                     copied = len;
+                } else {
+                    diag::argv_unreadable(id.tgid, start, len);
                 }
             }
         }
@@ -111,7 +114,7 @@ pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
 
 pub fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let task: Ptr = ctx.arg(0);
-    let id = task_id(task).ok_or(())?;
+    let id = checked_task(task_id(task), diag::EXIT).ok_or(())?;
     if !is_tracked(id.tgid, id.start_ns) {
         return Ok(0);
     }
@@ -124,6 +127,10 @@ pub fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         .unwrap_or(id.tid == id.tgid);
     if group_dead {
         untrack(id.tgid);
+        // Its stderr tail and its counted signals go first: the exit
+        // record is what logs the tail, and the log keeps the order.
+        crate::stderr::flush_tail(&id);
+        crate::signal_agg::flush(&id, true);
     }
     let Some(mut entry) = EVENTS.reserve::<ExitRecord>(0) else {
         count_drop(DropReason::RingBufFull);

@@ -1,17 +1,17 @@
 //! signal_generate: every signal that touches the run, joined in the kernel to
 //! the kill-family call (if any) the sending thread is inside.
 use aya_ebpf::{helpers::bpf_get_current_pid_tgid, programs::BtfTracePointContext};
-use tracer_common::{DropReason, RecordKind, SignalRecord};
+use tracer_common::{
+    signals::{SIGSYS, SI_KERNEL, SI_USER, SYS_SECCOMP},
+    DropReason, RecordKind, SignalRecord,
+};
 
 use crate::{
     maps::{count_drop, is_tracked, tracer_tgid, EVENTS, INFLIGHT},
+    signal_agg,
     task::{comm, current, header, read, task_id, Ptr},
 };
 
-const SI_USER: i32 = 0;
-const SI_KERNEL: i32 = 0x80;
-const SIGSYS: i32 = 31;
-const SYS_SECCOMP: i32 = 1;
 /// offsetof(kernel_siginfo, _sifields._sigsys._syscall) on 64-bit: the
 /// union starts at 16, after the 8-byte `_call_addr`.
 const SI_SYSCALL_OFF: u32 = 24;
@@ -61,11 +61,7 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         None => (0, 0, 0),
     };
 
-    let Some(mut entry) = EVENTS.reserve::<SignalRecord>(0) else {
-        count_drop(DropReason::RingBufFull);
-        return Ok(0);
-    };
-    entry.write(SignalRecord {
+    let rec = SignalRecord {
         hdr: header(RecordKind::Signal as u32),
         sender,
         target: target_id,
@@ -81,7 +77,21 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         target_arg,
         seccomp_nr,
         seccomp_seen: (seccomp_nr >= 0) as u32,
-    });
-    entry.submit(0);
+    };
+    // A flood between two processes of the run is counted, not logged;
+    // what crosses the run's boundary is always logged (foreign signals).
+    if target_in && sender_in && signal_agg::countable(target, sig) {
+        if signal_agg::count(&target_id, &rec) {
+            return Ok(0);
+        }
+    }
+    if target_in {
+        // What was counted for this receiver comes first: the log keeps
+        // its order.
+        signal_agg::flush(&target_id, false);
+    }
+    if EVENTS.output::<SignalRecord>(&rec, 0).is_err() {
+        count_drop(DropReason::RingBufFull);
+    }
     Ok(0)
 }

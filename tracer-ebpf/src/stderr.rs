@@ -1,13 +1,31 @@
 //! Last words: what traced processes write to fd 2, captured at the write and
 //! writev syscalls so it survives a test runner that swallows output.
-//! User space keeps only the last bytes per process (bounded memory).
-use aya_ebpf::{helpers::generated::bpf_probe_read_user, programs::TracePointContext};
-use tracer_common::{DropReason, RecordKind, StderrRecord, STDERR_CHUNK, STDERR_HEADER_LEN};
+//!
+//! Each process's last `TAIL_CAP` bytes are kept in the kernel
+//! (`STDERR_TAILS`) and emitted once, just before its exit record: one ring
+//! record per process, not one per write. Per-write records remain for
+//! `STDERR_PER_WRITE` and for processes the tail map has no room for.
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_user},
+    programs::TracePointContext,
+};
+use tracer_common::{
+    DropReason, RecordKind, StderrRecord, StderrTail, TaskId, STDERR_CHUNK, STDERR_HEADER_LEN,
+    STDERR_TAIL_HEADER_LEN, TAIL_CAP, TAIL_CHUNK,
+};
 
 use crate::{
-    maps::{count_drop, is_tracked, off, size_mask, EVENTS, STDERR_SCRATCH},
+    maps::{
+        chunk_mask, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
+        STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
+    },
     task::{current, header, read, task_id, Ptr},
 };
+
+/// Copies into the ring per write: a write's tail (< TAIL_CAP bytes) in
+/// TAIL_CHUNK pieces, plus one for the wrap.
+const MAX_CHUNKS: u32 = (TAIL_CAP / TAIL_CHUNK) as u32 + 1;
 
 const TP_ARG0: usize = 16;
 const STDOUT_FD: u64 = 1;
@@ -22,17 +40,20 @@ pub fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     }
     let buf: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
     let count: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
-    if in_scope() {
-        emit(buf, count);
+    if let Some(id) = in_scope() {
+        capture(id, buf, count);
     }
     Ok(0)
 }
 
 pub fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
-    if !is_stderr(fd) || !in_scope() {
+    if !is_stderr(fd) {
         return Ok(0);
     }
+    let Some(id) = in_scope() else {
+        return Ok(0);
+    };
     let vec: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
     let vlen: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
     for i in 0..MAX_IOV {
@@ -43,7 +64,7 @@ pub fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
         let Ok([base, len]) = (unsafe { aya_ebpf::helpers::bpf_probe_read_user(iov) }) else {
             break;
         };
-        emit(base, len);
+        capture(id, base, len);
     }
     Ok(0)
 }
@@ -70,18 +91,133 @@ fn same_file_as_stderr() -> Option<bool> {
 }
 
 #[inline(always)]
-fn in_scope() -> bool {
-    match task_id(current()) {
-        Some(id) => is_tracked(id.tgid, id.start_ns),
-        None => false,
+fn in_scope() -> Option<TaskId> {
+    let id = task_id(current())?;
+    is_tracked(id.tgid, id.start_ns).then_some(id)
+}
+
+/// Into the process's kernel tail; a record of its own when there is none.
+#[inline(always)]
+fn capture(id: TaskId, buf: u64, count: u64) {
+    if count == 0 {
+        return;
     }
+    if stderr_per_write() {
+        return emit(buf, count);
+    }
+    match tail_of(&id) {
+        Some(tail) => append(id.tgid, tail, buf, count),
+        None => emit(buf, count),
+    }
+}
+
+/// The tail of `id`'s process, created (or reset, when a stale entry of a
+/// reused pid is found) as needed; `None` when the map is full.
+#[inline(always)]
+fn tail_of(id: &TaskId) -> Option<*mut StderrTail> {
+    if let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) {
+        unsafe {
+            if (*t).task.start_ns != id.start_ns {
+                (*t).task.start_ns = id.start_ns;
+                (*t).total = 0;
+                (*t).written = 0;
+            }
+        }
+        return Some(t);
+    }
+    let init = TAIL_INIT.get_ptr_mut(0)?;
+    unsafe {
+        (*init).task = TaskId {
+            tid: id.tgid,
+            tgid: id.tgid,
+            start_ns: id.start_ns,
+        };
+        (*init).total = 0;
+        (*init).written = 0;
+        // EEXIST (another thread won the race) is fine: look it up again.
+        let _ = STDERR_TAILS.insert(&id.tgid, &*init, BPF_NOEXIST as u64);
+    }
+    STDERR_TAILS.get_ptr_mut(&id.tgid)
+}
+
+/// Append the last bytes of a write to the ring of bytes. Threads of one
+/// process may interleave here: their bytes may mix, but every copy is
+/// masked into the value, so nothing is written out of bounds.
+#[inline(always)]
+fn append(tgid: u32, tail: *mut StderrTail, buf: u64, count: u64) {
+    let Some(scratch) = TAIL_SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
+    const MAX: u64 = TAIL_CAP as u64 - 1;
+    let len = if count > MAX { MAX } else { count };
+    let src = buf + count - len;
+    let len = len & tail_mask();
+    unsafe {
+        // Whole, or not at all: a faulting read must not half-overwrite the tail.
+        if bpf_probe_read_user(scratch as *mut _, len as u32, src as *const _) != 0 {
+            crate::diag::stderr_unreadable(tgid, src, len);
+            return;
+        }
+        let w = (*tail).written;
+        let data = (*tail).data.as_mut_ptr();
+        let mut done = 0u64;
+        for _ in 0..MAX_CHUNKS {
+            if done >= len {
+                break;
+            }
+            // Straight to the end of the ring at most, then wrap.
+            let pos = (w + done) & tail_mask();
+            let mut n = len - done;
+            if n > TAIL_CHUNK as u64 {
+                n = TAIL_CHUNK as u64;
+            }
+            if n > TAIL_CAP as u64 - pos {
+                n = TAIL_CAP as u64 - pos;
+            }
+            let n = n & chunk_mask();
+            let from = (scratch as *const u8).add((done & tail_mask()) as usize);
+            bpf_probe_read_kernel(data.add(pos as usize) as *mut _, n as u32, from as *const _);
+            done += n;
+        }
+        (*tail).written = w + len;
+        (*tail).total += count;
+    }
+}
+
+/// The process is gone (its last thread exited): emit its tail, if it
+/// wrote anything, and free the entry. Called before its exit record, so
+/// user space has the words when it logs the death.
+#[inline(always)]
+pub fn flush_tail(id: &TaskId) {
+    let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) else {
+        return;
+    };
+    unsafe {
+        let w = (*t).written;
+        if (*t).task.start_ns == id.start_ns && w > 0 {
+            (*t).hdr = header(RecordKind::StderrTail as u32);
+            (*t).task.tid = id.tid;
+            let out = if w >= TAIL_CAP as u64 {
+                (*t).len = TAIL_CAP as u32;
+                EVENTS.output::<[u8]>(
+                    core::slice::from_raw_parts(t as *const u8, STDERR_TAIL_HEADER_LEN + TAIL_CAP),
+                    0,
+                )
+            } else {
+                (*t).len = w as u32;
+                let total = STDERR_TAIL_HEADER_LEN + (w & tail_mask()) as usize;
+                EVENTS.output::<[u8]>(core::slice::from_raw_parts(t as *const u8, total), 0)
+            };
+            if out.is_err() {
+                count_drop(DropReason::RingBufFull);
+            }
+        }
+    }
+    let _ = STDERR_TAILS.remove(&id.tgid);
 }
 
 #[inline(always)]
 fn emit(buf: u64, count: u64) {
-    if count == 0 {
-        return;
-    }
     let Some(rec) = STDERR_SCRATCH.get_ptr_mut(0) else {
         return;
     };
@@ -104,6 +240,7 @@ fn emit(buf: u64, count: u64) {
             src as *const _,
         ) != 0
         {
+            crate::diag::stderr_unreadable(id.tgid, src, len);
             return;
         }
         (*rec).len = len as u32;

@@ -56,8 +56,12 @@ pub enum TracerError {
     NoCommand,
     #[error("waiting for the command: {0}")]
     Wait(#[source] nix::errno::Errno),
+    #[error("waiting for the command: {0}")]
+    WaitIo(#[source] std::io::Error),
     #[error("polling the ring buffer: {0}")]
-    PollRing(#[source] nix::errno::Errno),
+    PollRing(#[source] std::io::Error),
+    #[error("cannot start the event loop: {0}")]
+    Runtime(#[source] std::io::Error),
     #[error("cannot start the watchdog (pipe): {0}")]
     WatchdogPipe(#[source] std::io::Error),
     #[error("cannot start the watchdog (fork): {0}")]

@@ -186,6 +186,7 @@ fn bash_reraises_sigint_after_its_foreground_child() {
         sh.args(["-c", "sh -c 'echo ready; exec sleep 60'; echo after"])
             .process_group(0);
         let (mut sh, _) = spawn_ready(sh);
+        wait_child_runs(sh.id(), "sleep");
         wait_in_do_wait(sh.id());
         let group = format!("-{}", sh.id());
         let mut k = Command::new("kill")

@@ -130,7 +130,7 @@ fn prometheus_scrapes_the_deaths_a_daemon_sees() {
             .args([
                 "-c",
                 "read go; \
-                 sleep 30 & a=$!; sh -c \"kill -KILL $a\"; wait $a; \
+                 sleep 30 & a=$!; until read c </proc/$a/comm && [ \"$c\" = sleep ]; do :; done; sh -c \"kill -KILL $a\"; wait $a; \
                  sleep 30 & kill -TERM $!; wait; \
                  python3 -c 'import ctypes; ctypes.string_at(0)'; \
                  kill -TERM 4194400 2>/dev/null; exit 0",

@@ -149,7 +149,10 @@ fn certificates_arrive_as_otlp_log_records() {
         &[
             "sh",
             "-c",
-            "sleep 30 & a=$!; sh -c \"kill -KILL $a\"; wait $a; \
+            // Kill only once the child runs sleep, not while it is still the
+            // forked shell.
+            "sleep 30 & a=$!; until read c </proc/$a/comm && [ \"$c\" = sleep ]; do :; done; \
+             sh -c \"kill -KILL $a\"; wait $a; \
              python3 -c 'import ctypes; ctypes.string_at(0)'; \
              kill -TERM 4194400 2>/dev/null; exit 3",
         ],
@@ -340,7 +343,7 @@ fn a_daemon_exports_deaths_while_it_runs_and_each_once() {
     let mut sh = Command::new("sh")
         .args([
             "-c",
-            "read go; sleep 30 & a=$!; sh -c \"kill -KILL $a\"; wait $a; read end",
+            "read go; sleep 30 & a=$!; until read c </proc/$a/comm && [ \"$c\" = sleep ]; do :; done; sh -c \"kill -KILL $a\"; wait $a; read end",
         ])
         .stdin(Stdio::piped())
         .spawn()

@@ -19,6 +19,7 @@ use crate::eventlog::ProcKey;
 pub(crate) type Image = (ProcKey, usize);
 
 /// One process of an ancestry chain, as it was when the chain was cited.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Ancestor {
     /// Its index in `ancestors`: what `ancestry_id` and `parent_id` name.

@@ -1,6 +1,11 @@
 //! Caught, then re-raised or exited: which signal a process caught (it ran
 //! on after the delivery) explains how it ended, and whether the run had
 //! been cancelled or timed out by then. Rules stated in docs/report.md.
+use tracer_common::signals::{
+    SIGCHLD, SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGSTOP, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG,
+    SIGWINCH,
+};
+
 use super::sigfacts::{sent_by_process, FAULT_SIGS, SIGKILL};
 use crate::{
     eventlog::{ExitStatus, ProcKey},
@@ -12,10 +17,12 @@ use crate::{
 /// docs/report.md and the ranking rule.
 pub const CAUGHT_EXIT_WINDOW_NS: u64 = 5_000_000_000;
 /// Requests to stop: a non-zero exit soon after catching one is its doing.
-const SHUTDOWN_SIGS: [i32; 4] = [1, 2, 3, 15]; // HUP INT QUIT TERM
+const SHUTDOWN_SIGS: [i32; 4] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM];
 /// Signals whose default action does not end a process: catching one says
 /// nothing about a death.
-const HARMLESS_SIGS: [i32; 8] = [17, 18, 19, 20, 21, 22, 23, 28]; // CHLD CONT STOP TSTP TTIN TTOU URG WINCH
+const HARMLESS_SIGS: [i32; 8] = [
+    SIGCHLD, SIGCONT, SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGWINCH,
+];
 
 /// The caught signal a non-zero exit is blamed on: a caught N before an exit
 /// 128+N (a shell's or a handler's "died of N"), else a caught request to

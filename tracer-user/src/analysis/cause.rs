@@ -11,8 +11,9 @@ use crate::{
 
 pub(crate) use super::sigfacts::{sent_by_process, FAULT_SIGS};
 pub use super::sigfacts::{SIGCHLD, SIGKILL, SIGPIPE};
+use tracer_common::signals::{SIGHUP, SIGINT, SIGTERM};
 /// Termination signals an orderly shutdown sends: INT HUP TERM KILL.
-pub(super) const STOP_SIGS: [i32; 4] = [2, 1, 15, SIGKILL];
+pub(super) const STOP_SIGS: [i32; 4] = [SIGINT, SIGHUP, SIGTERM, SIGKILL];
 /// A parent-death signal is sent while the parent thread exits; its exit
 /// record lands just before (exit tracepoint precedes exit_notify) — a large
 /// address space can take a while to tear down in between.

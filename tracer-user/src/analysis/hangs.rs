@@ -1,14 +1,13 @@
 //! What the log adds to a hang snapshot: which of its processes were leaked
 //! (the parent that forked them had ended), and who stopped a stopped one.
+use tracer_common::signals::STOP_SIGS;
+
 use super::{wording as w, AnalysisOptions, Ctx};
 use crate::{
     eventlog::ProcKey,
     model::Model,
     snapshot::{LogFacts, Snapshot},
 };
-
-/// SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU.
-const STOP_SIGS: [i32; 4] = [19, 20, 21, 22];
 
 /// The log's facts about the processes of `snap`, taken at time `t`.
 pub fn snapshot_facts(model: &Model, t: u64, snap: &Snapshot) -> LogFacts {

@@ -40,15 +40,21 @@ pub struct AnalysisOptions {
     pub watch: Vec<Regex>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Analysis {
+    /// Certificates per rank.
     pub counts: DeathCounts,
     /// Ranked: unexpected, then non-zero exits, then expected; within a rank
     /// by time of death.
     pub certificates: Vec<Certificate>,
+    /// Other non-zero exits, grouped, most frequent first.
     pub other_exits: Vec<ExitGroup>,
+    /// Failed kill-family calls (ESRCH, EPERM), in log order.
     pub near_misses: Vec<NearMiss>,
+    /// Process-sent signals between the run and the outside, in log order.
     pub foreign_signals: Vec<ForeignSignal>,
+    /// Run processes still running when the log ended.
     pub leftovers: Vec<Leftover>,
     /// Every ancestry chain cited above, each process once per chain tail:
     /// an `ancestry_id` is an index here (see [`chain`]).

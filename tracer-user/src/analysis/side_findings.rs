@@ -7,11 +7,14 @@ use super::types::{ProcRef, SignalRef, TargetNs};
 use crate::eventlog::ExitStatus;
 
 /// Non-zero exits too small for a certificate, grouped.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct ExitGroup {
     /// Program name (basename of the exec'd file, else comm).
     pub program: String,
+    /// The shared status.
     pub status: ExitStatus,
+    /// How many processes.
     pub count: usize,
     /// One full command line from the group.
     pub example: String,
@@ -22,29 +25,43 @@ pub struct ExitGroup {
 }
 
 /// A kill-family call that failed: it reached nobody.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct NearMiss {
+    /// Sequence number of the kill_call event.
     pub seq: u64,
+    /// Wall-clock time.
     pub time: String,
+    /// The caller.
     pub sender: ProcRef,
+    /// The calling thread.
     pub sender_tid: u32,
+    /// The syscall.
     pub syscall: String,
+    /// Signal number (0 = liveness probe).
     pub sig: i32,
+    /// Signal name.
     pub sig_name: String,
+    /// The first argument as given.
     pub target_arg: i64,
+    /// The thread argument, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tid_arg: Option<i64>,
+    /// What it aimed at, in words.
     pub aimed_at: String,
     /// The sender was in a deeper pid namespace: `target_arg` is its pid there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_ns: Option<TargetNs>,
+    /// Return value (negative errno).
     pub ret: i64,
+    /// ESRCH: no such process; EPERM: not permitted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errno: Option<String>,
     /// Signal 0: a liveness probe, not an attempt to signal.
     pub probe: bool,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
@@ -53,23 +70,34 @@ pub enum Direction {
 }
 
 /// A signal crossing the run's boundary, sent by a process (not the kernel).
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct ForeignSignal {
+    /// Which way it crossed.
     pub direction: Direction,
+    /// The signal event.
     pub signal: SignalRef,
+    /// The sender.
     pub sender: ProcRef,
+    /// The sending thread.
     pub sender_tid: u32,
+    /// Sent by the tracer itself (forwarding or timeout).
     pub sender_is_tracer: bool,
+    /// The target process.
     pub target: ProcRef,
+    /// The call in C notation, if captured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
 }
 
 /// A run process still alive when the command exited (`leak` record), or,
 /// in a log without leak records, one with no recorded end.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Leftover {
+    /// The process.
     pub process: ProcRef,
+    /// Start time, wall clock.
     pub started_at: String,
     /// Its parent's entry in `Analysis::ancestors` (see `Victim::ancestry`).
     #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
@@ -88,14 +116,22 @@ pub struct Leftover {
 }
 
 /// A `leak` record: the process as /proc showed it at the command's exit.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct LeakFacts {
+    /// Sequence number of the leak record.
     pub seq: u64,
+    /// When it was recorded, wall clock.
     pub time: String,
+    /// Its parent at the command's exit.
     pub ppid: u32,
+    /// Its process group then.
     pub pgid: u32,
+    /// Its session then.
     pub sid: u32,
+    /// Its command line from /proc.
     pub argv: Vec<String>,
+    /// Its executable from /proc, when readable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
     /// Its parent died: re-parented to the tracer (a subreaper) or init.
@@ -106,9 +142,13 @@ pub struct LeakFacts {
     pub fds: Vec<String>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeathCounts {
+    /// Unexpected deaths.
     pub unexpected: usize,
+    /// Workers that exited non-zero.
     pub nonzero_exit: usize,
+    /// Expected stops.
     pub expected: usize,
 }

@@ -1,16 +1,11 @@
-//! Facts about signals every cause rule shares: numbers, the kernel's own
-//! fault signals, and whether a process (not the kernel) sent one. A leaf:
+//! Facts about signals every cause rule shares: numbers and the kernel's own
+//! fault signals (from tracer_common::signals, the one table), and whether a
+//! process (not the kernel) sent one. A leaf:
 //! cause and caught both read it, neither through the other.
 use crate::model::SignalEv;
 
-pub const SIGKILL: i32 = 9;
-pub const SIGPIPE: i32 = 13;
-pub const SIGCHLD: i32 = 17;
-const SI_USER: i32 = 0;
-const SI_QUEUE: i32 = -1;
-const SI_TKILL: i32 = -6;
-/// Signals the kernel raises for a faulting instruction (positive si_code).
-pub const FAULT_SIGS: [i32; 6] = [4, 5, 7, 8, 11, 31]; // ILL TRAP BUS FPE SEGV SYS
+pub use tracer_common::signals::{FAULT_SIGS, SIGCHLD, SIGKILL, SIGPIPE};
+use tracer_common::signals::{SI_QUEUE, SI_TKILL, SI_USER};
 
 /// A signal a process asked for (kill family, or a syscall we joined),
 /// as opposed to one the kernel raised (faults, OOM, timers, SIGCHLD).

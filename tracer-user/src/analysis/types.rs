@@ -1,13 +1,16 @@
 //! What the analysis produces. These types are serialized as-is into
-//! report.json, so every field here is documented in docs/report.md and
-//! docs/report.schema.json; change them only together with those.
+//! report.json: a field's doc comment is its description in
+//! docs/report.schema.json (derived, report/schema_tests.rs), and every
+//! field is named in docs/report.md.
 use serde::Serialize;
 
 use crate::eventlog::{ExitStatus, Memcg, OomRss};
 
 /// A process as a report names it.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct ProcRef {
+    /// Process id (tgid).
     pub pid: u32,
     /// Process start, CLOCK_BOOTTIME ns: with `pid`, the process identity.
     pub start: u64,
@@ -20,6 +23,7 @@ pub struct ProcRef {
     /// Path given to the exec in force, if the process exec'd.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filename: Option<String>,
+    /// The kernel's 15-character task name, last seen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comm: Option<String>,
     /// Part of the traced run (the wrapped command and its descendants).
@@ -32,6 +36,7 @@ pub struct ProcRef {
 
 /// A kill target given inside a deeper pid namespace than the log's: the
 /// caller's namespace, and the process it named there.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq)]
 pub struct TargetNs {
     /// Inode number of the caller's pid namespace.
@@ -43,6 +48,7 @@ pub struct TargetNs {
 }
 
 /// How a death is ranked. Order matters: lower sorts first.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Rank {
@@ -54,6 +60,7 @@ pub enum Rank {
     Expected,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum CauseKind {
@@ -89,6 +96,7 @@ pub enum CauseKind {
     TimeoutFired,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Relation {
@@ -104,14 +112,22 @@ pub enum Relation {
 }
 
 /// One `signal` event as a report cites it.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct SignalRef {
+    /// Sequence number of the signal event in the log.
     pub seq: u64,
+    /// CLOCK_BOOTTIME ns.
     pub t: u64,
+    /// Wall-clock time, RFC 3339 UTC.
     pub time: String,
+    /// Signal number.
     pub sig: i32,
+    /// Signal name, e.g. SIGKILL.
     pub sig_name: String,
+    /// si_code.
     pub code: i32,
+    /// si_code name: SI_USER, SI_TKILL, SI_QUEUE, SI_KERNEL, SEGV_MAPERR, ...
     pub code_name: String,
     /// delivered | ignored | already_pending | ...
     pub result: String,
@@ -121,8 +137,10 @@ pub struct SignalRef {
     pub group: bool,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Cause {
+    /// Cause class; see docs/report.md.
     pub kind: CauseKind,
     /// One sentence.
     pub summary: String,
@@ -147,8 +165,10 @@ pub struct Cause {
 }
 
 /// How the kernel (or a well-known program) ended the process, in facts.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Mechanism {
+    /// Which path or idiom.
     pub kind: MechanismKind,
     /// One sentence.
     pub detail: String,
@@ -163,6 +183,7 @@ pub struct Mechanism {
     /// The syscall seccomp forbade: number (x86-64) and name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub syscall_nr: Option<i64>,
+    /// Its name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub syscall: Option<String>,
     /// The thread whose exit fired a parent-death signal.
@@ -170,6 +191,7 @@ pub struct Mechanism {
     pub thread: Option<u32>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum MechanismKind {
@@ -192,14 +214,17 @@ pub enum MechanismKind {
     ParentThreadExit,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Killer {
+    /// The sender, as it was when it sent.
     pub process: ProcRef,
     /// The sending thread.
     pub tid: u32,
     /// Its parent's entry in `Analysis::ancestors` (see `Victim::ancestry`).
     #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
     pub ancestry: Option<usize>,
+    /// The sender's relation to the victim.
     pub relation: Relation,
     /// kill | tkill | tgkill | pidfd_send_signal | rt_sigqueueinfo | ...;
     /// absent when the syscall was not captured.
@@ -208,6 +233,7 @@ pub struct Killer {
     /// The first argument exactly as given (negative = process group).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_arg: Option<i64>,
+    /// The thread argument of tgkill / rt_tgsigqueueinfo.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tid_arg: Option<i64>,
     /// What the call aimed at, in words: "pid 4242", "process group 4242".
@@ -218,6 +244,7 @@ pub struct Killer {
     /// The call in C notation, e.g. `kill(-4242, SIGKILL)`, or
     /// "an uncaptured call (si_code ...)" when the syscall was not seen.
     pub call: String,
+    /// Sequence number of the kill_call event.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_seq: Option<u64>,
     /// Signals the call produced (a group kill reaches every member).
@@ -225,27 +252,39 @@ pub struct Killer {
     pub deliveries: Option<u32>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct OomInfo {
+    /// Sequence number of the oom event.
     pub seq: u64,
+    /// Wall-clock time.
     pub time: String,
+    /// The thread the kernel named as victim.
     pub victim_tid: u32,
+    /// The memory cgroup whose limit was hit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memcg: Option<Memcg>,
+    /// The victim's memory at the kill.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rss: Option<OomRss>,
+    /// The victim's oom_score_adj.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oom_score_adj: Option<i32>,
+    /// The memcg limit, repeated for convenience.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_bytes: Option<u64>,
     /// The task whose allocation ran the OOM killer: NOT the culprit.
     pub trigger: ProcRef,
+    /// Its thread.
     pub trigger_tid: u32,
+    /// The victim was itself allocating.
     pub trigger_is_victim: bool,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct HistoryEntry {
+    /// The signal event.
     pub signal: SignalRef,
     /// ns since the victim started.
     pub since_start_ns: u64,
@@ -264,15 +303,22 @@ pub struct HistoryEntry {
     pub fatal: bool,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct ExecRef {
+    /// Sequence number of the exec event.
     pub seq: u64,
+    /// Wall-clock time.
     pub time: String,
+    /// Path given to execve.
     pub filename: String,
+    /// argv as captured.
     pub argv: Vec<String>,
+    /// argv was longer than the capture limit and was cut.
     pub argv_truncated: bool,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Victim {
     #[serde(flatten)]
@@ -281,33 +327,50 @@ pub struct Victim {
     /// up to the run root; absent when no parent is known.
     #[serde(rename = "ancestry_id", skip_serializing_if = "Option::is_none")]
     pub ancestry: Option<usize>,
+    /// Every exec of the process, in order (a process may exec several times).
     pub execs: Vec<ExecRef>,
+    /// Start time, wall clock.
     pub started_at: String,
+    /// Time of the group-dead exit, wall clock.
     pub ended_at: String,
     /// CLOCK_BOOTTIME ns and sequence number of the group-dead exit.
     pub end_t: u64,
+    /// Sequence number of the group-dead exit.
     pub end_seq: u64,
+    /// end_t minus start.
     pub lifetime_ns: u64,
     /// The wait status the parent saw.
     pub status: ExitStatus,
+    /// The raw wait status (task->exit_code).
     pub exit_code_raw: i32,
+    /// A core dump was written.
     pub core_dumped: bool,
+    /// Child processes it forked (threads not counted).
     pub children: usize,
+    /// Threads seen in the process.
     pub threads: usize,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Certificate {
     /// 1-based position in the ranked list.
     pub id: usize,
+    /// See ranking_rule.
     pub rank: Rank,
     /// Why this rank, in words.
     pub rank_reason: String,
+    /// The death in one sentence.
     pub headline: String,
+    /// Who died.
     pub victim: Victim,
+    /// Why.
     pub cause: Cause,
+    /// Who sent the fatal signal (absent for OOM, faults, SIGPIPE, kernel signals, non-zero
+    /// exits).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub killer: Option<Killer>,
+    /// OOM facts, for cause oom.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oom: Option<OomInfo>,
     /// Every non-SIGCHLD signal the victim received, oldest first.
@@ -320,8 +383,10 @@ pub struct Certificate {
 }
 
 /// A process's last words: the end of its stderr, as the kernel saw it.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct LastWordsRef {
+    /// Sequence number of the last_words record.
     pub seq: u64,
     /// The captured end of its stderr (at most `--last-words-bytes`).
     pub text: String,

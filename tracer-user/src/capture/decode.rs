@@ -6,13 +6,14 @@ use std::mem::size_of;
 
 use tracer_common::{
     ExecRecord, ExistingRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord,
-    RecordHeader, RecordKind, SignalRecord, StderrRecord, TaskId, EXIT_GROUP_DEAD, FORK_IS_THREAD,
-    OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN,
+    RecordHeader, RecordKind, SignalRecord, SignalSummaryRecord, StderrRecord, StderrTail, TaskId,
+    EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ,
+    STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, TAIL_CAP,
 };
 
 use crate::eventlog::{
     errno_name, si_code_name, signal_name, CallRef, Exec, Exit, ExitStatus, Fork, KillCall, Memcg,
-    NsPid, Oom, OomRss, Record, Signal, Stamp, Task,
+    NsPid, Oom, OomRss, Record, Signal, SignalSummary, Stamp, Task,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -33,9 +34,11 @@ pub enum Wire {
     Exec(Box<ExecRecord>),
     Exit(ExitRecord),
     Signal(SignalRecord),
+    SignalSummary(SignalSummaryRecord),
     KillCall(KillCallRecord),
     Oom(OomRecord),
-    /// Bytes written to stderr: aggregated by the session, not logged as is.
+    /// Bytes written to stderr (one write's, or a whole process's kernel
+    /// tail in order): aggregated by the session, not logged as is.
     Stderr {
         ktime: u64,
         task: TaskId,
@@ -67,9 +70,13 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
             RecordKind::Exec => Wire::Exec(Box::new(copy(bytes, "an exec record")?)),
             RecordKind::Exit => Wire::Exit(copy(bytes, "an exit record")?),
             RecordKind::Signal => Wire::Signal(copy(bytes, "a signal record")?),
+            RecordKind::SignalSummary => {
+                Wire::SignalSummary(copy(bytes, "a signal summary record")?)
+            }
             RecordKind::KillCall => Wire::KillCall(copy(bytes, "a kill-call record")?),
             RecordKind::OomVictim => Wire::Oom(copy(bytes, "an OOM record")?),
             RecordKind::Stderr => decode_stderr(bytes)?,
+            RecordKind::StderrTail => decode_tail(bytes)?,
             RecordKind::Existing => Wire::Existing(copy(bytes, "an existing-process record")?),
         },
     )
@@ -100,6 +107,50 @@ fn decode_stderr(bytes: &[u8]) -> Result<Wire, DecodeError> {
         count: rec.count,
         data: rec.data[..len].to_vec(),
     })
+}
+
+/// A process's kernel tail, cut to the bytes it holds; a ring once more than
+/// `TAIL_CAP` bytes went in, put back in order here.
+fn decode_tail(bytes: &[u8]) -> Result<Wire, DecodeError> {
+    let too_short = |what, need| DecodeError::TooShort {
+        what,
+        need,
+        got: bytes.len(),
+    };
+    if bytes.len() < STDERR_TAIL_HEADER_LEN {
+        return Err(too_short("a stderr tail record", STDERR_TAIL_HEADER_LEN));
+    }
+    let mut full = vec![0u8; size_of::<StderrTail>()];
+    let n = bytes.len().min(full.len());
+    full[..n].copy_from_slice(&bytes[..n]);
+    let rec: Box<StderrTail> = Box::new(copy(&full, "a stderr tail record")?);
+    let len = rec.len as usize;
+    let data = match tail_in_order(&rec) {
+        d if d.len() == len && STDERR_TAIL_HEADER_LEN + len <= bytes.len() => d,
+        _ => return Err(too_short("its stderr tail", STDERR_TAIL_HEADER_LEN + len)),
+    };
+    Ok(Wire::Stderr {
+        ktime: rec.hdr.ktime_ns,
+        task: rec.task,
+        // Threads racing on the counters may lose an increment: never
+        // claim fewer bytes asked than held.
+        count: rec.total.max(rec.written),
+        data,
+    })
+}
+
+/// The bytes of a kernel tail, oldest first. A ring that wrapped is full:
+/// its oldest byte is where the next would go.
+pub fn tail_in_order(rec: &StderrTail) -> Vec<u8> {
+    let held = rec.written.min(TAIL_CAP as u64) as usize;
+    let oldest = match rec.written > TAIL_CAP as u64 {
+        true => (rec.written % TAIL_CAP as u64) as usize,
+        false => 0,
+    };
+    let mut data = Vec::with_capacity(held);
+    data.extend_from_slice(&rec.data[oldest..held]);
+    data.extend_from_slice(&rec.data[..oldest]);
+    data
 }
 
 /// Text up to the first NUL, lossily decoded.
@@ -169,6 +220,7 @@ impl Wire {
             Wire::Exec(r) => r.hdr.ktime_ns,
             Wire::Exit(r) => r.hdr.ktime_ns,
             Wire::Signal(r) => r.hdr.ktime_ns,
+            Wire::SignalSummary(r) => r.last_ns,
             Wire::KillCall(r) => r.hdr.ktime_ns,
             Wire::Oom(r) => r.hdr.ktime_ns,
             Wire::Stderr { ktime, .. } => *ktime,
@@ -229,6 +281,16 @@ impl Wire {
                     syscall: syscall_name(r.syscall).into(),
                     target_arg: r.target_arg,
                 }),
+            }),
+            Wire::SignalSummary(r) => Record::SignalSummary(SignalSummary {
+                at,
+                sender: task(&r.sender, &r.sender_comm),
+                target: task(&r.target, &r.target_comm),
+                sig: r.sig,
+                sig_name: signal_name(r.sig),
+                count: u64::from(r.count),
+                first_t: r.first_ns,
+                last_t: r.last_ns,
             }),
             Wire::KillCall(r) => {
                 let has_tid = matches!(
@@ -406,5 +468,71 @@ mod tests {
             ("kill", -4242, Some("ESRCH"))
         );
         assert_eq!(k.tid_arg, None);
+    }
+
+    fn tail_bytes(t: &StderrTail, len: usize) -> Vec<u8> {
+        bytes_of(t)[..STDERR_TAIL_HEADER_LEN + len].to_vec()
+    }
+
+    #[test]
+    fn a_wrapped_tail_is_put_back_in_order() {
+        let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
+        t.hdr.kind = RecordKind::StderrTail as u32;
+        t.task.tgid = 7;
+        // 3 bytes past a full ring: "xyz" went over the first 3 bytes.
+        t.written = TAIL_CAP as u64 + 3;
+        t.total = 1 << 20;
+        t.len = TAIL_CAP as u32;
+        t.data[..TAIL_CAP].fill(b'a');
+        t.data[..3].copy_from_slice(b"xyz");
+        t.data[3] = b'b';
+        let Wire::Stderr { count, data, .. } = decode(&tail_bytes(&t, TAIL_CAP)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(count, 1 << 20);
+        assert_eq!(data.len(), TAIL_CAP);
+        assert_eq!(&data[..1], b"b");
+        assert!(data.ends_with(b"axyz"));
+    }
+
+    #[test]
+    fn a_tail_whose_counters_disagree_is_refused() {
+        let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
+        t.hdr.kind = RecordKind::StderrTail as u32;
+        t.written = 5;
+        t.total = 5;
+        t.len = 5;
+        t.data[..5].copy_from_slice(b"hello");
+        let Wire::Stderr { data, .. } = decode(&tail_bytes(&t, 5)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(data, b"hello");
+        // Claims more than it carries, or a length its counter cannot give.
+        assert!(decode(&tail_bytes(&t, 4)).is_err());
+        t.len = 6;
+        assert!(decode(&tail_bytes(&t, 6)).is_err());
+    }
+
+    #[test]
+    fn a_signal_summary_says_how_many_it_stands_for() {
+        let mut rec: SignalSummaryRecord = unsafe { std::mem::zeroed() };
+        rec.hdr.kind = RecordKind::SignalSummary as u32;
+        rec.hdr.ktime_ns = 99;
+        rec.sender.tgid = 10;
+        rec.target.tgid = 11;
+        rec.sig = 10;
+        rec.count = 991;
+        rec.first_ns = 5;
+        rec.last_ns = 50;
+        let wire = decode(&bytes_of(&rec)).unwrap();
+        assert_eq!(wire.ktime(), 50, "stamped at the last counted delivery");
+        let Record::SignalSummary(s) = wire.into_record(stamp()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (s.sender.pid, s.target.pid, s.sig_name.as_str(), s.count),
+            (10, 11, "SIGUSR1", 991)
+        );
+        assert_eq!((s.first_t, s.last_t), (5, 50));
     }
 }

@@ -5,9 +5,9 @@ use aya::{
     programs::{BtfTracePoint, TracePoint},
     Btf, Ebpf, EbpfLoader,
 };
-use tracer_common::{DropReason, RuntimeConfig, DROP_REASONS};
+use tracer_common::{DropReason, FailReason, RuntimeConfig, DROP_REASONS, FAIL_REASONS};
 
-use super::{offsets, tracefs};
+use super::{ebpf_log, offsets, tracefs};
 use crate::{
     error::TracerError,
     eventlog::{HookStatus, PidNamespace},
@@ -31,6 +31,13 @@ pub struct LoadOptions {
     pub disabled: Vec<String>,
     /// Capture stderr writes ("last words").
     pub last_words: bool,
+    /// One ring record per stderr write instead of a kernel tail per
+    /// process: when the bytes wanted exceed what a kernel tail holds.
+    pub last_words_per_write: bool,
+    /// `--all-signals`: log every signal delivery, count none.
+    pub all_signals: bool,
+    /// Log the eBPF side's rare failures (`--debug-ebpf`).
+    pub debug_ebpf: bool,
 }
 
 impl LoadOptions {
@@ -49,6 +56,8 @@ pub struct Capture {
     /// The pid namespace every reported pid is in (the tracer's own).
     pub view: PidNamespace,
     btf: Btf,
+    /// After `ebpf`: dropped once the programs are gone, it flushes the last records.
+    _ebpf_log: Option<ebpf_log::Forwarder>,
 }
 
 pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
@@ -67,16 +76,35 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         .as_ref()
         .ok()
         .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
-    let offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    #[allow(unused_mut)]
+    let mut offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    // Debug builds only, for tests/debug_ebpf.rs: read the start time where
+    // the group-leader pointer is, as a wrong offset would.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("TRACER_TEST_WRONG_START_OFFSET").is_some() {
+        offsets.task_start_boottime = offsets.task_group_leader;
+    }
     let own_ns = super::pidns::own_ns_inum()?;
     let btf = Btf::from_sys_fs().map_err(|e| TracerError::Load(format!("kernel BTF: {e}")))?;
 
-    let ebpf =
-        EbpfLoader::new()
+    let log_on = ebpf_log::wanted(opts.debug_ebpf);
+    let mut loader = EbpfLoader::new();
+    if !log_on {
+        loader.map_max_entries("AYA_LOGS", ebpf_log::off_ring_bytes());
+    }
+    let mut ebpf =
+        loader
             .btf(Some(&btf))
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
             .override_global("OFFSETS", &offsets, true)
             .override_global("TRACER_TGID", &opts.tracer_tgid, true)
+            .override_global(
+                "STDERR_PER_WRITE",
+                &u32::from(opts.last_words_per_write),
+                true,
+            )
+            .override_global("ALL_SIGNALS", &u32::from(opts.all_signals), true)
+            .override_global(aya_log::LEVEL, &ebpf_log::level(log_on), true)
             .load(OBJECT)
             .map_err(|e| match e {
                 aya::EbpfError::MapError(aya::maps::MapError::CreateError {
@@ -84,6 +112,10 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
                 }) if io_error.raw_os_error() == Some(libc::EPERM) => TracerError::NotPrivileged,
                 other => TracerError::Load(other.to_string()),
             })?;
+    let ebpf_log = match log_on {
+        true => Some(ebpf_log::Forwarder::start(&mut ebpf)?),
+        false => None,
+    };
 
     let mut cap = Capture {
         ebpf,
@@ -93,6 +125,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             inum: own_ns,
         },
         btf,
+        _ebpf_log: ebpf_log,
     };
     if own_ns != super::pidns::HOST_PID_NS_INUM {
         cap.view.level = cap.own_ns_level()?;
@@ -103,6 +136,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         mut ebpf,
         view,
         btf,
+        _ebpf_log,
         ..
     } = cap;
 
@@ -148,6 +182,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         hooks,
         view,
         btf,
+        _ebpf_log,
     })
 }
 
@@ -409,6 +444,73 @@ impl Capture {
         Ok(keys)
     }
 
+    /// The stderr tails the kernel still holds (processes alive now), in
+    /// order, with the bytes their writes asked for.
+    pub fn stderr_tails(&self) -> Vec<(crate::eventlog::ProcKey, Vec<u8>, u64)> {
+        let Some(map) = self.ebpf.map("STDERR_TAILS") else {
+            return Vec::new();
+        };
+        let Ok(tails) = aya::maps::HashMap::<_, u32, tracer_common::StderrTail>::try_from(map)
+        else {
+            return Vec::new();
+        };
+        tails
+            .iter()
+            .flatten()
+            .map(|(pid, t)| {
+                let key = crate::eventlog::ProcKey {
+                    pid,
+                    start: t.task.start_ns,
+                };
+                let bytes = super::decode::tail_in_order(&t);
+                (key, bytes, t.total.max(t.written))
+            })
+            .collect()
+    }
+
+    /// What the kernel is still counting for live processes (see
+    /// signal_agg.rs in tracer-ebpf): per counted kind, its summary (when
+    /// more than one delivery was counted) then the latest delivery, in
+    /// time order.
+    pub fn signal_counts(&self) -> Vec<super::decode::Wire> {
+        use super::decode::Wire;
+        let Some(map) = self.ebpf.map("SIGNAL_COUNTS") else {
+            return Vec::new();
+        };
+        let Ok(counts) = aya::maps::HashMap::<_, u32, tracer_common::SignalCounts>::try_from(map)
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<(u64, Wire)> = Vec::new();
+        for (_, c) in counts.iter().flatten() {
+            for s in c.slots.iter().filter(|s| s.pending != 0) {
+                let t = s.sample.hdr.ktime_ns;
+                if s.count > 0 {
+                    let summary = tracer_common::SignalSummaryRecord {
+                        hdr: tracer_common::RecordHeader {
+                            kind: tracer_common::RecordKind::SignalSummary as u32,
+                            cpu: 0,
+                            ktime_ns: s.last_ns,
+                        },
+                        sender: s.sample.sender,
+                        target: s.sample.target,
+                        sender_comm: s.sample.sender_comm,
+                        target_comm: s.sample.target_comm,
+                        sig: s.sample.sig,
+                        count: s.count,
+                        first_ns: s.first_ns,
+                        last_ns: s.last_ns,
+                    };
+                    out.push((t, Wire::SignalSummary(summary)));
+                }
+                out.push((t, Wire::Signal(s.sample)));
+            }
+        }
+        // Stable: a summary stays before its sample.
+        out.sort_by_key(|(t, _)| *t);
+        out.into_iter().map(|(_, w)| w).collect()
+    }
+
     /// Per-CPU drop counters, `[cpu][reason]`.
     pub fn drops(&self) -> Result<Vec<[u64; DROP_REASONS as usize]>, TracerError> {
         let map = self
@@ -430,5 +532,23 @@ impl Capture {
             }
         }
         Ok(per_cpu)
+    }
+
+    /// Rare eBPF-side failures, summed over CPUs, by [`FailReason`].
+    pub fn fails(&self) -> Result<[u64; FAIL_REASONS as usize], TracerError> {
+        let map = self
+            .ebpf
+            .map("FAILS")
+            .ok_or_else(|| TracerError::Load("FAILS map missing".into()))?;
+        let arr: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+        let mut sums = [0; FAIL_REASONS as usize];
+        for reason in FailReason::ALL {
+            let values = arr
+                .get(&(reason as u32), 0)
+                .map_err(|e| TracerError::Load(e.to_string()))?;
+            sums[reason as usize] = values.iter().sum();
+        }
+        Ok(sums)
     }
 }

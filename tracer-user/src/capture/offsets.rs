@@ -91,6 +91,15 @@ pub fn resolve(btf: &Btf, oom_format: Option<&str>) -> Result<KernelOffsets, Tra
         task_exit_code: req("task_struct", "exit_code")?,
         task_signal: opt("task_struct", "signal"),
         task_mm: opt("task_struct", "mm"),
+        task_sighand: opt("task_struct", "sighand"),
+        task_blocked: opt("task_struct", "blocked"),
+        task_real_blocked: opt("task_struct", "real_blocked"),
+        sighand_action: opt("sighand_struct", "action"),
+        ksigaction_size: struct_size(btf, "k_sigaction").unwrap_or(OFFSET_NONE),
+        ksigaction_handler: match (opt("k_sigaction", "sa"), opt("sigaction", "sa_handler")) {
+            (sa, h) if sa != OFFSET_NONE && h != OFFSET_NONE => sa + h,
+            _ => OFFSET_NONE,
+        },
         task_cgroups: opt("task_struct", "cgroups"),
         task_comm: opt("task_struct", "comm"),
         task_files: opt("task_struct", "files"),
@@ -185,5 +194,11 @@ mod tests {
             "mm_struct.arg_start sits in an anonymous struct"
         );
         assert_eq!(o.mm_arg_end, o.mm_arg_start + 8);
+        // x86-64: struct k_sigaction { struct sigaction sa; } with the
+        // handler first; 32 bytes (handler, flags, restorer, mask).
+        assert_eq!(o.ksigaction_handler, 0);
+        assert_eq!(o.ksigaction_size, 32);
+        assert_ne!(o.task_sighand, OFFSET_NONE);
+        assert_ne!(o.sighand_action, OFFSET_NONE);
     }
 }

@@ -2,7 +2,6 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use nix::unistd::getpid;
-use signal_hook::iterator::{exfiltrator::WithOrigin, SignalsInfo};
 
 use crate::{
     capture,
@@ -15,11 +14,12 @@ use crate::{
     outdir::{OutDir, Policy},
     redact::Redactor,
     run::{
-        header, leaks,
+        event_loop, header, leaks,
         options::CaptureOptions,
         run_as::{RunAs, SudoEnv},
         run_cgroup::RunCgroup,
         session::{self, Session},
+        signals::Signals,
         spawn::{spawn_adopted, Spawn},
         supervise, terminal,
         watchdog::Watchdog,
@@ -74,14 +74,20 @@ fn phase(t0: std::time::Instant, what: &str) {
 pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let t0 = std::time::Instant::now();
     // Registered first: no signal meant for the command is lost, even during start-up.
-    let signals =
-        SignalsInfo::<WithOrigin>::new(supervise::WATCHED_SIGNALS).map_err(TracerError::Signals)?;
+    let signals = Signals::new(&supervise::WATCHED_SIGNALS)?;
+    event_loop::block_on(record(args, t0, signals))?
+}
 
+async fn record(
+    args: &RecordArgs,
+    t0: std::time::Instant,
+    mut signals: Signals,
+) -> Result<ExitCode, TracerError> {
     // Usage errors first, before any hook is loaded.
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = getpid().as_raw() as u32;
-    let mut capture = capture::load(&args.capture.load_options(tracer_tgid))?;
+    let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;
     phase(t0, "loaded and attached");
     // The output directory, held from here on: an unsafe one is refused
     // before the command runs.
@@ -100,7 +106,13 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     );
     header.command_user = Some(run_as.describe());
     redactor.header(&mut header);
-    let writer = header::create_log(&out, &header)?;
+    let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
+    if let Some((uid, gid)) = run_as.owner() {
+        session.snapshots_for(crate::snapshot::Viewer {
+            uid: uid.as_raw(),
+            gid: gid.as_raw(),
+        });
+    }
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
     // and their zombies are ours to reap.
@@ -111,7 +123,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     // Before the command exists: whatever happens to tracer from here on,
     // the run does not go on unobserved.
     let run_cgroup = RunCgroup::create();
-    let watchdog = match Watchdog::start(&capture, run_cgroup.as_ref(), args.kill_grace) {
+    let watchdog = match Watchdog::start(session.capture(), run_cgroup.as_ref(), args.kill_grace) {
         Ok(w) => w,
         Err(e) => {
             run_cgroup.as_ref().map(RunCgroup::remove);
@@ -120,7 +132,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     };
     let detach = run_as.changes_user() && terminal::has_controlling_terminal();
     let spawned = spawn_adopted(
-        &mut capture,
+        session.capture_mut(),
         &args.command,
         &run_as,
         &header.command,
@@ -130,14 +142,6 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         },
     );
     phase(t0, "command spawned");
-    let mut session = Session::new(capture, writer, out, args.capture.last_words_bytes)?;
-    session.redact_with(redactor);
-    if let Some((uid, gid)) = run_as.owner() {
-        session.snapshots_for(crate::snapshot::Viewer {
-            uid: uid.as_raw(),
-            gid: gid.as_raw(),
-        });
-    }
     let child = match spawned {
         Ok(child) => child,
         Err(err) => {
@@ -165,7 +169,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         timeout: args.timeout,
         kill_grace: args.kill_grace,
     };
-    let outcome = supervise::supervise(&mut session, child, signals, &limits)?;
+    let outcome = supervise::supervise(&mut session, child, &mut signals, &limits).await?;
     let command_status = outcome.status;
     if outcome.timed_out {
         // The timeout stops the whole run, not only the command: finish the
@@ -176,7 +180,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
             &rest,
             args.kill_grace,
             &mut session,
-        )?;
+        )
+        .await?;
     }
     phase(t0, "command exited");
     session.drain()?;
@@ -191,7 +196,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
         tracer_tgid,
         run_sid,
         viewer,
-    )?;
+    )
+    .await?;
     phase(t0, "leaks handled");
     // The run's fate is settled: what `--leaks report` leaves running is
     // left running on purpose.

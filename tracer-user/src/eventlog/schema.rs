@@ -13,6 +13,7 @@ pub enum Record {
     Exec(Exec),
     Exit(Exit),
     Signal(Signal),
+    SignalSummary(SignalSummary),
     KillCall(KillCall),
     Oom(Oom),
     LastWords(LastWords),
@@ -101,19 +102,25 @@ pub struct Header {
 
 /// A pid namespace: its depth (the host's is 0) and inode number, as
 /// `/proc/PID/ns/pid` shows it (`pid:[4026532301]`).
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PidNamespace {
+    /// Depth of the namespace (the host's is 0).
     pub level: u32,
+    /// Inode number of the namespace, as /proc/PID/ns/pid shows it.
     pub inum: u32,
 }
 
 /// A process's pid in its own pid namespace (a container's), when that is
 /// below the namespace the log's pids are in: the pid its own logs print.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct NsPid {
+    /// The pid inside the namespace.
     pub pid: u32,
     /// The namespace: depth and inode number.
     pub level: u32,
+    /// Inode number of the namespace, as /proc/PID/ns/pid shows it.
     pub inum: u32,
 }
 
@@ -121,6 +128,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct HookStatus {
     /// What is observed, e.g. `signal_generate` or `kill_syscalls`.
@@ -128,6 +136,7 @@ pub struct HookStatus {
     /// How it is attached (`tp_btf`, `tracepoint`, `raw_syscalls`), if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// Whether it attached.
     pub attached: bool,
     /// Why it is missing or degraded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,15 +183,22 @@ pub struct Exit {
     pub group_dead: bool,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitStatus {
+    /// Exited with a code.
     Exited {
+        /// Exit code 0-255.
         code: i32,
     },
+    /// Killed by a signal.
     Signaled {
+        /// Signal number.
         signal: i32,
+        /// Signal name.
         name: String,
+        /// A core dump was written.
         core_dumped: bool,
     },
 }
@@ -235,6 +251,26 @@ pub struct Signal {
     pub seccomp_syscall: Option<i64>,
 }
 
+/// Deliveries of one signal from one process of the run to another that
+/// the kernel counted instead of logging each (a flood of signals the
+/// receiver handles or ignores; docs/event-log.md states the rule). They are
+/// not in the log as `signal` records; the next delivery of the same kind
+/// follows as one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct SignalSummary {
+    #[serde(flatten)]
+    pub at: Stamp,
+    pub sender: Task,
+    pub target: Task,
+    pub sig: i32,
+    pub sig_name: String,
+    /// Deliveries this record stands for.
+    pub count: u64,
+    /// CLOCK_BOOTTIME ns of the first and the last of them.
+    pub first_t: u64,
+    pub last_t: u64,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct CallRef {
     /// Matches `KillCall::call_id` of the same sender thread.
@@ -282,15 +318,22 @@ pub struct Oom {
     pub memcg: Option<Memcg>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct OomRss {
+    /// Virtual size.
     pub total_vm_kb: u64,
+    /// Anonymous RSS.
     pub anon_rss_kb: u64,
+    /// File-backed RSS.
     pub file_rss_kb: u64,
+    /// Shared-memory RSS.
     pub shmem_rss_kb: u64,
+    /// Page tables.
     pub pgtables_kb: u64,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Memcg {
     /// kernfs id (inode number) of the memory cgroup.
@@ -388,6 +431,7 @@ pub struct Trailer {
 }
 
 /// Events the kernel could not hand over. Never hidden: every report shows it.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Loss {
     /// Ring buffer full: events dropped.
@@ -398,6 +442,14 @@ pub struct Loss {
     pub inflight_map_full: u64,
     /// Records user space could not decode.
     pub undecodable: u64,
+    /// The kernel side could not read a traced process's memory (a stderr
+    /// buffer, an argv): those last words or that command line are missing.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub user_read_failed: u64,
+    /// A lifecycle hook read a task as a fault or an impossible value (a
+    /// wrong kernel offset): that fork, exec or exit was lost.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub task_read_failed: u64,
     /// Records that never reached the log file: writing it failed (a full
     /// disk). Only in a trailer kept in memory, since the file refused it.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
@@ -411,11 +463,14 @@ pub struct Loss {
 }
 
 impl Loss {
+    /// Events lost. `user_read_failed` is not among them: it costs last
+    /// words or a command line, never a death or a sender.
     pub fn total(&self) -> u64 {
         self.ringbuf_full
             + self.tracked_map_full
             + self.inflight_map_full
             + self.undecodable
+            + self.task_read_failed
             + self.unwritten
     }
 }
@@ -427,6 +482,7 @@ impl Record {
             Record::Exec(e) => Some(&e.at),
             Record::Exit(e) => Some(&e.at),
             Record::Signal(e) => Some(&e.at),
+            Record::SignalSummary(e) => Some(&e.at),
             Record::KillCall(e) => Some(&e.at),
             Record::Oom(e) => Some(&e.at),
             Record::LastWords(e) => Some(&e.at),

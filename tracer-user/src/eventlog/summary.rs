@@ -93,6 +93,7 @@ pub fn type_name(r: &Record) -> &'static str {
         Record::Exec(_) => "exec",
         Record::Exit(_) => "exit",
         Record::Signal(_) => "signal",
+        Record::SignalSummary(_) => "signal_summary",
         Record::KillCall(_) => "kill_call",
         Record::Oom(_) => "oom",
         Record::LastWords(_) => "last_words",

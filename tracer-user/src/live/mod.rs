@@ -4,12 +4,8 @@
 //! killer's call logged after the death): the counters keep the first view.
 #[cfg(test)]
 mod tests;
-pub mod watch;
 
-use std::{
-    collections::HashSet,
-    time::{Duration, Instant},
-};
+use std::collections::HashSet;
 
 use crate::{
     analysis::{
@@ -103,28 +99,4 @@ impl Seen {
 pub fn fresh_in(log: &EventLog, opts: &AnalysisOptions, seen: &mut Seen) -> Findings {
     let (_, a) = analysis::analyze(log, opts);
     seen.fresh(a)
-}
-
-/// A fixed-period timer that never fires twice for one missed period.
-pub struct Every {
-    period: Duration,
-    next: Instant,
-}
-
-impl Every {
-    pub fn new(period: Duration) -> Self {
-        Self {
-            period,
-            next: Instant::now() + period,
-        }
-    }
-
-    pub fn due(&mut self) -> bool {
-        let now = Instant::now();
-        if now < self.next {
-            return false;
-        }
-        self.next = now + self.period;
-        true
-    }
 }

@@ -171,6 +171,8 @@ impl Metrics {
             ("tracked_map_full", lost.tracked_map_full),
             ("inflight_map_full", lost.inflight_map_full),
             ("undecodable", lost.undecodable),
+            ("user_read_failed", lost.user_read_failed),
+            ("task_read_failed", lost.task_read_failed),
             ("unwritten", lost.unwritten),
         ];
         for (reason, n) in reasons {

@@ -9,10 +9,8 @@ use super::{
 };
 use crate::eventlog::{Header, ProcKey, Record, Task, Trailer};
 
-/// SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
-const SIGKILL: i32 = 9;
-const SIGCHLD: i32 = 17;
-const SI_KERNEL: i32 = 0x80;
+// SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
+use tracer_common::signals::{SIGCHLD, SIGKILL, SI_KERNEL, SI_QUEUE, SI_TKILL, SI_USER};
 /// How far apart an oom:mark_victim and its SIGKILL may be. The kernel sends
 /// the signal and marks the victim in the same function; a second is slack.
 const OOM_PAIR_WINDOW_NS: u64 = 1_000_000_000;
@@ -37,6 +35,7 @@ impl Builder {
                 kill_calls: Vec::new(),
                 ooms: Vec::new(),
                 snapshots: Vec::new(),
+                signal_summaries: Vec::new(),
                 odd_times: Default::default(),
                 first_t: 0,
                 last_t: 0,
@@ -145,7 +144,7 @@ fn coverage(
 
 /// si_code values a process chooses (kill family); anything else is raised
 /// by the kernel and says nothing about the "sender" running code.
-const PROCESS_CODES: [i32; 3] = [0, -1, -6]; // SI_USER SI_QUEUE SI_TKILL
+const PROCESS_CODES: [i32; 3] = [SI_USER, SI_QUEUE, SI_TKILL];
 
 /// Registers a task mention: its process exists, its thread is known.
 fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
@@ -310,6 +309,14 @@ fn record(m: &mut Model, rec: &Record) {
             k.sender.comm.as_deref(),
             &k.at.time,
         ),
+        Record::SignalSummary(s) => {
+            see(m, &s.target, s.at.t);
+            let sender = see(m, &s.sender, s.at.t);
+            if s.sig != SIGCHLD {
+                active(m, sender, s.last_t);
+            }
+            m.signal_summaries.push(s.clone());
+        }
         Record::Oom(o) => {
             let trigger = see(m, &o.trigger, o.at.t);
             m.ooms.push(OomEv {

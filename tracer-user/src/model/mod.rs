@@ -62,6 +62,8 @@ pub struct Model {
     pub signals: Vec<SignalEv>,
     pub kill_calls: Vec<KillCallEv>,
     pub ooms: Vec<OomEv>,
+    /// Signal floods the kernel counted instead of logging each delivery.
+    pub signal_summaries: Vec<crate::eventlog::SignalSummary>,
     /// Hang or cancellation snapshots, in log order.
     pub snapshots: Vec<SnapshotTaken>,
     /// Signal and kill-call `time` texts that are not what `t` says (a

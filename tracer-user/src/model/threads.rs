@@ -48,6 +48,7 @@ mod tests {
             kill_calls: vec![],
             ooms: vec![],
             snapshots: vec![],
+            signal_summaries: vec![],
             first_t: 0,
             last_t: 0,
             not_run: None,

@@ -95,12 +95,14 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// What became of the export, for the report's loss section.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq, Eq, Default)]
 pub struct ExportFacts {
     /// The logs endpoint (credentials in headers are never shown).
     pub endpoint: String,
     /// Log records handed to the exporter.
     pub records: u64,
+    /// Records the collector accepted.
     pub delivered: u64,
     /// Not delivered: the collector refused or was unreachable after the
     /// retries, the queue was full, or the run ended first.

@@ -17,7 +17,7 @@ use crate::{
     error::TracerError,
     eventlog::{
         EventLog, Exec, Existing, Exit, Fork, Header, KillCall, LastWords, Leak, Oom, Record,
-        Signal, SnapshotTaken, Task,
+        Signal, SignalSummary, SnapshotTaken, Task,
     },
 };
 
@@ -164,6 +164,16 @@ impl Redactor {
                     | self.task(target)
                     | sender_argv.as_mut().is_some_and(|a| self.strings(a))
             }
+            Record::SignalSummary(SignalSummary {
+                at: _,
+                sender,
+                target,
+                sig: _,
+                sig_name: _,
+                count: _,
+                first_t: _,
+                last_t: _,
+            }) => self.task(sender) | self.task(target),
             Record::KillCall(KillCall {
                 at: _,
                 sender,

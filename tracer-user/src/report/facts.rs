@@ -8,9 +8,12 @@ use crate::{
     eventlog::{ExitStatus, HookStatus, Loss},
 };
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct RunFacts {
+    /// record (one wrapped command) or daemon.
     pub mode: String,
+    /// The wrapped command as given (record mode), with --redact matches masked.
     pub command: Vec<String>,
     /// The user the wrapped command ran as (record mode), e.g. `alice (uid 1000)`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -18,16 +21,22 @@ pub struct RunFacts {
     /// How many `--redact` patterns masked command lines and stderr text.
     #[serde(skip_serializing_if = "is_zero")]
     pub redactions: u32,
+    /// Host of the capture.
     pub hostname: String,
+    /// uname -r of the traced machine.
     pub kernel: String,
+    /// The tracer's own pid.
     pub tracer_pid: u32,
     /// Version of the tracer that captured the log.
     pub captured_by: String,
+    /// Capture start, RFC 3339.
     pub started_at: String,
+    /// Capture end (absent when truncated).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
     /// The root process's lifetime, else the span of the log's events.
     pub duration_ns: u64,
+    /// The wrapped command's process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root: Option<ProcRef>,
     /// How the wrapped command ended (trailer), else the root's own exit.
@@ -35,6 +44,7 @@ pub struct RunFacts {
     pub command_status: Option<ExitStatus>,
     /// Processes in the run (root and descendants).
     pub processes: usize,
+    /// Every hook and whether it attached.
     pub hooks: Vec<HookStatus>,
     /// Names of hooks that did not attach.
     pub hooks_missing: Vec<String>,
@@ -43,17 +53,21 @@ pub struct RunFacts {
     pub pid_namespace: Option<crate::eventlog::PidNamespace>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct LogFacts {
     /// Event lines in the log (header and trailer excluded).
     pub events: usize,
+    /// Event count per record type.
     pub by_type: BTreeMap<String, usize>,
     /// Events the trailer says were written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trailer_events: Option<u64>,
     /// No trailer: capture was interrupted; loss counters are unknown.
     pub truncated: bool,
+    /// Loss counters from the trailer (zero when truncated).
     pub lost: Loss,
+    /// Sum of the loss counters.
     pub lost_total: u64,
     /// Not truncated, nothing lost, every hook attached.
     pub complete: bool,

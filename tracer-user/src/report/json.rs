@@ -1,5 +1,5 @@
 //! report.json: the machine-readable report. Schema: docs/report.schema.json,
-//! prose: docs/report.md. Deterministic: every collection is ordered by log
+//! derived from these types (report/schema_tests.rs); prose: docs/report.md. Deterministic: every collection is ordered by log
 //! position or a BTreeMap, and no clock is read.
 
 use serde::Serialize;
@@ -34,15 +34,20 @@ caused by its own parent or ancestor are expected; a timeout(1) that fired ranks
 exits; a parent-death signal fired by the exit of a parent thread while the parent lived on is \
 unexpected.";
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Report {
+    /// Version of this schema; bumped on any incompatible change.
     pub report_schema: u32,
     /// Version of the tracer that rendered this report.
     pub rendered_by: String,
     /// One line a reviewer reads first.
     pub verdict: String,
+    /// The rule ordering certificates, in words.
     pub ranking_rule: String,
+    /// Facts about the run.
     pub run: RunFacts,
+    /// Facts about the event log, including loss.
     pub log: LogFacts,
     #[serde(flatten)]
     pub analysis: Analysis,
@@ -207,6 +212,8 @@ pub(crate) fn loss_breakdown(l: &Loss) -> String {
         ("tracked-process map full", l.tracked_map_full),
         ("in-flight kill map full", l.inflight_map_full),
         ("undecodable", l.undecodable),
+        ("unreadable process memory", l.user_read_failed),
+        ("unreadable task (kernel offsets?)", l.task_read_failed),
         ("not written to the log", l.unwritten),
     ];
     let mut named: Vec<String> = parts

@@ -41,6 +41,18 @@ fn capture_loss(r: &Report) -> String {
             loss_breakdown(&l.lost),
             l.events
         )
+    } else if l.lost.user_read_failed > 0 {
+        let n = l.lost.user_read_failed as usize;
+        format!(
+            "**Loss:** none — {} events, 0 lost; the text of {} is missing (unreadable process \
+             memory).",
+            l.events,
+            w::plural(
+                n,
+                "stderr write or command line",
+                "stderr writes or command lines"
+            ),
+        )
     } else {
         format!("**Loss:** none — {} events, 0 lost.", l.events)
     }

@@ -8,6 +8,8 @@ pub(crate) mod json;
 mod load;
 mod loss;
 mod markdown;
+#[cfg(test)]
+mod schema_tests;
 mod sections;
 mod snapshots;
 #[cfg(test)]

@@ -6,10 +6,12 @@ use serde::Serialize;
 
 use crate::{model::Model, snapshot::Snapshot, text::markdown as md};
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct SnapshotReport {
     /// The `snapshot` event's sequence number.
     pub seq: u64,
+    /// When it was taken (RFC 3339 UTC).
     pub time: String,
     /// `timeout`, `cancelled` or `requested`.
     pub reason: String,

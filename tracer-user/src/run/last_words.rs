@@ -4,6 +4,17 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::eventlog::{LastWords, ProcKey, Stamp, Task};
 
+/// Whether `cap` bytes (plus the redaction slack) are more than a kernel
+/// tail holds, so every write must come to user space on its own.
+pub fn per_write(cap: usize, redacting: bool) -> bool {
+    let slack = if redacting {
+        crate::redact::CUT_SLACK
+    } else {
+        0
+    };
+    cap + slack > tracer_common::TAIL_CAP
+}
+
 pub struct LastWordsStore {
     cap: usize,
     /// Kept beyond `cap` so `--redact` sees a secret whole before the text

@@ -1,7 +1,9 @@
 //! What the run left behind: processes of the run still alive when the
 //! wrapped command exited. The kernel's tracked-process map is exactly that
 //! set; /proc adds what each one is and holds.
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::{sleep_until, Instant};
 
 use nix::{
     sys::signal::{kill, Signal},
@@ -12,6 +14,7 @@ use crate::{
     error::TracerError,
     eventlog::{Leak, ProcKey, Task},
     run::{
+        pidfd::{any_exited, reap_orphans_except, PidFd},
         procs::{self, alive, same_start},
         session::Session,
     },
@@ -81,7 +84,7 @@ fn describe(t: &procfs::process::FDTarget) -> String {
 
 /// After the command exited: let the exits it caused land, log every
 /// process of the run still alive, then apply `--leaks`.
-pub fn settle(
+pub async fn settle(
     session: &mut Session,
     policy: LeakPolicy,
     grace: Duration,
@@ -91,11 +94,12 @@ pub fn settle(
 ) -> Result<(), TracerError> {
     // Processes the command killed on its way out may not have finished
     // exiting yet: let their exits land in the log first (bounded).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    while std::time::Instant::now() < deadline && session.tracked()?.into_iter().any(procs::dying) {
-        session.pump(std::time::Duration::from_millis(10))?;
-        reap_orphans();
-    }
+    let dying: Vec<ProcKey> = session
+        .tracked()?
+        .into_iter()
+        .filter(|k| procs::dying(*k))
+        .collect();
+    wait_gone(session, &dying, Duration::from_secs(2)).await?;
     let mut leaked = Vec::new();
     for key in session.tracked()? {
         // Credentials before and after: a setuid exec in between counts.
@@ -119,12 +123,12 @@ pub fn settle(
             leaked.len()
         );
     }
-    enforce(policy, &leaked, grace, session)
+    enforce(policy, &leaked, grace, session).await
 }
 
-/// Apply the policy to the leaked processes, pumping events meanwhile so
+/// Apply the policy to the leaked processes, logging events meanwhile so
 /// their deaths land in the log.
-pub fn enforce(
+pub async fn enforce(
     policy: LeakPolicy,
     leaks: &[ProcKey],
     grace: Duration,
@@ -133,26 +137,43 @@ pub fn enforce(
     if policy == LeakPolicy::Report || leaks.is_empty() {
         return Ok(());
     }
-    let still_here = |k: &ProcKey| alive(*k);
     if policy == LeakPolicy::Kill {
         signal_all(leaks, Signal::SIGTERM);
     }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && leaks.iter().any(still_here) {
-        session.pump(Duration::from_millis(50))?;
-        reap_orphans();
-    }
+    wait_gone(session, leaks, grace).await?;
     if policy == LeakPolicy::Kill {
-        signal_all(
-            &leaks.iter().copied().filter(still_here).collect::<Vec<_>>(),
-            Signal::SIGKILL,
-        );
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline && leaks.iter().any(still_here) {
-            session.pump(Duration::from_millis(20))?;
-            reap_orphans();
+        let left: Vec<ProcKey> = leaks.iter().copied().filter(|k| alive(*k)).collect();
+        signal_all(&left, Signal::SIGKILL);
+        wait_gone(session, &left, Duration::from_secs(5)).await?;
+    }
+    Ok(())
+}
+
+/// Wait (at most `within`) until every process of `keys` has exited,
+/// writing events as they come and reaping the orphans among them. Each
+/// process is watched through a pidfd: no polling.
+pub async fn wait_gone(
+    session: &mut Session,
+    keys: &[ProcKey],
+    within: Duration,
+) -> Result<(), TracerError> {
+    let deadline = Instant::now() + within;
+    let mut left: Vec<PidFd> = keys.iter().filter_map(|k| PidFd::of(*k)).collect();
+    while !left.is_empty() {
+        tokio::select! {
+            ready = session.ready() => {
+                ready?;
+                session.drain()?;
+            }
+            i = any_exited(&left) => {
+                left.swap_remove(i);
+                reap_orphans_except(None);
+            }
+            () = sleep_until(deadline) => break,
         }
     }
+    reap_orphans_except(None);
+    session.drain()?;
     Ok(())
 }
 
@@ -161,16 +182,6 @@ pub fn signal_all(leaks: &[ProcKey], sig: Signal) {
     for k in leaks {
         if alive(*k) {
             let _ = kill(Pid::from_raw(k.pid as i32), sig);
-        }
-    }
-}
-
-/// As a child subreaper the tracer inherits orphans: collect their zombies.
-pub fn reap_orphans() {
-    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-    while let Ok(s) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-        if s == WaitStatus::StillAlive {
-            break;
         }
     }
 }

@@ -2,15 +2,18 @@
 //! capture session, the supervisor, leaks, the terminal, privilege
 //! dropping, last words, the watchdog and the run's cgroup.
 pub mod clock;
+pub mod event_loop;
 pub mod header;
 pub mod last_words;
 pub mod leaks;
 pub mod options;
+pub mod pidfd;
 pub mod procs;
 pub mod run_as;
 pub mod run_cgroup;
 pub mod scope;
 pub mod session;
+pub mod signals;
 pub mod spawn;
 pub mod supervise;
 pub mod terminal;

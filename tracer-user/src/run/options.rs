@@ -14,17 +14,30 @@ pub struct CaptureOptions {
     /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
     pub disable_hooks: Vec<String>,
+    /// Log every signal delivery. By default a flood of signals that the
+    /// receiving process handles or ignores (past the first 8 from one
+    /// sender) is counted in the kernel and logged as `signal_summary`
+    /// records (docs/event-log.md).
+    #[arg(long)]
+    pub all_signals: bool,
+    /// Log the eBPF side's rare failures (unreadable memory, full maps, wrong
+    /// kernel offsets) to stderr; also on with TRACER_LOG=debug.
+    #[arg(long)]
+    pub debug_ebpf: bool,
 }
 
 impl CaptureOptions {
     /// What the kernel side is loaded with; the tracer's own process is
-    /// never traced.
-    pub fn load_options(&self, tracer_tgid: u32) -> LoadOptions {
+    /// never traced. `redacting`: `--redact` wants slack beyond the cut.
+    pub fn load_options(&self, tracer_tgid: u32, redacting: bool) -> LoadOptions {
         LoadOptions {
             ring_buffer_bytes: self.ring_buffer_size,
             tracer_tgid,
             disabled: self.disable_hooks.clone(),
             last_words: self.last_words_bytes > 0,
+            last_words_per_write: super::last_words::per_write(self.last_words_bytes, redacting),
+            all_signals: self.all_signals,
+            debug_ebpf: self.debug_ebpf,
         }
     }
 }

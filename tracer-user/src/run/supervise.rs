@@ -1,34 +1,32 @@
-//! The wait for the wrapped command: pump events, forward the signals a user
-//! or CI runner sends, enforce `--timeout`, take snapshots when the run hangs
-//! or is cancelled, and reap orphans (the tracer is a child subreaper).
-use std::{
-    process::Child,
-    time::{Duration, Instant},
-};
+//! The wait for the wrapped command, one event loop: events from the ring
+//! buffer, the signals a user or CI runner sends (forwarded), the command's
+//! exit (its pidfd), orphans to reap (SIGCHLD; the tracer is a child
+//! subreaper), and the `--timeout` timers; snapshots when the run hangs or
+//! is cancelled. Nothing wakes it but one of these.
+use std::{future::pending, process::Child, time::Duration};
 
 use nix::{
-    sys::{
-        signal::{killpg, Signal as NixSignal},
-        wait::{waitpid, WaitPidFlag, WaitStatus},
-    },
+    sys::signal::{killpg, Signal as NixSignal},
     unistd::Pid,
 };
-use signal_hook::{
-    consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1},
-    iterator::{exfiltrator::WithOrigin, SignalsInfo},
-};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
+use tokio::time::{sleep_until, Instant};
 
 use crate::{
     error::TracerError,
     eventlog::ExitStatus,
     run::{
         leaks,
+        pidfd::{reap_orphans_except, PidFd},
         session::Session,
+        signals::Signals,
         terminal::{self, Foreground},
     },
 };
 
-pub const WATCHED_SIGNALS: [i32; 5] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1];
+/// Forwarded to the command (SIGUSR1: a snapshot instead), and SIGCHLD for
+/// reaping orphans.
+pub const WATCHED_SIGNALS: [i32; 6] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGCHLD];
 
 pub struct Limits {
     pub timeout: Option<Duration>,
@@ -47,13 +45,23 @@ enum Timeout {
     Done,
 }
 
-pub fn supervise(
+impl Timeout {
+    async fn fires(&self) {
+        match self {
+            Timeout::Armed(at) | Timeout::Terminating(at) => sleep_until(*at).await,
+            Timeout::Done => pending().await,
+        }
+    }
+}
+
+pub async fn supervise(
     session: &mut Session,
     child: Child,
-    mut signals: SignalsInfo<WithOrigin>,
+    signals: &mut Signals,
     limits: &Limits,
 ) -> Result<Outcome, TracerError> {
     let pid = Pid::from_raw(child.id() as i32);
+    let command = PidFd::open(child.id()).map_err(TracerError::WaitIo)?;
     let mut timeout = match limits.timeout {
         Some(d) => Timeout::Armed(Instant::now() + d),
         None => Timeout::Done,
@@ -61,45 +69,62 @@ pub fn supervise(
     let mut timed_out = false;
     let mut cancel_snapshot_taken = false;
     loop {
-        session.pump(Duration::from_millis(50))?;
-        for origin in signals.pending() {
-            if origin.signal == SIGUSR1 {
-                snapshot(session, "requested")?;
-                continue;
+        tokio::select! {
+            // Events first: what happened before the exit is logged before it.
+            biased;
+            ready = session.ready() => {
+                ready?;
+                session.drain()?;
             }
-            // A terminal's own signal (SI_KERNEL) already reached the command's
-            // group if the command holds the terminal; don't send it twice.
-            if terminal::is_from_terminal(&origin) && Foreground::held_by_child() {
-                continue;
+            got = signals.recv() => {
+                for origin in got.map_err(TracerError::Signals)? {
+                    if origin.signal == SIGCHLD {
+                        reap_orphans_except(Some(pid));
+                        continue;
+                    }
+                    if origin.signal == SIGUSR1 {
+                        snapshot(session, "requested")?;
+                        continue;
+                    }
+                    // A terminal's own signal (SI_KERNEL) already reached the command's
+                    // group if the command holds the terminal; don't send it twice.
+                    if terminal::is_from_terminal(&origin) && Foreground::held_by_child() {
+                        continue;
+                    }
+                    // A CI cancellation: record what everything was doing, then pass it on.
+                    if !cancel_snapshot_taken {
+                        cancel_snapshot_taken = true;
+                        snapshot(session, "cancelled")?;
+                    }
+                    if let Ok(sig) = NixSignal::try_from(origin.signal) {
+                        log::info!("forwarding {sig} to process group {pid}");
+                        let _ = killpg(pid, sig);
+                    }
+                }
             }
-            // A CI cancellation: record what everything was doing, then pass it on.
-            if !cancel_snapshot_taken {
-                cancel_snapshot_taken = true;
-                snapshot(session, "cancelled")?;
+            () = timeout.fires() => {
+                timeout = match timeout {
+                    Timeout::Armed(_) => {
+                        timed_out = true;
+                        eprintln!("tracer: --timeout expired: snapshot taken, sending SIGTERM to every process of the run");
+                        snapshot(session, "timeout")?;
+                        leaks::signal_all(&session.tracked()?, NixSignal::SIGTERM);
+                        Timeout::Terminating(Instant::now() + limits.kill_grace)
+                    }
+                    Timeout::Terminating(_) => {
+                        eprintln!("tracer: still running after the grace period: sending SIGKILL");
+                        leaks::signal_all(&session.tracked()?, NixSignal::SIGKILL);
+                        Timeout::Done
+                    }
+                    Timeout::Done => Timeout::Done,
+                };
             }
-            if let Ok(sig) = NixSignal::try_from(origin.signal) {
-                log::info!("forwarding {sig} to process group {pid}");
-                let _ = killpg(pid, sig);
+            status = command.status() => {
+                let status = status?;
+                reap_orphans_except(None);
+                Foreground::restore();
+                return Ok(Outcome { status, timed_out });
             }
-        }
-        timeout = match timeout {
-            Timeout::Armed(at) if Instant::now() >= at => {
-                timed_out = true;
-                eprintln!("tracer: --timeout expired: snapshot taken, sending SIGTERM to every process of the run");
-                snapshot(session, "timeout")?;
-                leaks::signal_all(&session.tracked()?, NixSignal::SIGTERM);
-                Timeout::Terminating(Instant::now() + limits.kill_grace)
-            }
-            Timeout::Terminating(at) if Instant::now() >= at => {
-                eprintln!("tracer: still running after the grace period: sending SIGKILL");
-                leaks::signal_all(&session.tracked()?, NixSignal::SIGKILL);
-                Timeout::Done
-            }
-            other => other,
-        };
-        if let Some(status) = reap(pid)? {
-            Foreground::restore();
-            return Ok(Outcome { status, timed_out });
         }
     }
 }
@@ -115,21 +140,4 @@ fn snapshot(session: &mut Session, reason: &str) -> Result<(), TracerError> {
         eprintln!("tracer:   {}: {}", t(&f.kind), t(&f.detail));
     }
     Ok(())
-}
-
-/// Reap everything that has exited; the command's status if it was among them.
-fn reap(command: Pid) -> Result<Option<ExitStatus>, TracerError> {
-    loop {
-        return Ok(Some(match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return Ok(None),
-            Ok(WaitStatus::Exited(p, code)) if p == command => ExitStatus::Exited { code },
-            Ok(WaitStatus::Signaled(p, sig, core_dumped)) if p == command => ExitStatus::Signaled {
-                signal: sig as i32,
-                name: sig.as_str().into(),
-                core_dumped,
-            },
-            Ok(_) => continue, // an orphan of the run, inherited and reaped
-            Err(e) => return Err(TracerError::Wait(e)),
-        }));
-    }
 }

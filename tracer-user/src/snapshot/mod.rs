@@ -45,6 +45,7 @@ pub const STOPPED: &str = "stopped";
 pub const FROZEN: &str = "frozen";
 pub const HELD_BY_LEAKED: &str = "held_by_leaked";
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Snapshot {
     /// Sorted by pid.
@@ -57,17 +58,25 @@ pub struct Snapshot {
     pub notes: Vec<String>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ProcSnapshot {
+    /// Process id (tgid).
     pub pid: u32,
     /// /proc/PID/stat starttime in CLOCK_BOOTTIME ns: with `pid` it is the
     /// key the tracer's event log uses for a process (pids get reused).
     pub start_ns: u64,
+    /// Its parent.
     pub ppid: u32,
+    /// Its process group.
     pub pgid: u32,
+    /// Its session.
     pub sid: u32,
+    /// The kernel's 15-character task name.
     pub comm: String,
+    /// Its command line from /proc.
     pub argv: Vec<String>,
+    /// Its executable from /proc, when readable.
     pub exe: Option<String>,
     /// Process state letter from /proc/PID/stat (R, S, D, Z, T, t, ...).
     pub state: char,
@@ -87,20 +96,26 @@ pub struct ProcSnapshot {
     pub frozen: Option<String>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ThreadSnapshot {
+    /// Thread id.
     pub tid: u32,
+    /// The thread's task name.
     pub comm: String,
+    /// Thread state letter from /proc/TID/stat.
     pub state: char,
     /// Kernel function the thread sleeps in; None when running ("0").
     pub wchan: Option<String>,
     /// Kernel stack frames, innermost first, e.g. "unix_stream_read_generic+0x70d/0xcd0".
     /// Empty when unreadable (needs root) or running.
     pub stack: Vec<String>,
+    /// What it is doing at the user/kernel boundary.
     pub syscall: SyscallState,
 }
 
 /// /proc/TID/syscall: what the thread is doing at the user/kernel boundary.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SyscallState {
@@ -112,12 +127,16 @@ pub enum SyscallState {
     Unknown,
     /// Blocked inside syscall `nr`; `name` for common x86-64 ones.
     Syscall {
+        /// The syscall number.
         nr: i64,
+        /// Its name, for common x86-64 ones.
         name: Option<String>,
+        /// Its six argument registers.
         args: [u64; 6],
     },
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
@@ -151,75 +170,96 @@ impl Access {
 }
 
 /// One (process, fd) holding some inode.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Holder {
+    /// The holding process.
     pub pid: u32,
+    /// Its task name.
     pub comm: String,
+    /// The fd it holds the inode with.
     pub fd: i32,
     /// Open mode; known for pipe holders (it tells which end), else None.
     pub access: Option<Access>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct FdEntry {
+    /// The fd number.
     pub fd: i32,
     /// Raw /proc/PID/fd/N link text ("socket:[123]", "/tmp/x", ...).
     pub target: String,
     /// From /proc/PID/fdinfo/N flags; None if unreadable.
     pub access: Option<Access>,
+    /// What the fd is (`type`: file, pipe, unix, inet, socket, anon, other).
     pub kind: FdKind,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FdKind {
     File {
+        /// The file's path.
         path: String,
     },
     Pipe {
+        /// The pipe's inode.
         inode: u64,
         /// Every other (pid, fd) with this pipe open, in any process on the
         /// machine, with its access mode (= which end it holds).
         holders: Vec<Holder>,
     },
     Unix {
+        /// The socket's inode.
         inode: u64,
         /// "stream", "dgram", "seqpacket".
         sock_type: String,
         /// Bound path (or "@abstract"), if any.
         name: Option<String>,
+        /// The peer socket's inode, when known.
         peer: Option<u64>,
         /// Every (pid, fd) on the machine holding the peer socket.
         peer_holders: Vec<Holder>,
     },
     Inet {
+        /// The socket's inode.
         inode: u64,
         /// "tcp", "tcp6", "udp", "udp6".
         proto: String,
+        /// Local address:port.
         local: String,
+        /// Remote address:port.
         remote: String,
         /// TCP state name ("ESTABLISHED", "LISTEN", ...).
         state: String,
         /// The other end when it is a socket on this machine (loopback).
         peer: Option<u64>,
+        /// Every (pid, fd) on the machine holding the peer socket.
         peer_holders: Vec<Holder>,
     },
     /// A socket of another family, or one sock_diag did not report.
     Socket {
+        /// The socket's inode.
         inode: u64,
     },
     /// anon_inode:[eventfd], anon_inode:[eventpoll], anon_inode:inotify, ...
     Anon {
+        /// The anon inode's name.
         name: String,
     },
     Other,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Finding {
     /// One of SELF_HELD_PEER, WAITS_ON_BLOCKED_CHILD, ORPHANED.
     pub kind: String,
+    /// The process the finding is about.
     pub pid: u32,
+    /// The blocked thread, when one.
     pub tid: Option<u32>,
     /// One self-contained sentence naming fds, inodes and pids.
     pub detail: String,

@@ -66,6 +66,24 @@ pub fn wait_in_do_wait(pid: u32) {
     }
 }
 
+/// Waits (bounded) until `parent`'s only child runs `comm`: a shell's
+/// child that printed `ready` may not have exec'd yet.
+pub fn wait_child_runs(parent: u32, comm: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+            .unwrap_or_default();
+        let runs = children.split_whitespace().any(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == comm)
+        });
+        if runs {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no child of {parent} ran {comm}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 pub fn kill(pid: u32, sig: Signal) {
     nix::sys::signal::kill(Pid::from_raw(pid as i32), sig).unwrap();
 }

@@ -13,9 +13,8 @@ use crate::{
     model::SignalEv,
 };
 
-const SIGALRM: i32 = 14;
-/// SIGCONT: timeout(1) sends it after its signal; it stops nobody.
-const SIGCONT: i32 = 18;
+// SIGCONT: timeout(1) sends it after its signal; it stops nobody.
+use tracer_common::signals::{SIGALRM, SIGCONT};
 /// coreutils timeout(1)'s exit status when its time limit fired.
 const TIMEOUT_STATUS: i32 = 124;
 

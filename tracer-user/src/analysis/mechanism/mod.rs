@@ -16,14 +16,9 @@ use crate::{
     model::SignalEv,
 };
 
-const SIGHUP: i32 = 1;
-const SIGKILL: i32 = 9;
-const SIGXCPU: i32 = 24;
-const SIGXFSZ: i32 = 25;
-const SIGSYS: i32 = 31;
-const SI_USER: i32 = 0;
-const SI_KERNEL: i32 = 0x80;
-const SYS_SECCOMP: i32 = 1;
+use tracer_common::signals::{
+    SIGHUP, SIGKILL, SIGSYS, SIGXCPU, SIGXFSZ, SI_KERNEL, SI_USER, SYS_SECCOMP,
+};
 
 /// What `refine` found: a new class, and what to say instead of the
 /// generic wording.

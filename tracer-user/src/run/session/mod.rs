@@ -3,21 +3,30 @@
 mod pump;
 
 use aya::maps::{MapData, RingBuf};
+use tokio::io::unix::AsyncFd;
 
 use crate::{
     capture::Capture,
     error::TracerError,
-    eventlog::{self, wall_time, EventLog, ExitStatus, LogWriter, Loss, Record, Task, Trailer},
+    eventlog::{
+        self, wall_time, EventLog, ExitStatus, Header, LogWriter, Loss, Record, Task, Trailer,
+    },
     outdir::OutDir,
+    redact::Redactor,
     run::{
         clock::{boot_ns, boot_to_wall_ns},
+        event_loop::watch_readable,
+        header::create_log,
         last_words::LastWordsStore,
+        options::CaptureOptions,
     },
 };
 
 pub struct Session {
     capture: Capture,
-    ring: RingBuf<MapData>,
+    /// Registered with the reactor: the loop wakes when the kernel side
+    /// commits a record (the programs submit with adaptive wake-ups).
+    ring: AsyncFd<RingBuf<MapData>>,
     writer: LogWriter,
     /// Where the log and the reports go, held open (see `outdir`).
     out: OutDir,
@@ -40,13 +49,29 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(
+    /// Start capturing into a fresh live log in `out`, opened with `header`;
+    /// every record is masked by `redactor` on its way in. In the runtime
+    /// (the ring buffer is registered with its reactor).
+    pub fn start(
+        capture: Capture,
+        out: OutDir,
+        header: &Header,
+        opts: &CaptureOptions,
+        redactor: Redactor,
+    ) -> Result<Self, TracerError> {
+        let writer = create_log(&out, header)?;
+        let mut session = Self::new(capture, writer, out, opts.last_words_bytes)?;
+        session.redact_with(redactor);
+        Ok(session)
+    }
+
+    fn new(
         mut capture: Capture,
         writer: LogWriter,
         out: OutDir,
         last_words_bytes: usize,
     ) -> Result<Self, TracerError> {
-        let ring = capture.ring()?;
+        let ring = watch_readable(capture.ring()?).map_err(TracerError::PollRing)?;
         Ok(Self {
             capture,
             ring,
@@ -62,6 +87,15 @@ impl Session {
             command_error: None,
             counts: Default::default(),
         })
+    }
+
+    /// The loaded programs and maps (the watchdog and the spawn use them).
+    pub fn capture(&self) -> &Capture {
+        &self.capture
+    }
+
+    pub fn capture_mut(&mut self) -> &mut Capture {
+        &mut self.capture
     }
 
     /// The command could not be run: the trailer says why, so the reports
@@ -147,7 +181,18 @@ impl Session {
     /// the hooks. The log is read back from the [`Closed`] run.
     pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<Closed, TracerError> {
         self.drain()?;
-        // Still alive at the end (leaks): their words so far.
+        // Signal floods still being counted for live processes.
+        for wire in self.capture.signal_counts() {
+            let at = self.writer.stamp(wire.ktime());
+            if let Some(rec) = wire.into_record(at) {
+                self.write(&rec)?;
+            }
+        }
+        // Still alive at the end (leaks): their words so far, from the
+        // kernel's tails and from per-write records alike.
+        for (key, bytes, total) in self.capture.stderr_tails() {
+            self.last_words.push(key, &bytes, total);
+        }
         let now = boot_ns();
         for key in self.last_words.remaining() {
             let task = Task {
@@ -197,6 +242,7 @@ impl Session {
     /// The trailer as of now (loss counters are cumulative).
     pub fn trailer(&self, command_status: Option<ExitStatus>) -> Result<Trailer, TracerError> {
         let per_cpu = self.capture.drops()?;
+        let [user_read_failed, task_read_failed] = self.capture.fails()?;
         let sum = |i: usize| per_cpu.iter().map(|c| c[i]).sum::<u64>();
         Ok(Trailer {
             ended_at: wall_time(boot_ns(), boot_to_wall_ns()),
@@ -206,6 +252,8 @@ impl Session {
                 tracked_map_full: sum(1),
                 inflight_map_full: sum(2),
                 undecodable: self.undecodable,
+                user_read_failed,
+                task_read_failed,
                 unwritten: self.unwritten_before + self.writer.unwritten(),
                 write_error: self.writer.error().map(|e| e.to_string()),
                 per_cpu,

@@ -1,9 +1,5 @@
 //! The ring pump: records out of the kernel's ring buffer, decoded,
 //! enriched (an outside sender's argv, an OOM's memory cgroup) and written.
-use std::{os::fd::AsFd, time::Duration};
-
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-
 use super::Session;
 use crate::{
     capture::{cgroups, decode},
@@ -13,15 +9,13 @@ use crate::{
 };
 
 impl Session {
-    /// Wait up to `timeout` for events, then write all that are ready.
-    pub fn pump(&mut self, timeout: Duration) -> Result<u64, TracerError> {
-        let ms = PollTimeout::from(timeout.as_millis().min(60_000) as u16);
-        let mut fds = [PollFd::new(self.ring.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, ms) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(TracerError::PollRing(e)),
-        }
-        self.drain()
+    /// Wait until the ring buffer has records (or may have: the readiness
+    /// is cleared first, so a record committed later wakes the loop again).
+    /// Call `drain` after it.
+    pub async fn ready(&self) -> Result<(), TracerError> {
+        let mut guard = self.ring.readable().await.map_err(TracerError::PollRing)?;
+        guard.clear_ready();
+        Ok(())
     }
 
     /// Write every event already in the ring buffer.
@@ -29,7 +23,7 @@ impl Session {
         let mut n = 0;
         loop {
             // Copy the record out so the ring's borrow ends here.
-            let decoded = match self.ring.next() {
+            let decoded = match self.ring.get_mut().next() {
                 Some(item) => decode::decode(&item),
                 None => break,
             };

@@ -12,7 +12,7 @@ use crate::{
     run::session::Session,
 };
 
-use super::{fresh_in, Every, Seen};
+use crate::live::{fresh_in, Seen};
 
 /// What asks for live findings (the daemon's flags).
 pub struct LiveOptions<'a> {
@@ -29,7 +29,7 @@ pub struct LiveOptions<'a> {
 
 pub struct Watch {
     seen: Seen,
-    every: Every,
+    period: Duration,
     opts: AnalysisOptions,
     metrics: Option<Metrics>,
     otlp: Option<Exporter>,
@@ -60,7 +60,7 @@ impl Watch {
         };
         let mut w = Self {
             seen: Seen::default(),
-            every: Every::new(args.interval),
+            period: args.interval,
             opts: args.analysis,
             metrics,
             otlp: endpoint.map(|e| Exporter::start(e, otlp::Context::from_env(header))),
@@ -76,14 +76,13 @@ impl Watch {
         Ok(Some(w))
     }
 
-    /// Look again if the period has passed.
-    pub fn tick(&mut self, session: &mut Session) {
-        if self.every.due() {
-            self.look(session);
-        }
+    /// How often the loop should call `look`.
+    pub fn period(&self) -> Duration {
+        self.period
     }
 
-    fn look(&mut self, session: &mut Session) {
+    /// Hand on what is new in the log so far.
+    pub fn look(&mut self, session: &mut Session) {
         self.totals(session);
         let now: u64 = session.event_counts().values().sum();
         if now == self.events_then {

@@ -2,32 +2,28 @@
 //! It streams the event log with size-based rotation, writes the reports on
 //! SIGTERM/SIGINT/SIGHUP (and on SIGUSR1 without stopping), and never
 //! truncates what an earlier run of it wrote.
-use std::{
-    collections::BTreeSet,
-    path::PathBuf,
-    process::ExitCode,
-    time::{Duration, Instant},
-};
+mod watch;
 
-use signal_hook::{
-    consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1},
-    iterator::Signals,
-};
+use std::{collections::BTreeSet, path::PathBuf, process::ExitCode, time::Duration};
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use tokio::time::{interval_at, Instant, Interval, MissedTickBehavior};
 use tracer_common::RuntimeConfig;
 
+use self::watch::{LiveOptions, Watch};
 use crate::{
     capture,
     commands::output::{write_reports_exported, ReportFlags},
     error::TracerError,
     eventlog::{segment_name, Header, LIVE},
-    live::watch::{LiveOptions, Watch},
     outdir::{names, OutDir, Policy},
     redact::Redactor,
     run::{
-        header,
+        event_loop, header,
         options::CaptureOptions,
         scope::{seed, Scope},
         session::Session,
+        signals::Signals,
     },
 };
 
@@ -93,11 +89,18 @@ impl DaemonArgs {
 
 pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     // First of all: a stop request during start-up is honoured, not fatal.
-    let mut signals =
-        Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1]).map_err(TracerError::Signals)?;
+    let signals = Signals::new(&[SIGINT, SIGTERM, SIGHUP, SIGUSR1])?;
+    event_loop::block_on(watch(args, signals))?
+}
+
+/// A cgroup gains members by migration too, not only by fork: its
+/// membership is read again this often.
+const RESCAN: Duration = Duration::from_secs(1);
+
+async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, TracerError> {
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
-    let capture = capture::load(&args.capture.load_options(tracer_tgid))?;
+    let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;
     // A daemon may write into a job's workspace (the CI user's directory):
     // every write is fd-relative and never follows a link, and the reports
     // go to the directory's owner. A world-writable directory is refused.
@@ -126,10 +129,8 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         )
     };
     redactor.header(&mut header);
-    let writer = header::create_log(&out, &header)?;
     let log_path = out.display(LIVE);
-    let mut session = Session::new(capture, writer, out, args.capture.last_words_bytes)?;
-    session.redact_with(redactor);
+    let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
 
     let mut known = BTreeSet::new();
     match &scope {
@@ -146,23 +147,29 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
         log_path.display()
     );
 
-    let mut rescan = Instant::now();
+    let mut rescan = matches!(scope, Scope::Cgroup(_)).then(|| every(RESCAN));
+    let mut look = live.as_ref().map(|l| every(l.period()));
     'run: loop {
-        session.pump(Duration::from_millis(200))?;
-        if let Some(live) = &mut live {
-            live.tick(&mut session);
-        }
-        for sig in signals.pending() {
-            if sig == SIGUSR1 {
-                interim_reports(&mut session, args)?;
-            } else {
-                break 'run;
+        tokio::select! {
+            ready = session.ready() => {
+                ready?;
+                session.drain()?;
             }
-        }
-        // A cgroup gains members by migration too, not only by fork.
-        if matches!(scope, Scope::Cgroup(_)) && rescan.elapsed() >= Duration::from_secs(1) {
-            rescan = Instant::now();
-            seed(&mut session, &scope, &mut known)?;
+            got = signals.recv() => {
+                for origin in got.map_err(TracerError::Signals)? {
+                    if origin.signal == SIGUSR1 {
+                        interim_reports(&mut session, args)?;
+                    } else {
+                        break 'run;
+                    }
+                }
+            }
+            () = tick(&mut rescan) => seed(&mut session, &scope, &mut known)?,
+            () = tick(&mut look) => {
+                if let Some(live) = &mut live {
+                    live.look(&mut session);
+                }
+            }
         }
         if args.rotate_size > 0 && session.log_bytes() >= args.rotate_size {
             header.segment = segment + 1;
@@ -177,6 +184,24 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     let export = live.and_then(|l| l.finish(&log));
     write_reports_exported(&log, &closed.out, &args.report, export)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A timer firing every `period`, first after one period; a late tick
+/// does not bunch up.
+fn every(period: Duration) -> Interval {
+    let mut i = interval_at(Instant::now() + period, period);
+    i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    i
+}
+
+/// The next tick of a timer that may not exist (then never).
+async fn tick(timer: &mut Option<Interval>) {
+    match timer {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// Reports from the log so far; the log goes on. The OTLP export is the
