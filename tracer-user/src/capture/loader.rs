@@ -92,18 +92,18 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
     let abi = KillAbi::HOST.map_or(KillAbi::NONE, |(abi, _)| abi);
 
     let log_level = ebpf_log::level(log_on);
+    let (per_write, all_signals) = (
+        u32::from(opts.last_words_per_write),
+        u32::from(opts.all_signals),
+    );
     let mut ebpf =
         loader
             .btf(Some(&btf))
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
             .override_global("OFFSETS", &offsets, true)
             .override_global("TRACER_TGID", &opts.tracer_tgid, true)
-            .override_global(
-                "STDERR_PER_WRITE",
-                &u32::from(opts.last_words_per_write),
-                true,
-            )
-            .override_global("ALL_SIGNALS", &u32::from(opts.all_signals), true)
+            .override_global("STDERR_PER_WRITE", &per_write, true)
+            .override_global("ALL_SIGNALS", &all_signals, true)
             .override_global("KILL_ABI", &abi, true)
             .override_global(aya_log::LEVEL, &log_level, true)
             .load(OBJECT)

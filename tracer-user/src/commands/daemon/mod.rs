@@ -180,8 +180,9 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     }
     let closed = session.finish(None)?;
     closed.warn_if_log_failed();
-    let export = live.and_then(|l| l.finish(&closed.log));
-    write_reports_exported(&closed.log, &closed.out, &args.report, export)?;
+    let log = closed.log()?;
+    let export = live.and_then(|l| l.finish(&log));
+    write_reports_exported(&log, &closed.out, &args.report, export)?;
     Ok(ExitCode::SUCCESS)
 }
 
