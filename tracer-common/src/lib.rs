@@ -50,47 +50,8 @@ impl TryFrom<u32> for RecordKind {
     }
 }
 
-/// The kill-family syscalls, numbered independently of the architecture.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KillSyscall {
-    Kill = 1,
-    Tkill = 2,
-    Tgkill = 3,
-    RtSigqueueinfo = 4,
-    RtTgsigqueueinfo = 5,
-    PidfdSendSignal = 6,
-}
-
-impl KillSyscall {
-    /// Map an x86-64 syscall number.
-    pub const fn from_x86_64_nr(nr: i64) -> Option<Self> {
-        match nr {
-            62 => Some(Self::Kill),
-            200 => Some(Self::Tkill),
-            234 => Some(Self::Tgkill),
-            129 => Some(Self::RtSigqueueinfo),
-            297 => Some(Self::RtTgsigqueueinfo),
-            424 => Some(Self::PidfdSendSignal),
-            _ => None,
-        }
-    }
-}
-
-impl TryFrom<u32> for KillSyscall {
-    type Error = u32;
-    fn try_from(v: u32) -> Result<Self, u32> {
-        Ok(match v {
-            1 => Self::Kill,
-            2 => Self::Tkill,
-            3 => Self::Tgkill,
-            4 => Self::RtSigqueueinfo,
-            5 => Self::RtTgsigqueueinfo,
-            6 => Self::PidfdSendSignal,
-            other => return Err(other),
-        })
-    }
-}
+mod kill;
+pub use kill::{KillAbi, KillSyscall, KILL_SYSCALLS};
 
 /// Why an event could not be emitted. Index into the per-CPU `DROPS` array.
 #[repr(u32)]
@@ -532,4 +493,5 @@ mod pod {
     unsafe impl aya::Pod for TaskId {}
     unsafe impl aya::Pod for StderrTail {}
     unsafe impl aya::Pod for SignalCounts {}
+    unsafe impl aya::Pod for KillAbi {}
 }

@@ -3,29 +3,40 @@
 //! this is the only trace of it.
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_boot_ns},
-    programs::{BtfTracePointContext, TracePointContext},
+    programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
 };
-use tracer_common::{DropReason, KillCallRecord, KillSyscall, RecordKind};
+use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind};
 
 use crate::{
     maps::{count_drop, is_tracked, Inflight, EVENTS, INFLIGHT, TRACKED},
     task::{comm, current, header, read, task_id, Ptr},
 };
 
+/// The running architecture's syscall numbers and pt_regs layout
+/// (`tracer_common::KillAbi::HOST`), set by user space at load.
+#[unsafe(no_mangle)]
+pub static KILL_ABI: KillAbi = KillAbi::NONE;
+
+/// Read volatilely so the compiler cannot fold the `NONE` default in.
+#[inline(always)]
+fn abi_nr(nr: i64) -> Option<KillSyscall> {
+    let abi: KillAbi = unsafe { core::ptr::read_volatile(&KILL_ABI) };
+    abi.syscall(nr)
+}
+
+#[inline(always)]
+fn regs_off(f: fn(&KillAbi) -> &u32) -> u32 {
+    unsafe { core::ptr::read_volatile(f(&KILL_ABI)) }
+}
+
 // syscalls:sys_{enter,exit}_* records: __syscall_nr at 8, then 8-byte slots.
 const TP_NR: usize = 8;
 const TP_ARG0: usize = 16;
 const TP_RET: usize = 16;
 
-// x86-64 struct pt_regs is ptrace ABI: these offsets do not move.
-const REGS_DI: u32 = 112;
-const REGS_SI: u32 = 104;
-const REGS_DX: u32 = 96;
-const REGS_ORIG_AX: u32 = 120;
-
 pub fn on_enter(ctx: &TracePointContext) -> Result<u32, ()> {
     let nr: i32 = unsafe { ctx.read_at(TP_NR) }.map_err(|_| ())?;
-    let Some(syscall) = KillSyscall::from_x86_64_nr(nr as i64) else {
+    let Some(syscall) = abi_nr(nr as i64) else {
         return Ok(0);
     };
     let arg = |i: usize| -> i64 { unsafe { ctx.read_at::<i64>(TP_ARG0 + 8 * i) }.unwrap_or(0) };
@@ -39,26 +50,50 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
+/// Syscall arguments 0..2 from the `struct pt_regs` a syscall entry got.
+#[inline(always)]
+fn regs_args(regs: Ptr) -> (i64, i64, i64) {
+    let a0: i64 = read(regs, regs_off(|a| &a.regs_arg[0])).unwrap_or(0);
+    let a1: i64 = read(regs, regs_off(|a| &a.regs_arg[1])).unwrap_or(0);
+    let a2: i64 = read(regs, regs_off(|a| &a.regs_arg[2])).unwrap_or(0);
+    (a0, a1, a2)
+}
+
 pub fn on_raw_enter(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let id: i64 = ctx.arg(1);
     // Runs on every syscall: bail out before touching anything else.
-    let Some(syscall) = KillSyscall::from_x86_64_nr(id) else {
+    let Some(syscall) = abi_nr(id) else {
         return Ok(0);
     };
-    let regs: Ptr = ctx.arg(0);
-    let a0: i64 = read(regs, REGS_DI).unwrap_or(0);
-    let a1: i64 = read(regs, REGS_SI).unwrap_or(0);
-    let a2: i64 = read(regs, REGS_DX).unwrap_or(0);
+    let (a0, a1, a2) = regs_args(ctx.arg(0));
     enter(syscall, a0, a1, a2);
     Ok(0)
 }
 
 pub fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let regs: Ptr = ctx.arg(0);
-    let id: i64 = read(regs, REGS_ORIG_AX).unwrap_or(-1);
-    if KillSyscall::from_x86_64_nr(id).is_none() {
+    let id: i32 = read(regs, regs_off(|a| &a.regs_nr)).unwrap_or(-1);
+    if abi_nr(id as i64).is_none() {
         return Ok(0);
     }
+    let ret: i64 = ctx.arg(1);
+    exit(ret);
+    Ok(0)
+}
+
+/// fentry on the syscall's entry symbol (`__x64_sys_kill(const struct
+/// pt_regs *)`): one program per syscall, so the syscall is known.
+#[inline(always)]
+pub fn on_fentry(ctx: &FEntryContext, syscall: KillSyscall) -> Result<u32, ()> {
+    let regs: Ptr = ctx.arg(0);
+    let (a0, a1, a2) = regs_args(regs);
+    enter(syscall, a0, a1, a2);
+    Ok(0)
+}
+
+/// fexit on the same symbol: arguments, then the return value.
+#[inline(always)]
+pub fn on_fexit(ctx: &FExitContext) -> Result<u32, ()> {
     let ret: i64 = ctx.arg(1);
     exit(ret);
     Ok(0)

@@ -18,9 +18,10 @@ mod stderr;
 mod task;
 
 use aya_ebpf::{
-    macros::{btf_tracepoint, tracepoint},
-    programs::{BtfTracePointContext, TracePointContext},
+    macros::{btf_tracepoint, fentry, fexit, tracepoint},
+    programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
 };
+use tracer_common::KillSyscall;
 
 #[btf_tracepoint(function = "sched_process_fork")]
 pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
@@ -42,7 +43,35 @@ pub fn signal_generate(ctx: BtfTracePointContext) -> u32 {
     signal::on_generate(&ctx).unwrap_or(0)
 }
 
-/// Attached to every `syscalls:sys_enter_<kill-family>` tracepoint.
+/// First choice for the kill family: fentry/fexit on each syscall's entry
+/// symbol (`__x64_sys_kill`, named by user space from `tracer_common`'s kill
+/// table). Unlike classic tracepoints, detaching them costs no RCU grace
+/// period each. Program names: `kill_fentry_<syscall>` / `kill_fexit_<syscall>`.
+macro_rules! kill_fentry_fexit {
+    ($($entry:ident, $exit:ident, $syscall:expr;)*) => {$(
+        #[fentry]
+        pub fn $entry(ctx: FEntryContext) -> u32 {
+            kill_calls::on_fentry(&ctx, $syscall).unwrap_or(0)
+        }
+
+        #[fexit]
+        pub fn $exit(ctx: FExitContext) -> u32 {
+            kill_calls::on_fexit(&ctx).unwrap_or(0)
+        }
+    )*};
+}
+
+kill_fentry_fexit! {
+    kill_fentry_kill, kill_fexit_kill, KillSyscall::Kill;
+    kill_fentry_tkill, kill_fexit_tkill, KillSyscall::Tkill;
+    kill_fentry_tgkill, kill_fexit_tgkill, KillSyscall::Tgkill;
+    kill_fentry_rt_sigqueueinfo, kill_fexit_rt_sigqueueinfo, KillSyscall::RtSigqueueinfo;
+    kill_fentry_rt_tgsigqueueinfo, kill_fexit_rt_tgsigqueueinfo, KillSyscall::RtTgsigqueueinfo;
+    kill_fentry_pidfd_send_signal, kill_fexit_pidfd_send_signal, KillSyscall::PidfdSendSignal;
+}
+
+/// Last choice for the kill family: attached to every
+/// `syscalls:sys_enter_<kill-family>` tracepoint.
 #[tracepoint]
 pub fn kill_enter(ctx: TracePointContext) -> u32 {
     kill_calls::on_enter(&ctx).unwrap_or(0)
@@ -54,8 +83,8 @@ pub fn kill_exit(ctx: TracePointContext) -> u32 {
     kill_calls::on_exit(&ctx).unwrap_or(0)
 }
 
-/// Fallback when per-syscall tracepoints are missing: raw_syscalls, filtered
-/// to the kill family in the kernel.
+/// Second choice for the kill family (where fentry is refused): raw_syscalls
+/// via tp_btf, filtered to the kill family in the kernel by syscall number.
 #[btf_tracepoint(function = "sys_enter")]
 pub fn raw_sys_enter(ctx: BtfTracePointContext) -> u32 {
     kill_calls::on_raw_enter(&ctx).unwrap_or(0)

@@ -1,5 +1,14 @@
 //! Errors a user can act on: one line saying what is wrong and what to do.
-use std::{path::PathBuf, process::ExitCode};
+//!
+//! Every variant keeps the error it came from (`#[source]`/`#[from]`) for
+//! callers that walk the chain, and its `Display` already carries that
+//! source's text: the one line the user sees is `Display` alone.
+//!
+//! No `anyhow`, on purpose: the binary's edge (`main`) needs the *type* of a
+//! failure to pick the exit status (127/126 for a command that cannot run,
+//! 70 for the tracer's own), and every message is already written where the
+//! failure is understood; an `anyhow::Error` would have to be downcast back.
+use std::{io, path::PathBuf, process::ExitCode};
 
 use crate::eventlog::LogError;
 
@@ -13,12 +22,10 @@ pub enum TracerError {
     NotPrivileged,
     #[error("this kernel exposes no BTF at /sys/kernel/btf/vmlinux; tracer needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.10+)")]
     NoBtf,
-    #[error("cannot mount tracefs at /sys/kernel/tracing ({0}); mount it with `mount -t tracefs nodev /sys/kernel/tracing` and retry")]
-    Tracefs(String),
     #[error("kernel BTF lacks {0}; this kernel is not supported (see docs/kernels.md)")]
     MissingKernelType(String),
     #[error("cannot load the eBPF programs: {0}")]
-    Load(String),
+    Load(#[from] LoadError),
     #[error("required hook {hook} could not be attached: {detail}")]
     RequiredHook { hook: String, detail: String },
     #[error("cannot run `{cmd}`{as_user}: {source}")]
@@ -45,8 +52,15 @@ pub enum TracerError {
     Log(#[from] LogError),
     #[error(transparent)]
     OutDir(#[from] crate::outdir::OutDirError),
-    #[error("{0}")]
-    Other(String),
+    #[error("cannot listen on {addr} for --metrics-listen ({source}); give a free ADDR:PORT")]
+    MetricsListen {
+        addr: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot start the metrics thread: {0}")]
+    MetricsThread(#[source] io::Error),
+    #[error("summarize: no readable report.json in the given paths")]
+    NothingToSummarize,
 
     // The runtime's own failures (run/, commands/): kept apart from the
     // capture errors above so each block changes on its own.
@@ -80,6 +94,80 @@ pub enum TracerError {
     SudoUserUnknown(String),
     #[error("--fail-on {0} is not supported for a daemon's log (use oom or unexpected-death, or `tracer record --fail-on {0}` around the command)")]
     FailOnDaemon(&'static str),
+}
+
+/// What went wrong loading the eBPF side or talking to its maps.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("this binary was built without its eBPF object; build it with `cargo xtask build`")]
+    NoObject,
+    #[error("reading {path}: {source}")]
+    ReadBtf {
+        path: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("parsing {path}: {source}")]
+    ParseBtf {
+        path: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("kernel BTF: {0}")]
+    KernelBtf(#[source] aya::BtfError),
+    #[error("{0}")]
+    Object(#[source] aya::EbpfError),
+    #[error("{0} map missing")]
+    MapMissing(&'static str),
+    #[error("{map} map: {source}")]
+    Map {
+        map: &'static str,
+        #[source]
+        source: aya::maps::MapError,
+    },
+    #[error("tracking pid {pid}: {source}")]
+    Track {
+        pid: u32,
+        #[source]
+        source: aya::maps::MapError,
+    },
+    #[error("program {0} missing from the object")]
+    ProgramMissing(&'static str),
+    #[error("task iterator: {0}")]
+    TaskIter(#[source] aya::programs::ProgramError),
+    #[error("task iterator: {0}")]
+    TaskIterRead(#[source] io::Error),
+    #[error("pid namespace: /proc/self/ns/pid: {0}")]
+    OwnPidNs(#[source] io::Error),
+    #[error("pid namespace {0}: the kernel did not report this process in it")]
+    PidNsLevel(u32),
+    #[error("eBPF log ring: {0}")]
+    LogRing(#[source] aya_log::Error),
+    #[error("eBPF log pipe: {0}")]
+    LogPipe(#[source] nix::errno::Errno),
+    #[error("eBPF log thread: {0}")]
+    LogThread(#[source] io::Error),
+    #[error("/proc belongs to another pid namespace (it calls this process {seen}, not {me}): mount a procfs for this namespace (e.g. `unshare --pid --fork --mount-proc`)")]
+    ForeignProc { seen: String, me: u32 },
+}
+
+impl TracerError {
+    /// The one conversion for "writing `path` failed": `.map_err(TracerError::output(path))`.
+    pub fn output(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Output { path, source }
+    }
+}
+
+/// `io::Result` → `TracerError::Output` naming the file: `res.writing(&path)?`.
+pub trait WriteContext<T> {
+    fn writing(self, path: impl Into<PathBuf>) -> Result<T, TracerError>;
+}
+
+impl<T> WriteContext<T> for io::Result<T> {
+    fn writing(self, path: impl Into<PathBuf>) -> Result<T, TracerError> {
+        self.map_err(TracerError::output(path))
+    }
 }
 
 pub fn report_error(err: &TracerError) -> ExitCode {

@@ -102,17 +102,13 @@ fn seed000_group_kill_names_the_sibling_and_the_process_group() {
 fn group_kill_is_one_call_with_three_deliveries() {
     let log = fixture("seed000_group_kill.ndjson");
     let m = Model::build(&log);
-    let calls: Vec<_> = m
-        .kill_calls
-        .iter()
-        .filter(|k| k.ev.target_arg == -4242)
+    let calls: Vec<usize> = (0..m.kill_calls.len())
+        .filter(|&k| m.kill_calls[k].ev.target_arg == -4242)
         .collect();
     assert_eq!(calls.len(), 1);
-    assert_eq!(calls[0].signals.len(), 3);
-    let targets: Vec<u32> = calls[0]
-        .signals
-        .iter()
-        .map(|&i| m.signals[i].target.pid)
+    let targets: Vec<u32> = m
+        .signals_of(calls[0])
+        .map(|i| m.signals[i].target.pid)
         .collect();
     assert_eq!(targets, [4242, 4243, 4244]);
 }

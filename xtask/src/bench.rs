@@ -4,8 +4,9 @@
 //!
 //! Sections:
 //! 1. fixed start-up (load, attach, spawn, teardown): `tracer record -- true`;
-//! 2. four workloads (fork/exec storm, signal storm, long argv, stderr-heavy),
-//!    bare vs tracer vs references, raw ratio and ratio beyond start-up;
+//! 2. the workloads (fork/exec storm, signal storm, long argv, stderr-heavy,
+//!    Go's SIGURG preemption, a real test suite), bare vs tracer vs
+//!    references, raw ratio and ratio beyond start-up;
 //! 3. the zero-loss knee: event rate and ring-buffer size vs `lost`;
 //! 4. peak RSS over a ~1M-event run, and `tracer report` on 1M-event logs.
 //!
@@ -21,6 +22,7 @@ use std::{
 use anyhow::{bail, Result};
 
 use crate::{
+    bench_extra,
     bench_logs::{count_lines, event_span_secs, read_trailer, synthesize},
     bench_measure::{measure, Measured, Stats},
     bench_workloads::{build_driver, machine, workloads, Ctx, Tool},
@@ -51,6 +53,7 @@ pub fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     let scratch = ws.target_dir.join("bench");
     fs::create_dir_all(&scratch)?;
     let driver = build_driver(&scratch)?;
+    let go = bench_extra::build_go(&scratch);
     let which =
         |name: &str| crate::bootstrap::which(name, &std::env::var_os("PATH").unwrap_or_default());
     let mut cx = Ctx {
@@ -141,8 +144,14 @@ pub fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     );
     cx.say("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut fork_log: Option<PathBuf> = None;
-    for w in workloads(scale) {
-        let argv = cx.driver_argv(&w.args);
+    let mut all = workloads(scale);
+    all.push(bench_extra::preempt(scale, go.as_deref()));
+    match bench_extra::test_suite(ws) {
+        Ok(w) => all.push(w),
+        Err(e) => cx.say(format!("test suite workload: skipped, {e:#}")),
+    }
+    for w in all {
+        let argv = cx.argv(&w);
         let mut times: Vec<Vec<Measured>> = vec![Vec::new(); 4];
         let mut trailer = None;
         for rep in 0..reps {
@@ -169,7 +178,7 @@ pub fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
                 }
                 if tool == Tool::Tracer {
                     trailer = read_trailer(&dir.join("events.ndjson"));
-                    if w.args[0] == "fork" {
+                    if w.program.is_none() && w.args[0] == "fork" {
                         let keep = scratch.join("fork-storm.ndjson");
                         fs::rename(dir.join("events.ndjson"), &keep)?;
                         fork_log = Some(keep);

@@ -5,14 +5,24 @@
  *   benchdrv argv   N ARGC ARGLEN  N execs of /bin/true with ARGC args of ARGLEN bytes
  *   benchdrv stderr PROCS WRITES LEN  PROCS processes (2 at a time), each writing
  *                                  WRITES times LEN bytes to fd 2
+ *   benchdrv preempt THREADS MILLIONS  THREADS threads spinning MILLIONS million
+ *                                  iterations each while a monitor thread sends
+ *                                  each running one SIGURG (tgkill) every 10 ms:
+ *                                  Go's sysmon preempting busy goroutines (the
+ *                                  fallback when no Go toolchain is installed)
  *
  * It only ever signals processes it forked itself. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +118,51 @@ static void stderr_storm(long procs, long writes, long len) {
     for (int s = 0; s < 2; s++) if (running[s]) wait_ok(running[s]);
 }
 
+/* Go's runtime: sysmon preempts a goroutine that ran 10 ms with SIGURG via
+ * tgkill; the handler runs on the busy thread and returns. */
+#define PREEMPT_MAX 64
+static _Atomic pid_t spin_tids[PREEMPT_MAX];
+static _Atomic long spinning;
+static long spin_millions;
+static _Atomic unsigned long preempted;
+
+static void on_urg(int sig) { (void)sig; preempted++; }
+
+static void *spin(void *arg) {
+    long me = (long)arg;
+    spin_tids[me] = (pid_t)syscall(SYS_gettid);
+    volatile unsigned long x = 0;
+    for (long i = 0; i < spin_millions * 1000000L; i++) x += (unsigned long)i;
+    spin_tids[me] = 0;
+    spinning--;
+    return NULL;
+}
+
+static void preempt_storm(long threads, long millions) {
+    if (threads < 1 || threads > PREEMPT_MAX) { fprintf(stderr, "THREADS in 1..%d\n", PREEMPT_MAX); exit(2); }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_urg;
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGURG, &sa, NULL)) die("sigaction");
+    spin_millions = millions;
+    spinning = threads;
+    pthread_t th[PREEMPT_MAX];
+    for (long i = 0; i < threads; i++)
+        if (pthread_create(&th[i], NULL, spin, (void *)i)) die("pthread_create");
+    pid_t tgid = getpid();
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    while (spinning > 0) {
+        nanosleep(&tick, NULL);
+        for (long i = 0; i < threads; i++) {
+            pid_t tid = spin_tids[i];
+            /* ESRCH: the thread finished between the read and the send. */
+            if (tid && syscall(SYS_tgkill, tgid, tid, SIGURG) && errno != ESRCH) die("tgkill");
+        }
+    }
+    for (long i = 0; i < threads; i++) pthread_join(th[i], NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: see source\n"); return 2; }
     long a = atol(argv[2]);
@@ -117,6 +172,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "signal")) signal_storm(a);
     else if (!strcmp(argv[1], "argv")) argv_storm(a, b, c);
     else if (!strcmp(argv[1], "stderr")) stderr_storm(a, b, c);
+    else if (!strcmp(argv[1], "preempt")) preempt_storm(a, b);
     else { fprintf(stderr, "unknown mode %s\n", argv[1]); return 2; }
     return 0;
 }

@@ -11,11 +11,12 @@ use crate::cmd;
 
 const DRIVER_SRC: &str = include_str!("bench_driver.c");
 
-/// One workload: the driver's arguments, sized to run 2–3 s bare on our
-/// 2-core machine.
+/// One workload: a program (the driver unless named) and its arguments,
+/// sized to run 2–3 s bare on our 2-core machine.
 pub struct Workload {
     pub name: &'static str,
     pub what: String,
+    pub program: Option<PathBuf>,
     pub args: Vec<String>,
 }
 
@@ -25,21 +26,25 @@ pub fn workloads(scale: f64) -> Vec<Workload> {
         Workload {
             name: "fork storm",
             what: format!("{} × fork+exec /bin/true, 2 workers", n(1500.0)),
+            program: None,
             args: vec!["fork".into(), n(1500.0), "2".into()],
         },
         Workload {
             name: "signal storm",
             what: format!("{} signals ping-ponged parent<->child", n(200_000.0)),
+            program: None,
             args: vec!["signal".into(), n(200_000.0)],
         },
         Workload {
             name: "long argv",
             what: format!("{} × exec /bin/true with 64 args of 1 KiB", n(1000.0)),
+            program: None,
             args: vec!["argv".into(), n(1000.0), "64".into(), "1024".into()],
         },
         Workload {
             name: "stderr-heavy",
             what: format!("{} processes × 2000 writes of 100 B to fd 2", n(1000.0)),
+            program: None,
             args: vec!["stderr".into(), n(1000.0), "2000".into(), "100".into()],
         },
     ]
@@ -147,6 +152,16 @@ impl Ctx {
         v.extend(args.iter().cloned());
         v
     }
+
+    /// The command line of a workload: its own program, or the driver.
+    pub fn argv(&self, w: &Workload) -> Vec<String> {
+        match &w.program {
+            Some(p) => std::iter::once(p.to_string_lossy().into_owned())
+                .chain(w.args.iter().cloned())
+                .collect(),
+            None => self.driver_argv(&w.args),
+        }
+    }
 }
 
 /// Compile the workload driver (C, `cc -O2`) into the scratch dir.
@@ -158,7 +173,7 @@ pub fn build_driver(scratch: &Path) -> Result<PathBuf> {
         fs::write(&src, DRIVER_SRC)?;
         cmd::run(
             Command::new("cc")
-                .args(["-O2", "-Wall", "-o"])
+                .args(["-O2", "-Wall", "-pthread", "-o"])
                 .arg(&bin)
                 .arg(&src),
         )

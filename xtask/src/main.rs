@@ -5,6 +5,7 @@
 //! are the only commands anyone has to know. See docs/building.md.
 
 mod bench;
+mod bench_extra;
 mod bench_logs;
 mod bench_measure;
 mod bench_workloads;

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::{
     eventlog::{ExitStatus, ProcKey},
-    model::SignalEv,
+    model::{Model, SignalEv},
 };
 
 pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
@@ -107,7 +107,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     let earlier = cls.caught_earlier.map(|i| {
         let s = &m.signals[i];
         (
-            s.ev.sig_name.clone(),
+            s.ev.sig_name.to_string(),
             cx.proc_ref(s.sender, s.ev.at.t),
             s.ev.at.t,
         )
@@ -141,9 +141,9 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     let cause = Cause {
         kind: cls.kind,
         summary,
-        signal: fatal.map(signal_ref),
+        signal: fatal.map(|s| signal_ref(cx.m, s)),
         handled_then_exited: cls.handled_then_exited,
-        reraised: reraised.map(signal_ref),
+        reraised: reraised.map(|s| signal_ref(cx.m, s)),
         cancelled: cls.cancelled,
         mechanism: refined
             .as_ref()
@@ -213,16 +213,16 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     }
 }
 
-pub(crate) fn signal_ref(s: &SignalEv) -> SignalRef {
+pub(crate) fn signal_ref(m: &Model, s: &SignalEv) -> SignalRef {
     SignalRef {
         seq: s.ev.at.seq,
         t: s.ev.at.t,
-        time: s.ev.at.time.clone(),
+        time: m.time_at(&s.ev.at),
         sig: s.ev.sig,
-        sig_name: s.ev.sig_name.clone(),
+        sig_name: s.ev.sig_name.to_string(),
         code: s.ev.code,
-        code_name: s.ev.code_name.clone(),
-        result: s.ev.result.clone(),
+        code_name: s.ev.code_name.to_string(),
+        result: s.ev.result.to_string(),
         target_tid: s.ev.target.tid,
         group: s.ev.group,
     }
@@ -294,7 +294,7 @@ fn history(cx: &Ctx, key: ProcKey, end_t: u64, fatal: Option<usize>) -> Vec<Hist
             let s = &m.signals[i];
             let by_kernel = !cause::sent_by_process(s);
             HistoryEntry {
-                signal: signal_ref(s),
+                signal: signal_ref(m, s),
                 since_start_ns: s.ev.at.t.saturating_sub(key.start),
                 sender: cx.proc_ref(s.sender, s.ev.at.t),
                 raised_by_kernel: by_kernel,

@@ -72,12 +72,12 @@ pub(crate) fn near_misses(cx: &Ctx) -> Vec<NearMiss> {
             let target_ns = cx.target_ns(k.sender, &k.ev.syscall, k.ev.target_arg, k.ev.at.t);
             NearMiss {
                 seq: k.ev.at.seq,
-                time: k.ev.at.time.clone(),
+                time: cx.m.time_at(&k.ev.at),
                 sender: cx.proc_ref(k.sender, k.ev.at.t),
                 sender_tid: k.ev.sender.tid,
-                syscall: k.ev.syscall.clone(),
+                syscall: k.ev.syscall.to_string(),
                 sig: k.ev.sig,
-                sig_name: k.ev.sig_name.clone(),
+                sig_name: k.ev.sig_name.to_string(),
                 target_arg: k.ev.target_arg,
                 tid_arg: k.ev.tid_arg,
                 aimed_at: w::aimed_in_ns(
@@ -86,7 +86,7 @@ pub(crate) fn near_misses(cx: &Ctx) -> Vec<NearMiss> {
                 ),
                 target_ns,
                 ret: k.ev.ret,
-                errno: k.ev.errno.clone(),
+                errno: k.ev.errno.map(|e| e.to_string()),
                 probe: k.ev.sig == 0,
             }
         })
@@ -108,7 +108,7 @@ pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
             };
             Some(ForeignSignal {
                 direction,
-                signal: signal_ref(s),
+                signal: signal_ref(cx.m, s),
                 sender: cx.proc_ref(s.sender, s.ev.at.t),
                 sender_tid: s.ev.sender.tid,
                 sender_is_tracer: cx.m.is_tracer(s.sender),

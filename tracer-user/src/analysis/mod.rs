@@ -61,7 +61,7 @@ pub struct Analysis {
     pub ancestors: Vec<Ancestor>,
 }
 
-pub fn analyze<'a>(log: &'a EventLog, opts: &AnalysisOptions) -> (Model<'a>, Analysis) {
+pub fn analyze(log: &EventLog, opts: &AnalysisOptions) -> (Model, Analysis) {
     let model = Model::build(log);
     let analysis = analyze_model(&model, log.header.boot_to_wall_ns, opts);
     (model, analysis)
@@ -143,7 +143,7 @@ pub fn proc_ref(model: &Model, boot_to_wall_ns: i64, key: ProcKey, t: u64) -> Pr
 
 /// Shared context: the model plus what is needed to cite it.
 pub(crate) struct Ctx<'a> {
-    pub m: &'a Model<'a>,
+    pub m: &'a Model,
     pub wall_offset: i64,
     pub opts: &'a AnalysisOptions,
     /// The ancestry chains cited so far (see [`ancestors`]).
@@ -158,8 +158,8 @@ impl Ctx<'_> {
         let k = s.kill_call.map(|k| &self.m.kill_calls[k].ev);
         let call = s.ev.call.as_ref();
         let syscall = k
-            .map(|k| k.syscall.clone())
-            .or_else(|| call.map(|c| c.syscall.clone()))?;
+            .map(|k| k.syscall.to_string())
+            .or_else(|| call.map(|c| c.syscall.to_string()))?;
         let target_arg = call.map(|c| c.target_arg).or(k.map(|k| k.target_arg))?;
         Some((syscall, target_arg, k.and_then(|k| k.tid_arg)))
     }

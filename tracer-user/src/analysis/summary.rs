@@ -9,7 +9,7 @@ use crate::{eventlog::ExitStatus, model::SignalEv};
 /// What `summary` words a death from.
 pub(super) struct Facts<'a> {
     pub victim: &'a Victim,
-    pub fatal: Option<&'a SignalEv<'a>>,
+    pub fatal: Option<&'a SignalEv>,
     pub killer: Option<&'a Killer>,
     pub oom: Option<&'a OomInfo>,
     pub leaked: bool,
@@ -29,7 +29,7 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
             ExitStatus::Signaled { name, .. } => name.clone(),
             ExitStatus::Exited { .. } => "a signal".into(),
         },
-        |s| s.ev.sig_name.clone(),
+        |s| s.ev.sig_name.to_string(),
     );
     let core = if v.core_dumped { ", core dumped" } else { "" };
     let by_process = |k: &Killer| {

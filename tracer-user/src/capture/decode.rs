@@ -169,15 +169,7 @@ fn task(id: &TaskId, comm: &[u8]) -> Task {
 }
 
 pub fn syscall_name(nr: u32) -> &'static str {
-    match KillSyscall::try_from(nr) {
-        Ok(KillSyscall::Kill) => "kill",
-        Ok(KillSyscall::Tkill) => "tkill",
-        Ok(KillSyscall::Tgkill) => "tgkill",
-        Ok(KillSyscall::RtSigqueueinfo) => "rt_sigqueueinfo",
-        Ok(KillSyscall::RtTgsigqueueinfo) => "rt_tgsigqueueinfo",
-        Ok(KillSyscall::PidfdSendSignal) => "pidfd_send_signal",
-        Err(_) => "unknown",
-    }
+    KillSyscall::try_from(nr).map_or("unknown", KillSyscall::name)
 }
 
 /// signal_generate's `result` (enum trace_signal_result).

@@ -14,7 +14,7 @@ use aya::Ebpf;
 use aya_log::EbpfLogger;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use crate::error::TracerError;
+use crate::error::{LoadError, TracerError};
 
 /// The aya-log ring's size when logging is off: one page, the smallest a
 /// ring buffer may be (the map exists in the object either way).
@@ -47,10 +47,8 @@ pub struct Forwarder {
 
 impl Forwarder {
     pub fn start(ebpf: &mut Ebpf) -> Result<Self, TracerError> {
-        let mut logger =
-            EbpfLogger::init(ebpf).map_err(|e| TracerError::Load(format!("eBPF log ring: {e}")))?;
-        let (stop_rx, stop_tx) =
-            nix::unistd::pipe().map_err(|e| TracerError::Load(format!("eBPF log pipe: {e}")))?;
+        let mut logger = EbpfLogger::init(ebpf).map_err(LoadError::LogRing)?;
+        let (stop_rx, stop_tx) = nix::unistd::pipe().map_err(LoadError::LogPipe)?;
         let thread = std::thread::Builder::new()
             .name("ebpf-log".into())
             .spawn(move || loop {
@@ -65,7 +63,7 @@ impl Forwarder {
                     return;
                 }
             })
-            .map_err(|e| TracerError::Load(format!("eBPF log thread: {e}")))?;
+            .map_err(LoadError::LogThread)?;
         Ok(Self {
             stop: Some(stop_tx),
             thread: Some(thread),

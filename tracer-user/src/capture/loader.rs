@@ -1,28 +1,28 @@
-//! Load the eBPF object, attach every hook through its fallback chain, and
-//! report what attached and how.
+//! Load the eBPF object, hand it the kernel's offsets, attach every hook
+//! (hooks.rs), and talk to its maps.
 use aya::{
     maps::{Array, MapData, PerCpuArray, RingBuf},
-    programs::{BtfTracePoint, TracePoint},
     Btf, Ebpf, EbpfLoader,
 };
-use tracer_common::{DropReason, FailReason, RuntimeConfig, DROP_REASONS, FAIL_REASONS};
+use tracer_common::{DropReason, FailReason, KillAbi, RuntimeConfig, DROP_REASONS, FAIL_REASONS};
 
-use super::{ebpf_log, offsets, tracefs};
+use super::{
+    ebpf_log,
+    hooks::{self, program, Disabled},
+    offset_cache, offsets, tracefs,
+};
 use crate::{
-    error::TracerError,
+    error::{LoadError, TracerError},
     eventlog::{HookStatus, PidNamespace},
 };
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf.o"));
 
-const KILL_SYSCALLS: [&str; 6] = [
-    "kill",
-    "tkill",
-    "tgkill",
-    "rt_sigqueueinfo",
-    "rt_tgsigqueueinfo",
-    "pidfd_send_signal",
-];
+/// Default `--ring-buffer-size`. Measured (BENCHMARKS.md, knee table): no
+/// loss down to 1 MiB at the highest rate this machine reaches (~89k
+/// events/s); 4 MiB keeps 4× of margin. The ring's pages are mapped twice,
+/// so it counts 2× its size in the tracer's RSS (16 MiB counted 32 MB).
+pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
 
 pub struct LoadOptions {
     pub ring_buffer_bytes: u32,
@@ -40,44 +40,37 @@ pub struct LoadOptions {
     pub debug_ebpf: bool,
 }
 
-impl LoadOptions {
-    fn disabled(&self, what: &str) -> Result<(), String> {
-        match self.disabled.iter().any(|d| d == what) {
-            true => Err("disabled by --disable-hook".into()),
-            false => Ok(()),
-        }
-    }
-}
-
 /// Loaded and attached programs. Dropping it detaches everything.
 pub struct Capture {
     ebpf: Ebpf,
     pub hooks: Vec<HookStatus>,
     /// The pid namespace every reported pid is in (the tracer's own).
     pub view: PidNamespace,
-    btf: Btf,
     /// After `ebpf`: dropped once the programs are gone, it flushes the last records.
     _ebpf_log: Option<ebpf_log::Forwarder>,
 }
+
+const REQUIRED_TP_BTF: [&str; 4] = [
+    "sched_process_fork",
+    "sched_process_exec",
+    "sched_process_exit",
+    "signal_generate",
+];
 
 pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(TracerError::NotPrivileged);
     }
     if OBJECT.is_empty() {
-        return Err(TracerError::Load(
-            "this binary was built without its eBPF object; build it with `cargo xtask build`"
-                .into(),
-        ));
+        return Err(LoadError::NoObject.into());
     }
-    let vmlinux = offsets::load_vmlinux()?;
     let tracefs = tracefs::ensure_mounted();
     let oom_format = tracefs
         .as_ref()
         .ok()
         .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
-    #[allow(unused_mut)]
-    let mut offsets = offsets::resolve(&vmlinux, oom_format.as_deref())?;
+    let mut offsets = btf_offsets()?;
+    offsets::apply_oom_format(&mut offsets, oom_format.as_deref());
     // Debug builds only, for tests/debug_ebpf.rs: read the start time where
     // the group-leader pointer is, as a wrong offset would.
     #[cfg(debug_assertions)]
@@ -85,33 +78,42 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         offsets.task_start_boottime = offsets.task_group_leader;
     }
     let own_ns = super::pidns::own_ns_inum()?;
-    let btf = Btf::from_sys_fs().map_err(|e| TracerError::Load(format!("kernel BTF: {e}")))?;
-
+    // `EbpfLoader::new` parses vmlinux BTF for itself; we need our own copy
+    // for the programs' loads, and `.btf()` would replace its copy anyway:
+    // drop it first so only one parsed BTF is ever alive (peak RSS ~30 MB
+    // instead of ~40; parsing both on two threads saved ~40 ms, measured).
     let log_on = ebpf_log::wanted(opts.debug_ebpf);
     let mut loader = EbpfLoader::new();
+    loader.btf(None);
     if !log_on {
         loader.map_max_entries("AYA_LOGS", ebpf_log::off_ring_bytes());
     }
+    let btf = Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
+    let abi = KillAbi::HOST.map_or(KillAbi::NONE, |(abi, _)| abi);
+
+    let log_level = ebpf_log::level(log_on);
+    let (per_write, all_signals) = (
+        u32::from(opts.last_words_per_write),
+        u32::from(opts.all_signals),
+    );
     let mut ebpf =
         loader
             .btf(Some(&btf))
             .map_max_entries("EVENTS", opts.ring_buffer_bytes)
             .override_global("OFFSETS", &offsets, true)
             .override_global("TRACER_TGID", &opts.tracer_tgid, true)
-            .override_global(
-                "STDERR_PER_WRITE",
-                &u32::from(opts.last_words_per_write),
-                true,
-            )
-            .override_global("ALL_SIGNALS", &u32::from(opts.all_signals), true)
-            .override_global(aya_log::LEVEL, &ebpf_log::level(log_on), true)
+            .override_global("STDERR_PER_WRITE", &per_write, true)
+            .override_global("ALL_SIGNALS", &all_signals, true)
+            .override_global("KILL_ABI", &abi, true)
+            .override_global(aya_log::LEVEL, &log_level, true)
             .load(OBJECT)
             .map_err(|e| match e {
                 aya::EbpfError::MapError(aya::maps::MapError::CreateError {
                     ref io_error, ..
                 }) if io_error.raw_os_error() == Some(libc::EPERM) => TracerError::NotPrivileged,
-                other => TracerError::Load(other.to_string()),
+                other => LoadError::Object(other).into(),
             })?;
+    drop(loader);
     let ebpf_log = match log_on {
         true => Some(ebpf_log::Forwarder::start(&mut ebpf)?),
         false => None,
@@ -124,223 +126,96 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             level: 0,
             inum: own_ns,
         },
-        btf,
         _ebpf_log: ebpf_log,
     };
+    // Loaded now, so the parsed BTF (~15 MB) need not outlive start-up.
+    let it: &mut aya::programs::Iter = program(&mut cap.ebpf, "existing_tasks")
+        .map_err(|_| LoadError::ProgramMissing("existing_tasks"))?;
+    it.load("task", &btf).map_err(LoadError::TaskIter)?;
     if own_ns != super::pidns::HOST_PID_NS_INUM {
         cap.view.level = cap.own_ns_level()?;
     }
     // Before any hook runs: every pid they report is in this view.
     cap.set_config(RuntimeConfig::default())?;
-    let Capture {
-        mut ebpf,
-        view,
-        btf,
-        _ebpf_log,
-        ..
-    } = cap;
 
-    let mut hooks = Vec::new();
-    for hook in [
-        "sched_process_fork",
-        "sched_process_exec",
-        "sched_process_exit",
-        "signal_generate",
-    ] {
-        attach_btf(&mut ebpf, &btf, hook, hook).map_err(|detail| TracerError::RequiredHook {
+    let off = Disabled(&opts.disabled);
+    let ebpf = &mut cap.ebpf;
+    for hook in REQUIRED_TP_BTF {
+        hooks::attach_btf(ebpf, &btf, hook, hook).map_err(|detail| TracerError::RequiredHook {
             hook: hook.into(),
             detail,
         })?;
-        hooks.push(HookStatus {
-            name: hook.into(),
-            via: Some("tp_btf".into()),
-            attached: true,
-            detail: None,
-        });
+        cap.hooks.push(hooks::attached(hook, "tp_btf", None));
     }
-    hooks.push(attach_kill_syscalls(&mut ebpf, &btf, tracefs.is_ok(), opts));
-    hooks.push(match &tracefs {
-        Ok(_) => match opts
-            .disabled("oom_mark_victim")
-            .and_then(|()| attach_classic(&mut ebpf, "oom_mark_victim", "oom", &["mark_victim"]))
-        {
-            Ok(()) => HookStatus {
-                name: "oom_mark_victim".into(),
-                via: Some("tracepoint".into()),
-                attached: true,
-                detail: None,
-            },
-            Err(e) => unavailable("oom_mark_victim", e),
-        },
-        Err(e) => unavailable("oom_mark_victim", format!("tracefs unavailable: {e}")),
-    });
-    if opts.last_words {
-        hooks.push(attach_last_words(&mut ebpf, tracefs.is_ok(), opts));
-    }
-    Ok(Capture {
+    cap.hooks.push(hooks::attach_kill_syscalls(
         ebpf,
-        hooks,
-        view,
-        btf,
-        _ebpf_log,
-    })
+        &btf,
+        tracefs.is_ok(),
+        &off,
+    ));
+    cap.hooks.push(hooks::attach_oom(ebpf, &tracefs, &off));
+    if opts.last_words {
+        cap.hooks
+            .push(hooks::attach_last_words(ebpf, tracefs.is_ok(), &off));
+    }
+    drop(btf);
+    release_startup_heap();
+    Ok(cap)
 }
 
-fn unavailable(name: &str, detail: String) -> HookStatus {
-    log::warn!("hook {name} unavailable: {detail}");
-    HookStatus {
-        name: name.into(),
-        via: None,
-        attached: false,
-        detail: Some(detail),
+/// The BTF-derived offsets: from the per-kernel cache when it holds them,
+/// else parsed (and the cache written for the next run).
+fn btf_offsets() -> Result<tracer_common::KernelOffsets, TracerError> {
+    let dir = std::path::Path::new(offset_cache::CACHE_DIR);
+    let key = std::fs::File::open(offsets::VMLINUX_BTF)
+        .and_then(offset_cache::key)
+        .ok();
+    if let Some(o) = key.and_then(|k| offset_cache::load(dir, k)) {
+        log::debug!("kernel offsets from the cache");
+        return Ok(o);
     }
+    // The raw and parsed BTF (tens of MB of heap) live only for this call.
+    let o = offsets::resolve_btf(&offsets::load_vmlinux()?)?;
+    let Some(key) = key else { return Ok(o) };
+    offset_cache::store(dir, key, &o);
+    Ok(o)
 }
 
-/// Per-syscall tracepoints first (they fire only for these calls); if any is
-/// missing, raw_syscalls filtered in the kernel (fires on every syscall).
-fn attach_kill_syscalls(
-    ebpf: &mut Ebpf,
-    btf: &Btf,
-    have_tracefs: bool,
-    opts: &LoadOptions,
-) -> HookStatus {
-    let name = "kill_syscalls";
-    if let Err(e) = opts.disabled(name) {
-        return unavailable(name, e);
+/// Give the start-up heap back to the kernel. Parsing vmlinux BTF (btf-rs for
+/// the offsets, aya for the loader) peaks at tens of MB; freed, glibc keeps
+/// it mapped unless asked, and it would count in RSS for the whole run.
+fn release_startup_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
     }
-    let enters: Vec<String> = KILL_SYSCALLS
-        .iter()
-        .map(|s| format!("sys_enter_{s}"))
-        .collect();
-    let exits: Vec<String> = KILL_SYSCALLS
-        .iter()
-        .map(|s| format!("sys_exit_{s}"))
-        .collect();
-    let classic = if let Err(e) = opts.disabled("kill_syscalls:tracepoint") {
-        Err(e)
-    } else if have_tracefs {
-        let e: Vec<&str> = enters.iter().map(String::as_str).collect();
-        let x: Vec<&str> = exits.iter().map(String::as_str).collect();
-        attach_classic(ebpf, "kill_enter", "syscalls", &e)
-            .and_then(|()| attach_classic(ebpf, "kill_exit", "syscalls", &x))
-    } else {
-        Err("tracefs unavailable".into())
-    };
-    let why = match classic {
-        Ok(()) => {
-            return HookStatus {
-                name: name.into(),
-                via: Some("tracepoint".into()),
-                attached: true,
-                detail: None,
-            }
-        }
-        Err(e) => e,
-    };
-    detach_all(ebpf, "kill_enter");
-    detach_all(ebpf, "kill_exit");
-    match attach_btf(ebpf, btf, "raw_sys_enter", "sys_enter")
-        .and_then(|()| attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit"))
-    {
-        Ok(()) => HookStatus {
-            name: name.into(),
-            via: Some("raw_syscalls".into()),
-            attached: true,
-            detail: Some(format!(
-                "syscall tracepoints unavailable ({why}); using raw_syscalls"
-            )),
-        },
-        Err(e) => unavailable(
-            name,
-            format!("syscall tracepoints: {why}; raw_syscalls: {e}"),
-        ),
-    }
-}
-
-fn attach_last_words(ebpf: &mut Ebpf, have_tracefs: bool, opts: &LoadOptions) -> HookStatus {
-    let name = "last_words";
-    let res = opts
-        .disabled(name)
-        .and_then(|()| {
-            if have_tracefs {
-                Ok(())
-            } else {
-                Err("tracefs unavailable".into())
-            }
-        })
-        .and_then(|()| attach_classic(ebpf, "stderr_write", "syscalls", &["sys_enter_write"]))
-        .and_then(|()| attach_classic(ebpf, "stderr_writev", "syscalls", &["sys_enter_writev"]));
-    match res {
-        Ok(()) => HookStatus {
-            name: name.into(),
-            via: Some("tracepoint".into()),
-            attached: true,
-            detail: None,
-        },
-        Err(e) => {
-            detach_all(ebpf, "stderr_write");
-            detach_all(ebpf, "stderr_writev");
-            unavailable(name, e)
-        }
-    }
-}
-
-fn attach_btf(ebpf: &mut Ebpf, btf: &Btf, prog: &str, tracepoint: &str) -> Result<(), String> {
-    let p: &mut BtfTracePoint = program(ebpf, prog)?;
-    p.load(tracepoint, btf)
-        .map_err(|e| format!("load {prog}: {e}"))?;
-    p.attach().map_err(|e| format!("attach {prog}: {e}"))?;
-    Ok(())
-}
-
-fn attach_classic(
-    ebpf: &mut Ebpf,
-    prog: &str,
-    category: &str,
-    names: &[&str],
-) -> Result<(), String> {
-    let p: &mut TracePoint = program(ebpf, prog)?;
-    if p.fd().is_err() {
-        p.load().map_err(|e| format!("load {prog}: {e}"))?;
-    }
-    for name in names {
-        p.attach(category, name)
-            .map_err(|e| format!("{category}:{name}: {e}"))?;
-    }
-    Ok(())
-}
-
-fn detach_all(ebpf: &mut Ebpf, prog: &str) {
-    if let Ok(p) = program::<TracePoint>(ebpf, prog) {
-        let _ = p.unload();
-    }
-}
-
-fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
-where
-    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
-{
-    ebpf.program_mut(name)
-        .ok_or_else(|| format!("program {name} missing from the object"))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| e.to_string())
 }
 
 impl Capture {
-    /// Detach everything. Each classic syscall tracepoint costs an RCU grace
-    /// period here (~70 ms on 6.x); the kernel serialises them, so closing
+    /// Detach everything. Each classic tracepoint still attached costs an
+    /// RCU grace period (~35–80 ms); the kernel serialises them, so closing
     /// them from several threads gains nothing (and was seen to soft-lock a
-    /// 5.10 guest once): one by one, plainly.
+    /// 5.10 guest once). Fewer of them (hooks.rs), and the rest closed by a
+    /// child after the tracer is gone (teardown.rs).
     pub fn shutdown(self) {
+        let holder = super::teardown::hand_over_hooks();
+        if let Some(h) = &holder {
+            // With its start time: the pid alone could be recycled.
+            let start = super::teardown::start_time(h.pid).unwrap_or_default();
+            log::debug!("hooks detach in pid {} start {start}", h.pid);
+        }
         drop(self.ebpf);
+        // Our references are gone: the holder's are the last ones now.
+        drop(holder);
     }
 
     pub fn ring(&mut self) -> Result<RingBuf<MapData>, TracerError> {
         let map = self
             .ebpf
             .take_map("EVENTS")
-            .ok_or_else(|| TracerError::Load("EVENTS map missing".into()))?;
-        RingBuf::try_from(map).map_err(|e| TracerError::Load(e.to_string()))
+            .ok_or(LoadError::MapMissing("EVENTS"))?;
+        Ok(RingBuf::try_from(map).map_err(map_err("EVENTS"))?)
     }
 
     /// How deep the tracer's pid namespace is. No syscall says (NS_GET_PARENT
@@ -354,8 +229,8 @@ impl Capture {
         let map = self
             .ebpf
             .map_mut("EVENTS")
-            .ok_or_else(|| TracerError::Load("EVENTS map missing".into()))?;
-        let mut ring = RingBuf::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+            .ok_or(LoadError::MapMissing("EVENTS"))?;
+        let mut ring = RingBuf::try_from(map).map_err(map_err("EVENTS"))?;
         let mut level = None;
         while let Some(item) = ring.next() {
             if let Ok(super::decode::Wire::Existing(e)) = super::decode::decode(&item) {
@@ -364,12 +239,7 @@ impl Capture {
                 }
             }
         }
-        level.ok_or_else(|| {
-            TracerError::Load(format!(
-                "pid namespace {}: the kernel did not report this process in it",
-                self.view.inum
-            ))
-        })
+        Ok(level.ok_or(LoadError::PidNsLevel(self.view.inum))?)
     }
 
     /// Flip the runtime switches (adopting the tracer's next child). The
@@ -380,34 +250,23 @@ impl Capture {
         let map = self
             .ebpf
             .map_mut("CONFIG")
-            .ok_or_else(|| TracerError::Load("CONFIG map missing".into()))?;
-        let mut arr: Array<_, RuntimeConfig> =
-            Array::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
-        arr.set(0, cfg, 0)
-            .map_err(|e| TracerError::Load(e.to_string()))
+            .ok_or(LoadError::MapMissing("CONFIG"))?;
+        let mut arr: Array<_, RuntimeConfig> = Array::try_from(map).map_err(map_err("CONFIG"))?;
+        Ok(arr.set(0, cfg, 0).map_err(map_err("CONFIG"))?)
     }
 
     /// Run the task iterator: one `Existing` record per running process
     /// arrives in the ring buffer.
     pub fn list_existing(&mut self) -> Result<(), TracerError> {
-        let p: &mut aya::programs::Iter =
-            program(&mut self.ebpf, "existing_tasks").map_err(TracerError::Load)?;
-        if p.fd().is_err() {
-            p.load("task", &self.btf)
-                .map_err(|e| TracerError::Load(format!("task iterator: {e}")))?;
-        }
-        let id = p
-            .attach()
-            .map_err(|e| TracerError::Load(format!("task iterator: {e}")))?;
-        let link = p
-            .take_link(id)
-            .map_err(|e| TracerError::Load(e.to_string()))?;
+        let p: &mut aya::programs::Iter = program(&mut self.ebpf, "existing_tasks")
+            .map_err(|_| LoadError::ProgramMissing("existing_tasks"))?;
+        let id = p.attach().map_err(LoadError::TaskIter)?;
+        let link = p.take_link(id).map_err(LoadError::TaskIter)?;
         let mut file = link
             .into_file()
-            .map_err(|e| TracerError::Load(e.to_string()))?;
+            .map_err(|e| LoadError::TaskIterRead(std::io::Error::other(e)))?;
         // Reading the iterator's file is what runs it; it prints nothing.
-        std::io::copy(&mut file, &mut std::io::sink())
-            .map_err(|e| TracerError::Load(format!("task iterator: {e}")))?;
+        std::io::copy(&mut file, &mut std::io::sink()).map_err(LoadError::TaskIterRead)?;
         Ok(())
     }
 
@@ -416,13 +275,13 @@ impl Capture {
         let map = self
             .ebpf
             .map_mut("TRACKED")
-            .ok_or_else(|| TracerError::Load("TRACKED map missing".into()))?;
+            .ok_or(LoadError::MapMissing("TRACKED"))?;
         let mut tracked: aya::maps::HashMap<_, u32, u64> =
-            aya::maps::HashMap::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+            aya::maps::HashMap::try_from(map).map_err(map_err("TRACKED"))?;
         for k in keys {
             tracked
                 .insert(k.pid, k.start, 0)
-                .map_err(|e| TracerError::Load(format!("tracking pid {}: {e}", k.pid)))?;
+                .map_err(|source| LoadError::Track { pid: k.pid, source })?;
         }
         Ok(())
     }
@@ -432,9 +291,9 @@ impl Capture {
         let map = self
             .ebpf
             .map("TRACKED")
-            .ok_or_else(|| TracerError::Load("TRACKED map missing".into()))?;
+            .ok_or(LoadError::MapMissing("TRACKED"))?;
         let tracked: aya::maps::HashMap<_, u32, u64> =
-            aya::maps::HashMap::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+            aya::maps::HashMap::try_from(map).map_err(map_err("TRACKED"))?;
         let mut keys: Vec<_> = tracked
             .iter()
             .flatten()
@@ -516,14 +375,11 @@ impl Capture {
         let map = self
             .ebpf
             .map("DROPS")
-            .ok_or_else(|| TracerError::Load("DROPS map missing".into()))?;
-        let arr: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+            .ok_or(LoadError::MapMissing("DROPS"))?;
+        let arr: PerCpuArray<_, u64> = PerCpuArray::try_from(map).map_err(map_err("DROPS"))?;
         let mut per_cpu: Vec<[u64; DROP_REASONS as usize]> = Vec::new();
         for reason in DropReason::ALL {
-            let values = arr
-                .get(&(reason as u32), 0)
-                .map_err(|e| TracerError::Load(e.to_string()))?;
+            let values = arr.get(&(reason as u32), 0).map_err(map_err("DROPS"))?;
             for (cpu, v) in values.iter().enumerate() {
                 if per_cpu.len() <= cpu {
                     per_cpu.resize(cpu + 1, [0; DROP_REASONS as usize]);
@@ -539,16 +395,17 @@ impl Capture {
         let map = self
             .ebpf
             .map("FAILS")
-            .ok_or_else(|| TracerError::Load("FAILS map missing".into()))?;
-        let arr: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(map).map_err(|e| TracerError::Load(e.to_string()))?;
+            .ok_or(LoadError::MapMissing("FAILS"))?;
+        let arr: PerCpuArray<_, u64> = PerCpuArray::try_from(map).map_err(map_err("FAILS"))?;
         let mut sums = [0; FAIL_REASONS as usize];
         for reason in FailReason::ALL {
-            let values = arr
-                .get(&(reason as u32), 0)
-                .map_err(|e| TracerError::Load(e.to_string()))?;
+            let values = arr.get(&(reason as u32), 0).map_err(map_err("FAILS"))?;
             sums[reason as usize] = values.iter().sum();
         }
         Ok(sums)
     }
+}
+
+fn map_err(map: &'static str) -> impl Fn(aya::maps::MapError) -> LoadError {
+    move |source| LoadError::Map { map, source }
 }

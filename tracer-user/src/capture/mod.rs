@@ -2,9 +2,12 @@
 pub mod cgroups;
 pub mod decode;
 pub mod ebpf_log;
+pub mod hooks;
 pub mod loader;
+pub mod offset_cache;
 pub mod offsets;
 pub mod pidns;
+pub mod teardown;
 pub mod tracefs;
 
-pub use loader::{load, Capture, LoadOptions};
+pub use loader::{load, Capture, LoadOptions, DEFAULT_RING_BYTES};

@@ -6,19 +6,37 @@
 use btf_rs::{Btf, Type};
 use tracer_common::{KernelOffsets, OFFSET_NONE};
 
-use crate::error::TracerError;
+use crate::error::{LoadError, TracerError};
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 pub fn load_vmlinux() -> Result<Btf, TracerError> {
+    parse_vmlinux(&read_vmlinux()?)
+}
+
+/// The raw vmlinux BTF. One read, then parse from memory: parsing through
+/// the file costs a seek per type (~130k syscalls, a third of a second).
+pub fn read_vmlinux() -> Result<Vec<u8>, TracerError> {
     if !std::path::Path::new(VMLINUX_BTF).exists() {
         return Err(TracerError::NoBtf);
     }
-    // One read, then parse from memory: parsing through the file costs a
-    // seek per type (~130k syscalls, a third of a second).
-    let bytes = std::fs::read(VMLINUX_BTF)
-        .map_err(|e| TracerError::Load(format!("reading {VMLINUX_BTF}: {e}")))?;
-    Btf::from_bytes(&bytes).map_err(|e| TracerError::Load(format!("parsing {VMLINUX_BTF}: {e}")))
+    Ok(
+        std::fs::read(VMLINUX_BTF).map_err(|source| LoadError::ReadBtf {
+            path: VMLINUX_BTF,
+            source,
+        })?,
+    )
+}
+
+pub fn parse_vmlinux(bytes: &[u8]) -> Result<Btf, TracerError> {
+    // btf-rs reports with anyhow; kept as the boxed source.
+    Btf::from_bytes(bytes).map_err(|e| {
+        LoadError::ParseBtf {
+            path: VMLINUX_BTF,
+            source: e.into(),
+        }
+        .into()
+    })
 }
 
 /// Byte offset of `field` in `struct name`, looking through anonymous
@@ -74,6 +92,13 @@ pub fn enum_value(btf: &Btf, enum_name: &str, member: &str) -> Option<u32> {
 /// Resolve every offset the programs use. Fields the core hooks cannot do
 /// without are errors; the rest degrade to `OFFSET_NONE`.
 pub fn resolve(btf: &Btf, oom_format: Option<&str>) -> Result<KernelOffsets, TracerError> {
+    let mut o = resolve_btf(btf)?;
+    apply_oom_format(&mut o, oom_format);
+    Ok(o)
+}
+
+/// The offsets that come from BTF alone (what the cache keeps).
+pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
     let req = |s: &str, f: &str| {
         member_offset(btf, s, f).ok_or_else(|| TracerError::MissingKernelType(format!("{s}.{f}")))
     };
@@ -82,7 +107,7 @@ pub fn resolve(btf: &Btf, oom_format: Option<&str>) -> Result<KernelOffsets, Tra
     let start = member_offset(btf, "task_struct", "start_boottime")
         .or_else(|| member_offset(btf, "task_struct", "real_start_time"))
         .ok_or_else(|| TracerError::MissingKernelType("task_struct.start_boottime".into()))?;
-    let mut o = KernelOffsets {
+    Ok(KernelOffsets {
         task_pid: req("task_struct", "pid")?,
         task_tgid: req("task_struct", "tgid")?,
         task_start_boottime: start,
@@ -127,7 +152,11 @@ pub fn resolve(btf: &Btf, oom_format: Option<&str>) -> Result<KernelOffsets, Tra
             _ => OFFSET_NONE,
         },
         ..KernelOffsets::NONE
-    };
+    })
+}
+
+/// The `oom:mark_victim` record's fields, from its tracefs format file.
+pub fn apply_oom_format(o: &mut KernelOffsets, oom_format: Option<&str>) {
     if let Some(format) = oom_format {
         let f = |name| tracepoint_field_offset(format, name).unwrap_or(OFFSET_NONE);
         o.oom_total_vm = f("total_vm");
@@ -137,7 +166,6 @@ pub fn resolve(btf: &Btf, oom_format: Option<&str>) -> Result<KernelOffsets, Tra
         o.oom_pgtables = f("pgtables");
         o.oom_score_adj = f("oom_score_adj");
     }
-    Ok(o)
 }
 
 /// Offset of a field in a tracefs `format` file

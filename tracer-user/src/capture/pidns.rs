@@ -3,7 +3,7 @@
 //! container prints (e.g. a sidecar in a pod's shared pid namespace).
 use std::os::unix::fs::MetadataExt;
 
-use crate::error::TracerError;
+use crate::error::{LoadError, TracerError};
 
 /// `PROC_PID_INIT_INO`: the inode number of the host's pid namespace.
 pub const HOST_PID_NS_INUM: u32 = 0xEFFF_FFFC;
@@ -11,8 +11,7 @@ pub const HOST_PID_NS_INUM: u32 = 0xEFFF_FFFC;
 /// /proc shows that namespace. Its depth is found by the loader (the kernel
 /// will not tell a process how deep its namespace is).
 pub fn own_ns_inum() -> Result<u32, TracerError> {
-    let meta = std::fs::metadata("/proc/self/ns/pid")
-        .map_err(|e| TracerError::Load(format!("pid namespace: /proc/self/ns/pid: {e}")))?;
+    let meta = std::fs::metadata("/proc/self/ns/pid").map_err(LoadError::OwnPidNs)?;
     check_proc_mount()?;
     Ok(meta.ino() as u32)
 }
@@ -26,11 +25,11 @@ fn check_proc_mount() -> Result<(), TracerError> {
         .and_then(|p| p.to_str().and_then(|s| s.parse::<u32>().ok()));
     match seen {
         Some(p) if p == me => Ok(()),
-        _ => Err(TracerError::Load(format!(
-            "/proc belongs to another pid namespace (it calls this process {}, not {me}): \
-             mount a procfs for this namespace (e.g. `unshare --pid --fork --mount-proc`)",
-            seen.map_or("nothing".into(), |p| p.to_string())
-        ))),
+        _ => Err(LoadError::ForeignProc {
+            seen: seen.map_or("nothing".into(), |p| p.to_string()),
+            me,
+        }
+        .into()),
     }
 }
 

@@ -4,7 +4,6 @@
 use crate::{
     analysis::{Analysis, CauseKind},
     error::TracerError,
-    eventlog::{EventLog, Record},
 };
 
 /// The run's exit status when a `--fail-on` condition is met and the command
@@ -33,8 +32,8 @@ impl Condition {
         }
     }
 
-    /// How many times it happened in this run.
-    pub fn count(self, log: &EventLog, a: &Analysis) -> usize {
+    /// How many times it happened in this run; `leaks`: the log's `leak` records.
+    pub fn count(self, leaks: usize, a: &Analysis) -> usize {
         match self {
             // The tracer's own signals (forwarding, --timeout, --leaks kill)
             // are not the suite breaking its boundary.
@@ -44,14 +43,7 @@ impl Condition {
                 .filter(|f| !f.sender_is_tracer)
                 .count(),
             // Outlived the command, even if `--leaks kill` ended it later.
-            Self::Leak => {
-                let recorded = log
-                    .events
-                    .iter()
-                    .filter(|e| matches!(e, Record::Leak(_)))
-                    .count();
-                recorded.max(a.leftovers.len())
-            }
+            Self::Leak => leaks.max(a.leftovers.len()),
             Self::Oom => a
                 .certificates
                 .iter()
@@ -76,11 +68,12 @@ pub fn daemon_supports(conditions: &[Condition]) -> Result<(), TracerError> {
     }
 }
 
-/// The conditions met, with counts, in the order asked.
-pub fn met(conditions: &[Condition], log: &EventLog, a: &Analysis) -> Vec<(Condition, usize)> {
+/// The conditions met, with counts, in the order asked; `leaks`: the
+/// log's count of `leak` records.
+pub fn met(conditions: &[Condition], leaks: usize, a: &Analysis) -> Vec<(Condition, usize)> {
     conditions
         .iter()
-        .map(|&c| (c, c.count(log, a)))
+        .map(|&c| (c, c.count(leaks, a)))
         .filter(|&(_, n)| n > 0)
         .collect()
 }

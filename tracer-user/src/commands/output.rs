@@ -6,11 +6,12 @@ use std::io::IsTerminal;
 use crate::{
     analysis::{Analysis, AnalysisOptions},
     commands::fail_on,
-    error::TracerError,
-    eventlog::EventLog,
+    error::{TracerError, WriteContext},
+    eventlog::{EventLog, LogSummary},
+    model::Model,
     otlp::{self, Endpoint, ExportFacts},
     outdir::OutDir,
-    report::{self, ReportOptions},
+    report::{self, Loaded, ReportOptions},
 };
 
 /// Options that shape the reports (shared by `record`, `report` and `daemon`).
@@ -57,16 +58,20 @@ impl ReportFlags {
 /// Write report.json, report.md and report.html into the held directory,
 /// with a short summary on stderr; the log's findings go to the OTLP
 /// endpoint first, if one is configured. Returns the analysis the reports
-/// were written from, written or not.
+/// were written from, written or not. The log comes streamed ([`report::load`]):
+/// a long run's records are never all in memory.
 pub fn write_reports(
-    log: &EventLog,
+    log: Loaded,
     out: &OutDir,
     flags: &ReportFlags,
-) -> (Analysis, Result<(), TracerError>) {
+) -> (LogSummary, Analysis, Result<(), TracerError>) {
     let endpoint = Endpoint::resolve(flags.otlp_endpoint.as_deref());
-    write_with(log, out, flags, None, |a| {
-        endpoint.map(|e| otlp::export_analysis(e, log, a))
-    })
+    let Loaded { log, model } = log;
+    let header = log.header.clone();
+    let (analysis, written) = write_with(&log, model, out, flags, None, |a| {
+        endpoint.map(|e| otlp::export_analysis(e, &header, a))
+    });
+    (log, analysis, written)
 }
 
 /// The reports, with what became of an OTLP export already made (a
@@ -77,11 +82,13 @@ pub fn write_reports_exported(
     flags: &ReportFlags,
     export: Option<ExportFacts>,
 ) -> Result<(), TracerError> {
-    write_with(log, out, flags, export, |_| None).1
+    let summary = LogSummary::of(log);
+    write_with(&summary, Model::build(log), out, flags, export, |_| None).1
 }
 
 fn write_with(
-    log: &EventLog,
+    log: &LogSummary,
+    model: Model,
     out: &OutDir,
     flags: &ReportFlags,
     export: Option<ExportFacts>,
@@ -91,16 +98,13 @@ fn write_with(
         export,
         ..flags.options()
     };
-    let (analysis, rendered) = report::write_reports_exporting(log, out, &opts, export_now);
+    let (analysis, rendered) = report::write_loaded_exporting(log, model, out, &opts, export_now);
     let result = rendered
         .map(|rendered| {
             let color = report::use_color(std::io::stderr().is_terminal());
             let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
         })
-        .map_err(|source| TracerError::Output {
-            path: out.path().to_path_buf(),
-            source,
-        });
+        .writing(out.path());
     (analysis, result)
 }
 
@@ -108,10 +112,10 @@ fn write_with(
 /// announced on stderr.
 pub fn judge(
     conditions: &[fail_on::Condition],
-    log: &EventLog,
+    log: &LogSummary,
     analysis: &Analysis,
 ) -> Vec<(fail_on::Condition, usize)> {
-    let met = fail_on::met(conditions, log, analysis);
+    let met = fail_on::met(conditions, log.leaks, analysis);
     for (c, n) in &met {
         eprintln!("tracer: --fail-on {}: {n} found", c.name());
     }

@@ -207,9 +207,12 @@ async fn record(
     }
     let closed = session.finish(Some(command_status.clone()))?;
     phase(t0, "log closed, hooks detached");
-    let (log, analysis) = deliver(closed, &args.report);
+    let delivered = deliver(closed, &args.report);
     phase(t0, "reports written");
-    let met = output::judge(&args.fail_on, &log, &analysis);
+    let met = match &delivered {
+        Some((log, analysis)) => output::judge(&args.fail_on, log, analysis),
+        None => Vec::new(),
+    };
     let code = match (outcome.timed_out, passthrough_code(&command_status)) {
         // As timeout(1) does: the run did not finish, whatever it exited with.
         (true, _) => EXIT_TIMED_OUT,
@@ -221,23 +224,37 @@ async fn record(
 
 /// Write the reports of a finished run and hand its files over. From here on
 /// nothing may cost the command's status: what cannot be written is said on
-/// stderr. Returns the log the reports were written from, and its analysis.
+/// stderr. Returns the summary of the log the reports were written from, and
+/// its analysis (`None`: the log could not be read back).
 fn deliver(
     closed: session::Closed,
     flags: &ReportFlags,
-) -> (eventlog::EventLog, crate::analysis::Analysis) {
+) -> Option<(eventlog::LogSummary, crate::analysis::Analysis)> {
     if let Err(msg) = closed.out.check_in_place() {
         eprintln!("tracer: error: {msg}");
     }
     closed.warn_if_log_failed();
     // The reports come from the log as tracer wrote it (read through its own
     // file), exactly as `tracer report` would read it: the two never disagree.
-    let (analysis, written) = output::write_reports(&closed.log, &closed.out, flags);
-    if let Err(e) = written {
+    // Streamed: the run's records are never all in memory.
+    let lost = |e: TracerError| {
         eprintln!(
             "tracer: error: {e}; the reports of this run are lost, {LIVE} holds its evidence"
         );
-    }
+    };
+    let delivered = match closed.folded() {
+        Ok(loaded) => {
+            let (log, analysis, written) = output::write_reports(loaded, &closed.out, flags);
+            if let Err(e) = written {
+                lost(e);
+            }
+            Some((log, analysis))
+        }
+        Err(e) => {
+            lost(e);
+            None
+        }
+    };
     if let Err(e) = closed.out.give(closed.writer.file()) {
         log::warn!("cannot hand the event log over: {e}");
     }
@@ -258,7 +275,7 @@ fn deliver(
         ),
     }
     closed.out.hand_over_dirs();
-    (closed.log, analysis)
+    delivered
 }
 
 /// `--timeout` expired (the convention of timeout(1)).

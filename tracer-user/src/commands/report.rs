@@ -11,9 +11,9 @@ use crate::{
         output::{self, ReportFlags},
     },
     error::TracerError,
-    eventlog,
     outdir::{OutDir, Policy},
     redact::Redactor,
+    report,
 };
 
 #[derive(clap::Args, Debug, Clone)]
@@ -45,9 +45,15 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
             .unwrap_or_default(),
     };
     let redactor = Redactor::new(&args.report.redact)?;
-    let mut log = read_back(&args.events)?;
-    redactor.log(&mut log);
-    if log.header.mode == "daemon" {
+    // Streamed: a million-event log is never in memory as records.
+    let loaded = report::load(&args.events, &redactor)?;
+    if loaded.log.truncated {
+        eprintln!(
+            "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
+            args.events.display()
+        );
+    }
+    if loaded.log.header.mode == "daemon" {
         fail_on::daemon_supports(&args.fail_on)?;
     }
     let out_dir = if out_dir.as_os_str().is_empty() {
@@ -62,23 +68,11 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
             any_owner: true,
         },
     )?;
-    let (analysis, written) = output::write_reports(&log, &out, &args.report);
+    let (log, analysis, written) = output::write_reports(loaded, &out, &args.report);
     written?;
     if output::judge(&args.fail_on, &log, &analysis).is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
     }
-}
-
-/// Read a log (or a daemon's series), warning when it was cut short.
-fn read_back(log_path: &Path) -> Result<eventlog::EventLog, TracerError> {
-    let log = eventlog::read_series(log_path)?;
-    if log.truncated {
-        eprintln!(
-            "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
-            log_path.display()
-        );
-    }
-    Ok(log)
 }

@@ -28,9 +28,7 @@ pub fn run(args: &SummarizeArgs) -> Result<ExitCode, TracerError> {
         eprintln!("tracer: skipped {}: {}", t(&s.path), t(&s.error));
     }
     if loaded.runs.is_empty() {
-        return Err(TracerError::Other(
-            "summarize: no readable report.json in the given paths".to_string(),
-        ));
+        return Err(TracerError::NothingToSummarize);
     }
     let summary = summarize::summarize(&loaded);
     let text = match args.format {

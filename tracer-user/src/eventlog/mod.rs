@@ -1,14 +1,20 @@
 //! The event log (`events.ndjson`): the one artifact capture produces and
 //! every analysis consumes. Format: docs/event-log.md.
 mod names;
+mod parse;
 mod reader;
 mod schema;
+mod summary;
+mod walltime;
 mod writer;
 
 pub use names::{errno_name, si_code_name, signal_name};
+pub use parse::peek_tag;
 pub use reader::{
-    is_segment, read_from, read_log, read_series, read_series_in, segment_name, EventLog, LogError,
-    LIVE, MAX_LINE_BYTES,
+    is_segment, read_from, read_log, read_series, read_series_in, segment_name, stream_from,
+    stream_series, stream_series_in, EventLog, Frame, LogError, Sink, LIVE, MAX_LINE_BYTES,
 };
 pub use schema::*;
-pub use writer::{wall_time, LogWriter};
+pub use summary::{type_name, Counter, LogSummary};
+pub use walltime::wall_time;
+pub use writer::LogWriter;

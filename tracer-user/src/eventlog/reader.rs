@@ -6,7 +6,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::schema::{Header, Record, Trailer, SCHEMA_VERSION};
+use super::{
+    parse::parse_record,
+    schema::{Header, Record, Trailer, SCHEMA_VERSION},
+};
 
 #[derive(Debug)]
 pub struct EventLog {
@@ -63,40 +66,88 @@ pub fn read_log(path: &Path) -> Result<EventLog, LogError> {
 /// Read a log from an open file (tracer's own, held since it was created);
 /// `path` names it in messages.
 pub fn read_from(file: impl Read, path: &Path) -> Result<EventLog, LogError> {
+    let mut events = Vec::new();
+    let frame = stream_from(file, path, &mut |_: &Header, rec| events.push(rec))?;
+    Ok(EventLog {
+        header: frame.header,
+        events,
+        trailer: frame.trailer,
+        truncated: frame.truncated,
+    })
+}
+
+/// Where [`stream_from`] hands a log's events, in log order.
+pub trait Sink {
+    /// An event line, offered first: `true` if the sink read it itself
+    /// (a fast lane for lines it knows); it must then be exactly the line
+    /// `record` would have been given. Default: no.
+    fn line(&mut self, _header: &Header, _line: &[u8]) -> bool {
+        false
+    }
+
+    /// An event, with the log's header.
+    fn record(&mut self, header: &Header, rec: Record);
+}
+
+impl<F: FnMut(&Header, Record)> Sink for F {
+    fn record(&mut self, header: &Header, rec: Record) {
+        self(header, rec)
+    }
+}
+
+/// A log's header and trailer: what [`stream_from`] returns once every event
+/// has been handed over.
+#[derive(Debug)]
+pub struct Frame {
+    pub header: Header,
+    pub trailer: Option<Trailer>,
+    /// The log ended without a trailer: capture was interrupted.
+    pub truncated: bool,
+}
+
+/// Read a log line by line, handing each event (with the log's header) to
+/// `each` as it is parsed: the events are never all in memory at once (a
+/// million-event log is hundreds of MB as records). Same rules as
+/// [`read_from`].
+pub fn stream_from(file: impl Read, path: &Path, sink: &mut impl Sink) -> Result<Frame, LogError> {
     let io = |source| LogError::Io {
         path: path.to_owned(),
         source,
     };
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut header: Option<Header> = None;
-    let mut events = Vec::new();
     let mut trailer = None;
-    let mut next = |n: usize| -> Result<Option<Vec<u8>>, LogError> {
-        let mut line = Vec::new();
+    // Two line buffers, reused: the current line and the one after it (a
+    // bad last line is forgiven, so each line must know if it is the last).
+    let mut line = Vec::new();
+    let mut ahead = Vec::new();
+    let mut next = |n: usize, buf: &mut Vec<u8>| -> Result<bool, LogError> {
+        buf.clear();
         let got = (&mut reader)
             .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut line)
+            .read_until(b'\n', buf)
             .map_err(io)?;
         if got == 0 {
-            return Ok(None);
+            return Ok(false);
         }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        } else if line.len() > MAX_LINE_BYTES {
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        } else if buf.len() > MAX_LINE_BYTES {
             return Err(LogError::LineTooLong {
                 path: path.to_owned(),
                 line: n,
             });
         }
-        Ok(Some(line))
+        Ok(true)
     };
     let mut lineno = 0;
-    let mut pending = next(1)?;
-    while let Some(line) = pending.take() {
+    let mut more = next(1, &mut ahead)?;
+    while more {
+        std::mem::swap(&mut line, &mut ahead);
         let i = lineno;
         lineno += 1;
-        pending = next(i + 2)?;
-        let is_last = pending.is_none();
+        more = next(i + 2, &mut ahead)?;
+        let is_last = !more;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -122,10 +173,15 @@ pub fn read_from(file: impl Read, path: &Path) -> Result<EventLog, LogError> {
                 });
             }
         }
-        match serde_json::from_slice::<Record>(&line) {
+        if let Some(h) = &header {
+            if sink.line(h, &line) {
+                continue;
+            }
+        }
+        match parse_record(&line) {
             Ok(Record::Header(h)) if header.is_none() => header = Some(h),
             Ok(Record::Trailer(t)) => trailer = Some(t),
-            Ok(rec) if header.is_some() => events.push(rec),
+            Ok(rec) if header.is_some() => sink.record(header.as_ref().expect("checked"), rec),
             Ok(_) => {
                 return Err(LogError::NoHeader {
                     path: path.to_owned(),
@@ -146,9 +202,8 @@ pub fn read_from(file: impl Read, path: &Path) -> Result<EventLog, LogError> {
         path: path.to_owned(),
     })?;
     let truncated = trailer.is_none();
-    Ok(EventLog {
+    Ok(Frame {
         header,
-        events,
         trailer,
         truncated,
     })
@@ -175,6 +230,41 @@ pub fn read_series_in(
     dir: &crate::outdir::OutDir,
     live: Option<impl Read>,
 ) -> Result<EventLog, LogError> {
+    let mut events = Vec::new();
+    let frame = stream_series_in(dir, live, &mut |_: &Header, rec| events.push(rec))?;
+    Ok(EventLog {
+        header: frame.header,
+        events,
+        trailer: frame.trailer,
+        truncated: frame.truncated,
+    })
+}
+
+/// A log file, or a daemon's series (a directory), streamed: see
+/// [`stream_from`]. The frame is the first header and the last trailer.
+pub fn stream_series(path: &Path, sink: &mut impl Sink) -> Result<Frame, LogError> {
+    if !path.is_dir() {
+        let file = crate::outdir::open_regular(nix::fcntl::AT_FDCWD, path).map_err(|source| {
+            LogError::Io {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
+        return stream_from(file, path, sink);
+    }
+    let dir = crate::outdir::OutDir::open_existing(path).map_err(|e| LogError::Io {
+        path: path.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    stream_series_in(&dir, None::<std::fs::File>, sink)
+}
+
+/// [`read_series_in`], streamed.
+pub fn stream_series_in(
+    dir: &crate::outdir::OutDir,
+    live: Option<impl Read>,
+    sink: &mut impl Sink,
+) -> Result<Frame, LogError> {
     let io = |name: &str| {
         let path = dir.display(name);
         move |source| LogError::Io { path, source }
@@ -186,32 +276,39 @@ pub fn read_series_in(
         .filter(|n| is_segment(n))
         .collect();
     names.sort();
+    let mut frame: Option<Frame> = None;
+    for n in &names {
+        let file = dir.open_read(n).map_err(io(n))?;
+        let part = stream_from(file, &dir.display(n), sink)?;
+        frame = Some(join(frame, part));
+    }
     let live_part = match live {
-        Some(held) => Some(read_from(held, &dir.display(LIVE))),
-        None if dir.exists(LIVE) => Some(
-            dir.open_read(LIVE)
-                .map_err(io(LIVE))
-                .and_then(|f| read_from(f, &dir.display(LIVE))),
-        ),
+        Some(held) => Some(stream_from(held, &dir.display(LIVE), sink)?),
+        None if dir.exists(LIVE) => {
+            let file = dir.open_read(LIVE).map_err(io(LIVE))?;
+            Some(stream_from(file, &dir.display(LIVE), sink)?)
+        }
         None => None,
     };
-    let mut parts = names
-        .iter()
-        .map(|n| {
-            let file = dir.open_read(n).map_err(io(n))?;
-            read_from(file, &dir.display(n))
-        })
-        .chain(live_part);
-    let mut log = parts.next().ok_or_else(|| LogError::Empty {
-        path: dir.path().to_owned(),
-    })??;
-    for part in parts {
-        let part = part?;
-        log.events.extend(part.events);
-        log.trailer = part.trailer;
-        log.truncated = part.truncated;
+    if let Some(part) = live_part {
+        frame = Some(join(frame, part));
     }
-    Ok(log)
+    frame.ok_or_else(|| LogError::Empty {
+        path: dir.path().to_owned(),
+    })
+}
+
+/// The first part's header; the last part's trailer (its counters are
+/// cumulative) and truncation.
+fn join(so_far: Option<Frame>, part: Frame) -> Frame {
+    match so_far {
+        None => part,
+        Some(f) => Frame {
+            header: f.header,
+            trailer: part.trailer,
+            truncated: part.truncated,
+        },
+    }
 }
 
 /// The live log of a run or daemon (the names live in `outdir::names`).

@@ -59,7 +59,7 @@ impl LogWriter {
         Stamp {
             seq,
             t,
-            time: wall_time(t, self.boot_to_wall_ns),
+            time: super::wall_time(t, self.boot_to_wall_ns),
         }
     }
 
@@ -171,16 +171,4 @@ impl Read for ReadAt<'_> {
         self.pos += n as u64;
         Ok(n)
     }
-}
-
-/// RFC 3339 UTC with nanoseconds for a CLOCK_BOOTTIME instant.
-pub fn wall_time(t: u64, boot_to_wall_ns: i64) -> String {
-    let ns = t as i128 + boot_to_wall_ns as i128;
-    time::OffsetDateTime::from_unix_timestamp_nanos(ns)
-        .ok()
-        .and_then(|d| {
-            d.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }

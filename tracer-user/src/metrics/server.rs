@@ -13,10 +13,9 @@ const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset
 /// Listen on `addr` (ADDR:PORT) and serve `registry` until the process ends.
 /// Returns the address actually bound (port 0 picks one).
 pub fn serve(addr: &str, registry: Registry, staged: Arc<Staged>) -> Result<String, TracerError> {
-    let server = Server::http(addr).map_err(|e| {
-        TracerError::Other(format!(
-            "cannot listen on {addr} for --metrics-listen ({e}); give a free ADDR:PORT"
-        ))
+    let server = Server::http(addr).map_err(|source| TracerError::MetricsListen {
+        addr: addr.to_string(),
+        source,
     })?;
     let bound = server
         .server_addr()
@@ -47,6 +46,6 @@ pub fn serve(addr: &str, registry: Registry, staged: Arc<Staged>) -> Result<Stri
                 }
             }
         })
-        .map_err(|e| TracerError::Other(format!("cannot start the metrics thread: {e}")))?;
+        .map_err(TracerError::MetricsThread)?;
     Ok(bound)
 }

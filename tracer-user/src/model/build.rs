@@ -2,10 +2,12 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::{
+    compact::{At, KillRec, SigRec, Who},
+    lines::{KillLine, SignalLine},
     process::{End, ExecInfo, ForkInfo, Process, ThreadExit, ThreadSpan},
     KillCallEv, Model, OomEv, SignalEv,
 };
-use crate::eventlog::{EventLog, ProcKey, Record, Task};
+use crate::eventlog::{Header, ProcKey, Record, Task, Trailer};
 
 // SIGKILL and the si_code the OOM killer uses (SEND_SIG_PRIV -> SI_KERNEL).
 use tracer_common::signals::{SIGCHLD, SIGKILL, SI_KERNEL, SI_QUEUE, SI_TKILL, SI_USER};
@@ -13,58 +15,124 @@ use tracer_common::signals::{SIGCHLD, SIGKILL, SI_KERNEL, SI_QUEUE, SI_TKILL, SI
 /// the signal and marks the victim in the same function; a second is slack.
 const OOM_PAIR_WINDOW_NS: u64 = 1_000_000_000;
 
-pub(super) fn build(log: &EventLog) -> Model<'_> {
-    let mut m = Model {
-        tracer_pid: log.header.tracer_pid,
-        root: None,
-        procs: BTreeMap::new(),
-        signals: Vec::new(),
-        kill_calls: Vec::new(),
-        ooms: Vec::new(),
-        snapshots: Vec::new(),
-        signal_summaries: Vec::new(),
-        first_t: 0,
-        last_t: 0,
-        not_run: log.trailer.as_ref().and_then(|t| {
+/// Builds the model from records handed over one at a time, in log order:
+/// each is read and let go, so a log never has to be in memory whole.
+pub struct Builder {
+    m: Model,
+    hooks: Vec<crate::eventlog::HookStatus>,
+    command: Vec<String>,
+}
+
+impl Builder {
+    pub fn new(header: &Header) -> Builder {
+        Builder {
+            m: Model {
+                tracer_pid: header.tracer_pid,
+                boot_to_wall_ns: header.boot_to_wall_ns,
+                root: None,
+                procs: BTreeMap::new(),
+                signals: Vec::new(),
+                kill_calls: Vec::new(),
+                ooms: Vec::new(),
+                snapshots: Vec::new(),
+                signal_summaries: Vec::new(),
+                odd_times: Default::default(),
+                first_t: 0,
+                last_t: 0,
+                not_run: None,
+                coverage: Default::default(),
+            },
+            hooks: header.hooks.clone(),
+            command: header.command.clone(),
+        }
+    }
+
+    pub fn push(&mut self, rec: &Record) {
+        let m = &mut self.m;
+        if let Some(s) = rec.stamp() {
+            if m.first_t == 0 || s.t < m.first_t {
+                m.first_t = s.t;
+            }
+            m.last_t = m.last_t.max(s.t);
+            // The run's root: the tracer's first child process.
+            if m.root.is_none() {
+                if let Record::Fork(f) = rec {
+                    if !f.thread && f.parent.pid == m.tracer_pid {
+                        m.root = Some(f.child.key());
+                    }
+                }
+            }
+        }
+        record(m, rec);
+    }
+
+    /// A `signal` line read in place ([`super::lines`]): as `push` of its record.
+    pub fn push_signal(&mut self, s: &SignalLine) {
+        self.stamped(s.t);
+        signal(
+            &mut self.m,
+            s.rec(),
+            [s.sender.who(), s.target.who()],
+            [s.sender.comm.as_deref(), s.target.comm.as_deref()],
+            s.sender_argv.as_ref(),
+            &s.time,
+        );
+    }
+
+    /// A `kill_call` line read in place: as `push` of its record.
+    pub fn push_kill_call(&mut self, k: &KillLine) {
+        self.stamped(k.t);
+        kill_call(
+            &mut self.m,
+            k.rec(),
+            k.sender.who(),
+            k.sender.comm.as_deref(),
+            &k.time,
+        );
+    }
+
+    fn stamped(&mut self, t: u64) {
+        let m = &mut self.m;
+        if m.first_t == 0 || t < m.first_t {
+            m.first_t = t;
+        }
+        m.last_t = m.last_t.max(t);
+    }
+
+    pub fn finish(self, trailer: Option<&Trailer>, truncated: bool) -> Model {
+        let mut m = self.m;
+        m.not_run = trailer.and_then(|t| {
             Some(super::NotRun {
-                command: log.header.command.clone(),
+                command: self.command.clone(),
                 reason: t.command_error.clone()?,
                 code: match t.command_status {
                     Some(crate::eventlog::ExitStatus::Exited { code }) => Some(code),
                     _ => None,
                 },
             })
-        }),
-        coverage: coverage(log),
-    };
-    for rec in &log.events {
-        if let Some(s) = rec.stamp() {
-            if m.first_t == 0 || s.t < m.first_t {
-                m.first_t = s.t;
+        });
+        m.coverage = coverage(&self.hooks, trailer, truncated);
+        m.signals.shrink_to_fit();
+        m.kill_calls.shrink_to_fit();
+        join_kill_calls(&mut m);
+        for (i, s) in m.signals.iter().enumerate() {
+            if let Some(p) = m.procs.get_mut(&s.target) {
+                p.signals_in.push(i);
             }
-            m.last_t = m.last_t.max(s.t);
         }
-        record(&mut m, rec);
+        mark_run(&mut m);
+        join_ooms(&mut m);
+        m
     }
-    join_kill_calls(&mut m);
-    for (i, s) in m.signals.iter().enumerate() {
-        if let Some(p) = m.procs.get_mut(&s.target) {
-            p.signals_in.push(i);
-        }
-    }
-    mark_run(&mut m, log);
-    join_ooms(&mut m);
-    m
 }
 
-fn coverage(log: &EventLog) -> super::Coverage {
-    let attached = |name: &str| {
-        log.header
-            .hooks
-            .iter()
-            .any(|h| h.name == name && h.attached)
-    };
-    let Some(t) = log.trailer.as_ref().filter(|_| !log.truncated) else {
+fn coverage(
+    hooks: &[crate::eventlog::HookStatus],
+    trailer: Option<&Trailer>,
+    truncated: bool,
+) -> super::Coverage {
+    let attached = |name: &str| hooks.iter().any(|h| h.name == name && h.attached);
+    let Some(t) = trailer.filter(|_| !truncated) else {
         return super::Coverage::default();
     };
     let signals = attached("signal_generate") && t.lost.total() == 0;
@@ -80,22 +148,36 @@ const PROCESS_CODES: [i32; 3] = [SI_USER, SI_QUEUE, SI_TKILL];
 
 /// Registers a task mention: its process exists, its thread is known.
 fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
-    let key = resolve(m, task, t);
-    let p = m.procs.entry(key).or_insert_with(|| Process::new(key));
-    if let Some(comm) = &task.comm {
-        p.comm = Some(comm.clone());
+    see_who(m, Who::from(task), task.comm.as_deref(), t)
+}
+
+fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
+    let key = resolve(m, &task, t);
+    let p = m
+        .procs
+        .entry(key)
+        .or_insert_with(|| Box::new(Process::new(key)));
+    // Compared first: a signal storm names the same two processes a
+    // million times.
+    if let Some(comm) = comm {
+        if p.comm.as_deref() != Some(comm) {
+            p.comm = Some(comm.to_owned());
+        }
     }
-    p.threads.entry(task.tid).or_insert(ThreadSpan {
-        from: key.start,
-        until: None,
-    });
+    p.threads.or_insert(
+        task.tid,
+        ThreadSpan {
+            from: key.start,
+            until: None,
+        },
+    );
     key
 }
 
 /// A task whose start time the capture could not read (`start: 0`) is the
 /// most recently started known process with that pid that had not ended by
 /// `t`; failing that it keeps `(pid, 0)` as its own identity.
-fn resolve(m: &Model, task: &Task, t: u64) -> ProcKey {
+fn resolve(m: &Model, task: &Who, t: u64) -> ProcKey {
     if task.start != 0 {
         return task.key();
     }
@@ -120,7 +202,7 @@ fn active(m: &mut Model, key: ProcKey, t: u64) {
     }
 }
 
-fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
+fn record(m: &mut Model, rec: &Record) {
     match rec {
         Record::Fork(f) => {
             let parent = see(m, &f.parent, f.at.t);
@@ -175,13 +257,16 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
                     span.until = Some(e.at.t);
                 }
             }
-            p.execs.push(ExecInfo {
-                seq: e.at.seq,
-                t: e.at.t,
-                filename: e.filename.clone(),
-                argv: e.argv.clone(),
-                argv_truncated: e.argv_truncated,
-            });
+            push_small(
+                &mut p.execs,
+                ExecInfo {
+                    seq: e.at.seq,
+                    t: e.at.t,
+                    filename: e.filename.clone(),
+                    argv: e.argv.clone(),
+                    argv_truncated: e.argv_truncated,
+                },
+            );
         }
         Record::Exit(x) => {
             let key = see(m, &x.task, x.at.t);
@@ -209,52 +294,33 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
                 });
             }
         }
-        Record::Signal(s) => {
-            let sender = see(m, &s.sender, s.at.t);
-            let target = see(m, &s.target, s.at.t);
-            // An outside sender's argv, read at capture time: its only name.
-            if let (Some(argv), Some(p)) = (&s.sender_argv, m.procs.get_mut(&sender)) {
-                if p.execs.is_empty() {
-                    p.execs.push(ExecInfo {
-                        seq: s.at.seq,
-                        t: s.at.t,
-                        filename: String::new(),
-                        argv: argv.clone(),
-                        argv_truncated: false,
-                    });
-                }
-            }
-            if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
-                active(m, sender, s.at.t);
-            }
-            m.signals.push(SignalEv {
-                ev: s,
-                sender,
-                target,
-                kill_call: None,
-            });
-        }
+        Record::Signal(s) => signal(
+            m,
+            SigRec::from(s),
+            [Who::from(&s.sender), Who::from(&s.target)],
+            [s.sender.comm.as_deref(), s.target.comm.as_deref()],
+            s.sender_argv.as_ref(),
+            &s.at.time,
+        ),
+        Record::KillCall(k) => kill_call(
+            m,
+            KillRec::from(k),
+            Who::from(&k.sender),
+            k.sender.comm.as_deref(),
+            &k.at.time,
+        ),
         Record::SignalSummary(s) => {
             see(m, &s.target, s.at.t);
             let sender = see(m, &s.sender, s.at.t);
             if s.sig != SIGCHLD {
                 active(m, sender, s.last_t);
             }
-            m.signal_summaries.push(s);
-        }
-        Record::KillCall(k) => {
-            let sender = see(m, &k.sender, k.at.t);
-            active(m, sender, k.at.t);
-            m.kill_calls.push(KillCallEv {
-                ev: k,
-                sender,
-                signals: Vec::new(),
-            });
+            m.signal_summaries.push(s.clone());
         }
         Record::Oom(o) => {
             let trigger = see(m, &o.trigger, o.at.t);
             m.ooms.push(OomEv {
-                ev: o,
+                ev: o.clone(),
                 victim: None,
                 trigger,
                 signal: None,
@@ -263,16 +329,16 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
         Record::LastWords(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {
-                p.last_words = Some(l.clone());
+                p.last_words = Some(Box::new(l.clone()));
             }
         }
         Record::Leak(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {
-                p.leak = Some(l.clone());
+                p.leak = Some(Box::new(l.clone()));
             }
         }
-        Record::Snapshot(snap) => m.snapshots.push(snap),
+        Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
         Record::Existing(x) => {
             let key = see(m, &x.task, x.at.t);
             // Its parent, if that was already running too (same instant).
@@ -286,13 +352,16 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
             p.lifecycle_seen = true;
             p.ns = x.ns;
             if !x.argv.is_empty() {
-                p.execs.push(ExecInfo {
-                    seq: x.at.seq,
-                    t: x.at.t,
-                    filename: x.exe.clone().unwrap_or_default(),
-                    argv: x.argv.clone(),
-                    argv_truncated: false,
-                });
+                push_small(
+                    &mut p.execs,
+                    ExecInfo {
+                        seq: x.at.seq,
+                        t: x.at.t,
+                        filename: x.exe.clone().unwrap_or_default(),
+                        argv: x.argv.clone(),
+                        argv_truncated: false,
+                    },
+                );
             }
             if let Some(parent) = parent.filter(|pk| *pk != key) {
                 p.parent = Some(parent);
@@ -307,20 +376,89 @@ fn record<'a>(m: &mut Model<'a>, rec: &'a Record) {
     }
 }
 
+/// Push onto a vector that usually stays short (a process's execs): the
+/// first elements one at a time, not the four a first push reserves, which
+/// on a fork storm's model was a quarter of its memory.
+pub(super) fn push_small<T>(v: &mut Vec<T>, x: T) {
+    if v.len() < 4 {
+        v.reserve_exact(1);
+    }
+    v.push(x);
+}
+
+/// A signal, from a record or a line ([`super::lines`]). `comms`: the
+/// sender's and the target's names.
+fn signal(
+    m: &mut Model,
+    s: SigRec,
+    ends: [Who; 2],
+    comms: [Option<&str>; 2],
+    sender_argv: Option<&Vec<String>>,
+    time: &str,
+) {
+    let sender = see_who(m, ends[0], comms[0], s.at.t);
+    let target = see_who(m, ends[1], comms[1], s.at.t);
+    // An outside sender's argv, read at capture time: its only name.
+    if let (Some(argv), Some(p)) = (sender_argv, m.procs.get_mut(&sender)) {
+        if p.execs.is_empty() {
+            push_small(
+                &mut p.execs,
+                ExecInfo {
+                    seq: s.at.seq,
+                    t: s.at.t,
+                    filename: String::new(),
+                    argv: argv.clone(),
+                    argv_truncated: false,
+                },
+            );
+        }
+    }
+    if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
+        active(m, sender, s.at.t);
+    }
+    keep_odd_time(m, s.at, time);
+    m.signals.push(SignalEv {
+        ev: s,
+        sender,
+        target,
+        kill_call: None,
+    });
+}
+
+fn kill_call(m: &mut Model, k: KillRec, who: Who, comm: Option<&str>, time: &str) {
+    let sender = see_who(m, who, comm, k.at.t);
+    active(m, sender, k.at.t);
+    keep_odd_time(m, k.at, time);
+    m.kill_calls.push(KillCallEv { ev: k, sender });
+}
+
+/// The model derives a signal's or kill call's `time` from `t`; a log whose
+/// text says otherwise keeps it.
+fn keep_odd_time(m: &mut Model, at: At, time: &str) {
+    if time != crate::eventlog::wall_time(at.t, m.boot_to_wall_ns) {
+        m.odd_times.insert(at.seq, time.to_owned());
+    }
+}
+
 /// `signal.call.id` == `kill_call.call_id` of the same sender thread. Keyed
 /// by the sender's process identity too, so a recycled tid cannot cross-join.
+/// The first kill call of a key wins. Sorted indices, not a map: a signal
+/// storm has half a million kill calls, and a map of their keys cost 30 MB.
 fn join_kill_calls(m: &mut Model) {
-    let mut by_id: BTreeMap<(ProcKey, u32, u64), usize> = BTreeMap::new();
-    for (i, k) in m.kill_calls.iter().enumerate() {
-        by_id
-            .entry((k.sender, k.ev.sender.tid, k.ev.call_id))
-            .or_insert(i);
-    }
-    for (i, s) in m.signals.iter_mut().enumerate() {
+    let kills = &m.kill_calls;
+    let key = |i: u32| {
+        let k = &kills[i as usize];
+        (k.sender, k.ev.sender.tid, k.ev.call_id)
+    };
+    let mut by_key: Vec<u32> = (0..kills.len() as u32).collect();
+    // Stable: among equal keys the first kill call stays first.
+    by_key.sort_by_key(|&i| key(i));
+    by_key.dedup_by_key(|i| key(*i));
+    for s in m.signals.iter_mut() {
         let Some(call) = &s.ev.call else { continue };
-        if let Some(&k) = by_id.get(&(s.sender, s.ev.sender.tid, call.id)) {
-            s.kill_call = Some(k);
-            m.kill_calls[k].signals.push(i);
+        let want = (s.sender, s.ev.sender.tid, call.id);
+        if let Ok(j) = by_key.binary_search_by_key(&want, |&i| key(i)) {
+            s.kill_call = Some(by_key[j] as usize);
         }
     }
 }
@@ -328,12 +466,8 @@ fn join_kill_calls(m: &mut Model) {
 /// The run is the tracer's child and everything descending from it. A
 /// process the kernel side tracked but whose fork we never saw (daemon mode,
 /// or a lost fork record) counts too: we cannot prove it is outside.
-fn mark_run(m: &mut Model, log: &EventLog) {
+fn mark_run(m: &mut Model) {
     let tracer = m.tracer_pid;
-    m.root = log.events.iter().find_map(|r| match r {
-        Record::Fork(f) if !f.thread && f.parent.pid == tracer => Some(f.child.key()),
-        _ => None,
-    });
     let mut queue: VecDeque<ProcKey> = m.root.into_iter().collect();
     while let Some(k) = queue.pop_front() {
         let Some(p) = m.procs.get_mut(&k) else {

@@ -6,38 +6,40 @@
 //! Built in one pass over the log plus a join pass, because a `kill_call`
 //! record is written at syscall *exit*, after the `signal` records it caused.
 mod build;
+mod compact;
+pub mod lines;
 mod process;
 mod threads;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+pub use build::Builder;
+pub use compact::{At, CallRec, Ids, KillRec, SigRec, Sym, Who};
 pub use process::{End, ExecInfo, ForkInfo, Process, ThreadSpan};
 
-use crate::eventlog::{EventLog, KillCall, Oom, ProcKey, Signal};
+use crate::eventlog::{EventLog, Oom, ProcKey, SnapshotTaken};
 
 /// One `signal` record with both ends resolved to processes.
 #[derive(Debug, Clone)]
-pub struct SignalEv<'a> {
-    pub ev: &'a Signal,
+pub struct SignalEv {
+    pub ev: SigRec,
     pub sender: ProcKey,
     pub target: ProcKey,
     /// Index into [`Model::kill_calls`]: the syscall this delivery came from.
     pub kill_call: Option<usize>,
 }
 
-/// One `kill_call` record with the signals it produced.
+/// One `kill_call` record (the signals it produced name it: `SignalEv::kill_call`).
 #[derive(Debug, Clone)]
-pub struct KillCallEv<'a> {
-    pub ev: &'a KillCall,
+pub struct KillCallEv {
+    pub ev: KillRec,
     pub sender: ProcKey,
-    /// Indices into [`Model::signals`].
-    pub signals: Vec<usize>,
 }
 
 /// One `oom` record with its victim resolved.
 #[derive(Debug, Clone)]
-pub struct OomEv<'a> {
-    pub ev: &'a Oom,
+pub struct OomEv {
+    pub ev: Oom,
     /// The process owning `victim_tid` at the time of the kill, if known.
     pub victim: Option<ProcKey>,
     /// The allocating task's process: named in reports, never blamed.
@@ -47,18 +49,26 @@ pub struct OomEv<'a> {
 }
 
 #[derive(Debug, Clone)]
-pub struct Model<'a> {
+pub struct Model {
     pub tracer_pid: u32,
+    /// The log header's offset: wall-clock ns = `t` + this.
+    pub boot_to_wall_ns: i64,
     /// The wrapped command's process (forked by the tracer), if seen.
     pub root: Option<ProcKey>,
-    pub procs: BTreeMap<ProcKey, Process>,
-    pub signals: Vec<SignalEv<'a>>,
-    pub kill_calls: Vec<KillCallEv<'a>>,
-    pub ooms: Vec<OomEv<'a>>,
+    /// Boxed: the map's nodes stay small (a fork storm's model holds
+    /// hundreds of thousands of processes, and half-full nodes of whole
+    /// processes doubled its memory).
+    pub procs: BTreeMap<ProcKey, Box<Process>>,
+    pub signals: Vec<SignalEv>,
+    pub kill_calls: Vec<KillCallEv>,
+    pub ooms: Vec<OomEv>,
     /// Signal floods the kernel counted instead of logging each delivery.
-    pub signal_summaries: Vec<&'a crate::eventlog::SignalSummary>,
+    pub signal_summaries: Vec<crate::eventlog::SignalSummary>,
     /// Hang or cancellation snapshots, in log order.
-    pub snapshots: Vec<&'a crate::eventlog::SnapshotTaken>,
+    pub snapshots: Vec<SnapshotTaken>,
+    /// Signal and kill-call `time` texts that are not what `t` says (a
+    /// hand-edited log), by `seq`: the report shows the log's own text.
+    odd_times: HashMap<u64, String>,
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,
@@ -89,16 +99,39 @@ pub struct Coverage {
     pub kill_calls: bool,
 }
 
-/// The model borrows the log's records rather than copying them: on a
-/// million-event log, copies of every signal and kill call doubled the
-/// report's peak memory.
-impl<'a> Model<'a> {
-    pub fn build(log: &'a EventLog) -> Model<'a> {
-        build::build(log)
+/// The model keeps what the analysis reads, not the log's records: it is
+/// built from a stream of records ([`Builder`], each record dropped once
+/// seen), so a million-event log is never in memory as records.
+impl Model {
+    /// The model of a log already in memory.
+    pub fn build(log: &EventLog) -> Model {
+        let mut b = Builder::new(&log.header);
+        for rec in &log.events {
+            b.push(rec);
+        }
+        b.finish(log.trailer.as_ref(), log.truncated)
+    }
+
+    /// The signals kill call `k` produced (indices into `signals`, in
+    /// order): the join is kept on the signal side only.
+    pub fn signals_of(&self, k: usize) -> impl Iterator<Item = usize> + '_ {
+        self.signals
+            .iter()
+            .enumerate()
+            .filter(move |(_, s)| s.kill_call == Some(k))
+            .map(|(i, _)| i)
+    }
+
+    /// The `time` of a signal or kill call: RFC 3339 UTC, as in the log.
+    pub fn time_at(&self, at: &At) -> String {
+        match self.odd_times.get(&at.seq) {
+            Some(text) => text.clone(),
+            None => crate::eventlog::wall_time(at.t, self.boot_to_wall_ns),
+        }
     }
 
     pub fn proc(&self, key: ProcKey) -> Option<&Process> {
-        self.procs.get(&key)
+        self.procs.get(&key).map(|p| &**p)
     }
 
     pub fn is_tracer(&self, key: ProcKey) -> bool {

@@ -1,6 +1,4 @@
 //! One process: what it was, where it came from, how it ended.
-use std::collections::BTreeMap;
-
 use crate::eventlog::{ExitStatus, ProcKey};
 
 #[derive(Debug, Clone)]
@@ -27,6 +25,66 @@ pub struct ThreadSpan {
     /// mentioned mid-run may have existed since the process began.
     pub from: u64,
     pub until: Option<u64>,
+}
+
+/// A process's threads by tid: a sorted vector, not a map (most processes
+/// have one thread, and a map's first node cost 300 bytes each).
+#[derive(Debug, Clone, Default)]
+pub struct Threads(Vec<(u32, ThreadSpan)>);
+
+impl Threads {
+    fn find(&self, tid: u32) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&tid, |&(t, _)| t)
+    }
+
+    pub fn get(&self, tid: &u32) -> Option<&ThreadSpan> {
+        self.find(*tid).ok().map(|i| &self.0[i].1)
+    }
+
+    pub fn get_mut(&mut self, tid: &u32) -> Option<&mut ThreadSpan> {
+        self.find(*tid).ok().map(|i| &mut self.0[i].1)
+    }
+
+    /// Set `tid`'s span; the one it replaces, if any.
+    pub fn insert(&mut self, tid: u32, span: ThreadSpan) -> Option<ThreadSpan> {
+        match self.find(tid) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, span)),
+            Err(i) => {
+                self.grow();
+                self.0.insert(i, (tid, span));
+                None
+            }
+        }
+    }
+
+    /// `tid`'s span, set to `span` if it had none.
+    pub fn or_insert(&mut self, tid: u32, span: ThreadSpan) -> &mut ThreadSpan {
+        let i = match self.find(tid) {
+            Ok(i) => i,
+            Err(i) => {
+                self.grow();
+                self.0.insert(i, (tid, span));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    /// Room for one more: one at a time while short (most processes have one
+    /// thread; a first push reserves four).
+    fn grow(&mut self) {
+        if self.0.len() < 4 {
+            self.0.reserve_exact(1);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// The process's end: its group-dead exit.
@@ -62,7 +120,7 @@ pub struct Process {
     pub execs: Vec<ExecInfo>,
     /// The last `comm` the kernel reported for any of its threads.
     pub comm: Option<String>,
-    pub threads: BTreeMap<u32, ThreadSpan>,
+    pub threads: Threads,
     pub thread_exits: Vec<ThreadExit>,
     pub end: Option<End>,
     /// A fork (as either end), exec or exit record was written for it: the
@@ -75,10 +133,12 @@ pub struct Process {
     /// The last time it demonstrably ran code of its own: forked, exec'd,
     /// created a thread, made a kill call or sent a signal (0 if never).
     pub last_active: u64,
-    /// The end of what it wrote to stderr (`last_words` record).
-    pub last_words: Option<crate::eventlog::LastWords>,
+    /// The end of what it wrote to stderr (`last_words` record). Boxed,
+    /// like `leak`: most processes have neither, and a fork storm's model
+    /// holds a million processes.
+    pub last_words: Option<Box<crate::eventlog::LastWords>>,
     /// Still alive when the command exited (`leak` record).
-    pub leak: Option<crate::eventlog::Leak>,
+    pub leak: Option<Box<crate::eventlog::Leak>>,
     /// Its pid inside its own pid namespace, when that is below the log's.
     pub ns: Option<crate::eventlog::NsPid>,
 }
@@ -97,7 +157,7 @@ impl Process {
             fork: None,
             execs: Vec::new(),
             comm: None,
-            threads: BTreeMap::new(),
+            threads: Threads::default(),
             thread_exits: Vec::new(),
             end: None,
             lifecycle_seen: false,

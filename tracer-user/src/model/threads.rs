@@ -36,10 +36,12 @@ mod tests {
         let a = with_thread(100, 10, 100, Some(50));
         let b = with_thread(200, 60, 100, None);
         let mut procs = BTreeMap::new();
-        procs.insert(a.key, a);
-        procs.insert(b.key, b);
+        procs.insert(a.key, Box::new(a));
+        procs.insert(b.key, Box::new(b));
         let m = Model {
             tracer_pid: 1,
+            boot_to_wall_ns: 0,
+            odd_times: Default::default(),
             root: None,
             procs,
             signals: vec![],

@@ -14,7 +14,7 @@ use serde::Serialize;
 pub use records::Context;
 pub use sender::Exporter;
 
-use crate::{analysis::Analysis, eventlog::EventLog, live::Seen};
+use crate::{analysis::Analysis, eventlog::Header, live::Seen};
 
 /// How long the end of a run waits for the queue to drain (a dead
 /// collector costs at most this, plus one request's timeout).
@@ -114,10 +114,10 @@ pub struct ExportFacts {
 
 /// `record` and `report`: export the findings of a whole log's analysis
 /// (the one its reports are written from), wait (bounded) for delivery.
-pub fn export_analysis(endpoint: Endpoint, log: &EventLog, analysis: &Analysis) -> ExportFacts {
-    let mut exporter = Exporter::start(endpoint, Context::from_env(&log.header));
+pub fn export_analysis(endpoint: Endpoint, header: &Header, analysis: &Analysis) -> ExportFacts {
+    let mut exporter = Exporter::start(endpoint, Context::from_env(header));
     let found = Seen::default().fresh(analysis.clone());
-    exporter.send(&found, log.header.boot_to_wall_ns);
+    exporter.send(&found, header.boot_to_wall_ns);
     exporter.finish(FINISH_GRACE)
 }
 

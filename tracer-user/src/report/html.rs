@@ -33,7 +33,7 @@ impl Context {
         Self::from_model(&Model::build(log))
     }
 
-    pub fn from_model(m: &Model<'_>) -> Context {
+    pub fn from_model(m: &Model) -> Context {
         let mut cx = Context::default();
         for (k, p) in &m.procs {
             let key = (k.pid, k.start);

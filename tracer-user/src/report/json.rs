@@ -1,7 +1,6 @@
 //! report.json: the machine-readable report. Schema: docs/report.schema.json,
 //! derived from these types (report/schema_tests.rs); prose: docs/report.md. Deterministic: every collection is ordered by log
 //! position or a BTreeMap, and no clock is read.
-use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -12,7 +11,7 @@ use super::{
 };
 use crate::{
     analysis::{self, wording as w, Analysis, AnalysisOptions},
-    eventlog::{EventLog, Loss, Record},
+    eventlog::{EventLog, LogSummary, Loss},
     model::Model,
 };
 
@@ -58,21 +57,27 @@ pub struct Report {
 
 pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
     let (model, analysis) = analyze(log, opts);
-    let mut report = report_of(log, &model, analysis);
+    let mut report = report_of(&LogSummary::of(log), &model, analysis);
     report.log.export = opts.export.clone();
     report
 }
 
-pub(super) fn analyze<'a>(log: &'a EventLog, opts: &ReportOptions) -> (Model<'a>, Analysis) {
+pub(super) fn analyze(log: &EventLog, opts: &ReportOptions) -> (Model, Analysis) {
+    let model = Model::build(log);
+    let analysis = analyze_model(&model, opts);
+    (model, analysis)
+}
+
+pub(super) fn analyze_model(model: &Model, opts: &ReportOptions) -> Analysis {
     let aopts = AnalysisOptions {
         watch: opts.watch.clone(),
     };
-    analysis::analyze(log, &aopts)
+    analysis::analyze_model(model, model.boot_to_wall_ns, &aopts)
 }
 
 /// The report of a log whose model is already built (the HTML timeline
 /// reads the same model: built once, it is the report's largest cost).
-pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -> Report {
+pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> Report {
     let h = &log.header;
     let root = model.root.and_then(|k| model.proc(k));
     let lost = log
@@ -87,10 +92,7 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
         .map(|k| k.name.clone())
         .collect();
 
-    let mut by_type = BTreeMap::new();
-    for r in &log.events {
-        *by_type.entry(type_name(r).to_string()).or_insert(0) += 1;
-    }
+    let by_type = log.by_type.clone();
     let mut warnings = Vec::new();
     if log.truncated {
         warnings.push(
@@ -116,11 +118,7 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
     }
     // A daemon's oldest segments deleted by --keep-segments: the series
     // starts later than event 1, and the report says so.
-    let pruned = log
-        .events
-        .first()
-        .and_then(|e| e.stamp())
-        .map_or(0, |s| s.seq.saturating_sub(1));
+    let pruned = log.first_seq.map_or(0, |s| s.saturating_sub(1));
     if pruned > 0 {
         warnings.push(format!(
             "the log begins at segment {}: the {} before it were deleted (--keep-segments), so deaths among them are not in this report",
@@ -129,10 +127,10 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
         ));
     }
     if let Some(n) = log.trailer.as_ref().map(|t| t.events) {
-        if n != log.events.len() as u64 + pruned {
+        if n != log.events as u64 + pruned {
             warnings.push(format!(
                 "the trailer counts {n} events but the log holds {}",
-                log.events.len()
+                log.events
             ));
         }
     }
@@ -170,7 +168,7 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
         pid_namespace: h.pid_namespace,
     };
     let log_facts = LogFacts {
-        events: log.events.len(),
+        events: log.events,
         by_type,
         trailer_events: log.trailer.as_ref().map(|t| t.events),
         truncated: log.truncated,
@@ -206,23 +204,7 @@ pub(super) fn report_of(log: &EventLog, model: &Model<'_>, analysis: Analysis) -
     }
 }
 
-pub(crate) fn type_name(r: &Record) -> &'static str {
-    match r {
-        Record::Header(_) => "header",
-        Record::Fork(_) => "fork",
-        Record::Exec(_) => "exec",
-        Record::Exit(_) => "exit",
-        Record::Signal(_) => "signal",
-        Record::SignalSummary(_) => "signal_summary",
-        Record::KillCall(_) => "kill_call",
-        Record::Oom(_) => "oom",
-        Record::LastWords(_) => "last_words",
-        Record::Leak(_) => "leak",
-        Record::Snapshot(_) => "snapshot",
-        Record::Existing(_) => "existing",
-        Record::Trailer(_) => "trailer",
-    }
-}
+pub(crate) use crate::eventlog::type_name;
 
 pub(crate) fn loss_breakdown(l: &Loss) -> String {
     let parts = [

@@ -5,6 +5,7 @@ mod chains;
 mod facts;
 pub mod html;
 pub(crate) mod json;
+mod load;
 mod loss;
 mod markdown;
 #[cfg(test)]
@@ -24,9 +25,12 @@ pub use facts::{LogFacts, RunFacts};
 pub use json::{build_report, Report, RANKING_RULE, REPORT_SCHEMA_VERSION};
 pub use verdict::verdict;
 
+pub use load::{load, load_held, Loaded};
+
 use crate::{
     analysis::{Analysis, Rank},
-    eventlog::EventLog,
+    eventlog::{EventLog, LogSummary},
+    model::Model,
     outdir::OutDir,
 };
 
@@ -80,7 +84,23 @@ pub fn write_reports_exporting(
     opts: &ReportOptions,
     export: impl FnOnce(&Analysis) -> Option<crate::otlp::ExportFacts>,
 ) -> (Analysis, io::Result<Rendered>) {
-    let (model, analysis) = json::analyze(log, opts);
+    let loaded = Loaded {
+        log: LogSummary::of(log),
+        model: Model::build(log),
+    };
+    write_loaded_exporting(&loaded.log, loaded.model, out, opts, export)
+}
+
+/// [`write_reports_exporting`] for a log already folded into its summary and
+/// model ([`load`]): the way big logs are reported, never held as records.
+pub fn write_loaded_exporting(
+    log: &LogSummary,
+    model: Model,
+    out: &OutDir,
+    opts: &ReportOptions,
+    export: impl FnOnce(&Analysis) -> Option<crate::otlp::ExportFacts>,
+) -> (Analysis, io::Result<Rendered>) {
+    let analysis = json::analyze_model(&model, opts);
     let exported = export(&analysis);
     let mut report = json::report_of(log, &model, analysis);
     report.log.export = exported.or_else(|| opts.export.clone());

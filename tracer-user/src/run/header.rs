@@ -1,7 +1,7 @@
 //! The log header of a capture, and the live log file it opens.
 use crate::{
     capture::Capture,
-    error::TracerError,
+    error::{TracerError, WriteContext},
     eventlog::{wall_time, Header, LogWriter, LIVE},
     outdir::OutDir,
     run::clock::{boot_ns, boot_to_wall_ns},
@@ -43,11 +43,6 @@ pub fn header(
 /// Start the live log (`events.ndjson`) in the held directory, replacing
 /// whatever file had its name.
 pub fn create_log(out: &OutDir, header: &Header) -> Result<LogWriter, TracerError> {
-    let file = out
-        .create_replacing(LIVE)
-        .map_err(|source| TracerError::Output {
-            path: out.display(LIVE),
-            source,
-        })?;
+    let file = out.create_replacing(LIVE).writing(out.display(LIVE))?;
     Ok(LogWriter::new(file, header))
 }

@@ -5,13 +5,14 @@ use crate::capture::LoadOptions;
 #[derive(clap::Args, Debug, Clone)]
 pub struct CaptureOptions {
     /// Ring buffer size in bytes (rounded up to a power of two pages).
-    #[arg(long, default_value_t = 16 << 20)]
+    #[arg(long, default_value_t = crate::capture::DEFAULT_RING_BYTES)]
     pub ring_buffer_size: u32,
     /// Bytes of stderr kept per process as its "last words" (0 disables).
     #[arg(long, default_value_t = 4096)]
     pub last_words_bytes: usize,
     /// Skip a hook or one attach method, to exercise fallbacks (testing and
-    /// diagnosis): `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`.
+    /// diagnosis): `kill_syscalls:fentry`, `kill_syscalls:raw_syscalls`,
+    /// `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`, `last_words`.
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
     pub disable_hooks: Vec<String>,
     /// Log every signal delivery. By default a flood of signals that the

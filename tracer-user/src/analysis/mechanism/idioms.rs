@@ -114,13 +114,17 @@ fn is_timeout(cx: &Ctx, key: ProcKey, t: u64) -> bool {
 
 /// The signals timeout(1) sent once its limit fired: the first one aimed
 /// at a single pid is its command.
-fn timeout_victim<'a>(cx: &'a Ctx, key: ProcKey) -> Option<(&'a SignalEv<'a>, ProcRef)> {
-    let s =
-        cx.m.kill_calls
+fn timeout_victim<'a>(cx: &'a Ctx, key: ProcKey) -> Option<(&'a SignalEv, ProcRef)> {
+    // The first such kill call's first signal (ties keep the first).
+    let (_, s) =
+        cx.m.signals
             .iter()
-            .filter(|k| k.sender == key && k.ev.target_arg > 0 && k.ev.sig != SIGCONT)
-            .flat_map(|k| k.signals.iter().map(|&i| &cx.m.signals[i]))
-            .next()?;
+            .filter_map(|s| {
+                let i = s.kill_call?;
+                let k = &cx.m.kill_calls[i];
+                (k.sender == key && k.ev.target_arg > 0 && k.ev.sig != SIGCONT).then_some((i, s))
+            })
+            .min_by_key(|&(i, _)| i)?;
     Some((s, cx.proc_ref(s.target, s.ev.at.t)))
 }
 

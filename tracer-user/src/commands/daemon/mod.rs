@@ -14,7 +14,7 @@ use self::watch::{LiveOptions, Watch};
 use crate::{
     capture,
     commands::output::{write_reports_exported, ReportFlags},
-    error::TracerError,
+    error::{TracerError, WriteContext},
     eventlog::{segment_name, Header, LIVE},
     outdir::{names, OutDir, Policy},
     redact::Redactor,
@@ -180,8 +180,9 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     }
     let closed = session.finish(None)?;
     closed.warn_if_log_failed();
-    let export = live.and_then(|l| l.finish(&closed.log));
-    write_reports_exported(&closed.log, &closed.out, &args.report, export)?;
+    let log = closed.log()?;
+    let export = live.and_then(|l| l.finish(&log));
+    write_reports_exported(&log, &closed.out, &args.report, export)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -244,8 +245,5 @@ fn prune(out: &OutDir, keep: usize) {
 }
 
 fn rename(out: &OutDir, from: &str, to: &str) -> Result<(), TracerError> {
-    out.rename(from, to).map_err(|source| TracerError::Output {
-        path: out.display(to),
-        source,
-    })
+    out.rename(from, to).writing(out.display(to))
 }

@@ -178,8 +178,7 @@ impl Session {
     }
 
     /// Drain what is left, read the loss counters, close the log, detach
-    /// the hooks; the log comes back as written, read through the held file,
-    /// with the trailer in memory where the disk refused it.
+    /// the hooks. The log is read back from the [`Closed`] run.
     pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<Closed, TracerError> {
         self.drain()?;
         // Signal floods still being counted for live processes.
@@ -206,10 +205,9 @@ impl Session {
         }
         let trailer = self.trailer(command_status)?;
         self.writer.finish(trailer.clone());
-        let log = self.read_back(trailer)?;
         self.capture.shutdown();
         Ok(Closed {
-            log,
+            trailer,
             writer: self.writer,
             out: self.out,
         })
@@ -300,21 +298,41 @@ impl Session {
     }
 
     fn output_error(&self, name: &str, source: std::io::Error) -> TracerError {
-        TracerError::Output {
-            path: self.out.display(name),
-            source,
-        }
+        TracerError::output(self.out.display(name))(source)
     }
 }
 
-/// A finished capture: the log as written, the file, and its directory.
+/// A finished capture: the log's file, its directory, and its trailer.
 pub struct Closed {
-    pub log: EventLog,
+    /// As written, or as it would have been where the disk refused it.
+    pub trailer: Trailer,
     pub writer: LogWriter,
     pub out: OutDir,
 }
 
 impl Closed {
+    /// The log as written, read back whole through the held file, with the
+    /// trailer in memory where the disk refused it.
+    pub fn log(&self) -> Result<EventLog, TracerError> {
+        let mut log = eventlog::read_series_in(&self.out, Some(self.writer.reader()))?;
+        if self.writer.error().is_some() {
+            log.trailer = Some(self.trailer.clone());
+            log.truncated = false;
+        }
+        Ok(log)
+    }
+
+    /// The same log streamed into the reports' summary and model: never in
+    /// memory as records (a long run's log is hundreds of MB of them).
+    pub fn folded(&self) -> Result<crate::report::Loaded, TracerError> {
+        let kept = self.writer.error().map(|_| self.trailer.clone());
+        Ok(crate::report::load_held(
+            &self.out,
+            self.writer.reader(),
+            kept,
+        )?)
+    }
+
     /// Say on stderr what the log file lacks when writing it failed (a full
     /// disk): the run went on, and the reports count the missing events.
     pub fn warn_if_log_failed(&self) {

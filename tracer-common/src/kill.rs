@@ -1,0 +1,147 @@
+//! The kill-family syscalls: the one place their names, their numbers on each
+//! architecture, the kernel symbols fentry attaches to and where the syscall
+//! ABI keeps their arguments in `struct pt_regs`. The eBPF side matches
+//! numbers through [`KillAbi`] (handed over by user space as a global, since
+//! a BPF object is built once for every architecture); user space names
+//! records, tracepoints and fentry targets from [`KillSyscall::name`].
+
+/// The kill-family syscalls, numbered independently of the architecture
+/// (this number is what a `KillCallRecord` carries on the wire).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillSyscall {
+    Kill = 1,
+    Tkill = 2,
+    Tgkill = 3,
+    RtSigqueueinfo = 4,
+    RtTgsigqueueinfo = 5,
+    PidfdSendSignal = 6,
+}
+
+/// Every kill-family syscall, in wire order (index = wire number - 1).
+pub const KILL_SYSCALLS: [KillSyscall; 6] = [
+    KillSyscall::Kill,
+    KillSyscall::Tkill,
+    KillSyscall::Tgkill,
+    KillSyscall::RtSigqueueinfo,
+    KillSyscall::RtTgsigqueueinfo,
+    KillSyscall::PidfdSendSignal,
+];
+
+impl KillSyscall {
+    /// The syscall's name: `syscalls:sys_enter_<name>`, `__x64_sys_<name>`,
+    /// and the `syscall` field of the event log.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Kill => "kill",
+            Self::Tkill => "tkill",
+            Self::Tgkill => "tgkill",
+            Self::RtSigqueueinfo => "rt_sigqueueinfo",
+            Self::RtTgsigqueueinfo => "rt_tgsigqueueinfo",
+            Self::PidfdSendSignal => "pidfd_send_signal",
+        }
+    }
+}
+
+impl TryFrom<u32> for KillSyscall {
+    type Error = u32;
+    fn try_from(v: u32) -> Result<Self, u32> {
+        match v {
+            1..=6 => Ok(KILL_SYSCALLS[v as usize - 1]),
+            other => Err(other),
+        }
+    }
+}
+
+/// How one architecture numbers the kill family and passes syscall
+/// arguments. Handed to the eBPF programs as the `KILL_ABI` global.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KillAbi {
+    /// Syscall number of `KILL_SYSCALLS[i]`.
+    pub nr: [i64; 6],
+    /// Offsets in `struct pt_regs` of syscall arguments 0, 1 and 2.
+    pub regs_arg: [u32; 3],
+    /// Offset in `struct pt_regs` of the syscall number at exit
+    /// (`orig_ax` / `syscallno`; read as 32 bits).
+    pub regs_nr: u32,
+}
+
+impl KillAbi {
+    /// x86-64: `arch/x86/entry/syscalls/syscall_64.tbl`; pt_regs is the
+    /// ptrace ABI (di 112, si 104, dx 96, orig_ax 120).
+    pub const X86_64: Self = Self {
+        nr: [62, 200, 234, 129, 297, 424],
+        regs_arg: [112, 104, 96],
+        regs_nr: 120,
+    };
+    /// arm64: the generic table (`include/uapi/asm-generic/unistd.h`);
+    /// pt_regs starts with `regs[31]`, then sp, pc, pstate, orig_x0 (272)
+    /// and `s32 syscallno` (280).
+    pub const AARCH64: Self = Self {
+        nr: [129, 130, 131, 138, 240, 424],
+        regs_arg: [0, 8, 16],
+        regs_nr: 280,
+    };
+    /// Matches nothing: the eBPF default until user space fills it in.
+    pub const NONE: Self = Self {
+        nr: [-1; 6],
+        regs_arg: [0; 3],
+        regs_nr: 0,
+    };
+
+    /// The kill-family syscall numbered `nr` on this architecture.
+    /// Constant indices only: the eBPF side runs this on every syscall
+    /// (raw_syscalls) and must not carry a bounds-check panic path.
+    #[inline(always)]
+    pub fn syscall(&self, nr: i64) -> Option<KillSyscall> {
+        let n = &self.nr;
+        if nr < 0 {
+            None
+        } else if n[0] == nr {
+            Some(KillSyscall::Kill)
+        } else if n[1] == nr {
+            Some(KillSyscall::Tkill)
+        } else if n[2] == nr {
+            Some(KillSyscall::Tgkill)
+        } else if n[3] == nr {
+            Some(KillSyscall::RtSigqueueinfo)
+        } else if n[4] == nr {
+            Some(KillSyscall::RtTgsigqueueinfo)
+        } else if n[5] == nr {
+            Some(KillSyscall::PidfdSendSignal)
+        } else {
+            None
+        }
+    }
+
+    /// The ABI of the architecture this code was built for, and the prefix
+    /// of its syscall entry symbols (fentry targets, `__x64_sys_kill`).
+    /// `None` where the table has no entry: the kill hooks then fall back
+    /// to the per-syscall tracepoints, which need no numbers.
+    #[cfg(target_arch = "x86_64")]
+    pub const HOST: Option<(Self, &'static str)> = Some((Self::X86_64, "__x64_sys_"));
+    #[cfg(target_arch = "aarch64")]
+    pub const HOST: Option<(Self, &'static str)> = Some((Self::AARCH64, "__arm64_sys_"));
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    pub const HOST: Option<(Self, &'static str)> = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_round_trip() {
+        for (i, s) in KILL_SYSCALLS.iter().enumerate() {
+            assert_eq!(*s as usize, i + 1, "KILL_SYSCALLS is in wire order");
+            assert_eq!(KillSyscall::try_from(*s as u32), Ok(*s));
+            for abi in [KillAbi::X86_64, KillAbi::AARCH64] {
+                assert_eq!(abi.syscall(abi.nr[i]), Some(*s));
+            }
+        }
+        assert_eq!(KillAbi::X86_64.syscall(0), None);
+        assert_eq!(KillAbi::NONE.syscall(-1), None);
+        assert_eq!(KillSyscall::try_from(7), Err(7));
+    }
+}

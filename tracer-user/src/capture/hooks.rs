@@ -1,0 +1,272 @@
+//! Attach every hook through its fallback chain and say which way each went
+//! (`HookStatus`, the report header's hook table).
+//!
+//! Teardown cost decides the order: closing a classic tracepoint's perf event
+//! waits for an RCU grace period (~35–80 ms each, serialised by the kernel),
+//! while fentry/fexit and tp_btf links are released without one.
+use aya::{
+    programs::{BtfTracePoint, FEntry, FExit, TracePoint},
+    Btf, Ebpf,
+};
+use tracer_common::{KillAbi, KILL_SYSCALLS};
+
+use crate::eventlog::HookStatus;
+
+/// Hooks (`name`) or attach methods (`name:via`) not to use
+/// (`--disable-hook`: diagnosis, and how tests force each rung).
+pub struct Disabled<'a>(pub &'a [String]);
+
+impl Disabled<'_> {
+    fn check(&self, what: &str) -> Result<(), String> {
+        match self.0.iter().any(|d| d == what) {
+            true => Err("disabled by --disable-hook".into()),
+            false => Ok(()),
+        }
+    }
+}
+
+pub fn attached(name: &str, via: &str, detail: Option<String>) -> HookStatus {
+    HookStatus {
+        name: name.into(),
+        via: Some(via.into()),
+        attached: true,
+        detail,
+    }
+}
+
+pub fn unavailable(name: &str, detail: String) -> HookStatus {
+    log::warn!("hook {name} unavailable: {detail}");
+    HookStatus {
+        name: name.into(),
+        via: None,
+        attached: false,
+        detail: Some(detail),
+    }
+}
+
+/// The kill family, first rung that attaches wins:
+/// 1. `fentry`: fentry/fexit on each syscall's entry symbol (no grace
+///    period at teardown, runs only for these calls; refused on some
+///    kernels, e.g. under some lockdown setups),
+/// 2. `raw_syscalls`: tp_btf on raw_syscalls sys_enter/sys_exit, filtered
+///    by syscall number in the kernel (no grace period; runs on every
+///    syscall of the machine, a compare and return for all but these),
+/// 3. `tracepoint`: the 12 classic `syscalls:sys_{enter,exit}_*` (one grace
+///    period each at teardown).
+///
+/// Each rung is `kill_syscalls:<via>` for `--disable-hook`; the detail says
+/// why the rungs above the one used were passed over.
+pub fn attach_kill_syscalls(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    have_tracefs: bool,
+    off: &Disabled,
+) -> HookStatus {
+    let name = "kill_syscalls";
+    if let Err(e) = off.check(name) {
+        return unavailable(name, e);
+    }
+    let rungs: [(&str, Attach, Undo); 3] = [
+        ("fentry", kill_fentry, undo_fentry),
+        ("raw_syscalls", kill_raw, |_| ()),
+        ("tracepoint", kill_classic, undo_classic),
+    ];
+    let mut passed = Vec::new();
+    for (via, attach, undo) in rungs {
+        let res = off
+            .check(&format!("{name}:{via}"))
+            .and_then(|()| attach(ebpf, btf, have_tracefs));
+        match res {
+            Ok(()) => {
+                let detail = (!passed.is_empty()).then(|| passed.join("; "));
+                if let Some(d) = &detail {
+                    log::debug!("hook {name} via {via} ({d})");
+                }
+                return attached(name, via, detail);
+            }
+            Err(e) => {
+                undo(ebpf);
+                passed.push(format!("{via}: {e}"));
+            }
+        }
+    }
+    unavailable(name, passed.join("; "))
+}
+
+type Attach = fn(&mut Ebpf, &Btf, bool) -> Result<(), String>;
+/// Detach what a failed rung attached before it failed.
+type Undo = fn(&mut Ebpf);
+
+fn kill_fentry(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
+    let (_, prefix) = KillAbi::HOST.ok_or("no syscall table for this architecture")?;
+    for s in KILL_SYSCALLS {
+        let target = format!("{prefix}{}", s.name());
+        let p: &mut FEntry = program(ebpf, &format!("kill_fentry_{}", s.name()))?;
+        p.load(&target, btf)
+            .map_err(|e| format!("load fentry {target}: {}", brief(&e)))?;
+        p.attach()
+            .map_err(|e| format!("attach fentry {target}: {}", brief(&e)))?;
+        let p: &mut FExit = program(ebpf, &format!("kill_fexit_{}", s.name()))?;
+        p.load(&target, btf)
+            .map_err(|e| format!("load fexit {target}: {}", brief(&e)))?;
+        p.attach()
+            .map_err(|e| format!("attach fexit {target}: {}", brief(&e)))?;
+    }
+    Ok(())
+}
+
+fn undo_fentry(ebpf: &mut Ebpf) {
+    for s in KILL_SYSCALLS {
+        if let Ok(p) = program::<FEntry>(ebpf, &format!("kill_fentry_{}", s.name())) {
+            let _ = p.unload();
+        }
+        if let Ok(p) = program::<FExit>(ebpf, &format!("kill_fexit_{}", s.name())) {
+            let _ = p.unload();
+        }
+    }
+}
+
+fn kill_raw(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
+    KillAbi::HOST.ok_or("no syscall table for this architecture")?;
+    attach_btf(ebpf, btf, "raw_sys_enter", "sys_enter")?;
+    attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit")
+}
+
+fn kill_classic(ebpf: &mut Ebpf, _: &Btf, have_tracefs: bool) -> Result<(), String> {
+    if !have_tracefs {
+        return Err("tracefs unavailable".into());
+    }
+    let enters: Vec<String> = KILL_SYSCALLS
+        .iter()
+        .map(|s| format!("sys_enter_{}", s.name()))
+        .collect();
+    let exits: Vec<String> = KILL_SYSCALLS
+        .iter()
+        .map(|s| format!("sys_exit_{}", s.name()))
+        .collect();
+    attach_classic(ebpf, "kill_enter", "syscalls", &enters)?;
+    attach_classic(ebpf, "kill_exit", "syscalls", &exits)
+}
+
+fn undo_classic(ebpf: &mut Ebpf) {
+    detach_all(ebpf, "kill_enter");
+    detach_all(ebpf, "kill_exit");
+}
+
+pub fn attach_oom(
+    ebpf: &mut Ebpf,
+    tracefs: &Result<std::path::PathBuf, String>,
+    off: &Disabled,
+) -> HookStatus {
+    let name = "oom_mark_victim";
+    let res = match tracefs {
+        Ok(_) => off.check(name).and_then(|()| {
+            attach_classic(ebpf, "oom_mark_victim", "oom", &["mark_victim".to_string()])
+        }),
+        Err(e) => Err(format!("tracefs unavailable: {e}")),
+    };
+    match res {
+        Ok(()) => attached(name, "tracepoint", None),
+        Err(e) => unavailable(name, e),
+    }
+}
+
+pub fn attach_last_words(ebpf: &mut Ebpf, have_tracefs: bool, off: &Disabled) -> HookStatus {
+    let name = "last_words";
+    let res = off
+        .check(name)
+        .and_then(|()| match have_tracefs {
+            true => Ok(()),
+            false => Err("tracefs unavailable".into()),
+        })
+        .and_then(|()| {
+            attach_classic(
+                ebpf,
+                "stderr_write",
+                "syscalls",
+                &["sys_enter_write".into()],
+            )
+        })
+        .and_then(|()| {
+            attach_classic(
+                ebpf,
+                "stderr_writev",
+                "syscalls",
+                &["sys_enter_writev".into()],
+            )
+        });
+    match res {
+        Ok(()) => attached(name, "tracepoint", None),
+        Err(e) => {
+            detach_all(ebpf, "stderr_write");
+            detach_all(ebpf, "stderr_writev");
+            unavailable(name, e)
+        }
+    }
+}
+
+pub fn attach_btf(ebpf: &mut Ebpf, btf: &Btf, prog: &str, tracepoint: &str) -> Result<(), String> {
+    let p: &mut BtfTracePoint = program(ebpf, prog)?;
+    p.load(tracepoint, btf)
+        .map_err(|e| format!("load {prog}: {}", brief(&e)))?;
+    p.attach()
+        .map_err(|e| format!("attach {prog}: {}", brief(&e)))?;
+    Ok(())
+}
+
+fn attach_classic(
+    ebpf: &mut Ebpf,
+    prog: &str,
+    category: &str,
+    names: &[String],
+) -> Result<(), String> {
+    let p: &mut TracePoint = program(ebpf, prog)?;
+    if p.fd().is_err() {
+        p.load().map_err(|e| format!("load {prog}: {e}"))?;
+    }
+    for name in names {
+        p.attach(category, name)
+            .map_err(|e| format!("{category}:{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn detach_all(ebpf: &mut Ebpf, prog: &str) {
+    if let Ok(p) = program::<TracePoint>(ebpf, prog) {
+        let _ = p.unload();
+    }
+}
+
+/// One line for a hook's detail: a refused load says why (EPERM, EINVAL)
+/// without the verifier's multi-line log, which goes to the debug log.
+fn brief(e: &aya::programs::ProgramError) -> String {
+    match e {
+        aya::programs::ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } => {
+            log::debug!("verifier output: {verifier_log}");
+            format!("BPF_PROG_LOAD: {io_error}")
+        }
+        other => {
+            let mut s = other.to_string();
+            if let Some(src) = std::error::Error::source(other) {
+                let t = src.to_string();
+                if !s.contains(&t) {
+                    s = format!("{s}: {t}");
+                }
+            }
+            s
+        }
+    }
+}
+
+pub fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| format!("program {name} missing from the object"))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| e.to_string())
+}
