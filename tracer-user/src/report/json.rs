@@ -204,8 +204,6 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
     }
 }
 
-pub(crate) use crate::eventlog::type_name;
-
 pub(crate) fn loss_breakdown(l: &Loss) -> String {
     let parts = [
         ("ring buffer full", l.ringbuf_full),

@@ -110,7 +110,7 @@ pub async fn settle(
                 let why = crate::snapshot::foreign(before.as_ref(), &v)
                     .or_else(|| crate::snapshot::foreign(after.as_ref(), &v));
                 if let Some(why) = why {
-                    crate::snapshot::withhold_leak(&mut leak, why);
+                    withhold(&mut leak, why);
                 }
             }
             session.log_leak(leak)?;
@@ -184,4 +184,12 @@ pub fn signal_all(leaks: &[ProcKey], sig: Signal) {
             let _ = kill(Pid::from_raw(k.pid as i32), sig);
         }
     }
+}
+
+/// A leaked process of another user: its executable and open files go the
+/// way of a snapshot's (`snapshot::withhold`).
+fn withhold(leak: &mut Leak, why: String) {
+    leak.exe = None;
+    leak.fds.clear();
+    leak.withheld = Some(format!("{why}: its executable and open files are withheld"));
 }

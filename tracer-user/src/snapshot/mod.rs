@@ -35,7 +35,7 @@ pub use leaked::{with_log_facts, LogFacts};
 pub use render::render_text;
 pub use syscalls::syscall_name;
 pub use take::{take, take_for};
-pub use withhold::{creds_of, foreign, withhold_leak, Viewer};
+pub use withhold::{creds_of, foreign, Viewer};
 
 /// Finding kinds (the `Finding::kind` strings).
 pub const SELF_HELD_PEER: &str = "self_held_peer";

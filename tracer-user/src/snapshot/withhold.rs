@@ -100,14 +100,6 @@ fn userns_owner(pid: u32) -> Option<u32> {
     (r == 0).then_some(uid)
 }
 
-/// A leaked process of another user: its executable and open files go the
-/// way of a snapshot's (see `withhold`).
-pub fn withhold_leak(leak: &mut crate::eventlog::Leak, why: String) {
-    leak.exe = None;
-    leak.fds.clear();
-    leak.withheld = Some(format!("{why}: its executable and open files are withheld"));
-}
-
 /// Empty what the viewer may not see of `p`, and say why.
 pub fn withhold(p: &mut ProcSnapshot, why: String) {
     p.exe = None;

@@ -167,7 +167,7 @@ impl Session {
         self.writer.write(&rec);
         *self
             .counts
-            .entry(crate::report::json::type_name(&rec))
+            .entry(crate::eventlog::type_name(&rec))
             .or_default() += 1;
         Ok(())
     }
