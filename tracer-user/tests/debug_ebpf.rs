@@ -98,7 +98,15 @@ fn tracer_log_debug_turns_it_on() {
 #[test]
 fn the_raw_syscalls_fallback_loads_with_logging_on() {
     let (r, pid) = run(
-        &["--debug-ebpf", "--disable-hook", "kill_syscalls:tracepoint"],
+        // fentry first where the kernel allows it, classic tracepoints last:
+        // both off leaves raw_syscalls.
+        &[
+            "--debug-ebpf",
+            "--disable-hook",
+            "kill_syscalls:fentry",
+            "--disable-hook",
+            "kill_syscalls:tracepoint",
+        ],
         &[],
     );
     let hook = hook(&r.log, "kill_syscalls");
