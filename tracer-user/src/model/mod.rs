@@ -7,6 +7,7 @@
 //! record is written at syscall *exit*, after the `signal` records it caused.
 mod build;
 mod compact;
+mod joins;
 pub mod lines;
 mod process;
 mod threads;

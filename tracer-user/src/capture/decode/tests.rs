@@ -1,0 +1,192 @@
+use super::*;
+
+fn bytes_of<T>(v: &T) -> Vec<u8> {
+    // SAFETY: reading the bytes of a plain repr(C) value.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+}
+
+fn exit_record(code: i32) -> ExitRecord {
+    let mut comm = [0u8; 16];
+    comm[..4].copy_from_slice(b"node");
+    ExitRecord {
+        hdr: RecordHeader {
+            kind: RecordKind::Exit as u32,
+            cpu: 1,
+            ktime_ns: 42,
+        },
+        task: TaskId {
+            tid: 4243,
+            tgid: 4242,
+            start_ns: 7,
+        },
+        comm,
+        exit_code: code,
+        flags: EXIT_GROUP_DEAD,
+    }
+}
+
+fn stamp() -> Stamp {
+    Stamp {
+        seq: 1,
+        t: 42,
+        time: String::new(),
+    }
+}
+
+#[test]
+fn exit_round_trip_with_status() {
+    let bytes = bytes_of(&exit_record(9));
+    let Record::Exit(e) = decode(&bytes).unwrap().into_record(stamp()).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        e.task,
+        Task {
+            pid: 4242,
+            tid: 4243,
+            start: 7,
+            comm: Some("node".into())
+        }
+    );
+    assert!(e.group_dead);
+    assert_eq!(
+        e.status,
+        ExitStatus::Signaled {
+            signal: 9,
+            name: "SIGKILL".into(),
+            core_dumped: false
+        }
+    );
+    let Record::Exit(e) = decode(&bytes_of(&exit_record(3 << 8)))
+        .unwrap()
+        .into_record(stamp())
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(e.status, ExitStatus::Exited { code: 3 });
+}
+
+#[test]
+fn short_and_unknown_records_are_errors() {
+    let bytes = bytes_of(&exit_record(0));
+    assert!(matches!(
+        decode(&bytes[..10]),
+        Err(DecodeError::TooShort { .. })
+    ));
+    assert!(matches!(
+        decode(&bytes[..bytes.len() - 1]),
+        Err(DecodeError::TooShort { .. })
+    ));
+    let mut bad = bytes.clone();
+    bad[0] = 99;
+    assert_eq!(decode(&bad).unwrap_err(), DecodeError::UnknownKind(99));
+}
+
+#[test]
+fn argv_splits_and_flags_truncation() {
+    assert_eq!(split_argv(b"sh\0-c\0exit 3\0"), vec!["sh", "-c", "exit 3"]);
+    assert_eq!(split_argv(b""), Vec::<String>::new());
+    let mut rec: ExecRecord = unsafe { std::mem::zeroed() };
+    rec.hdr.kind = RecordKind::Exec as u32;
+    rec.argv[..6].copy_from_slice(b"a\0bcd\0");
+    rec.argv_len = 6;
+    rec.args_size = 9000;
+    let Record::Exec(e) = decode(&bytes_of(&rec))
+        .unwrap()
+        .into_record(stamp())
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(e.argv, vec!["a", "bcd"]);
+    assert!(e.argv_truncated);
+}
+
+#[test]
+fn process_group_kill_keeps_negative_target() {
+    let mut rec: KillCallRecord = unsafe { std::mem::zeroed() };
+    rec.hdr.kind = RecordKind::KillCall as u32;
+    rec.syscall = KillSyscall::Kill as u32;
+    rec.sig = 9;
+    rec.target_arg = -4242;
+    rec.ret = -3;
+    let Record::KillCall(k) = decode(&bytes_of(&rec))
+        .unwrap()
+        .into_record(stamp())
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (k.syscall.as_str(), k.target_arg, k.errno.as_deref()),
+        ("kill", -4242, Some("ESRCH"))
+    );
+    assert_eq!(k.tid_arg, None);
+}
+
+fn tail_bytes(t: &StderrTail, len: usize) -> Vec<u8> {
+    bytes_of(t)[..STDERR_TAIL_HEADER_LEN + len].to_vec()
+}
+
+#[test]
+fn a_wrapped_tail_is_put_back_in_order() {
+    let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
+    t.hdr.kind = RecordKind::StderrTail as u32;
+    t.task.tgid = 7;
+    // 3 bytes past a full ring: "xyz" went over the first 3 bytes.
+    t.written = TAIL_CAP as u64 + 3;
+    t.total = 1 << 20;
+    t.len = TAIL_CAP as u32;
+    t.data[..TAIL_CAP].fill(b'a');
+    t.data[..3].copy_from_slice(b"xyz");
+    t.data[3] = b'b';
+    let Wire::Stderr { count, data, .. } = decode(&tail_bytes(&t, TAIL_CAP)).unwrap() else {
+        panic!()
+    };
+    assert_eq!(count, 1 << 20);
+    assert_eq!(data.len(), TAIL_CAP);
+    assert_eq!(&data[..1], b"b");
+    assert!(data.ends_with(b"axyz"));
+}
+
+#[test]
+fn a_tail_whose_counters_disagree_is_refused() {
+    let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
+    t.hdr.kind = RecordKind::StderrTail as u32;
+    t.written = 5;
+    t.total = 5;
+    t.len = 5;
+    t.data[..5].copy_from_slice(b"hello");
+    let Wire::Stderr { data, .. } = decode(&tail_bytes(&t, 5)).unwrap() else {
+        panic!()
+    };
+    assert_eq!(data, b"hello");
+    // Claims more than it carries, or a length its counter cannot give.
+    assert!(decode(&tail_bytes(&t, 4)).is_err());
+    t.len = 6;
+    assert!(decode(&tail_bytes(&t, 6)).is_err());
+}
+
+#[test]
+fn a_signal_summary_says_how_many_it_stands_for() {
+    let mut rec: SignalSummaryRecord = unsafe { std::mem::zeroed() };
+    rec.hdr.kind = RecordKind::SignalSummary as u32;
+    rec.hdr.ktime_ns = 99;
+    rec.sender.tgid = 10;
+    rec.target.tgid = 11;
+    rec.sig = 10;
+    rec.count = 991;
+    rec.first_ns = 5;
+    rec.last_ns = 50;
+    let wire = decode(&bytes_of(&rec)).unwrap();
+    assert_eq!(wire.ktime(), 50, "stamped at the last counted delivery");
+    let Record::SignalSummary(s) = wire.into_record(stamp()).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (s.sender.pid, s.target.pid, s.sig_name.as_str(), s.count),
+        (10, 11, "SIGUSR1", 991)
+    );
+    assert_eq!((s.first_t, s.last_t), (5, 50));
+}
