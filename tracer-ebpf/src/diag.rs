@@ -62,8 +62,11 @@ pub fn checked_task(id: Option<TaskId>, hook: u32) -> Option<TaskId> {
 
 /// `bpf_probe_read_user` of a traced process's stderr buffer failed.
 #[inline(always)]
-pub fn stderr_unreadable(tgid: u32, addr: u64, len: u64) {
+pub fn stderr_unreadable<const LOG: bool>(tgid: u32, addr: u64, len: u64) {
     count(FailReason::UserRead);
+    if !LOG {
+        return;
+    }
     warn!(
         &(),
         "last words of pid {}: reading {} bytes at {:x} failed", tgid, len, addr
