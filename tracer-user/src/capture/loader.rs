@@ -199,14 +199,7 @@ impl Capture {
     /// 5.10 guest once). Fewer of them (hooks.rs), and the rest closed by a
     /// child after the tracer is gone (teardown.rs).
     pub fn shutdown(self) {
-        // As its pid namespace's init (a pod's sidecar), the tracer's exit
-        // kills every process of the namespace and waits for them: a holder
-        // would gain nothing, and on 6.1 a daemon handing over hung at exit
-        // (vm-test, pidns). Close the links ourselves there.
-        let holder = match std::process::id() {
-            1 => None,
-            _ => super::teardown::hand_over_hooks(),
-        };
+        let holder = super::teardown::hand_over_hooks();
         if let Some(h) = &holder {
             // With its start time: the pid alone could be recycled.
             let start = super::teardown::start_time(h.pid).unwrap_or_default();

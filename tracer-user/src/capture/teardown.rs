@@ -48,13 +48,20 @@ pub struct Holder {
 }
 
 /// Hand this process's attachments to a child that closes them once
-/// `Holder::release` is dropped; `None` when there is nothing to hand over
-/// or fork/pipe failed (the caller's own close then pays, as before).
+/// `Holder::release` is dropped; `None` when there is nothing to hand over,
+/// the tracer is its namespace's init, or fork/pipe failed (the caller's own close then pays, as before).
 ///
 /// The child must not close first: whoever drops the *last* reference pays
 /// the grace period, so it waits for EOF on a pipe the tracer closes after
 /// closing its own copies.
 pub fn hand_over_hooks() -> Option<Holder> {
+    // As its pid namespace's init (a pod's sidecar), the tracer's exit kills
+    // every process of the namespace and waits for them: a holder would gain
+    // nothing, and on 6.1 a daemon handing over hung at exit (vm-test,
+    // pidns). The caller closes the links itself there.
+    if std::process::id() == 1 {
+        return None;
+    }
     let (wait_rd, release) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok()?;
     let (hooks, other) = hook_fds();
     if hooks.is_empty() {
