@@ -4,7 +4,7 @@ use aya_ebpf::cty::c_void;
 use tracer_common::{DropReason, ExistingRecord, RecordKind};
 
 use crate::{
-    maps::{count_drop, off, EVENTS},
+    maps::{batched, count_drop, off, EVENTS},
     task::{comm, header, ns_pid, read, task_id, Ptr},
 };
 
@@ -33,6 +33,6 @@ pub fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
         comm: comm(task),
         ns: ns_pid(task),
     });
-    entry.submit(0);
+    entry.submit(batched());
     Ok(0)
 }

@@ -8,7 +8,7 @@ use aya_ebpf::{
 use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind};
 
 use crate::{
-    maps::{count_drop, is_tracked, Inflight, EVENTS, INFLIGHT, TRACKED},
+    maps::{batched, count_drop, is_tracked, Inflight, EVENTS, INFLIGHT, TRACKED},
     task::{comm, current, header, read, task_id, Ptr},
 };
 
@@ -162,5 +162,5 @@ fn exit(ret: i64) {
         deliveries: call.deliveries,
         _pad: 0,
     });
-    entry.submit(0);
+    entry.submit(batched());
 }

@@ -6,7 +6,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{count_drop, off, view, EVENTS},
+    maps::{count_drop, off, view, wake_now, EVENTS},
     task::{comm, current, header, read, task_id, Ptr},
 };
 
@@ -69,7 +69,7 @@ pub fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
         }
         (*rec).flags = flags;
     }
-    entry.submit(0);
+    entry.submit(wake_now());
     Ok(0)
 }
 

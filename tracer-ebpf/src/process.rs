@@ -10,7 +10,7 @@ use tracer_common::{
 
 use crate::{
     diag::{self, checked_task},
-    maps::{config, count_drop, is_tracked, off, tracer_tgid, track, untrack, EVENTS},
+    maps::{batched, config, count_drop, is_tracked, off, tracer_tgid, track, untrack, EVENTS},
     task::{comm, header, ns_pid, read, task_id, Ptr},
 };
 
@@ -56,7 +56,7 @@ pub fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
             ns_pid(child)
         },
     });
-    entry.submit(0);
+    entry.submit(batched());
     Ok(0)
 }
 
@@ -108,7 +108,7 @@ pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         (*rec).argv_len = copied;
         (*rec).args_size = size;
     }
-    entry.submit(0);
+    entry.submit(batched());
     Ok(0)
 }
 
@@ -143,6 +143,6 @@ pub fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         exit_code,
         flags: if group_dead { EXIT_GROUP_DEAD } else { 0 },
     });
-    entry.submit(0);
+    entry.submit(batched());
     Ok(0)
 }

@@ -7,7 +7,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{count_drop, is_tracked, tracer_tgid, EVENTS, INFLIGHT},
+    maps::{batched, count_drop, is_tracked, tracer_tgid, wake_now, EVENTS, INFLIGHT},
     signal_agg,
     task::{comm, current, header, read, task_id, Ptr},
 };
@@ -90,7 +90,14 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         // its order.
         signal_agg::flush(&target_id, false);
     }
-    if EVENTS.output::<SignalRecord>(&rec, 0).is_err() {
+    // From outside the run: its sender's argv is read while it lives. Not
+    // a SIGCHLD: its sender is a child past its exit hook (already
+    // untracked), one per process of a fork storm.
+    let flags = match sender_in || sig == tracer_common::signals::SIGCHLD {
+        true => batched(),
+        false => wake_now(),
+    };
+    if EVENTS.output::<SignalRecord>(&rec, flags).is_err() {
         count_drop(DropReason::RingBufFull);
     }
     Ok(0)

@@ -14,7 +14,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{all_signals, count_drop, off, EVENTS, SIGNAL_COUNTS, SIGNAL_COUNTS_INIT},
+    maps::{all_signals, batched, count_drop, off, EVENTS, SIGNAL_COUNTS, SIGNAL_COUNTS_INIT},
     task::{header, read, Ptr},
 };
 
@@ -173,11 +173,11 @@ unsafe fn flush_counts(c: *mut SignalCounts) {
                     first_ns: (*s).first_ns,
                     last_ns: (*s).last_ns,
                 };
-                if EVENTS.output::<SignalSummaryRecord>(&summary, 0).is_err() {
+                if EVENTS.output::<SignalSummaryRecord>(&summary, batched()).is_err() {
                     count_drop(DropReason::RingBufFull);
                 }
             }
-            if EVENTS.output::<SignalRecord>(&(*s).sample, 0).is_err() {
+            if EVENTS.output::<SignalRecord>(&(*s).sample, batched()).is_err() {
                 count_drop(DropReason::RingBufFull);
             }
             (*s).count = 0;

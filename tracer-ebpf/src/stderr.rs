@@ -17,6 +17,7 @@ use tracer_common::{
 
 use crate::{
     maps::{
+        batched,
         chunk_mask, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
         STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
     },
@@ -203,12 +204,12 @@ pub fn flush_tail(id: &TaskId) {
                 (*t).len = TAIL_CAP as u32;
                 EVENTS.output::<[u8]>(
                     core::slice::from_raw_parts(t as *const u8, STDERR_TAIL_HEADER_LEN + TAIL_CAP),
-                    0,
+                    batched(),
                 )
             } else {
                 (*t).len = w as u32;
                 let total = STDERR_TAIL_HEADER_LEN + (w & tail_mask()) as usize;
-                EVENTS.output::<[u8]>(core::slice::from_raw_parts(t as *const u8, total), 0)
+                EVENTS.output::<[u8]>(core::slice::from_raw_parts(t as *const u8, total), batched())
             };
             if out.is_err() {
                 count_drop(DropReason::RingBufFull);
@@ -251,7 +252,7 @@ fn emit<const LOG: bool>(buf: u64, count: u64) {
             return;
         }
         let bytes = core::slice::from_raw_parts(rec as *const u8, total);
-        if EVENTS.output::<[u8]>(bytes, 0).is_err() {
+        if EVENTS.output::<[u8]>(bytes, batched()).is_err() {
             count_drop(DropReason::RingBufFull);
         }
     }

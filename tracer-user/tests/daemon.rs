@@ -242,3 +242,39 @@ fn keep_segments_bounds_the_disk_and_the_report_says_what_went() {
         "{report}"
     );
 }
+
+/// The kernel side wakes the daemon at most once per batching period; a
+/// burst's last records (here the shell's own exit, right after thirty
+/// short children) come with no wake-up of their own and no later event
+/// to bring them. The daemon's catch-up drain must log them anyway.
+#[test]
+fn a_burst_reaches_the_live_log_without_a_later_event() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let mut sh = Command::new("sh")
+        .args([
+            "-c",
+            "read go; i=0; while [ $i -lt 30 ]; do /bin/true; i=$((i+1)); done; exit 7",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = sh.id();
+    let d = start_daemon(dir.path(), &["--root-pid", &pid.to_string()], &[]);
+    let me = d.0.as_ref().unwrap().id();
+    wait_for_log(dir.path(), &format!("\"tracer_pid\":{me}"));
+    wait_for_log(dir.path(), &format!("\"pid\":{0},\"tid\":{0}", pid));
+    sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert_eq!(sh.wait().unwrap().code(), Some(7));
+    // Nothing else happens in scope from here on: only the catch-up drain
+    // can bring the shell's exit (status 7) into the log.
+    wait_for_log(dir.path(), "\"exited\":{\"code\":7}");
+    stop(d);
+    let log = read_series(dir.path()).unwrap();
+    let execs = log
+        .events
+        .iter()
+        .filter(|e| matches!(e, Record::Exec(x) if x.argv.first().map(String::as_str) == Some("/bin/true")))
+        .count();
+    assert_eq!(execs, 30, "every child of the burst is logged");
+}

@@ -25,7 +25,7 @@ use crate::{
 pub struct Session {
     capture: Capture,
     /// Registered with the reactor: the loop wakes when the kernel side
-    /// commits a record (the programs submit with adaptive wake-ups).
+    /// wakes it (batched, see `pump::ready`).
     ring: AsyncFd<RingBuf<MapData>>,
     writer: LogWriter,
     /// Where the log and the reports go, held open (see `outdir`).
@@ -46,6 +46,8 @@ pub struct Session {
     command_error: Option<String>,
     /// Records handed to the log, by type (`tracer_events_total`).
     counts: std::collections::BTreeMap<&'static str, u64>,
+    /// When to drain again though no wake-up came (see `pump::ready`).
+    catch_up: Option<tokio::time::Instant>,
 }
 
 impl Session {
@@ -86,6 +88,7 @@ impl Session {
             viewer: None,
             command_error: None,
             counts: Default::default(),
+            catch_up: None,
         })
     }
 

@@ -8,25 +8,43 @@ use crate::{
     run::procs,
 };
 
+/// Twice the kernel side's wake-up batching period: a record committed
+/// without a wake-up after the last forced one is found by then.
+const CATCH_UP: std::time::Duration =
+    std::time::Duration::from_nanos(2 * tracer_common::WAKE_BATCH_NS);
+
 impl Session {
     /// Wait until the ring buffer has records (or may have: the readiness
-    /// is cleared first, so a record committed later wakes the loop again).
-    /// Call `drain` after it.
+    /// is cleared first, so a record committed later wakes the loop again),
+    /// or until the catch-up time after a drain that found records: the
+    /// kernel side commits most records without waking the reader (see
+    /// `WAKE_BATCH_NS`). Call `drain` after it.
     pub async fn ready(&self) -> Result<(), TracerError> {
-        let mut guard = self.ring.readable().await.map_err(TracerError::PollRing)?;
-        guard.clear_ready();
-        Ok(())
+        let readable = async {
+            let mut guard = self.ring.readable().await.map_err(TracerError::PollRing)?;
+            guard.clear_ready();
+            Ok(())
+        };
+        match self.catch_up {
+            Some(at) => tokio::select! {
+                r = readable => r,
+                () = tokio::time::sleep_until(at) => Ok(()),
+            },
+            None => readable.await,
+        }
     }
 
     /// Write every event already in the ring buffer.
     pub fn drain(&mut self) -> Result<u64, TracerError> {
         let mut n = 0;
+        let mut seen = 0u64;
         loop {
             // Copy the record out so the ring's borrow ends here.
             let decoded = match self.ring.get_mut().next() {
                 Some(item) => decode::decode(&item),
                 None => break,
             };
+            seen += 1;
             let wire = match decoded {
                 Ok(w) => w,
                 Err(e) => {
@@ -68,6 +86,9 @@ impl Session {
             }
         }
         self.writer.flush();
+        // Records came: more may follow without a wake-up. An idle ring
+        // arms no timer, so an idle tracer stays asleep.
+        self.catch_up = (seen > 0).then(|| tokio::time::Instant::now() + CATCH_UP);
         Ok(n)
     }
 
