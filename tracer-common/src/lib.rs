@@ -299,10 +299,11 @@ pub const STDERR_HEADER_LEN: usize = core::mem::size_of::<StderrRecord>() - STDE
 /// of two so positions wrap with a mask). Emitted once, at the process's
 /// exit: O(processes) ring-buffer traffic instead of O(writes).
 pub const TAIL_CAP: usize = 8192;
-/// Room past the ring for the verifier: each copy into the ring is at most
-/// `TAIL_CHUNK` bytes at an offset below `TAIL_CAP`, and the masked size
-/// the verifier sees can be up to `2 * TAIL_CHUNK - 1`.
-pub const TAIL_CHUNK: usize = 1024;
+/// `data` is twice the ring for the verifier: a write lands in two copies
+/// (up to the ring's end, then from its start), each proven in bounds only
+/// as "offset < TAIL_CAP plus size < TAIL_CAP". Bytes past `TAIL_CAP` are
+/// never written in fact, nor sent.
+pub const TAIL_SLACK: usize = TAIL_CAP;
 
 /// A process's stderr tail: the map value while it lives (keyed by tgid,
 /// `task.start_ns` checked), and the wire record at its exit, cut to
@@ -320,11 +321,11 @@ pub struct StderrTail {
     /// Bytes of `data` on the wire: `min(written, TAIL_CAP)`.
     pub len: u32,
     pub _pad: u32,
-    pub data: [u8; TAIL_CAP + 2 * TAIL_CHUNK],
+    pub data: [u8; TAIL_CAP + TAIL_SLACK],
 }
 
 pub const STDERR_TAIL_HEADER_LEN: usize =
-    core::mem::size_of::<StderrTail>() - TAIL_CAP - 2 * TAIL_CHUNK;
+    core::mem::size_of::<StderrTail>() - TAIL_CAP - TAIL_SLACK;
 
 /// Runtime switches user space flips while programs run (`CONFIG` array, index 0).
 #[repr(C)]

@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use tracer_common::{
     DropReason, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail,
-    DROP_REASONS, TAIL_CAP, TAIL_CHUNK, WAKE_BATCH_NS,
+    DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
 };
 
 /// Offsets resolved by user space from the running kernel's BTF.
@@ -29,22 +29,16 @@ pub fn size_mask() -> u64 {
     unsafe { core::ptr::read_volatile(&SIZE_MASK) }
 }
 
-/// `TAIL_CAP - 1` and `2 * TAIL_CHUNK - 1`: the same volatile-mask trick
-/// for offsets into, and copy sizes of, the per-process stderr tails.
+/// `TAIL_CAP - 1`: the same volatile-mask trick for offsets into, and
+/// copy sizes of, the per-process stderr tails.
 #[unsafe(no_mangle)]
 pub static TAIL_MASK: u64 = TAIL_CAP as u64 - 1;
-#[unsafe(no_mangle)]
-pub static CHUNK_MASK: u64 = 2 * TAIL_CHUNK as u64 - 1;
 
 #[inline(always)]
 pub fn tail_mask() -> u64 {
     unsafe { core::ptr::read_volatile(&TAIL_MASK) }
 }
 
-#[inline(always)]
-pub fn chunk_mask() -> u64 {
-    unsafe { core::ptr::read_volatile(&CHUNK_MASK) }
-}
 
 /// Non-zero: one ring record per stderr write (the tail is kept in user
 /// space), for `--last-words-bytes` beyond what a kernel tail holds.
@@ -138,7 +132,8 @@ pub static TAIL_INIT: PerCpuArray<StderrTail> = PerCpuArray::with_max_entries(1,
 /// Per-CPU staging of one write's bytes: read from user memory whole before
 /// any of it goes into the tail, so a faulting read leaves the tail intact.
 #[map]
-pub static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP]> = PerCpuArray::with_max_entries(1, 0);
+pub static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP + TAIL_SLACK]> =
+    PerCpuArray::with_max_entries(1, 0);
 
 /// Non-zero (`--all-signals`): every signal delivery is logged, none counted.
 #[unsafe(no_mangle)]
