@@ -8,6 +8,8 @@
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_user},
+    macros::map,
+    maps::ProgramArray,
     programs::TracePointContext,
 };
 use tracer_common::{
@@ -16,6 +18,7 @@ use tracer_common::{
 };
 
 use crate::{
+    kill_calls::regs_arg,
     maps::{
         chunk_mask, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
         STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
@@ -33,6 +36,12 @@ const STDERR_FD: u64 = 2;
 /// iovecs looked at per writev (error messages use one or two).
 const MAX_IOV: u32 = 4;
 
+/// Slot `StderrSyscall as u32` -> `stderr_raw_write`/`stderr_raw_writev`,
+/// filled by user space only when last words use the raw_syscalls rung;
+/// `raw_sys_enter` tail-calls into it (an empty slot: nothing happens).
+#[map]
+pub static STDERR_RAW: ProgramArray = ProgramArray::with_max_entries(2, 0);
+
 pub fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
     if !is_stderr(fd) {
@@ -40,9 +49,7 @@ pub fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     }
     let buf: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
     let count: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
-    if let Some(id) = in_scope() {
-        capture::<true>(id, buf, count);
-    }
+    write(buf, count);
     Ok(0)
 }
 
@@ -56,6 +63,42 @@ pub fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
     };
     let vec: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
     let vlen: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
+    writev(id, vec, vlen);
+    Ok(0)
+}
+
+/// write(2) from the `struct pt_regs` of the syscall's entry (fentry, raw_syscalls).
+#[inline(always)]
+pub fn on_write_regs(regs: Ptr) -> Result<u32, ()> {
+    if !is_stderr(regs_arg::<0>(regs) as u64) {
+        return Ok(0);
+    }
+    write(regs_arg::<1>(regs) as u64, regs_arg::<2>(regs) as u64);
+    Ok(0)
+}
+
+/// writev(2) from the `struct pt_regs` of the syscall's entry.
+#[inline(always)]
+pub fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
+    if !is_stderr(regs_arg::<0>(regs) as u64) {
+        return Ok(0);
+    }
+    let Some(id) = in_scope() else {
+        return Ok(0);
+    };
+    writev(id, regs_arg::<1>(regs) as u64, regs_arg::<2>(regs) as u64);
+    Ok(0)
+}
+
+#[inline(always)]
+fn write(buf: u64, count: u64) {
+    if let Some(id) = in_scope() {
+        capture::<true>(id, buf, count);
+    }
+}
+
+#[inline(always)]
+fn writev(id: TaskId, vec: u64, vlen: u64) {
     for i in 0..MAX_IOV {
         if i as u64 >= vlen {
             break;
@@ -68,7 +111,6 @@ pub fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
         // complex for 6.1's verifier with --debug-ebpf (E2BIG, vm-test).
         capture::<false>(id, base, len);
     }
-    Ok(0)
 }
 
 /// fd 2, or fd 1 when it is the same open file as fd 2: a shell's `echo >&2`
