@@ -50,7 +50,7 @@ pub fn current_id() -> Option<TaskId> {
     if view().0 != 0 {
         return task_id(current());
     }
-    let ids = unsafe { bpf_get_current_pid_tgid() };
+    let ids = bpf_get_current_pid_tgid();
     let leader: Ptr = read(current(), off(|o| &o.task_group_leader))?;
     let start_ns: u64 = read(leader, off(|o| &o.task_start_boottime))?;
     Some(TaskId {
