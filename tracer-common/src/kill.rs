@@ -1,9 +1,11 @@
-//! The kill-family syscalls: the one place their names, their numbers on each
+//! The syscalls tracer hooks one by one — the kill family, and write/writev
+//! for last words: the one place their names, their numbers on each
 //! architecture, the kernel symbols fentry attaches to and where the syscall
 //! ABI keeps their arguments in `struct pt_regs`. The eBPF side matches
 //! numbers through [`KillAbi`] (handed over by user space as a global, since
 //! a BPF object is built once for every architecture); user space names
-//! records, tracepoints and fentry targets from [`KillSyscall::name`].
+//! records, tracepoints and fentry targets from [`KillSyscall::name`] and
+//! [`StderrSyscall::name`].
 
 /// The kill-family syscalls, numbered independently of the architecture
 /// (this number is what a `KillCallRecord` carries on the wire).
@@ -53,13 +55,38 @@ impl TryFrom<u32> for KillSyscall {
     }
 }
 
-/// How one architecture numbers the kill family and passes syscall
+/// The syscalls last words are captured at (fd 2, or fd 1 when it is fd 2's
+/// file). The discriminant is the slot in the eBPF side's tail-call table
+/// (raw_syscalls rung) and in [`KillAbi::stderr_nr`].
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StderrSyscall {
+    Write = 0,
+    Writev = 1,
+}
+
+/// Every last-words syscall, in slot order.
+pub const STDERR_SYSCALLS: [StderrSyscall; 2] = [StderrSyscall::Write, StderrSyscall::Writev];
+
+impl StderrSyscall {
+    /// `syscalls:sys_enter_<name>`, `__x64_sys_<name>`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Write => "write",
+            Self::Writev => "writev",
+        }
+    }
+}
+
+/// How one architecture numbers the syscalls tracer hooks and passes their
 /// arguments. Handed to the eBPF programs as the `KILL_ABI` global.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KillAbi {
     /// Syscall number of `KILL_SYSCALLS[i]`.
     pub nr: [i64; 6],
+    /// Syscall number of `STDERR_SYSCALLS[i]` (last words on raw_syscalls).
+    pub stderr_nr: [i64; 2],
     /// Offsets in `struct pt_regs` of syscall arguments 0, 1 and 2.
     pub regs_arg: [u32; 3],
     /// Offset in `struct pt_regs` of the syscall number at exit
@@ -72,6 +99,7 @@ impl KillAbi {
     /// ptrace ABI (di 112, si 104, dx 96, orig_ax 120).
     pub const X86_64: Self = Self {
         nr: [62, 200, 234, 129, 297, 424],
+        stderr_nr: [1, 20],
         regs_arg: [112, 104, 96],
         regs_nr: 120,
     };
@@ -80,12 +108,14 @@ impl KillAbi {
     /// and `s32 syscallno` (280).
     pub const AARCH64: Self = Self {
         nr: [129, 130, 131, 138, 240, 424],
+        stderr_nr: [64, 66],
         regs_arg: [0, 8, 16],
         regs_nr: 280,
     };
     /// Matches nothing: the eBPF default until user space fills it in.
     pub const NONE: Self = Self {
         nr: [-1; 6],
+        stderr_nr: [-1; 2],
         regs_arg: [0; 3],
         regs_nr: 0,
     };
@@ -110,6 +140,22 @@ impl KillAbi {
             Some(KillSyscall::RtTgsigqueueinfo)
         } else if n[5] == nr {
             Some(KillSyscall::PidfdSendSignal)
+        } else {
+            None
+        }
+    }
+
+    /// The last-words syscall numbered `nr`, as its slot (constant indices,
+    /// like [`Self::syscall`]).
+    #[inline(always)]
+    pub fn stderr_syscall(&self, nr: i64) -> Option<StderrSyscall> {
+        let n = &self.stderr_nr;
+        if nr < 0 {
+            None
+        } else if n[0] == nr {
+            Some(StderrSyscall::Write)
+        } else if n[1] == nr {
+            Some(StderrSyscall::Writev)
         } else {
             None
         }
@@ -140,6 +186,15 @@ mod tests {
                 assert_eq!(abi.syscall(abi.nr[i]), Some(*s));
             }
         }
+        for (i, s) in STDERR_SYSCALLS.iter().enumerate() {
+            assert_eq!(*s as usize, i, "STDERR_SYSCALLS is in slot order");
+            for abi in [KillAbi::X86_64, KillAbi::AARCH64] {
+                assert_eq!(abi.stderr_syscall(abi.stderr_nr[i]), Some(*s));
+                assert_eq!(abi.syscall(abi.stderr_nr[i]), None);
+            }
+        }
+        assert_eq!(KillAbi::X86_64.stderr_syscall(0), None);
+        assert_eq!(KillAbi::NONE.stderr_syscall(-1), None);
         assert_eq!(KillAbi::X86_64.syscall(0), None);
         assert_eq!(KillAbi::NONE.syscall(-1), None);
         assert_eq!(KillSyscall::try_from(7), Err(7));

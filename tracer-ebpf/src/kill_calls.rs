@@ -5,11 +5,11 @@ use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_boot_ns},
     programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
 };
-use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind};
+use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind, StderrSyscall};
 
 use crate::{
     maps::{batched, count_drop, is_tracked, Inflight, EVENTS, INFLIGHT, TRACKED},
-    task::{comm, current, header, read, task_id, Ptr},
+    task::{comm, current, header, task_id, Ptr},
 };
 
 /// The running architecture's syscall numbers and pt_regs layout
@@ -50,29 +50,56 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
+/// Syscall argument `I` (0..2) from the `struct pt_regs` a syscall entry
+/// got. In fentry and tp_btf programs that pointer is BTF-typed: a plain
+/// load, which the verifier checks against the struct and makes fault-safe
+/// (a fault reads 0), costs a fraction of a probe-read helper call — and
+/// these run on every write (last words) or every syscall (sys_exit).
+#[inline(always)]
+pub fn regs_arg<const I: usize>(regs: Ptr) -> i64 {
+    regs_field(regs, regs_off(|a| &a.regs_arg[I]))
+}
+
+#[inline(always)]
+fn regs_field<T: Copy>(regs: Ptr, off: u32) -> T {
+    unsafe { core::ptr::read(regs.add(off as usize) as *const T) }
+}
+
 /// Syscall arguments 0..2 from the `struct pt_regs` a syscall entry got.
 #[inline(always)]
 fn regs_args(regs: Ptr) -> (i64, i64, i64) {
-    let a0: i64 = read(regs, regs_off(|a| &a.regs_arg[0])).unwrap_or(0);
-    let a1: i64 = read(regs, regs_off(|a| &a.regs_arg[1])).unwrap_or(0);
-    let a2: i64 = read(regs, regs_off(|a| &a.regs_arg[2])).unwrap_or(0);
-    (a0, a1, a2)
+    (regs_arg::<0>(regs), regs_arg::<1>(regs), regs_arg::<2>(regs))
 }
 
-pub fn on_raw_enter(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+/// What raw_syscalls' sys_enter saw (one program for every syscall).
+pub enum RawEnter {
+    /// Neither a kill-family call nor a write/writev: nothing to do.
+    Other,
+    /// A kill-family call, recorded.
+    Kill,
+    /// write/writev: last words' slot in its tail-call table.
+    Stderr(StderrSyscall),
+}
+
+/// Runs on every syscall: the number is compared before anything else.
+#[inline(always)]
+pub fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
     let id: i64 = ctx.arg(1);
-    // Runs on every syscall: bail out before touching anything else.
-    let Some(syscall) = abi_nr(id) else {
-        return Ok(0);
-    };
-    let (a0, a1, a2) = regs_args(ctx.arg(0));
-    enter(syscall, a0, a1, a2);
-    Ok(0)
+    let abi: KillAbi = unsafe { core::ptr::read_volatile(&KILL_ABI) };
+    if let Some(syscall) = abi.syscall(id) {
+        let (a0, a1, a2) = regs_args(ctx.arg(0));
+        enter(syscall, a0, a1, a2);
+        return RawEnter::Kill;
+    }
+    match abi.stderr_syscall(id) {
+        Some(s) => RawEnter::Stderr(s),
+        None => RawEnter::Other,
+    }
 }
 
 pub fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let regs: Ptr = ctx.arg(0);
-    let id: i32 = read(regs, regs_off(|a| &a.regs_nr)).unwrap_or(-1);
+    let id: i32 = regs_field(regs, regs_off(|a| &a.regs_nr));
     if abi_nr(id as i64).is_none() {
         return Ok(0);
     }

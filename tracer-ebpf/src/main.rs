@@ -85,9 +85,18 @@ pub fn kill_exit(ctx: TracePointContext) -> u32 {
 
 /// Second choice for the kill family (where fentry is refused): raw_syscalls
 /// via tp_btf, filtered to the kill family in the kernel by syscall number.
+/// write/writev go on to last words' program by a tail call, when user space
+/// filled its slot (last words on this rung): one program run per syscall
+/// instead of a classic tracepoint more on every write, and each program
+/// stays as small for the verifier as on its own.
 #[btf_tracepoint(function = "sys_enter")]
 pub fn raw_sys_enter(ctx: BtfTracePointContext) -> u32 {
-    kill_calls::on_raw_enter(&ctx).unwrap_or(0)
+    if let kill_calls::RawEnter::Stderr(slot) = kill_calls::on_raw_enter(&ctx) {
+        // In the entry frame, not a subprogram: older verifiers limit the
+        // stack of frames below a tail call. An empty slot falls through.
+        unsafe { stderr::STDERR_RAW.tail_call(&ctx, slot as u32) };
+    }
+    0
 }
 
 #[btf_tracepoint(function = "sys_exit")]
@@ -95,7 +104,33 @@ pub fn raw_sys_exit(ctx: BtfTracePointContext) -> u32 {
     kill_calls::on_raw_exit(&ctx).unwrap_or(0)
 }
 
-/// `syscalls:sys_enter_write`: fd 2 of traced processes.
+/// Last words, first choice: fentry on the write and writev syscalls' entry
+/// symbols (`__x64_sys_write(const struct pt_regs *)`), fd 2 of traced
+/// processes. No RCU grace period at teardown, no perf record per call.
+#[fentry]
+pub fn stderr_fentry_write(ctx: FEntryContext) -> u32 {
+    stderr::on_write_regs(ctx.arg(0)).unwrap_or(0)
+}
+
+#[fentry]
+pub fn stderr_fentry_writev(ctx: FEntryContext) -> u32 {
+    stderr::on_writev_regs(ctx.arg(0)).unwrap_or(0)
+}
+
+/// Last words, second choice (the kill family on raw_syscalls): loaded for
+/// raw_syscalls' sys_enter but never attached; `raw_sys_enter` tail-calls
+/// them for write and writev (`stderr::STDERR_RAW`).
+#[btf_tracepoint(function = "sys_enter")]
+pub fn stderr_raw_write(ctx: BtfTracePointContext) -> u32 {
+    stderr::on_write_regs(ctx.arg(0)).unwrap_or(0)
+}
+
+#[btf_tracepoint(function = "sys_enter")]
+pub fn stderr_raw_writev(ctx: BtfTracePointContext) -> u32 {
+    stderr::on_writev_regs(ctx.arg(0)).unwrap_or(0)
+}
+
+/// Last words, last choice: `syscalls:sys_enter_write`, fd 2 of traced processes.
 #[tracepoint]
 pub fn stderr_write(ctx: TracePointContext) -> u32 {
     stderr::on_write(&ctx).unwrap_or(0)

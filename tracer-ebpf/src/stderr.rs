@@ -5,9 +5,13 @@
 //! (`STDERR_TAILS`) and emitted once, just before its exit record: one ring
 //! record per process, not one per write. Per-write records remain for
 //! `STDERR_PER_WRITE` and for processes the tail map has no room for.
+use core::ptr::null_mut;
+
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_user},
+    macros::map,
+    maps::ProgramArray,
     programs::TracePointContext,
 };
 use tracer_common::{
@@ -16,12 +20,13 @@ use tracer_common::{
 };
 
 use crate::{
+    kill_calls::regs_arg,
     maps::{
         batched,
         count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
         STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
     },
-    task::{current, header, read, task_id, Ptr},
+    task::{current, current_id, header, read, Ptr},
 };
 
 const TP_ARG0: usize = 16;
@@ -30,6 +35,12 @@ const STDERR_FD: u64 = 2;
 /// iovecs looked at per writev (error messages use one or two).
 const MAX_IOV: u32 = 4;
 
+/// Slot `StderrSyscall as u32` -> `stderr_raw_write`/`stderr_raw_writev`,
+/// filled by user space only when last words use the raw_syscalls rung;
+/// `raw_sys_enter` tail-calls into it (an empty slot: nothing happens).
+#[map]
+pub static STDERR_RAW: ProgramArray = ProgramArray::with_max_entries(2, 0);
+
 pub fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
     if !is_stderr(fd) {
@@ -37,9 +48,7 @@ pub fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     }
     let buf: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
     let count: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
-    if let Some(id) = in_scope() {
-        capture::<true>(id, buf, count);
-    }
+    write(buf, count);
     Ok(0)
 }
 
@@ -48,11 +57,51 @@ pub fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
     if !is_stderr(fd) {
         return Ok(0);
     }
-    let Some(id) = in_scope() else {
+    let Some((id, tail)) = caller() else {
         return Ok(0);
     };
     let vec: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
     let vlen: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
+    writev(id, tail, vec, vlen);
+    Ok(0)
+}
+
+/// write(2) from the `struct pt_regs` of the syscall's entry (fentry, raw_syscalls).
+#[inline(always)]
+pub fn on_write_regs(regs: Ptr) -> Result<u32, ()> {
+    if !is_stderr(regs_arg::<0>(regs) as u64) {
+        return Ok(0);
+    }
+    write(regs_arg::<1>(regs) as u64, regs_arg::<2>(regs) as u64);
+    Ok(0)
+}
+
+/// writev(2) from the `struct pt_regs` of the syscall's entry.
+#[inline(always)]
+pub fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
+    if !is_stderr(regs_arg::<0>(regs) as u64) {
+        return Ok(0);
+    }
+    let Some((id, tail)) = caller() else {
+        return Ok(0);
+    };
+    writev(id, tail, regs_arg::<1>(regs) as u64, regs_arg::<2>(regs) as u64);
+    Ok(0)
+}
+
+#[inline(always)]
+fn write(buf: u64, count: u64) {
+    if count == 0 {
+        return;
+    }
+    if let Some((id, tail)) = caller() {
+        capture::<true>(id, destination(&id, tail), buf, count);
+    }
+}
+
+#[inline(always)]
+fn writev(id: TaskId, tail: *mut StderrTail, vec: u64, vlen: u64) {
+    let tail = destination(&id, tail);
     for i in 0..MAX_IOV {
         if i as u64 >= vlen {
             break;
@@ -63,9 +112,8 @@ pub fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
         };
         // Counted, not logged: a log call per iovec made this program too
         // complex for 6.1's verifier with --debug-ebpf (E2BIG, vm-test).
-        capture::<false>(id, base, len);
+        capture::<false>(id, tail, base, len);
     }
-    Ok(0)
 }
 
 /// fd 2, or fd 1 when it is the same open file as fd 2: a shell's `echo >&2`
@@ -89,24 +137,43 @@ fn same_file_as_stderr() -> Option<bool> {
     Some(out != 0 && out == err)
 }
 
+/// The writer, when it is in scope, with its tail (null when it has none
+/// yet). Every write pays this, so the common case is one map lookup: a
+/// tail of this very process proves it in scope (tails are made only for
+/// the run's processes and freed at their exit), and TRACKED is asked only
+/// before the first write, and in per-write mode.
 #[inline(always)]
-fn in_scope() -> Option<TaskId> {
-    let id = task_id(current())?;
-    is_tracked(id.tgid, id.start_ns).then_some(id)
+fn caller() -> Option<(TaskId, *mut StderrTail)> {
+    let id = current_id()?;
+    if !stderr_per_write() {
+        if let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) {
+            if unsafe { (*t).task.start_ns } == id.start_ns {
+                return Some((id, t));
+            }
+        }
+    }
+    is_tracked(id.tgid, id.start_ns).then_some((id, null_mut()))
+}
+
+/// Where an in-scope write's bytes go: its process's tail (`known`, or made
+/// now), or null for a ring record of their own (per-write mode, no room).
+#[inline(always)]
+fn destination(id: &TaskId, known: *mut StderrTail) -> *mut StderrTail {
+    if !known.is_null() || stderr_per_write() {
+        return known;
+    }
+    tail_of(id).unwrap_or(null_mut())
 }
 
 /// Into the process's kernel tail; a record of its own when there is none.
 #[inline(always)]
-fn capture<const LOG: bool>(id: TaskId, buf: u64, count: u64) {
+fn capture<const LOG: bool>(id: TaskId, tail: *mut StderrTail, buf: u64, count: u64) {
     if count == 0 {
         return;
     }
-    if stderr_per_write() {
-        return emit::<LOG>(buf, count);
-    }
-    match tail_of(&id) {
-        Some(tail) => append::<LOG>(id.tgid, tail, buf, count),
-        None => emit::<LOG>(buf, count),
+    match tail.is_null() {
+        true => emit::<LOG>(id, buf, count),
+        false => append::<LOG>(id.tgid, tail, buf, count),
     }
 }
 
@@ -211,11 +278,10 @@ pub fn flush_tail(id: &TaskId) {
 }
 
 #[inline(always)]
-fn emit<const LOG: bool>(buf: u64, count: u64) {
+fn emit<const LOG: bool>(id: TaskId, buf: u64, count: u64) {
     let Some(rec) = STDERR_SCRATCH.get_ptr_mut(0) else {
         return;
     };
-    let Some(id) = task_id(current()) else { return };
     // Keep the tail of a long write: the end of a message is what explains.
     const MAX: u64 = STDERR_CHUNK as u64 - 1;
     let len = if count > MAX { MAX } else { count };

@@ -93,8 +93,9 @@ fn tracer_log_debug_turns_it_on() {
     }
 }
 
-/// The verifier checks the logging code only when it is on: the kill-family
-/// fallback (raw_syscalls, the other program with a log call) must load too.
+/// The verifier checks the logging code only when it is on: the raw_syscalls
+/// fallbacks (the kill family's, and last words' programs it tail-calls,
+/// whose failed reads are the lines expected) must load too.
 #[test]
 fn the_raw_syscalls_fallback_loads_with_logging_on() {
     let (r, pid) = run(
@@ -106,12 +107,39 @@ fn the_raw_syscalls_fallback_loads_with_logging_on() {
             "kill_syscalls:fentry",
             "--disable-hook",
             "kill_syscalls:tracepoint",
+            "--disable-hook",
+            "last_words:fentry",
+            "--disable-hook",
+            "last_words:tracepoint",
         ],
         &[],
     );
-    let hook = hook(&r.log, "kill_syscalls");
-    assert!(hook.attached, "{hook:?}");
-    assert_eq!(hook.via.as_deref(), Some("raw_syscalls"));
+    for name in ["kill_syscalls", "last_words"] {
+        let hook = hook(&r.log, name);
+        assert!(hook.attached, "{hook:?}");
+        assert_eq!(hook.via.as_deref(), Some("raw_syscalls"));
+    }
+    let stderr = r.stderr();
+    for line in log_lines(pid) {
+        assert!(stderr.contains(&line), "no `{line}` in:\n{stderr}");
+    }
+}
+
+/// And last words' last rung, the write tracepoints' programs, with logging on.
+#[test]
+fn the_write_tracepoints_load_with_logging_on() {
+    let (r, pid) = run(
+        &[
+            "--debug-ebpf",
+            "--disable-hook",
+            "last_words:fentry",
+            "--disable-hook",
+            "last_words:raw_syscalls",
+        ],
+        &[],
+    );
+    let hook = hook(&r.log, "last_words");
+    assert_eq!(hook.via.as_deref(), Some("tracepoint"), "{hook:?}");
     let stderr = r.stderr();
     for line in log_lines(pid) {
         assert!(stderr.contains(&line), "no `{line}` in:\n{stderr}");

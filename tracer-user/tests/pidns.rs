@@ -113,7 +113,8 @@ fn a_tracer_inside_a_pid_namespace_reports_that_namespace_s_pids() {
     let script = format!(
         // Exit only once the leak runs `sleep`, so /proc shows its argv.
         "{}; setsid sleep 300 & l=$!; echo $l > {}; \
-         until grep -qx sleep /proc/$l/comm; do sleep 0.01; done; exit 3",
+         until grep -qx sleep /proc/$l/comm; do sleep 0.01; done; \
+         echo 'dying in a namespace' >&2; exit 3",
         kill_script(&killed).replace("; exit 1", ""),
         leaked.display()
     );
@@ -144,6 +145,22 @@ fn a_tracer_inside_a_pid_namespace_reports_that_namespace_s_pids() {
     assert_eq!(
         log.header.tracer_pid, 1,
         "the tracer is the namespace's init"
+    );
+
+    // Its last words are found under its pid in the namespace (the
+    // stderr capture's ids in a pid-namespace view).
+    let root = log
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Record::Fork(f) if f.parent.pid == 1 => Some(f.child.pid),
+            _ => None,
+        })
+        .expect("the tracer's fork of the command");
+    assert!(
+        log.events.iter().any(|e| matches!(e, Record::LastWords(l)
+            if l.task.pid == root && l.text.ends_with("dying in a namespace\n"))),
+        "the command's last words, under its namespace pid {root}"
     );
 
     // The pids are the ones the script itself printed.

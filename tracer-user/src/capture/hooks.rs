@@ -5,10 +5,11 @@
 //! waits for an RCU grace period (~35–80 ms each, serialised by the kernel),
 //! while fentry/fexit and tp_btf links are released without one.
 use aya::{
+    maps::{MapData, ProgramArray},
     programs::{BtfTracePoint, FEntry, FExit, TracePoint},
     Btf, Ebpf,
 };
-use tracer_common::{KillAbi, KILL_SYSCALLS};
+use tracer_common::{KillAbi, KILL_SYSCALLS, STDERR_SYSCALLS};
 
 use crate::eventlog::HookStatus;
 
@@ -66,11 +67,28 @@ pub fn attach_kill_syscalls(
     if let Err(e) = off.check(name) {
         return unavailable(name, e);
     }
-    let rungs: [(&str, Attach, Undo); 3] = [
-        ("fentry", kill_fentry, undo_fentry),
-        ("raw_syscalls", kill_raw, |_| ()),
-        ("tracepoint", kill_classic, undo_classic),
+    let rungs: [Rung; 3] = [
+        ("fentry", &kill_fentry, undo_fentry),
+        ("raw_syscalls", &kill_raw, |_| ()),
+        ("tracepoint", &kill_classic, undo_classic),
     ];
+    climb(ebpf, btf, have_tracefs, off, name, &rungs)
+}
+
+/// One way to attach a hook: its `via`, how to attach, how to undo what a
+/// failed attempt left behind.
+type Rung<'a> = (&'a str, &'a Attach<'a>, Undo);
+
+/// The first rung that attaches wins; the detail says why the rungs above
+/// it were passed over.
+fn climb(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    have_tracefs: bool,
+    off: &Disabled,
+    name: &str,
+    rungs: &[Rung],
+) -> HookStatus {
     let mut passed = Vec::new();
     for (via, attach, undo) in rungs {
         let res = off
@@ -93,7 +111,7 @@ pub fn attach_kill_syscalls(
     unavailable(name, passed.join("; "))
 }
 
-type Attach = fn(&mut Ebpf, &Btf, bool) -> Result<(), String>;
+type Attach<'a> = dyn Fn(&mut Ebpf, &Btf, bool) -> Result<(), String> + 'a;
 /// Detach what a failed rung attached before it failed.
 type Undo = fn(&mut Ebpf);
 
@@ -171,38 +189,116 @@ pub fn attach_oom(
     }
 }
 
-pub fn attach_last_words(ebpf: &mut Ebpf, have_tracefs: bool, off: &Disabled) -> HookStatus {
+/// Last words (stderr writes), first rung that attaches wins, each
+/// `last_words:<via>` for `--disable-hook`:
+/// 1. `fentry`: fentry on the write and writev syscalls' entry symbols,
+/// 2. `raw_syscalls`: only when the kill family is on raw_syscalls — its
+///    `raw_sys_enter`, which runs on every syscall anyway, tail-calls last
+///    words' programs for write and writev (attaching raw_syscalls for writes
+///    alone would add a program run to every syscall of the machine),
+/// 3. `tracepoint`: `syscalls:sys_enter_write` and `sys_enter_writev` (a
+///    perf record per call, a grace period each at teardown).
+///
+/// `kill_via` is how the kill family attached.
+pub fn attach_last_words(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    have_tracefs: bool,
+    kill_via: Option<&str>,
+    off: &Disabled,
+) -> HookStatus {
     let name = "last_words";
-    let res = off
-        .check(name)
-        .and_then(|()| match have_tracefs {
-            true => Ok(()),
-            false => Err("tracefs unavailable".into()),
-        })
-        .and_then(|()| {
-            attach_classic(
-                ebpf,
-                "stderr_write",
-                "syscalls",
-                &["sys_enter_write".into()],
-            )
-        })
-        .and_then(|()| {
-            attach_classic(
-                ebpf,
-                "stderr_writev",
-                "syscalls",
-                &["sys_enter_writev".into()],
-            )
-        });
-    match res {
-        Ok(()) => attached(name, "tracepoint", None),
-        Err(e) => {
-            detach_all(ebpf, "stderr_write");
-            detach_all(ebpf, "stderr_writev");
-            unavailable(name, e)
+    if let Err(e) = off.check(name) {
+        return unavailable(name, e);
+    }
+    let raw = |ebpf: &mut Ebpf, btf: &Btf, _: bool| match kill_via {
+        Some("raw_syscalls") => stderr_raw(ebpf, btf),
+        Some(via) => Err(format!("kill_syscalls is on {via}, not raw_syscalls")),
+        None => Err("kill_syscalls is not attached".into()),
+    };
+    let rungs: [Rung; 3] = [
+        ("fentry", &stderr_fentry, undo_stderr_fentry),
+        ("raw_syscalls", &raw, undo_stderr_raw),
+        ("tracepoint", &stderr_classic, undo_stderr_classic),
+    ];
+    climb(ebpf, btf, have_tracefs, off, name, &rungs)
+}
+
+fn stderr_fentry(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
+    let (_, prefix) = KillAbi::HOST.ok_or("no syscall table for this architecture")?;
+    for s in STDERR_SYSCALLS {
+        let target = format!("{prefix}{}", s.name());
+        let p: &mut FEntry = program(ebpf, &format!("stderr_fentry_{}", s.name()))?;
+        p.load(&target, btf)
+            .map_err(|e| format!("load fentry {target}: {}", brief(&e)))?;
+        p.attach()
+            .map_err(|e| format!("attach fentry {target}: {}", brief(&e)))?;
+    }
+    Ok(())
+}
+
+fn undo_stderr_fentry(ebpf: &mut Ebpf) {
+    for s in STDERR_SYSCALLS {
+        if let Ok(p) = program::<FEntry>(ebpf, &format!("stderr_fentry_{}", s.name())) {
+            let _ = p.unload();
         }
     }
+}
+
+/// Load `stderr_raw_<syscall>` for raw_syscalls' sys_enter and put it in
+/// `STDERR_RAW`'s slot: from then on `raw_sys_enter` tail-calls it.
+fn stderr_raw(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
+    for s in STDERR_SYSCALLS {
+        let prog = format!("stderr_raw_{}", s.name());
+        let p: &mut BtfTracePoint = program(ebpf, &prog)?;
+        p.load("sys_enter", btf)
+            .map_err(|e| format!("load {prog}: {}", brief(&e)))?;
+        let fd = p
+            .fd()
+            .and_then(|fd| fd.try_clone().map_err(Into::into))
+            .map_err(|e| format!("{prog}: {e}"))?;
+        let mut table = stderr_raw_table(ebpf)?;
+        table
+            .set(s as u32, &fd, 0)
+            .map_err(|e| format!("STDERR_RAW[{prog}]: {e}"))?;
+    }
+    Ok(())
+}
+
+fn stderr_raw_table(ebpf: &mut Ebpf) -> Result<ProgramArray<&mut MapData>, String> {
+    let map = ebpf
+        .map_mut("STDERR_RAW")
+        .ok_or("map STDERR_RAW missing from the object")?;
+    ProgramArray::try_from(map).map_err(|e| format!("STDERR_RAW: {e}"))
+}
+
+fn undo_stderr_raw(ebpf: &mut Ebpf) {
+    if let Ok(mut table) = stderr_raw_table(ebpf) {
+        for s in STDERR_SYSCALLS {
+            let _ = table.clear_index(&(s as u32));
+        }
+    }
+    for s in STDERR_SYSCALLS {
+        if let Ok(p) = program::<BtfTracePoint>(ebpf, &format!("stderr_raw_{}", s.name())) {
+            let _ = p.unload();
+        }
+    }
+}
+
+fn stderr_classic(ebpf: &mut Ebpf, _: &Btf, have_tracefs: bool) -> Result<(), String> {
+    if !have_tracefs {
+        return Err("tracefs unavailable".into());
+    }
+    for s in STDERR_SYSCALLS {
+        let tp = format!("sys_enter_{}", s.name());
+        attach_classic(ebpf, &format!("stderr_{}", s.name()), "syscalls", &[tp])?;
+    }
+    Ok(())
+}
+
+fn undo_stderr_classic(ebpf: &mut Ebpf) {
+    detach_all(ebpf, "stderr_write");
+    detach_all(ebpf, "stderr_writev");
 }
 
 pub fn attach_btf(ebpf: &mut Ebpf, btf: &Btf, prog: &str, tracepoint: &str) -> Result<(), String> {

@@ -147,16 +147,18 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         })?;
         cap.hooks.push(hooks::attached(hook, "tp_btf", None));
     }
-    cap.hooks.push(hooks::attach_kill_syscalls(
-        ebpf,
-        &btf,
-        tracefs.is_ok(),
-        &off,
-    ));
+    let kill = hooks::attach_kill_syscalls(ebpf, &btf, tracefs.is_ok(), &off);
+    let kill_via = kill.via.clone();
+    cap.hooks.push(kill);
     cap.hooks.push(hooks::attach_oom(ebpf, &tracefs, &off));
     if opts.last_words {
-        cap.hooks
-            .push(hooks::attach_last_words(ebpf, tracefs.is_ok(), &off));
+        cap.hooks.push(hooks::attach_last_words(
+            ebpf,
+            &btf,
+            tracefs.is_ok(),
+            kill_via.as_deref(),
+            &off,
+        ));
     }
     drop(btf);
     release_startup_heap();
