@@ -19,7 +19,7 @@ pub const CGROUP_NAME_LEN: usize = 64;
 /// records of hot kinds (`BPF_RB_NO_WAKEUP` otherwise); user space drains
 /// again `2 * WAKE_BATCH_NS` after a drain that found records, so no record
 /// waits in the ring longer than that.
-pub const WAKE_BATCH_NS: u64 = 5_000_000;
+pub const WAKE_BATCH_NS: u64 = 2_000_000;
 
 /// What a record is. Stored as `u32` on the wire.
 #[repr(u32)]

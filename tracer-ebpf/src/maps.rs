@@ -74,12 +74,13 @@ pub static LAST_WAKE: Array<u64> = Array::with_max_entries(1, 0);
 /// Unread bytes that wake the reader whatever the time: small, so a slow
 /// reader (a loaded or emulated machine) starts draining a burst early —
 /// with a quarter of the ring, 5.10 under TCG lost records of a fork burst
-/// into a 256 KiB ring (vm-test).
-const WAKE_BYTES: u64 = 64 * 1024;
+/// into a 256 KiB ring (vm-test). At 16 KiB a 200k-signal storm still
+/// wakes the reader ~1000 times instead of 200k.
+const WAKE_BYTES: u64 = 16 * 1024;
 
 /// Ring flags for a record of a hot kind (kill calls, forks, execs, exits,
 /// stderr): the reader is woken at most once per `WAKE_BATCH_NS`, or at
-/// once when `WAKE_BYTES` (at most a sixteenth of the ring) wait unread.
+/// once when `WAKE_BYTES` (at most 1/64 of the ring) wait unread.
 /// Waking it per record cost a context switch per record (the signal
 /// storm's top cost, perf); user space drains again `2 * WAKE_BATCH_NS`
 /// after each drain that found records, so a record never waits longer.
@@ -90,7 +91,7 @@ pub fn batched() -> u64 {
         return BPF_RB_FORCE_WAKEUP as u64;
     };
     let ring = EVENTS.query(BPF_RB_RING_SIZE as u64);
-    let limit = if ring / 16 < WAKE_BYTES { ring / 16 } else { WAKE_BYTES };
+    let limit = if ring / 64 < WAKE_BYTES { ring / 64 } else { WAKE_BYTES };
     let full = EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= limit;
     unsafe {
         if full || now.wrapping_sub(*last) >= WAKE_BATCH_NS {
