@@ -17,5 +17,5 @@ pub use reader::{
 };
 pub use schema::*;
 pub use summary::{type_name, Counter, LogSummary};
-pub use walltime::wall_time;
+pub use walltime::{is_wall_time, parse_wall_time, wall_time};
 pub use writer::LogWriter;

@@ -108,6 +108,7 @@ impl Builder {
             })
         });
         m.coverage = coverage(&self.hooks, trailer, truncated);
+        m.odd_times.finish();
         m.signals.shrink_to_fit();
         m.kill_calls.shrink_to_fit();
         join_kill_calls(&mut m);
@@ -431,7 +432,5 @@ fn kill_call(m: &mut Model, k: KillRec, who: Who, comm: Option<&str>, time: &str
 /// The model derives a signal's or kill call's `time` from `t`; a log whose
 /// text says otherwise keeps it.
 fn keep_odd_time(m: &mut Model, at: At, time: &str) {
-    if time != crate::eventlog::wall_time(at.t, m.boot_to_wall_ns) {
-        m.odd_times.insert(at.seq, time.to_owned());
-    }
+    m.odd_times.note(at.seq, at.t, time, m.boot_to_wall_ns);
 }

@@ -11,8 +11,9 @@ mod joins;
 pub mod lines;
 mod process;
 mod threads;
+mod times;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 pub use build::Builder;
 pub use compact::{At, CallRec, Ids, KillRec, SigRec, Sym, Who};
@@ -69,7 +70,7 @@ pub struct Model {
     pub snapshots: Vec<SnapshotTaken>,
     /// Signal and kill-call `time` texts that are not what `t` says (a
     /// hand-edited log), by `seq`: the report shows the log's own text.
-    odd_times: HashMap<u64, String>,
+    odd_times: times::OddTimes,
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,
@@ -125,8 +126,8 @@ impl Model {
 
     /// The `time` of a signal or kill call: RFC 3339 UTC, as in the log.
     pub fn time_at(&self, at: &At) -> String {
-        match self.odd_times.get(&at.seq) {
-            Some(text) => text.clone(),
+        match self.odd_times.get(at.seq) {
+            Some(text) => text,
             None => crate::eventlog::wall_time(at.t, self.boot_to_wall_ns),
         }
     }
