@@ -54,8 +54,8 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
             .map(|e| ExecRef {
                 seq: e.seq,
                 time: cx.wall(e.t),
-                filename: e.filename.clone(),
-                argv: e.argv.clone(),
+                filename: e.filename.to_string(),
+                argv: e.argv.to_vec(),
                 argv_truncated: e.argv_truncated,
             })
             .collect(),

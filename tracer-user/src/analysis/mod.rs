@@ -173,7 +173,7 @@ impl Ctx<'_> {
     /// How a report names `key` as it was at time `t`.
     pub fn proc_ref(&self, key: ProcKey, t: u64) -> ProcRef {
         let p = self.m.proc(key);
-        let comm = p.and_then(|p| p.comm.clone());
+        let comm = p.and_then(|p| p.comm.as_deref().map(str::to_owned));
         let (argv, inherited) = match self.m.argv_at(key, t) {
             Some((argv, inh)) => (argv.to_vec(), inh),
             None => (Vec::new(), false),

@@ -33,6 +33,7 @@ impl Builder {
                 snapshots: Vec::new(),
                 signal_summaries: Vec::new(),
                 odd_times: Default::default(),
+                intern: Default::default(),
                 first_t: 0,
                 last_t: 0,
                 not_run: None,
@@ -109,6 +110,7 @@ impl Builder {
         });
         m.coverage = coverage(&self.hooks, trailer, truncated);
         m.odd_times.finish();
+        m.intern = Default::default();
         m.signals.shrink_to_fit();
         m.kill_calls.shrink_to_fit();
         join_kill_calls(&mut m);
@@ -158,7 +160,7 @@ fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
     // million times.
     if let Some(comm) = comm {
         if p.comm.as_deref() != Some(comm) {
-            p.comm = Some(comm.to_owned());
+            p.comm = Some(m.intern.text(comm));
         }
     }
     p.threads.or_insert(
@@ -223,6 +225,10 @@ fn record(m: &mut Model, rec: &Record) {
             }
             let child = see(m, &f.child, f.at.t);
             let p = m.procs.get_mut(&child).expect("registered");
+            // A child is in a parent's `children` only if its `parent` was
+            // once set to it: a child with no parent yet needs no search (a
+            // fork storm's parent has thousands of children).
+            let listed = p.parent.is_some();
             p.parent = Some(parent);
             p.ns = f.child_ns;
             p.fork = Some(ForkInfo {
@@ -239,7 +245,7 @@ fn record(m: &mut Model, rec: &Record) {
                 },
             );
             let pp = m.procs.get_mut(&parent).expect("registered");
-            if !pp.children.contains(&child) {
+            if !listed || !pp.children.contains(&child) {
                 pp.children.push(child);
             }
         }
@@ -259,8 +265,8 @@ fn record(m: &mut Model, rec: &Record) {
                 ExecInfo {
                     seq: e.at.seq,
                     t: e.at.t,
-                    filename: e.filename.clone(),
-                    argv: e.argv.clone(),
+                    filename: m.intern.text(&e.filename),
+                    argv: m.intern.argv(&e.argv),
                     argv_truncated: e.argv_truncated,
                 },
             );
@@ -354,8 +360,8 @@ fn record(m: &mut Model, rec: &Record) {
                     ExecInfo {
                         seq: x.at.seq,
                         t: x.at.t,
-                        filename: x.exe.clone().unwrap_or_default(),
-                        argv: x.argv.clone(),
+                        filename: m.intern.text(x.exe.as_deref().unwrap_or_default()),
+                        argv: m.intern.argv(&x.argv),
                         argv_truncated: false,
                     },
                 );
@@ -403,8 +409,8 @@ fn signal(
                 ExecInfo {
                     seq: s.at.seq,
                     t: s.at.t,
-                    filename: String::new(),
-                    argv: argv.clone(),
+                    filename: m.intern.text(""),
+                    argv: m.intern.argv(argv),
                     argv_truncated: false,
                 },
             );

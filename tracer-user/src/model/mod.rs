@@ -7,6 +7,7 @@
 //! record is written at syscall *exit*, after the `signal` records it caused.
 mod build;
 mod compact;
+mod intern;
 mod joins;
 pub mod lines;
 mod process;
@@ -71,6 +72,8 @@ pub struct Model {
     /// Signal and kill-call `time` texts that are not what `t` says (a
     /// hand-edited log), by `seq`: the report shows the log's own text.
     odd_times: times::OddTimes,
+    /// Names and argvs seen so far, while building (emptied by `finish`).
+    intern: intern::Interner,
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,
@@ -189,10 +192,7 @@ impl Model {
 
     /// The filename of the last exec of `key` before `t` (not inherited).
     pub fn filename_at(&self, key: ProcKey, t: u64) -> Option<&str> {
-        self.procs
-            .get(&key)?
-            .exec_at(t)
-            .map(|e| e.filename.as_str())
+        self.procs.get(&key)?.exec_at(t).map(|e| &*e.filename)
     }
 
     /// Which process owned thread `tid` at time `t`. Among the processes that

@@ -1,4 +1,6 @@
 //! One process: what it was, where it came from, how it ended.
+use std::sync::Arc;
+
 use crate::eventlog::{ExitStatus, ProcKey};
 
 #[derive(Debug, Clone)]
@@ -13,8 +15,10 @@ pub struct ForkInfo {
 pub struct ExecInfo {
     pub seq: u64,
     pub t: u64,
-    pub filename: String,
-    pub argv: Vec<String>,
+    /// Shared: a fork storm execs the same few images a million times, and
+    /// the model keeps each distinct filename and argv once.
+    pub filename: Arc<str>,
+    pub argv: Arc<[String]>,
     pub argv_truncated: bool,
 }
 
@@ -118,8 +122,9 @@ pub struct Process {
     pub fork: Option<ForkInfo>,
     /// Every exec, in order: a process may exec several times.
     pub execs: Vec<ExecInfo>,
-    /// The last `comm` the kernel reported for any of its threads.
-    pub comm: Option<String>,
+    /// The last `comm` the kernel reported for any of its threads (shared,
+    /// like an exec's argv).
+    pub comm: Option<Arc<str>>,
     pub threads: Threads,
     pub thread_exits: Vec<ThreadExit>,
     pub end: Option<End>,
