@@ -129,9 +129,9 @@ pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
     let t = cx.m.last_t;
     cx.m.procs
         .values()
-        .filter(|p| p.in_run && (p.end.is_none() || p.leak.is_some()))
+        .filter(|p| p.in_run && (p.end.is_none() || p.leak().is_some()))
         .map(|p| {
-            let leak = p.leak.as_ref().map(|l| LeakFacts {
+            let leak = p.leak().map(|l| LeakFacts {
                 seq: l.at.seq,
                 time: l.at.time.clone(),
                 ppid: l.ppid,
@@ -147,7 +147,7 @@ pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
                 .parent
                 .and_then(|pp| cx.m.proc(pp))
                 .is_some_and(|pp| pp.end.is_some());
-            let at = p.leak.as_ref().map_or(t, |l| l.at.t);
+            let at = p.leak().map_or(t, |l| l.at.t);
             // Named by its last exec, even one after the leak record (a fork
             // caught between fork and exec): as its certificate names it.
             let named_at = p.end.as_ref().map_or(t, |e| e.t).max(at);

@@ -116,7 +116,7 @@ impl Builder {
         join_kill_calls(&mut m);
         for (i, s) in m.signals.iter().enumerate() {
             if let Some(p) = m.procs.get_mut(&s.target) {
-                p.signals_in.push(i);
+                p.rare_mut().signals_in.push(i);
             }
         }
         mark_run(&mut m);
@@ -289,7 +289,7 @@ fn record(m: &mut Model, rec: &Record) {
                     status: x.status.clone(),
                 });
             } else {
-                p.thread_exits.push(ThreadExit {
+                p.rare_mut().thread_exits.push(ThreadExit {
                     seq: x.at.seq,
                     t: x.at.t,
                     tid: x.task.tid,
@@ -332,13 +332,13 @@ fn record(m: &mut Model, rec: &Record) {
         Record::LastWords(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {
-                p.last_words = Some(Box::new(l.clone()));
+                p.rare_mut().last_words = Some(Box::new(l.clone()));
             }
         }
         Record::Leak(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {
-                p.leak = Some(Box::new(l.clone()));
+                p.rare_mut().leak = Some(Box::new(l.clone()));
             }
         }
         Record::Snapshot(snap) => m.snapshots.push(snap.clone()),

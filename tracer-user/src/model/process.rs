@@ -111,6 +111,20 @@ pub struct ThreadExit {
     pub status: ExitStatus,
 }
 
+/// The rarely present parts of a [`Process`].
+#[derive(Debug, Clone, Default)]
+pub struct Rare {
+    /// Thread exits that did not end the process.
+    pub thread_exits: Vec<ThreadExit>,
+    /// Indices into `Model::signals` of signals aimed at this process.
+    pub signals_in: Vec<usize>,
+    /// The end of what it wrote to stderr (`last_words` record). Boxed:
+    /// a process signalled is not one that wrote to stderr.
+    pub last_words: Option<Box<crate::eventlog::LastWords>>,
+    /// Still alive when the command exited (`leak` record).
+    pub leak: Option<Box<crate::eventlog::Leak>>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Process {
     pub key: ProcKey,
@@ -126,24 +140,19 @@ pub struct Process {
     /// like an exec's argv).
     pub comm: Option<Arc<str>>,
     pub threads: Threads,
-    pub thread_exits: Vec<ThreadExit>,
     pub end: Option<End>,
     /// A fork (as either end), exec or exit record was written for it: the
     /// kernel side was tracking it, not merely naming it as a signal end.
     pub lifecycle_seen: bool,
     /// Part of the traced run (the root and its descendants).
     pub in_run: bool,
-    /// Indices into `Model::signals` of signals aimed at this process.
-    pub signals_in: Vec<usize>,
     /// The last time it demonstrably ran code of its own: forked, exec'd,
     /// created a thread, made a kill call or sent a signal (0 if never).
     pub last_active: u64,
-    /// The end of what it wrote to stderr (`last_words` record). Boxed,
-    /// like `leak`: most processes have neither, and a fork storm's model
-    /// holds a million processes.
-    pub last_words: Option<Box<crate::eventlog::LastWords>>,
-    /// Still alive when the command exited (`leak` record).
-    pub leak: Option<Box<crate::eventlog::Leak>>,
+    /// What few processes have (thread exits, signals aimed at them, last
+    /// words, a leak): boxed together, absent for most (a fork storm's model
+    /// holds a million processes). Read through the accessors below.
+    rare: Option<Box<Rare>>,
     /// Its pid inside its own pid namespace, when that is below the log's.
     pub ns: Option<crate::eventlog::NsPid>,
 }
@@ -163,16 +172,38 @@ impl Process {
             execs: Vec::new(),
             comm: None,
             threads: Threads::default(),
-            thread_exits: Vec::new(),
             end: None,
             lifecycle_seen: false,
             in_run: false,
-            last_words: None,
-            leak: None,
+            rare: None,
             ns: None,
-            signals_in: Vec::new(),
             last_active: 0,
         }
+    }
+
+    /// Thread exits that did not end the process, in log order.
+    pub fn thread_exits(&self) -> &[ThreadExit] {
+        self.rare.as_ref().map_or(&[], |r| &r.thread_exits)
+    }
+
+    /// Indices into `Model::signals` of signals aimed at this process.
+    pub fn signals_in(&self) -> &[usize] {
+        self.rare.as_ref().map_or(&[], |r| &r.signals_in)
+    }
+
+    /// The end of what it wrote to stderr (`last_words` record).
+    pub fn last_words(&self) -> Option<&crate::eventlog::LastWords> {
+        self.rare.as_ref()?.last_words.as_deref()
+    }
+
+    /// Still alive when the command exited (`leak` record).
+    pub fn leak(&self) -> Option<&crate::eventlog::Leak> {
+        self.rare.as_ref()?.leak.as_deref()
+    }
+
+    /// The rare parts, made on first use.
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Default::default)
     }
 
     /// The exec in force at time `t` (the last one at or before it).

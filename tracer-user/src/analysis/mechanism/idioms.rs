@@ -158,7 +158,7 @@ pub(super) fn timeout_itself(
         return None;
     }
     let alarm = p
-        .signals_in
+        .signals_in()
         .iter()
         .map(|&i| &cx.m.signals[i])
         .find(|s| s.ev.sig == SIGALRM && s.ev.at.t <= end.t);
@@ -242,7 +242,7 @@ pub(super) fn killed_by_timeout(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
 pub(super) fn parent_thread_exit(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
     let parent = cx.m.proc(s.sender)?;
     let tid = s.ev.sender.tid;
-    let thread_exit = parent.thread_exits.iter().find(|x| x.tid == tid)?;
+    let thread_exit = parent.thread_exits().iter().find(|x| x.tid == tid)?;
     if parent.end.as_ref().is_some_and(|e| e.t <= s.ev.at.t) {
         return None;
     }
