@@ -172,14 +172,14 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     evidence.extend(fatal.map(|s| s.ev.at.seq));
     evidence.extend(
         fatal
-            .and_then(|s| s.kill_call)
+            .and_then(|s| s.kill_call())
             .map(|k| m.kill_calls[k].ev.at.seq),
     );
     // The victim's own re-raise stays in the evidence: it is how it died.
     evidence.extend(reraised.map(|s| s.ev.at.seq));
     evidence.extend(
         reraised
-            .and_then(|s| s.kill_call)
+            .and_then(|s| s.kill_call())
             .map(|k| m.kill_calls[k].ev.at.seq),
     );
     evidence.extend(cls.oom.map(|o| m.ooms[o].ev.at.seq));
@@ -228,7 +228,7 @@ pub(crate) fn signal_ref(m: &Model, s: &SignalEv) -> SignalRef {
 }
 
 fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
-    let k = s.kill_call.map(|k| &cx.m.kill_calls[k].ev);
+    let k = s.kill_call().map(|k| &cx.m.kill_calls[k].ev);
     let call = cx.call_of(s);
     let target_ns = call
         .as_ref()

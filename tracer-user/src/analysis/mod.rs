@@ -155,7 +155,7 @@ impl Ctx<'_> {
     /// from the joined kill_call if any, else from the signal's own call
     /// reference.
     pub(crate) fn call_of(&self, s: &crate::model::SignalEv) -> Option<(String, i64, Option<i64>)> {
-        let k = s.kill_call.map(|k| &self.m.kill_calls[k].ev);
+        let k = s.kill_call().map(|k| &self.m.kill_calls[k].ev);
         let call = s.ev.call.as_ref();
         let syscall = k
             .map(|k| k.syscall.to_string())

@@ -29,7 +29,7 @@ pub(super) fn join_kill_calls(m: &mut Model) {
         let Some(call) = &s.ev.call else { continue };
         let want = (s.sender, s.ev.sender.tid, call.id);
         if let Ok(j) = by_key.binary_search_by_key(&want, |&i| key(i)) {
-            s.kill_call = Some(by_key[j] as usize);
+            s.kill_call = Some(by_key[j]);
         }
     }
 }

@@ -28,8 +28,16 @@ pub struct SignalEv {
     pub ev: SigRec,
     pub sender: ProcKey,
     pub target: ProcKey,
+    /// Index into [`Model::kill_calls`]: the syscall this delivery came
+    /// from ([`SignalEv::kill_call`]; 32 bits, a signal storm keeps millions).
+    kill_call: Option<u32>,
+}
+
+impl SignalEv {
     /// Index into [`Model::kill_calls`]: the syscall this delivery came from.
-    pub kill_call: Option<usize>,
+    pub fn kill_call(&self) -> Option<usize> {
+        self.kill_call.map(|k| k as usize)
+    }
 }
 
 /// One `kill_call` record (the signals it produced name it: `SignalEv::kill_call`).
@@ -123,7 +131,7 @@ impl Model {
         self.signals
             .iter()
             .enumerate()
-            .filter(move |(_, s)| s.kill_call == Some(k))
+            .filter(move |(_, s)| s.kill_call() == Some(k))
             .map(|(i, _)| i)
     }
 

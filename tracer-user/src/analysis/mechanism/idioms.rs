@@ -120,7 +120,7 @@ fn timeout_victim<'a>(cx: &'a Ctx, key: ProcKey) -> Option<(&'a SignalEv, ProcRe
         cx.m.signals
             .iter()
             .filter_map(|s| {
-                let i = s.kill_call?;
+                let i = s.kill_call()?;
                 let k = &cx.m.kill_calls[i];
                 (k.sender == key && k.ev.target_arg > 0 && k.ev.sig != SIGCONT).then_some((i, s))
             })
