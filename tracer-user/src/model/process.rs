@@ -31,31 +31,46 @@ pub struct ThreadSpan {
     pub until: Option<u64>,
 }
 
-/// A process's threads by tid: a sorted vector, not a map (most processes
-/// have one thread, and a map's first node cost 300 bytes each).
+/// A process's threads by tid. Most processes have one thread: it is kept
+/// in place (a vector's allocation cost 48 bytes a process); more are a
+/// vector sorted by tid.
 #[derive(Debug, Clone, Default)]
-pub struct Threads(Vec<(u32, ThreadSpan)>);
+pub enum Threads {
+    #[default]
+    None,
+    One(u32, ThreadSpan),
+    Many(Vec<(u32, ThreadSpan)>),
+}
 
 impl Threads {
-    fn find(&self, tid: u32) -> Result<usize, usize> {
-        self.0.binary_search_by_key(&tid, |&(t, _)| t)
-    }
-
     pub fn get(&self, tid: &u32) -> Option<&ThreadSpan> {
-        self.find(*tid).ok().map(|i| &self.0[i].1)
+        match self {
+            Threads::None => None,
+            Threads::One(t, span) => (t == tid).then_some(span),
+            Threads::Many(v) => v
+                .binary_search_by_key(tid, |&(t, _)| t)
+                .ok()
+                .map(|i| &v[i].1),
+        }
     }
 
     pub fn get_mut(&mut self, tid: &u32) -> Option<&mut ThreadSpan> {
-        self.find(*tid).ok().map(|i| &mut self.0[i].1)
+        match self {
+            Threads::None => None,
+            Threads::One(t, span) => (t == tid).then_some(span),
+            Threads::Many(v) => v
+                .binary_search_by_key(tid, |&(t, _)| t)
+                .ok()
+                .map(|i| &mut v[i].1),
+        }
     }
 
     /// Set `tid`'s span; the one it replaces, if any.
     pub fn insert(&mut self, tid: u32, span: ThreadSpan) -> Option<ThreadSpan> {
-        match self.find(tid) {
-            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, span)),
-            Err(i) => {
-                self.grow();
-                self.0.insert(i, (tid, span));
+        match self.get_mut(&tid) {
+            Some(old) => Some(std::mem::replace(old, span)),
+            None => {
+                self.add(tid, span);
                 None
             }
         }
@@ -63,31 +78,42 @@ impl Threads {
 
     /// `tid`'s span, set to `span` if it had none.
     pub fn or_insert(&mut self, tid: u32, span: ThreadSpan) -> &mut ThreadSpan {
-        let i = match self.find(tid) {
-            Ok(i) => i,
-            Err(i) => {
-                self.grow();
-                self.0.insert(i, (tid, span));
-                i
-            }
-        };
-        &mut self.0[i].1
+        if self.get(&tid).is_none() {
+            self.add(tid, span);
+        }
+        self.get_mut(&tid).expect("just added")
     }
 
-    /// Room for one more: one at a time while short (most processes have one
-    /// thread; a first push reserves four).
-    fn grow(&mut self) {
-        if self.0.len() < 4 {
-            self.0.reserve_exact(1);
+    /// Adds a tid not yet present.
+    fn add(&mut self, tid: u32, span: ThreadSpan) {
+        match std::mem::take(self) {
+            Threads::None => *self = Threads::One(tid, span),
+            Threads::One(t, s) => {
+                let mut v = vec![(t, s), (tid, span)];
+                v.sort_unstable_by_key(|&(t, _)| t);
+                *self = Threads::Many(v);
+            }
+            Threads::Many(mut v) => {
+                let i = v.partition_point(|&(t, _)| t < tid);
+                if v.len() < 4 {
+                    v.reserve_exact(1);
+                }
+                v.insert(i, (tid, span));
+                *self = Threads::Many(v);
+            }
         }
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        match self {
+            Threads::None => 0,
+            Threads::One(..) => 1,
+            Threads::Many(v) => v.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 }
 
