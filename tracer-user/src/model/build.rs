@@ -150,17 +150,42 @@ fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
     see_who(m, Who::from(task), task.comm.as_deref(), t)
 }
 
+/// [`see`], handing back the process too.
+fn see_task<'a>(m: &'a mut Model, task: &Task, t: u64) -> (ProcKey, &'a mut Process) {
+    see_mut(
+        &mut m.procs,
+        &mut m.intern,
+        Who::from(task),
+        task.comm.as_deref(),
+        t,
+    )
+}
+
 fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
-    let key = resolve(m, &task, t);
-    let p = m
-        .procs
+    see_mut(&mut m.procs, &mut m.intern, task, comm, t).0
+}
+
+type Procs = BTreeMap<ProcKey, Box<Process>>;
+
+/// [`see_who`], handing back the process too: one search of a map that a
+/// fork storm fills with a million processes, where each record used to
+/// search it three to six times.
+fn see_mut<'a>(
+    procs: &'a mut Procs,
+    intern: &mut super::intern::Interner,
+    task: Who,
+    comm: Option<&str>,
+    t: u64,
+) -> (ProcKey, &'a mut Process) {
+    let key = resolve(procs, &task, t);
+    let p = procs
         .entry(key)
         .or_insert_with(|| Box::new(Process::new(key)));
     // Compared first: a signal storm names the same two processes a
     // million times.
     if let Some(comm) = comm {
         if p.comm.as_deref() != Some(comm) {
-            p.comm = Some(m.intern.text(comm));
+            p.comm = Some(intern.text(comm));
         }
     }
     p.threads.or_insert(
@@ -170,13 +195,13 @@ fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
             until: None,
         },
     );
-    key
+    (key, p)
 }
 
 /// A task whose start time the capture could not read (`start: 0`) is the
 /// most recently started known process with that pid that had not ended by
 /// `t`; failing that it keeps `(pid, 0)` as its own identity.
-fn resolve(m: &Model, task: &Who, t: u64) -> ProcKey {
+fn resolve(procs: &Procs, task: &Who, t: u64) -> ProcKey {
     if task.start != 0 {
         return task.key();
     }
@@ -188,7 +213,7 @@ fn resolve(m: &Model, task: &Who, t: u64) -> ProcKey {
         pid: task.pid,
         start: u64::MAX,
     };
-    m.procs
+    procs
         .range(lo..=hi)
         .rev()
         .find(|(k, p)| k.start <= t && p.end.as_ref().is_none_or(|e| e.t >= t))
@@ -204,16 +229,15 @@ fn active(m: &mut Model, key: ProcKey, t: u64) {
 fn record(m: &mut Model, rec: &Record) {
     match rec {
         Record::Fork(f) => {
-            let parent = see(m, &f.parent, f.at.t);
-            active(m, parent, f.at.t);
+            let (parent, pp) = see_task(m, &f.parent, f.at.t);
+            pp.last_active = pp.last_active.max(f.at.t);
             // The kernel side logs a fork only from a process it tracks (or
             // the tracer's own): under `daemon --all` that is how a process
             // started before the daemon, which never execs or exits while
             // watched (the job's shell), is known to be watched.
-            m.procs.get_mut(&parent).expect("registered").lifecycle_seen = true;
+            pp.lifecycle_seen = true;
             if f.thread {
-                let key = see(m, &f.child, f.at.t);
-                let p = m.procs.get_mut(&key).expect("registered");
+                let (_, p) = see_task(m, &f.child, f.at.t);
                 p.threads.insert(
                     f.child.tid,
                     ThreadSpan {
@@ -223,8 +247,7 @@ fn record(m: &mut Model, rec: &Record) {
                 );
                 return;
             }
-            let child = see(m, &f.child, f.at.t);
-            let p = m.procs.get_mut(&child).expect("registered");
+            let (child, p) = see_task(m, &f.child, f.at.t);
             // A child is in a parent's `children` only if its `parent` was
             // once set to it: a child with no parent yet needs no search (a
             // fork storm's parent has thousands of children).
@@ -250,9 +273,14 @@ fn record(m: &mut Model, rec: &Record) {
             }
         }
         Record::Exec(e) => {
-            let key = see(m, &e.task, e.at.t);
-            active(m, key, e.at.t);
-            let p = m.procs.get_mut(&key).expect("registered");
+            let (_, p) = see_mut(
+                &mut m.procs,
+                &mut m.intern,
+                Who::from(&e.task),
+                e.task.comm.as_deref(),
+                e.at.t,
+            );
+            p.last_active = p.last_active.max(e.at.t);
             p.lifecycle_seen = true;
             // A non-leader exec takes over the leader's tid; the old tid ends.
             if let Some(old) = e.old_tid.filter(|&o| o != e.task.tid) {
@@ -272,8 +300,7 @@ fn record(m: &mut Model, rec: &Record) {
             );
         }
         Record::Exit(x) => {
-            let key = see(m, &x.task, x.at.t);
-            let p = m.procs.get_mut(&key).expect("registered");
+            let (_, p) = see_task(m, &x.task, x.at.t);
             p.lifecycle_seen = true;
             if let Some(span) = p.threads.get_mut(&x.task.tid) {
                 span.until = Some(x.at.t);
@@ -399,10 +426,11 @@ fn signal(
     sender_argv: Option<&Vec<String>>,
     time: &str,
 ) {
-    let sender = see_who(m, ends[0], comms[0], s.at.t);
-    let target = see_who(m, ends[1], comms[1], s.at.t);
+    // The sender's own changes first (seeing the target touches neither
+    // its execs nor its activity): one search of the map for it.
+    let (sender, p) = see_mut(&mut m.procs, &mut m.intern, ends[0], comms[0], s.at.t);
     // An outside sender's argv, read at capture time: its only name.
-    if let (Some(argv), Some(p)) = (sender_argv, m.procs.get_mut(&sender)) {
+    if let Some(argv) = sender_argv {
         if p.execs.is_empty() {
             push_small(
                 &mut p.execs,
@@ -417,8 +445,9 @@ fn signal(
         }
     }
     if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
-        active(m, sender, s.at.t);
+        p.last_active = p.last_active.max(s.at.t);
     }
+    let target = see_who(m, ends[1], comms[1], s.at.t);
     keep_odd_time(m, s.at, time);
     m.signals.push(SignalEv {
         ev: s,
@@ -429,8 +458,8 @@ fn signal(
 }
 
 fn kill_call(m: &mut Model, k: KillRec, who: Who, comm: Option<&str>, time: &str) {
-    let sender = see_who(m, who, comm, k.at.t);
-    active(m, sender, k.at.t);
+    let (sender, p) = see_mut(&mut m.procs, &mut m.intern, who, comm, k.at.t);
+    p.last_active = p.last_active.max(k.at.t);
     keep_odd_time(m, k.at, time);
     m.kill_calls.push(KillCallEv { ev: k, sender });
 }
