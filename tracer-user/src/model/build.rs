@@ -288,16 +288,13 @@ fn record(m: &mut Model, rec: &Record) {
                     span.until = Some(e.at.t);
                 }
             }
-            push_small(
-                &mut p.execs,
-                ExecInfo {
-                    seq: e.at.seq,
-                    t: e.at.t,
-                    filename: m.intern.text(&e.filename),
-                    argv: m.intern.argv(&e.argv),
-                    argv_truncated: e.argv_truncated,
-                },
-            );
+            p.execs.push(ExecInfo {
+                seq: e.at.seq,
+                t: e.at.t,
+                filename: m.intern.text(&e.filename),
+                argv: m.intern.argv(&e.argv),
+                argv_truncated: e.argv_truncated,
+            });
         }
         Record::Exit(x) => {
             let (_, p) = see_task(m, &x.task, x.at.t);
@@ -382,16 +379,13 @@ fn record(m: &mut Model, rec: &Record) {
             p.lifecycle_seen = true;
             p.ns = x.ns;
             if !x.argv.is_empty() {
-                push_small(
-                    &mut p.execs,
-                    ExecInfo {
-                        seq: x.at.seq,
-                        t: x.at.t,
-                        filename: m.intern.text(x.exe.as_deref().unwrap_or_default()),
-                        argv: m.intern.argv(&x.argv),
-                        argv_truncated: false,
-                    },
-                );
+                p.execs.push(ExecInfo {
+                    seq: x.at.seq,
+                    t: x.at.t,
+                    filename: m.intern.text(x.exe.as_deref().unwrap_or_default()),
+                    argv: m.intern.argv(&x.argv),
+                    argv_truncated: false,
+                });
             }
             if let Some(parent) = parent.filter(|pk| *pk != key) {
                 p.parent = Some(parent);
@@ -404,16 +398,6 @@ fn record(m: &mut Model, rec: &Record) {
         }
         Record::Header(_) | Record::Trailer(_) => {}
     }
-}
-
-/// Push onto a vector that usually stays short (a process's execs): the
-/// first elements one at a time, not the four a first push reserves, which
-/// on a fork storm's model was a quarter of its memory.
-pub(super) fn push_small<T>(v: &mut Vec<T>, x: T) {
-    if v.len() < 4 {
-        v.reserve_exact(1);
-    }
-    v.push(x);
 }
 
 /// A signal, from a record or a line ([`super::lines`]). `comms`: the
@@ -432,16 +416,13 @@ fn signal(
     // An outside sender's argv, read at capture time: its only name.
     if let Some(argv) = sender_argv {
         if p.execs.is_empty() {
-            push_small(
-                &mut p.execs,
-                ExecInfo {
-                    seq: s.at.seq,
-                    t: s.at.t,
-                    filename: m.intern.text(""),
-                    argv: m.intern.argv(argv),
-                    argv_truncated: false,
-                },
-            );
+            p.execs.push(ExecInfo {
+                seq: s.at.seq,
+                t: s.at.t,
+                filename: m.intern.text(""),
+                argv: m.intern.argv(argv),
+                argv_truncated: false,
+            });
         }
     }
     if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {

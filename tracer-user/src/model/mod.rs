@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 pub use build::Builder;
 pub use compact::{At, CallRec, Ids, KillRec, SigRec, Sym, Who};
-pub use process::{End, ExecInfo, ForkInfo, Process, ThreadSpan};
+pub use process::{End, ExecInfo, Execs, ForkInfo, Process, ThreadSpan};
 
 use crate::eventlog::{EventLog, Oom, ProcKey, SnapshotTaken};
 

@@ -22,6 +22,41 @@ pub struct ExecInfo {
     pub argv_truncated: bool,
 }
 
+/// A process's execs, in order. Most processes exec once (or never): the
+/// one is kept in place (a vector's allocation cost 64 bytes a process);
+/// reads as a slice.
+#[derive(Debug, Clone, Default)]
+pub enum Execs {
+    #[default]
+    None,
+    One(ExecInfo),
+    Many(Vec<ExecInfo>),
+}
+
+impl Execs {
+    pub fn push(&mut self, e: ExecInfo) {
+        match std::mem::take(self) {
+            Execs::None => *self = Execs::One(e),
+            Execs::One(first) => *self = Execs::Many(vec![first, e]),
+            Execs::Many(mut v) => {
+                v.push(e);
+                *self = Execs::Many(v);
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Execs {
+    type Target = [ExecInfo];
+    fn deref(&self) -> &[ExecInfo] {
+        match self {
+            Execs::None => &[],
+            Execs::One(e) => std::slice::from_ref(e),
+            Execs::Many(v) => v,
+        }
+    }
+}
+
 /// When a thread was alive, as far as the log tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThreadSpan {
@@ -161,7 +196,7 @@ pub struct Process {
     pub children: Vec<ProcKey>,
     pub fork: Option<ForkInfo>,
     /// Every exec, in order: a process may exec several times.
-    pub execs: Vec<ExecInfo>,
+    pub execs: Execs,
     /// The last `comm` the kernel reported for any of its threads (shared,
     /// like an exec's argv).
     pub comm: Option<Arc<str>>,
@@ -195,7 +230,7 @@ impl Process {
             parent: None,
             children: Vec::new(),
             fork: None,
-            execs: Vec::new(),
+            execs: Execs::None,
             comm: None,
             threads: Threads::default(),
             end: None,
