@@ -69,19 +69,19 @@ pub(crate) fn near_misses(cx: &Ctx) -> Vec<NearMiss> {
         .iter()
         .filter(|k| k.ev.ret < 0)
         .map(|k| {
-            let target_ns = cx.target_ns(k.sender, &k.ev.syscall, k.ev.target_arg, k.ev.at.t);
+            let target_ns = cx.target_ns(k.sender(), &k.ev.syscall, k.ev.target_arg, k.ev.at.t);
             NearMiss {
                 seq: k.ev.at.seq,
                 time: cx.m.time_at(&k.ev.at),
-                sender: cx.proc_ref(k.sender, k.ev.at.t),
+                sender: cx.proc_ref(k.sender(), k.ev.at.t),
                 sender_tid: k.ev.sender.tid,
                 syscall: k.ev.syscall.to_string(),
                 sig: k.ev.sig,
                 sig_name: k.ev.sig_name.to_string(),
                 target_arg: k.ev.target_arg,
-                tid_arg: k.ev.tid_arg,
+                tid_arg: k.ev.tid_arg(),
                 aimed_at: w::aimed_in_ns(
-                    &w::aimed_at(&k.ev.syscall, k.ev.target_arg, k.ev.tid_arg),
+                    &w::aimed_at(&k.ev.syscall, k.ev.target_arg, k.ev.tid_arg()),
                     target_ns.as_ref(),
                 ),
                 target_ns,

@@ -161,7 +161,7 @@ impl Ctx<'_> {
             .map(|k| k.syscall.to_string())
             .or_else(|| call.map(|c| c.syscall.to_string()))?;
         let target_arg = call.map(|c| c.target_arg).or(k.map(|k| k.target_arg))?;
-        Some((syscall, target_arg, k.and_then(|k| k.tid_arg)))
+        Some((syscall, target_arg, k.and_then(|k| k.tid_arg())))
     }
 
     /// RFC 3339 UTC for a CLOCK_BOOTTIME instant (same rule as the log's

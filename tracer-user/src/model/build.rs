@@ -442,7 +442,7 @@ fn kill_call(m: &mut Model, k: KillRec, who: Who, comm: Option<&str>, time: &str
     let (sender, p) = see_mut(&mut m.procs, &mut m.intern, who, comm, k.at.t);
     p.last_active = p.last_active.max(k.at.t);
     keep_odd_time(m, k.at, time);
-    m.kill_calls.push(KillCallEv { ev: k, sender });
+    m.kill_calls.push(KillCallEv::new(k, sender));
 }
 
 /// The model derives a signal's or kill call's `time` from `t`; a log whose

@@ -200,11 +200,22 @@ pub struct KillRec {
     pub sig: i32,
     pub sig_name: Sym,
     pub target_arg: i64,
-    pub tid_arg: Option<i64>,
+    /// `tid_arg` as [`KillRec::tid_arg`] reads it: the value, and whether
+    /// there is one (an `Option<i64>` cost 8 bytes more, a signal storm
+    /// keeps millions of these).
+    pub(super) tid_arg: i64,
+    pub(super) has_tid_arg: bool,
     pub ret: i64,
     pub errno: Option<Sym>,
     pub call_id: u64,
     pub deliveries: u32,
+}
+
+impl KillRec {
+    /// The thread argument of tgkill/rt_tgsigqueueinfo.
+    pub fn tid_arg(&self) -> Option<i64> {
+        self.has_tid_arg.then_some(self.tid_arg)
+    }
 }
 
 impl From<&KillCall> for KillRec {
@@ -216,7 +227,8 @@ impl From<&KillCall> for KillRec {
             sig: k.sig,
             sig_name: Sym::new(&k.sig_name),
             target_arg: k.target_arg,
-            tid_arg: k.tid_arg,
+            tid_arg: k.tid_arg.unwrap_or(0),
+            has_tid_arg: k.tid_arg.is_some(),
             ret: k.ret,
             errno: k.errno.as_deref().map(Sym::new),
             call_id: k.call_id,

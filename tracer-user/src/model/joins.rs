@@ -19,7 +19,7 @@ pub(super) fn join_kill_calls(m: &mut Model) {
     let kills = &m.kill_calls;
     let key = |i: u32| {
         let k = &kills[i as usize];
-        (k.sender, k.ev.sender.tid, k.ev.call_id)
+        (k.sender(), k.ev.sender.tid, k.ev.call_id)
     };
     let mut by_key: Vec<u32> = (0..kills.len() as u32).collect();
     // Stable: among equal keys the first kill call stays first.

@@ -44,7 +44,27 @@ impl SignalEv {
 #[derive(Debug, Clone)]
 pub struct KillCallEv {
     pub ev: KillRec,
-    pub sender: ProcKey,
+    /// The start of the process the sender resolved to (its pid is the
+    /// record's): [`KillCallEv::sender`]. A signal storm keeps millions.
+    sender_start: u64,
+}
+
+impl KillCallEv {
+    pub fn new(ev: KillRec, sender: ProcKey) -> KillCallEv {
+        debug_assert_eq!(ev.sender.pid, sender.pid, "resolving keeps the pid");
+        KillCallEv {
+            ev,
+            sender_start: sender.start,
+        }
+    }
+
+    /// The process that made the call.
+    pub fn sender(&self) -> ProcKey {
+        ProcKey {
+            pid: self.ev.sender.pid,
+            start: self.sender_start,
+        }
+    }
 }
 
 /// One `oom` record with its victim resolved.

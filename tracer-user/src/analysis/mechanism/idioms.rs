@@ -122,7 +122,7 @@ fn timeout_victim<'a>(cx: &'a Ctx, key: ProcKey) -> Option<(&'a SignalEv, ProcRe
             .filter_map(|s| {
                 let i = s.kill_call()?;
                 let k = &cx.m.kill_calls[i];
-                (k.sender == key && k.ev.target_arg > 0 && k.ev.sig != SIGCONT).then_some((i, s))
+                (k.sender() == key && k.ev.target_arg > 0 && k.ev.sig != SIGCONT).then_some((i, s))
             })
             .min_by_key(|&(i, _)| i)?;
     Some((s, cx.proc_ref(s.target, s.ev.at.t)))
