@@ -88,7 +88,7 @@ fuzz_target!(|data: &[u8]| {
         let md = report::render_markdown(&r);
         let v = invariants::report_md(&md);
         assert!(v.is_empty(), "report.md: {v:?}\n{md}");
-        let html = report::html::render(&r, &report::html::Context::from_log(&log));
+        let html = report::html::render(&r, &report::html::Context::from_log(&log, &r));
         let v = invariants::html(&html);
         assert!(v.is_empty(), "report.html: {v:?}");
         let s = report::summary(&r, "o/report.md".as_ref(), "o/report.json".as_ref());

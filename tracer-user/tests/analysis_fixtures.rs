@@ -300,9 +300,12 @@ fn pid_reuse_never_merges_two_processes() {
         second.end.as_ref().unwrap().status,
         ExitStatus::Exited { code: 0 }
     ));
-    assert_eq!(first.execs[0].argv, ["node", "flaky.js"]);
-    assert_eq!(second.execs[0].argv, ["nohup", "sleep", "5"]);
-    assert_eq!((first.signals_in.len(), second.signals_in.len()), (1, 1));
+    assert_eq!(*first.execs[0].argv, ["node", "flaky.js"]);
+    assert_eq!(*second.execs[0].argv, ["nohup", "sleep", "5"]);
+    assert_eq!(
+        (first.signals_in().len(), second.signals_in().len()),
+        (1, 1)
+    );
     assert_eq!(m.tid_owner(600, first.start_t() + 1), Some(first.key));
     assert_eq!(m.tid_owner(600, second.start_t() + 1), Some(second.key));
     let r = build_report(&log, &ReportOptions::default());

@@ -187,7 +187,7 @@ struct Rendered {
 fn render(path: &Path) -> Rendered {
     let log = read_log(path).expect("a mutated log still reads");
     let r = build_report(&log, &ReportOptions::default());
-    let cx = html::Context::from_log(&log);
+    let cx = html::Context::from_log(&log, &r);
     Rendered {
         md: render_markdown(&r),
         html: html::render(&r, &cx),

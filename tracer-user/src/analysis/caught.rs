@@ -63,7 +63,7 @@ pub(super) fn caught(
 ) -> Option<usize> {
     let p = m.proc(key)?;
     let end_t = p.end.as_ref().map_or(u64::MAX, |e| e.t);
-    p.signals_in.iter().copied().rev().find(|&i| {
+    p.signals_in().iter().copied().rev().find(|&i| {
         let s = &m.signals[i];
         s.ev.at.seq < before_seq
             && s.sender != key
@@ -81,7 +81,7 @@ pub(super) fn caught(
 /// JVM takes and handles SIGSEGV faults all day long.
 pub(super) fn caught_fault(m: &Model, key: ProcKey, before_seq: u64, sig: i32) -> Option<usize> {
     let p = m.proc(key)?;
-    p.signals_in.iter().copied().rev().find(|&i| {
+    p.signals_in().iter().copied().rev().find(|&i| {
         let s = &m.signals[i];
         s.ev.at.seq < before_seq
             && s.ev.sig == sig

@@ -141,7 +141,7 @@ fn fatal_signal(m: &Model, key: ProcKey, sig: i32) -> Option<usize> {
     let p = m.proc(key)?;
     let end_t = p.end.as_ref()?.t;
     let cands: Vec<usize> = p
-        .signals_in
+        .signals_in()
         .iter()
         .copied()
         .filter(|&i| m.signals[i].ev.sig == sig && m.signals[i].ev.at.t <= end_t)
@@ -217,7 +217,7 @@ fn is_parent_death_signal(m: &Model, victim: ProcKey, s: &SignalEv) -> bool {
     };
     let tid = s.ev.sender.tid;
     let exits = parent
-        .thread_exits
+        .thread_exits()
         .iter()
         .filter(|x| x.tid == tid)
         .map(|x| x.t)
@@ -234,7 +234,7 @@ fn is_parent_death_signal(m: &Model, victim: ProcKey, s: &SignalEv) -> bool {
 fn no_signal_seen(m: &Model, key: ProcKey) -> Classified {
     let p = m.proc(key).expect("known");
     let end = p.end.as_ref().expect("ended");
-    match p.thread_exits.first() {
+    match p.thread_exits().first() {
         Some(first) if first.status == end.status && first.tid != end.tid => Classified {
             group_exit_tid: Some(first.tid),
             ..Classified::of(CauseKind::GroupExit)

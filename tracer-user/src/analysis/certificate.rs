@@ -29,8 +29,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     // The tracer signalled a process it had already logged as leaked: that
     // is `--leaks kill` cleaning up, not a forwarded signal.
     let leaked = p
-        .leak
-        .as_ref()
+        .leak()
         .zip(fatal)
         .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq);
     cls.cancelled &= !leaked;
@@ -54,8 +53,8 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
             .map(|e| ExecRef {
                 seq: e.seq,
                 time: cx.wall(e.t),
-                filename: e.filename.clone(),
-                argv: e.argv.clone(),
+                filename: e.filename.to_string(),
+                argv: e.argv.to_vec(),
                 argv_truncated: e.argv_truncated,
             })
             .collect(),
@@ -150,7 +149,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
             .and_then(|r| r.mechanism.clone())
             .or(uncaptured),
     };
-    let last_words = p.last_words.as_ref().map(|l| LastWordsRef {
+    let last_words = p.last_words().map(|l| LastWordsRef {
         seq: l.at.seq,
         text: l.text.clone(),
         bytes_total: l.bytes_total,
@@ -173,20 +172,20 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     evidence.extend(fatal.map(|s| s.ev.at.seq));
     evidence.extend(
         fatal
-            .and_then(|s| s.kill_call)
+            .and_then(|s| s.kill_call())
             .map(|k| m.kill_calls[k].ev.at.seq),
     );
     // The victim's own re-raise stays in the evidence: it is how it died.
     evidence.extend(reraised.map(|s| s.ev.at.seq));
     evidence.extend(
         reraised
-            .and_then(|s| s.kill_call)
+            .and_then(|s| s.kill_call())
             .map(|k| m.kill_calls[k].ev.at.seq),
     );
     evidence.extend(cls.oom.map(|o| m.ooms[o].ev.at.seq));
     if let Some(tid) = cls.group_exit_tid {
         evidence.extend(
-            p.thread_exits
+            p.thread_exits()
                 .iter()
                 .filter(|x| x.tid == tid)
                 .map(|x| x.seq),
@@ -229,7 +228,7 @@ pub(crate) fn signal_ref(m: &Model, s: &SignalEv) -> SignalRef {
 }
 
 fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
-    let k = s.kill_call.map(|k| &cx.m.kill_calls[k].ev);
+    let k = s.kill_call().map(|k| &cx.m.kill_calls[k].ev);
     let call = cx.call_of(s);
     let target_ns = call
         .as_ref()
@@ -286,7 +285,7 @@ fn oom_info(cx: &Ctx, o: usize) -> OomInfo {
 fn history(cx: &Ctx, key: ProcKey, end_t: u64, fatal: Option<usize>) -> Vec<HistoryEntry> {
     let m = cx.m;
     let p = m.proc(key).expect("known");
-    p.signals_in
+    p.signals_in()
         .iter()
         .copied()
         .filter(|&i| m.signals[i].ev.sig != SIGCHLD && m.signals[i].ev.at.t <= end_t)

@@ -69,19 +69,19 @@ pub(crate) fn near_misses(cx: &Ctx) -> Vec<NearMiss> {
         .iter()
         .filter(|k| k.ev.ret < 0)
         .map(|k| {
-            let target_ns = cx.target_ns(k.sender, &k.ev.syscall, k.ev.target_arg, k.ev.at.t);
+            let target_ns = cx.target_ns(k.sender(), &k.ev.syscall, k.ev.target_arg, k.ev.at.t);
             NearMiss {
                 seq: k.ev.at.seq,
                 time: cx.m.time_at(&k.ev.at),
-                sender: cx.proc_ref(k.sender, k.ev.at.t),
+                sender: cx.proc_ref(k.sender(), k.ev.at.t),
                 sender_tid: k.ev.sender.tid,
                 syscall: k.ev.syscall.to_string(),
                 sig: k.ev.sig,
                 sig_name: k.ev.sig_name.to_string(),
                 target_arg: k.ev.target_arg,
-                tid_arg: k.ev.tid_arg,
+                tid_arg: k.ev.tid_arg(),
                 aimed_at: w::aimed_in_ns(
-                    &w::aimed_at(&k.ev.syscall, k.ev.target_arg, k.ev.tid_arg),
+                    &w::aimed_at(&k.ev.syscall, k.ev.target_arg, k.ev.tid_arg()),
                     target_ns.as_ref(),
                 ),
                 target_ns,
@@ -129,9 +129,9 @@ pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
     let t = cx.m.last_t;
     cx.m.procs
         .values()
-        .filter(|p| p.in_run && (p.end.is_none() || p.leak.is_some()))
+        .filter(|p| p.in_run && (p.end.is_none() || p.leak().is_some()))
         .map(|p| {
-            let leak = p.leak.as_ref().map(|l| LeakFacts {
+            let leak = p.leak().map(|l| LeakFacts {
                 seq: l.at.seq,
                 time: l.at.time.clone(),
                 ppid: l.ppid,
@@ -147,7 +147,7 @@ pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
                 .parent
                 .and_then(|pp| cx.m.proc(pp))
                 .is_some_and(|pp| pp.end.is_some());
-            let at = p.leak.as_ref().map_or(t, |l| l.at.t);
+            let at = p.leak().map_or(t, |l| l.at.t);
             // Named by its last exec, even one after the leak record (a fork
             // caught between fork and exec): as its certificate names it.
             let named_at = p.end.as_ref().map_or(t, |e| e.t).max(at);

@@ -41,7 +41,7 @@ pub fn snapshot_facts(model: &Model, t: u64, snap: &Snapshot) -> LogFacts {
         }
         if matches!(sp.state, 'T' | 't') {
             let stop = p
-                .signals_in
+                .signals_in()
                 .iter()
                 .map(|&i| &model.signals[i])
                 .rfind(|s| STOP_SIGS.contains(&s.ev.sig) && s.ev.at.t <= t);

@@ -155,13 +155,13 @@ impl Ctx<'_> {
     /// from the joined kill_call if any, else from the signal's own call
     /// reference.
     pub(crate) fn call_of(&self, s: &crate::model::SignalEv) -> Option<(String, i64, Option<i64>)> {
-        let k = s.kill_call.map(|k| &self.m.kill_calls[k].ev);
+        let k = s.kill_call().map(|k| &self.m.kill_calls[k].ev);
         let call = s.ev.call.as_ref();
         let syscall = k
             .map(|k| k.syscall.to_string())
             .or_else(|| call.map(|c| c.syscall.to_string()))?;
         let target_arg = call.map(|c| c.target_arg).or(k.map(|k| k.target_arg))?;
-        Some((syscall, target_arg, k.and_then(|k| k.tid_arg)))
+        Some((syscall, target_arg, k.and_then(|k| k.tid_arg())))
     }
 
     /// RFC 3339 UTC for a CLOCK_BOOTTIME instant (same rule as the log's
@@ -173,7 +173,7 @@ impl Ctx<'_> {
     /// How a report names `key` as it was at time `t`.
     pub fn proc_ref(&self, key: ProcKey, t: u64) -> ProcRef {
         let p = self.m.proc(key);
-        let comm = p.and_then(|p| p.comm.clone());
+        let comm = p.and_then(|p| p.comm.as_deref().map(str::to_owned));
         let (argv, inherited) = match self.m.argv_at(key, t) {
             Some((argv, inh)) => (argv.to_vec(), inh),
             None => (Vec::new(), false),
@@ -249,8 +249,7 @@ impl Ctx<'_> {
         }
         // The log keeps no time for a write, so any stderr output counts:
         // the last_words record holds only what a process wrote itself.
-        if p.last_words
-            .as_ref()
+        if p.last_words()
             .is_some_and(|l| quote::quote_line(&l.text).is_some())
         {
             return true;

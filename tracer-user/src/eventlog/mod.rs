@@ -1,5 +1,6 @@
 //! The event log (`events.ndjson`): the one artifact capture produces and
 //! every analysis consumes. Format: docs/event-log.md.
+mod flat;
 mod frame;
 mod names;
 mod parse;
@@ -17,5 +18,5 @@ pub use reader::{
 };
 pub use schema::*;
 pub use summary::{type_name, Counter, LogSummary};
-pub use walltime::wall_time;
+pub use walltime::{is_wall_time, parse_wall_time, wall_time};
 pub use writer::LogWriter;

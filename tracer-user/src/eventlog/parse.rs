@@ -10,7 +10,10 @@
 //! accepted, and how it is read, does not change.
 use serde::de::DeserializeOwned;
 
-use super::schema::Record;
+use super::{
+    flat::{ExecFlat, ExitFlat, ForkFlat},
+    schema::Record,
+};
 
 /// The `type` of a line that starts with it, as tracer writes them.
 pub fn peek_tag(line: &[u8]) -> Option<&[u8]> {
@@ -29,12 +32,23 @@ pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
     ) -> serde_json::Result<Record> {
         serde_json::from_slice::<T>(line).map(wrap)
     }
+    /// Through a struct without `flatten` ([`super::flat`]); a line it
+    /// refuses takes `direct` (whose error is the one reported).
+    fn flat<F: DeserializeOwned, T: DeserializeOwned + From<F>>(
+        line: &[u8],
+        wrap: fn(T) -> Record,
+    ) -> serde_json::Result<Record> {
+        match serde_json::from_slice::<F>(line) {
+            Ok(f) => Ok(wrap(T::from(f))),
+            Err(_) => direct(line, wrap),
+        }
+    }
     match peek_tag(line) {
         Some(b"signal") => direct(line, Record::Signal),
         Some(b"kill_call") => direct(line, Record::KillCall),
-        Some(b"fork") => direct(line, Record::Fork),
-        Some(b"exec") => direct(line, Record::Exec),
-        Some(b"exit") => direct(line, Record::Exit),
+        Some(b"fork") => flat::<ForkFlat, _>(line, Record::Fork),
+        Some(b"exec") => flat::<ExecFlat, _>(line, Record::Exec),
+        Some(b"exit") => flat::<ExitFlat, _>(line, Record::Exit),
         Some(b"last_words") => direct(line, Record::LastWords),
         _ => serde_json::from_slice::<Record>(line),
     }

@@ -13,6 +13,61 @@ pub fn wall_time(t: u64, boot_to_wall_ns: i64) -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
+/// Whether `text` is exactly [`wall_time`]`(t, boot_to_wall_ns)`, without
+/// making the string: the report path asks it of every signal.
+pub fn is_wall_time(text: &str, t: u64, boot_to_wall_ns: i64) -> bool {
+    let mut buf = [0u8; 30];
+    let n = format(&mut buf, t as i128 + boot_to_wall_ns as i128);
+    text.as_bytes() == &buf[..n]
+}
+
+/// The instant (ns since the Unix epoch) whose [`wall_time`] text is
+/// exactly `text`, if there is one in `i64`: how the model keeps a log's
+/// odd `time` in eight bytes. Anything else (another layout, an offset,
+/// trailing zeros) is `None`, and the caller keeps the text.
+pub fn parse_wall_time(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() < 20 || b.len() > 30 {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let d = b.get(r)?;
+        d.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| d.iter().fold(0i64, |v, &c| v * 10 + i64::from(c - b'0')))
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    let frac = match &b[19..] {
+        [b'Z'] => 0,
+        [b'.', f @ .., b'Z'] if (1..=9).contains(&f.len()) => {
+            num(20..20 + f.len())? * 10i64.pow(9 - f.len() as u32)
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec;
+    let ns = i64::try_from(i128::from(secs) * 1_000_000_000 + i128::from(frac)).ok()?;
+    // Only a text the formatter itself would write (no trailing zeros, a
+    // real date) comes back as a number.
+    let mut buf = [0u8; 30];
+    let n = format(&mut buf, i128::from(ns));
+    (&buf[..n] == b).then_some(ns)
+}
+
+/// (year, month, day) to days since 1970-01-01, proleptic Gregorian
+/// (Howard Hinnant's `days_from_civil`, the inverse of `civil_from_days`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Writes the text of `ns` (since the Unix epoch) into `out`; its length, 0
 /// when the year is out of RFC 3339's range.
 fn format(out: &mut [u8; 30], ns: i128) -> usize {
@@ -135,6 +190,44 @@ mod tests {
                 assert_eq!(wall_time(t, off), reference(t, off), "t={t} off={off}");
             }
         }
+    }
+
+    #[test]
+    fn parse_is_the_inverse_of_format() {
+        use super::{is_wall_time, parse_wall_time};
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for i in 0..50_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let t = match i % 3 {
+                0 => x % 5_000_000_000_000_000_000,
+                1 => (x % 1_000_000_000) * 1_000_000_000,
+                _ => (x % 1_000_000_000_000) * 1_000,
+            };
+            let off = 1_764_526_000_000_000_000 - (i as i64) * 7_777_777_777_777;
+            let text = wall_time(t, off);
+            let ns = parse_wall_time(&text).expect(&text);
+            assert_eq!(i128::from(ns), t as i128 + off as i128, "{text}");
+            assert!(is_wall_time(&text, t, off));
+            assert!(!is_wall_time(&text, t + 1, off));
+        }
+        for odd in [
+            "",
+            "2026-11-30T20:57:21.410838850Z",
+            "2026-11-30T20:57:21.Z",
+            "2026-11-30T20:57:21.4108388561Z",
+            "2026-11-30T20:57:21+00:00",
+            "2026-02-30T20:57:21Z",
+            "2026-11-30t20:57:21Z",
+            "2026-11-30T20:57:21 Z",
+            "+026-11-30T20:57:21Z",
+            "9999-12-31T23:59:59Z",
+        ] {
+            assert_eq!(parse_wall_time(odd), None, "{odd}");
+        }
+        assert_eq!(parse_wall_time("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_wall_time("1969-12-31T23:59:59.999999999Z"), Some(-1));
     }
 
     #[test]

@@ -33,6 +33,7 @@ impl Builder {
                 snapshots: Vec::new(),
                 signal_summaries: Vec::new(),
                 odd_times: Default::default(),
+                intern: Default::default(),
                 first_t: 0,
                 last_t: 0,
                 not_run: None,
@@ -108,12 +109,14 @@ impl Builder {
             })
         });
         m.coverage = coverage(&self.hooks, trailer, truncated);
+        m.odd_times.finish();
+        m.intern = Default::default();
         m.signals.shrink_to_fit();
         m.kill_calls.shrink_to_fit();
         join_kill_calls(&mut m);
         for (i, s) in m.signals.iter().enumerate() {
             if let Some(p) = m.procs.get_mut(&s.target) {
-                p.signals_in.push(i);
+                p.rare_mut().signals_in.push(i);
             }
         }
         mark_run(&mut m);
@@ -147,17 +150,42 @@ fn see(m: &mut Model, task: &Task, t: u64) -> ProcKey {
     see_who(m, Who::from(task), task.comm.as_deref(), t)
 }
 
+/// [`see`], handing back the process too.
+fn see_task<'a>(m: &'a mut Model, task: &Task, t: u64) -> (ProcKey, &'a mut Process) {
+    see_mut(
+        &mut m.procs,
+        &mut m.intern,
+        Who::from(task),
+        task.comm.as_deref(),
+        t,
+    )
+}
+
 fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
-    let key = resolve(m, &task, t);
-    let p = m
-        .procs
+    see_mut(&mut m.procs, &mut m.intern, task, comm, t).0
+}
+
+type Procs = BTreeMap<ProcKey, Box<Process>>;
+
+/// [`see_who`], handing back the process too: one search of a map that a
+/// fork storm fills with a million processes, where each record used to
+/// search it three to six times.
+fn see_mut<'a>(
+    procs: &'a mut Procs,
+    intern: &mut super::intern::Interner,
+    task: Who,
+    comm: Option<&str>,
+    t: u64,
+) -> (ProcKey, &'a mut Process) {
+    let key = resolve(procs, &task, t);
+    let p = procs
         .entry(key)
         .or_insert_with(|| Box::new(Process::new(key)));
     // Compared first: a signal storm names the same two processes a
     // million times.
     if let Some(comm) = comm {
         if p.comm.as_deref() != Some(comm) {
-            p.comm = Some(comm.to_owned());
+            p.comm = Some(intern.text(comm));
         }
     }
     p.threads.or_insert(
@@ -167,13 +195,13 @@ fn see_who(m: &mut Model, task: Who, comm: Option<&str>, t: u64) -> ProcKey {
             until: None,
         },
     );
-    key
+    (key, p)
 }
 
 /// A task whose start time the capture could not read (`start: 0`) is the
 /// most recently started known process with that pid that had not ended by
 /// `t`; failing that it keeps `(pid, 0)` as its own identity.
-fn resolve(m: &Model, task: &Who, t: u64) -> ProcKey {
+fn resolve(procs: &Procs, task: &Who, t: u64) -> ProcKey {
     if task.start != 0 {
         return task.key();
     }
@@ -185,7 +213,7 @@ fn resolve(m: &Model, task: &Who, t: u64) -> ProcKey {
         pid: task.pid,
         start: u64::MAX,
     };
-    m.procs
+    procs
         .range(lo..=hi)
         .rev()
         .find(|(k, p)| k.start <= t && p.end.as_ref().is_none_or(|e| e.t >= t))
@@ -201,16 +229,15 @@ fn active(m: &mut Model, key: ProcKey, t: u64) {
 fn record(m: &mut Model, rec: &Record) {
     match rec {
         Record::Fork(f) => {
-            let parent = see(m, &f.parent, f.at.t);
-            active(m, parent, f.at.t);
+            let (parent, pp) = see_task(m, &f.parent, f.at.t);
+            pp.last_active = pp.last_active.max(f.at.t);
             // The kernel side logs a fork only from a process it tracks (or
             // the tracer's own): under `daemon --all` that is how a process
             // started before the daemon, which never execs or exits while
             // watched (the job's shell), is known to be watched.
-            m.procs.get_mut(&parent).expect("registered").lifecycle_seen = true;
+            pp.lifecycle_seen = true;
             if f.thread {
-                let key = see(m, &f.child, f.at.t);
-                let p = m.procs.get_mut(&key).expect("registered");
+                let (_, p) = see_task(m, &f.child, f.at.t);
                 p.threads.insert(
                     f.child.tid,
                     ThreadSpan {
@@ -220,8 +247,11 @@ fn record(m: &mut Model, rec: &Record) {
                 );
                 return;
             }
-            let child = see(m, &f.child, f.at.t);
-            let p = m.procs.get_mut(&child).expect("registered");
+            let (child, p) = see_task(m, &f.child, f.at.t);
+            // A child is in a parent's `children` only if its `parent` was
+            // once set to it: a child with no parent yet needs no search (a
+            // fork storm's parent has thousands of children).
+            let listed = p.parent.is_some();
             p.parent = Some(parent);
             p.ns = f.child_ns;
             p.fork = Some(ForkInfo {
@@ -238,14 +268,19 @@ fn record(m: &mut Model, rec: &Record) {
                 },
             );
             let pp = m.procs.get_mut(&parent).expect("registered");
-            if !pp.children.contains(&child) {
+            if !listed || !pp.children.contains(&child) {
                 pp.children.push(child);
             }
         }
         Record::Exec(e) => {
-            let key = see(m, &e.task, e.at.t);
-            active(m, key, e.at.t);
-            let p = m.procs.get_mut(&key).expect("registered");
+            let (_, p) = see_mut(
+                &mut m.procs,
+                &mut m.intern,
+                Who::from(&e.task),
+                e.task.comm.as_deref(),
+                e.at.t,
+            );
+            p.last_active = p.last_active.max(e.at.t);
             p.lifecycle_seen = true;
             // A non-leader exec takes over the leader's tid; the old tid ends.
             if let Some(old) = e.old_tid.filter(|&o| o != e.task.tid) {
@@ -253,20 +288,16 @@ fn record(m: &mut Model, rec: &Record) {
                     span.until = Some(e.at.t);
                 }
             }
-            push_small(
-                &mut p.execs,
-                ExecInfo {
-                    seq: e.at.seq,
-                    t: e.at.t,
-                    filename: e.filename.clone(),
-                    argv: e.argv.clone(),
-                    argv_truncated: e.argv_truncated,
-                },
-            );
+            p.execs.push(ExecInfo {
+                seq: e.at.seq,
+                t: e.at.t,
+                filename: m.intern.text(&e.filename),
+                argv: m.intern.argv(&e.argv),
+                argv_truncated: e.argv_truncated,
+            });
         }
         Record::Exit(x) => {
-            let key = see(m, &x.task, x.at.t);
-            let p = m.procs.get_mut(&key).expect("registered");
+            let (_, p) = see_task(m, &x.task, x.at.t);
             p.lifecycle_seen = true;
             if let Some(span) = p.threads.get_mut(&x.task.tid) {
                 span.until = Some(x.at.t);
@@ -282,7 +313,7 @@ fn record(m: &mut Model, rec: &Record) {
                     status: x.status.clone(),
                 });
             } else {
-                p.thread_exits.push(ThreadExit {
+                p.rare_mut().thread_exits.push(ThreadExit {
                     seq: x.at.seq,
                     t: x.at.t,
                     tid: x.task.tid,
@@ -325,13 +356,13 @@ fn record(m: &mut Model, rec: &Record) {
         Record::LastWords(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {
-                p.last_words = Some(Box::new(l.clone()));
+                p.rare_mut().last_words = Some(Box::new(l.clone()));
             }
         }
         Record::Leak(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {
-                p.leak = Some(Box::new(l.clone()));
+                p.rare_mut().leak = Some(Box::new(l.clone()));
             }
         }
         Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
@@ -348,16 +379,13 @@ fn record(m: &mut Model, rec: &Record) {
             p.lifecycle_seen = true;
             p.ns = x.ns;
             if !x.argv.is_empty() {
-                push_small(
-                    &mut p.execs,
-                    ExecInfo {
-                        seq: x.at.seq,
-                        t: x.at.t,
-                        filename: x.exe.clone().unwrap_or_default(),
-                        argv: x.argv.clone(),
-                        argv_truncated: false,
-                    },
-                );
+                p.execs.push(ExecInfo {
+                    seq: x.at.seq,
+                    t: x.at.t,
+                    filename: m.intern.text(x.exe.as_deref().unwrap_or_default()),
+                    argv: m.intern.argv(&x.argv),
+                    argv_truncated: false,
+                });
             }
             if let Some(parent) = parent.filter(|pk| *pk != key) {
                 p.parent = Some(parent);
@@ -372,16 +400,6 @@ fn record(m: &mut Model, rec: &Record) {
     }
 }
 
-/// Push onto a vector that usually stays short (a process's execs): the
-/// first elements one at a time, not the four a first push reserves, which
-/// on a fork storm's model was a quarter of its memory.
-pub(super) fn push_small<T>(v: &mut Vec<T>, x: T) {
-    if v.len() < 4 {
-        v.reserve_exact(1);
-    }
-    v.push(x);
-}
-
 /// A signal, from a record or a line ([`super::lines`]). `comms`: the
 /// sender's and the target's names.
 fn signal(
@@ -392,26 +410,25 @@ fn signal(
     sender_argv: Option<&Vec<String>>,
     time: &str,
 ) {
-    let sender = see_who(m, ends[0], comms[0], s.at.t);
-    let target = see_who(m, ends[1], comms[1], s.at.t);
+    // The sender's own changes first (seeing the target touches neither
+    // its execs nor its activity): one search of the map for it.
+    let (sender, p) = see_mut(&mut m.procs, &mut m.intern, ends[0], comms[0], s.at.t);
     // An outside sender's argv, read at capture time: its only name.
-    if let (Some(argv), Some(p)) = (sender_argv, m.procs.get_mut(&sender)) {
+    if let Some(argv) = sender_argv {
         if p.execs.is_empty() {
-            push_small(
-                &mut p.execs,
-                ExecInfo {
-                    seq: s.at.seq,
-                    t: s.at.t,
-                    filename: String::new(),
-                    argv: argv.clone(),
-                    argv_truncated: false,
-                },
-            );
+            p.execs.push(ExecInfo {
+                seq: s.at.seq,
+                t: s.at.t,
+                filename: m.intern.text(""),
+                argv: m.intern.argv(argv),
+                argv_truncated: false,
+            });
         }
     }
     if s.sig != SIGCHLD && (s.call.is_some() || PROCESS_CODES.contains(&s.code)) {
-        active(m, sender, s.at.t);
+        p.last_active = p.last_active.max(s.at.t);
     }
+    let target = see_who(m, ends[1], comms[1], s.at.t);
     keep_odd_time(m, s.at, time);
     m.signals.push(SignalEv {
         ev: s,
@@ -422,16 +439,14 @@ fn signal(
 }
 
 fn kill_call(m: &mut Model, k: KillRec, who: Who, comm: Option<&str>, time: &str) {
-    let sender = see_who(m, who, comm, k.at.t);
-    active(m, sender, k.at.t);
+    let (sender, p) = see_mut(&mut m.procs, &mut m.intern, who, comm, k.at.t);
+    p.last_active = p.last_active.max(k.at.t);
     keep_odd_time(m, k.at, time);
-    m.kill_calls.push(KillCallEv { ev: k, sender });
+    m.kill_calls.push(KillCallEv::new(k, sender));
 }
 
 /// The model derives a signal's or kill call's `time` from `t`; a log whose
 /// text says otherwise keeps it.
 fn keep_odd_time(m: &mut Model, at: At, time: &str) {
-    if time != crate::eventlog::wall_time(at.t, m.boot_to_wall_ns) {
-        m.odd_times.insert(at.seq, time.to_owned());
-    }
+    m.odd_times.note(at.seq, at.t, time, m.boot_to_wall_ns);
 }

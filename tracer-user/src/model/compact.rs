@@ -5,6 +5,7 @@
 use std::{
     collections::HashMap,
     fmt,
+    num::NonZeroU32,
     ops::Deref,
     sync::{OnceLock, RwLock},
 };
@@ -16,10 +17,13 @@ use crate::eventlog::{KillCall, ProcKey, Signal, Stamp, Task};
 /// live as long as the process: the set of names a log can hold is small
 /// (signal, si_code, result, syscall and errno names), and a hostile log
 /// with many distinct ones costs no more than storing them would.
+///
+/// Non-zero (index + 1), so an `Option<Sym>` or a struct holding one costs
+/// nothing more than the symbol: a signal's `call` and a kill call's errno.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Sym(u32);
+pub struct Sym(NonZeroU32);
 
-type Table = (HashMap<&'static str, u32>, Vec<&'static str>);
+type Table = (HashMap<&'static str, NonZeroU32>, Vec<&'static str>);
 
 fn table() -> &'static RwLock<Table> {
     static TABLE: OnceLock<RwLock<Table>> = OnceLock::new();
@@ -36,14 +40,17 @@ impl Sym {
             return Sym(i);
         }
         let text: &'static str = Box::leak(s.into());
-        let i = u32::try_from(t.1.len()).expect("fewer than 4G distinct names");
+        let i = u32::try_from(t.1.len() + 1)
+            .ok()
+            .and_then(NonZeroU32::new)
+            .expect("fewer than 4G distinct names");
         t.1.push(text);
         t.0.insert(text, i);
         Sym(i)
     }
 
     pub fn as_str(&self) -> &'static str {
-        table().read().expect("sym table").1[self.0 as usize]
+        table().read().expect("sym table").1[self.0.get() as usize - 1]
     }
 }
 
@@ -193,11 +200,22 @@ pub struct KillRec {
     pub sig: i32,
     pub sig_name: Sym,
     pub target_arg: i64,
-    pub tid_arg: Option<i64>,
+    /// `tid_arg` as [`KillRec::tid_arg`] reads it: the value, and whether
+    /// there is one (an `Option<i64>` cost 8 bytes more, a signal storm
+    /// keeps millions of these).
+    pub(super) tid_arg: i64,
+    pub(super) has_tid_arg: bool,
     pub ret: i64,
     pub errno: Option<Sym>,
     pub call_id: u64,
     pub deliveries: u32,
+}
+
+impl KillRec {
+    /// The thread argument of tgkill/rt_tgsigqueueinfo.
+    pub fn tid_arg(&self) -> Option<i64> {
+        self.has_tid_arg.then_some(self.tid_arg)
+    }
 }
 
 impl From<&KillCall> for KillRec {
@@ -209,7 +227,8 @@ impl From<&KillCall> for KillRec {
             sig: k.sig,
             sig_name: Sym::new(&k.sig_name),
             target_arg: k.target_arg,
-            tid_arg: k.tid_arg,
+            tid_arg: k.tid_arg.unwrap_or(0),
+            has_tid_arg: k.tid_arg.is_some(),
             ret: k.ret,
             errno: k.errno.as_deref().map(Sym::new),
             call_id: k.call_id,

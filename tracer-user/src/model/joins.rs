@@ -19,7 +19,7 @@ pub(super) fn join_kill_calls(m: &mut Model) {
     let kills = &m.kill_calls;
     let key = |i: u32| {
         let k = &kills[i as usize];
-        (k.sender, k.ev.sender.tid, k.ev.call_id)
+        (k.sender(), k.ev.sender.tid, k.ev.call_id)
     };
     let mut by_key: Vec<u32> = (0..kills.len() as u32).collect();
     // Stable: among equal keys the first kill call stays first.
@@ -29,7 +29,7 @@ pub(super) fn join_kill_calls(m: &mut Model) {
         let Some(call) = &s.ev.call else { continue };
         let want = (s.sender, s.ev.sender.tid, call.id);
         if let Ok(j) = by_key.binary_search_by_key(&want, |&i| key(i)) {
-            s.kill_call = Some(by_key[j] as usize);
+            s.kill_call = Some(by_key[j]);
         }
     }
 }

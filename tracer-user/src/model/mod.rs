@@ -7,16 +7,18 @@
 //! record is written at syscall *exit*, after the `signal` records it caused.
 mod build;
 mod compact;
+mod intern;
 mod joins;
 pub mod lines;
 mod process;
 mod threads;
+mod times;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 pub use build::Builder;
 pub use compact::{At, CallRec, Ids, KillRec, SigRec, Sym, Who};
-pub use process::{End, ExecInfo, ForkInfo, Process, ThreadSpan};
+pub use process::{End, ExecInfo, Execs, ForkInfo, Process, ThreadSpan};
 
 use crate::eventlog::{EventLog, Oom, ProcKey, SnapshotTaken};
 
@@ -26,15 +28,43 @@ pub struct SignalEv {
     pub ev: SigRec,
     pub sender: ProcKey,
     pub target: ProcKey,
+    /// Index into [`Model::kill_calls`]: the syscall this delivery came
+    /// from ([`SignalEv::kill_call`]; 32 bits, a signal storm keeps millions).
+    kill_call: Option<u32>,
+}
+
+impl SignalEv {
     /// Index into [`Model::kill_calls`]: the syscall this delivery came from.
-    pub kill_call: Option<usize>,
+    pub fn kill_call(&self) -> Option<usize> {
+        self.kill_call.map(|k| k as usize)
+    }
 }
 
 /// One `kill_call` record (the signals it produced name it: `SignalEv::kill_call`).
 #[derive(Debug, Clone)]
 pub struct KillCallEv {
     pub ev: KillRec,
-    pub sender: ProcKey,
+    /// The start of the process the sender resolved to (its pid is the
+    /// record's): [`KillCallEv::sender`]. A signal storm keeps millions.
+    sender_start: u64,
+}
+
+impl KillCallEv {
+    pub fn new(ev: KillRec, sender: ProcKey) -> KillCallEv {
+        debug_assert_eq!(ev.sender.pid, sender.pid, "resolving keeps the pid");
+        KillCallEv {
+            ev,
+            sender_start: sender.start,
+        }
+    }
+
+    /// The process that made the call.
+    pub fn sender(&self) -> ProcKey {
+        ProcKey {
+            pid: self.ev.sender.pid,
+            start: self.sender_start,
+        }
+    }
 }
 
 /// One `oom` record with its victim resolved.
@@ -69,7 +99,9 @@ pub struct Model {
     pub snapshots: Vec<SnapshotTaken>,
     /// Signal and kill-call `time` texts that are not what `t` says (a
     /// hand-edited log), by `seq`: the report shows the log's own text.
-    odd_times: HashMap<u64, String>,
+    odd_times: times::OddTimes,
+    /// Names and argvs seen so far, while building (emptied by `finish`).
+    intern: intern::Interner,
     /// Kernel time of the first and last event (0 when the log is empty).
     pub first_t: u64,
     pub last_t: u64,
@@ -119,14 +151,14 @@ impl Model {
         self.signals
             .iter()
             .enumerate()
-            .filter(move |(_, s)| s.kill_call == Some(k))
+            .filter(move |(_, s)| s.kill_call() == Some(k))
             .map(|(i, _)| i)
     }
 
     /// The `time` of a signal or kill call: RFC 3339 UTC, as in the log.
     pub fn time_at(&self, at: &At) -> String {
-        match self.odd_times.get(&at.seq) {
-            Some(text) => text.clone(),
+        match self.odd_times.get(at.seq) {
+            Some(text) => text,
             None => crate::eventlog::wall_time(at.t, self.boot_to_wall_ns),
         }
     }
@@ -188,10 +220,7 @@ impl Model {
 
     /// The filename of the last exec of `key` before `t` (not inherited).
     pub fn filename_at(&self, key: ProcKey, t: u64) -> Option<&str> {
-        self.procs
-            .get(&key)?
-            .exec_at(t)
-            .map(|e| e.filename.as_str())
+        self.procs.get(&key)?.exec_at(t).map(|e| &*e.filename)
     }
 
     /// Which process owned thread `tid` at time `t`. Among the processes that

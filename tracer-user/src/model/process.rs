@@ -1,4 +1,6 @@
 //! One process: what it was, where it came from, how it ended.
+use std::sync::Arc;
+
 use crate::eventlog::{ExitStatus, ProcKey};
 
 #[derive(Debug, Clone)]
@@ -13,9 +15,46 @@ pub struct ForkInfo {
 pub struct ExecInfo {
     pub seq: u64,
     pub t: u64,
-    pub filename: String,
-    pub argv: Vec<String>,
+    /// Shared: a fork storm execs the same few images a million times, and
+    /// the model keeps each distinct filename and argv once.
+    pub filename: Arc<str>,
+    pub argv: Arc<[String]>,
     pub argv_truncated: bool,
+}
+
+/// A process's execs, in order. Most processes exec once (or never): the
+/// one is kept in place (a vector's allocation cost 64 bytes a process);
+/// reads as a slice.
+#[derive(Debug, Clone, Default)]
+pub enum Execs {
+    #[default]
+    None,
+    One(ExecInfo),
+    Many(Vec<ExecInfo>),
+}
+
+impl Execs {
+    pub fn push(&mut self, e: ExecInfo) {
+        match std::mem::take(self) {
+            Execs::None => *self = Execs::One(e),
+            Execs::One(first) => *self = Execs::Many(vec![first, e]),
+            Execs::Many(mut v) => {
+                v.push(e);
+                *self = Execs::Many(v);
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Execs {
+    type Target = [ExecInfo];
+    fn deref(&self) -> &[ExecInfo] {
+        match self {
+            Execs::None => &[],
+            Execs::One(e) => std::slice::from_ref(e),
+            Execs::Many(v) => v,
+        }
+    }
 }
 
 /// When a thread was alive, as far as the log tells.
@@ -27,31 +66,46 @@ pub struct ThreadSpan {
     pub until: Option<u64>,
 }
 
-/// A process's threads by tid: a sorted vector, not a map (most processes
-/// have one thread, and a map's first node cost 300 bytes each).
+/// A process's threads by tid. Most processes have one thread: it is kept
+/// in place (a vector's allocation cost 48 bytes a process); more are a
+/// vector sorted by tid.
 #[derive(Debug, Clone, Default)]
-pub struct Threads(Vec<(u32, ThreadSpan)>);
+pub enum Threads {
+    #[default]
+    None,
+    One(u32, ThreadSpan),
+    Many(Vec<(u32, ThreadSpan)>),
+}
 
 impl Threads {
-    fn find(&self, tid: u32) -> Result<usize, usize> {
-        self.0.binary_search_by_key(&tid, |&(t, _)| t)
-    }
-
     pub fn get(&self, tid: &u32) -> Option<&ThreadSpan> {
-        self.find(*tid).ok().map(|i| &self.0[i].1)
+        match self {
+            Threads::None => None,
+            Threads::One(t, span) => (t == tid).then_some(span),
+            Threads::Many(v) => v
+                .binary_search_by_key(tid, |&(t, _)| t)
+                .ok()
+                .map(|i| &v[i].1),
+        }
     }
 
     pub fn get_mut(&mut self, tid: &u32) -> Option<&mut ThreadSpan> {
-        self.find(*tid).ok().map(|i| &mut self.0[i].1)
+        match self {
+            Threads::None => None,
+            Threads::One(t, span) => (t == tid).then_some(span),
+            Threads::Many(v) => v
+                .binary_search_by_key(tid, |&(t, _)| t)
+                .ok()
+                .map(|i| &mut v[i].1),
+        }
     }
 
     /// Set `tid`'s span; the one it replaces, if any.
     pub fn insert(&mut self, tid: u32, span: ThreadSpan) -> Option<ThreadSpan> {
-        match self.find(tid) {
-            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, span)),
-            Err(i) => {
-                self.grow();
-                self.0.insert(i, (tid, span));
+        match self.get_mut(&tid) {
+            Some(old) => Some(std::mem::replace(old, span)),
+            None => {
+                self.add(tid, span);
                 None
             }
         }
@@ -59,31 +113,42 @@ impl Threads {
 
     /// `tid`'s span, set to `span` if it had none.
     pub fn or_insert(&mut self, tid: u32, span: ThreadSpan) -> &mut ThreadSpan {
-        let i = match self.find(tid) {
-            Ok(i) => i,
-            Err(i) => {
-                self.grow();
-                self.0.insert(i, (tid, span));
-                i
-            }
-        };
-        &mut self.0[i].1
+        if self.get(&tid).is_none() {
+            self.add(tid, span);
+        }
+        self.get_mut(&tid).expect("just added")
     }
 
-    /// Room for one more: one at a time while short (most processes have one
-    /// thread; a first push reserves four).
-    fn grow(&mut self) {
-        if self.0.len() < 4 {
-            self.0.reserve_exact(1);
+    /// Adds a tid not yet present.
+    fn add(&mut self, tid: u32, span: ThreadSpan) {
+        match std::mem::take(self) {
+            Threads::None => *self = Threads::One(tid, span),
+            Threads::One(t, s) => {
+                let mut v = vec![(t, s), (tid, span)];
+                v.sort_unstable_by_key(|&(t, _)| t);
+                *self = Threads::Many(v);
+            }
+            Threads::Many(mut v) => {
+                let i = v.partition_point(|&(t, _)| t < tid);
+                if v.len() < 4 {
+                    v.reserve_exact(1);
+                }
+                v.insert(i, (tid, span));
+                *self = Threads::Many(v);
+            }
         }
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        match self {
+            Threads::None => 0,
+            Threads::One(..) => 1,
+            Threads::Many(v) => v.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 }
 
@@ -107,6 +172,20 @@ pub struct ThreadExit {
     pub status: ExitStatus,
 }
 
+/// The rarely present parts of a [`Process`].
+#[derive(Debug, Clone, Default)]
+pub struct Rare {
+    /// Thread exits that did not end the process.
+    pub thread_exits: Vec<ThreadExit>,
+    /// Indices into `Model::signals` of signals aimed at this process.
+    pub signals_in: Vec<usize>,
+    /// The end of what it wrote to stderr (`last_words` record). Boxed:
+    /// a process signalled is not one that wrote to stderr.
+    pub last_words: Option<Box<crate::eventlog::LastWords>>,
+    /// Still alive when the command exited (`leak` record).
+    pub leak: Option<Box<crate::eventlog::Leak>>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Process {
     pub key: ProcKey,
@@ -117,28 +196,24 @@ pub struct Process {
     pub children: Vec<ProcKey>,
     pub fork: Option<ForkInfo>,
     /// Every exec, in order: a process may exec several times.
-    pub execs: Vec<ExecInfo>,
-    /// The last `comm` the kernel reported for any of its threads.
-    pub comm: Option<String>,
+    pub execs: Execs,
+    /// The last `comm` the kernel reported for any of its threads (shared,
+    /// like an exec's argv).
+    pub comm: Option<Arc<str>>,
     pub threads: Threads,
-    pub thread_exits: Vec<ThreadExit>,
     pub end: Option<End>,
     /// A fork (as either end), exec or exit record was written for it: the
     /// kernel side was tracking it, not merely naming it as a signal end.
     pub lifecycle_seen: bool,
     /// Part of the traced run (the root and its descendants).
     pub in_run: bool,
-    /// Indices into `Model::signals` of signals aimed at this process.
-    pub signals_in: Vec<usize>,
     /// The last time it demonstrably ran code of its own: forked, exec'd,
     /// created a thread, made a kill call or sent a signal (0 if never).
     pub last_active: u64,
-    /// The end of what it wrote to stderr (`last_words` record). Boxed,
-    /// like `leak`: most processes have neither, and a fork storm's model
-    /// holds a million processes.
-    pub last_words: Option<Box<crate::eventlog::LastWords>>,
-    /// Still alive when the command exited (`leak` record).
-    pub leak: Option<Box<crate::eventlog::Leak>>,
+    /// What few processes have (thread exits, signals aimed at them, last
+    /// words, a leak): boxed together, absent for most (a fork storm's model
+    /// holds a million processes). Read through the accessors below.
+    rare: Option<Box<Rare>>,
     /// Its pid inside its own pid namespace, when that is below the log's.
     pub ns: Option<crate::eventlog::NsPid>,
 }
@@ -155,19 +230,41 @@ impl Process {
             parent: None,
             children: Vec::new(),
             fork: None,
-            execs: Vec::new(),
+            execs: Execs::None,
             comm: None,
             threads: Threads::default(),
-            thread_exits: Vec::new(),
             end: None,
             lifecycle_seen: false,
             in_run: false,
-            last_words: None,
-            leak: None,
+            rare: None,
             ns: None,
-            signals_in: Vec::new(),
             last_active: 0,
         }
+    }
+
+    /// Thread exits that did not end the process, in log order.
+    pub fn thread_exits(&self) -> &[ThreadExit] {
+        self.rare.as_ref().map_or(&[], |r| &r.thread_exits)
+    }
+
+    /// Indices into `Model::signals` of signals aimed at this process.
+    pub fn signals_in(&self) -> &[usize] {
+        self.rare.as_ref().map_or(&[], |r| &r.signals_in)
+    }
+
+    /// The end of what it wrote to stderr (`last_words` record).
+    pub fn last_words(&self) -> Option<&crate::eventlog::LastWords> {
+        self.rare.as_ref()?.last_words.as_deref()
+    }
+
+    /// Still alive when the command exited (`leak` record).
+    pub fn leak(&self) -> Option<&crate::eventlog::Leak> {
+        self.rare.as_ref()?.leak.as_deref()
+    }
+
+    /// The rare parts, made on first use.
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Default::default)
     }
 
     /// The exec in force at time `t` (the last one at or before it).

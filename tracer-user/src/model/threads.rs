@@ -42,6 +42,7 @@ mod tests {
             tracer_pid: 1,
             boot_to_wall_ns: 0,
             odd_times: Default::default(),
+            intern: Default::default(),
             root: None,
             procs,
             signals: vec![],

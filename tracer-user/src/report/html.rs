@@ -29,26 +29,63 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn from_log(log: &EventLog) -> Context {
-        Self::from_model(&Model::build(log))
+    pub fn from_log(log: &EventLog, r: &Report) -> Context {
+        Self::from_model(&Model::build(log), r)
     }
 
-    pub fn from_model(m: &Model) -> Context {
+    /// Only what `r` can draw: the processes it names (every lane is one of
+    /// them or one of their ancestors) and the seqs of its near misses and
+    /// snapshots. A copy of every process's end and parent, and of every
+    /// kill call's seq, was a fifth of a big log's report memory.
+    pub fn from_model(m: &Model, r: &Report) -> Context {
         let mut cx = Context::default();
-        for (k, p) in &m.procs {
-            let key = (k.pid, k.start);
-            if let Some(e) = &p.end {
+        let mut keep = |p: &crate::analysis::ProcRef| {
+            let key = (p.pid, p.start);
+            let Some(proc) = m.proc(crate::eventlog::ProcKey {
+                pid: p.pid,
+                start: p.start,
+            }) else {
+                return;
+            };
+            if let Some(e) = &proc.end {
                 cx.ends.insert(key, e.t);
             }
-            if let Some(pa) = p.parent {
+            if let Some(pa) = proc.parent {
                 cx.parents.insert(key, (pa.pid, pa.start));
             }
+        };
+        let a = &r.analysis;
+        r.run.root.iter().for_each(&mut keep);
+        for c in &a.certificates {
+            keep(&c.victim.process);
+            if let Some(k) = &c.killer {
+                keep(&k.process);
+            }
+            c.history.iter().for_each(|h| keep(&h.sender));
         }
+        a.leftovers.iter().for_each(|l| keep(&l.process));
+        a.near_misses.iter().for_each(|n| keep(&n.sender));
+        for f in &a.foreign_signals {
+            keep(&f.sender);
+            keep(&f.target);
+        }
+        a.ancestors.iter().for_each(|x| keep(&x.process));
+        // As before: a later record with the same seq wins, snapshots last.
+        let wanted: std::collections::BTreeSet<u64> = a
+            .near_misses
+            .iter()
+            .map(|n| n.seq)
+            .chain(r.snapshots.iter().map(|s| s.seq))
+            .collect();
         for kc in &m.kill_calls {
-            cx.seq_t.insert(kc.ev.at.seq, kc.ev.at.t);
+            if wanted.contains(&kc.ev.at.seq) {
+                cx.seq_t.insert(kc.ev.at.seq, kc.ev.at.t);
+            }
         }
         for s in &m.snapshots {
-            cx.seq_t.insert(s.at.seq, s.at.t);
+            if wanted.contains(&s.at.seq) {
+                cx.seq_t.insert(s.at.seq, s.at.t);
+            }
         }
         cx
     }
@@ -167,7 +204,8 @@ mod tests {
             .join(name);
         let log = read_log(&path).unwrap();
         let r = super::super::build_report(&log, &ReportOptions::default());
-        (r, Context::from_log(&log))
+        let cx = Context::from_log(&log, &r);
+        (r, cx)
     }
 
     #[test]

@@ -104,7 +104,7 @@ pub fn write_loaded_exporting(
     let exported = export(&analysis);
     let mut report = json::report_of(log, &model, analysis);
     report.log.export = exported.or_else(|| opts.export.clone());
-    let timeline = html::Context::from_model(&model);
+    let timeline = html::Context::from_model(&model, &report);
     drop(model);
     let written = write_files(&report, &timeline, out);
     (report.analysis, written)

@@ -120,9 +120,9 @@ fn timeout_victim<'a>(cx: &'a Ctx, key: ProcKey) -> Option<(&'a SignalEv, ProcRe
         cx.m.signals
             .iter()
             .filter_map(|s| {
-                let i = s.kill_call?;
+                let i = s.kill_call()?;
                 let k = &cx.m.kill_calls[i];
-                (k.sender == key && k.ev.target_arg > 0 && k.ev.sig != SIGCONT).then_some((i, s))
+                (k.sender() == key && k.ev.target_arg > 0 && k.ev.sig != SIGCONT).then_some((i, s))
             })
             .min_by_key(|&(i, _)| i)?;
     Some((s, cx.proc_ref(s.target, s.ev.at.t)))
@@ -158,7 +158,7 @@ pub(super) fn timeout_itself(
         return None;
     }
     let alarm = p
-        .signals_in
+        .signals_in()
         .iter()
         .map(|&i| &cx.m.signals[i])
         .find(|s| s.ev.sig == SIGALRM && s.ev.at.t <= end.t);
@@ -242,7 +242,7 @@ pub(super) fn killed_by_timeout(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
 pub(super) fn parent_thread_exit(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
     let parent = cx.m.proc(s.sender)?;
     let tid = s.ev.sender.tid;
-    let thread_exit = parent.thread_exits.iter().find(|x| x.tid == tid)?;
+    let thread_exit = parent.thread_exits().iter().find(|x| x.tid == tid)?;
     if parent.end.as_ref().is_some_and(|e| e.t <= s.ev.at.t) {
         return None;
     }

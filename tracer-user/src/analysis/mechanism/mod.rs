@@ -139,7 +139,7 @@ fn kernel_raised(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refined> {
             // The CPU-time check runs in the task's own context; the OOM
             // killer was ruled out before (no oom event pairs with it).
             let xcpu = cx.m.proc(key).is_some_and(|p| {
-                p.signals_in.iter().any(|&i| {
+                p.signals_in().iter().any(|&i| {
                     cx.m.signals[i].ev.sig == SIGXCPU && cx.m.signals[i].ev.at.t <= s.ev.at.t
                 })
             });
