@@ -212,7 +212,12 @@ fn overlong_argv_is_flagged() {
     assert_eq!(exec.argv[..50], cmd[..50]);
 }
 
-/// A fork storm of a few thousand short processes loses nothing.
+/// A fork storm of a few thousand short processes loses nothing at the
+/// default ring size. (It ran with a 256 KiB ring until the kernel side
+/// stopped waking tracer per record: that wake-up throttled the forking
+/// processes to tracer's pace, and without it 5.10 under TCG, with tracer
+/// starved of CPU, lost 3 of ~12 000 records into 256 KiB. Smaller rings
+/// are the bench's knee table.)
 #[test]
 fn fork_storm_loses_nothing() {
     const N: usize = 3000;
@@ -231,10 +236,7 @@ fn fork_storm_loses_nothing() {
             .for_each(|mut c| assert!(c.wait().unwrap().success()));
         return;
     }
-    let r = record_scenario(
-        "fork_storm_loses_nothing",
-        &["--ring-buffer-size", "262144"],
-    );
+    let r = record_scenario("fork_storm_loses_nothing", &[]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     assert_no_loss(&r);
     let execs = r
