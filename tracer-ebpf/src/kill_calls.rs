@@ -68,7 +68,11 @@ fn regs_field<T: Copy>(regs: Ptr, off: u32) -> T {
 /// Syscall arguments 0..2 from the `struct pt_regs` a syscall entry got.
 #[inline(always)]
 fn regs_args(regs: Ptr) -> (i64, i64, i64) {
-    (regs_arg::<0>(regs), regs_arg::<1>(regs), regs_arg::<2>(regs))
+    (
+        regs_arg::<0>(regs),
+        regs_arg::<1>(regs),
+        regs_arg::<2>(regs),
+    )
 }
 
 /// What raw_syscalls' sys_enter saw (one program for every syscall).

@@ -6,8 +6,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    DropReason, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail,
-    DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
+    DropReason, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail, DROP_REASONS,
+    TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
 };
 
 /// Offsets resolved by user space from the running kernel's BTF.
@@ -38,7 +38,6 @@ pub static TAIL_MASK: u64 = TAIL_CAP as u64 - 1;
 pub fn tail_mask() -> u64 {
     unsafe { core::ptr::read_volatile(&TAIL_MASK) }
 }
-
 
 /// Non-zero: one ring record per stderr write (the tail is kept in user
 /// space), for `--last-words-bytes` beyond what a kernel tail holds.
@@ -75,15 +74,17 @@ pub static LAST_WAKE: Array<u64> = Array::with_max_entries(1, 0);
 /// reader (a loaded or emulated machine) starts draining a burst early —
 /// with a quarter of the ring, 5.10 under TCG lost records of a fork burst
 /// into a 256 KiB ring (vm-test). At 16 KiB a 200k-signal storm still
-/// wakes the reader ~1000 times instead of 200k.
+/// switches to the reader ~600 times instead of 200k.
 const WAKE_BYTES: u64 = 16 * 1024;
 
 /// Ring flags for a record of a hot kind (kill calls, forks, execs, exits,
 /// stderr): the reader is woken at most once per `WAKE_BATCH_NS`, or at
 /// once when `WAKE_BYTES` (at most 1/64 of the ring) wait unread.
-/// Waking it per record cost a context switch per record (the signal
-/// storm's top cost, perf); user space drains again `2 * WAKE_BATCH_NS`
-/// after each drain that found records, so a record never waits longer.
+/// Waking it per record cost a context switch per record: tracer's CPU in
+/// a 200k-signal storm 0.78–1.03 s, batched 0.28–0.38 s (that storm's wall
+/// time on a 2-vCPU guest got worse: BENCHMARKS.md). User space drains
+/// again `2 * WAKE_BATCH_NS` after each drain that found records, so a
+/// record never waits longer.
 #[inline(always)]
 pub fn batched() -> u64 {
     let now = unsafe { bpf_ktime_get_boot_ns() };
@@ -91,7 +92,11 @@ pub fn batched() -> u64 {
         return BPF_RB_FORCE_WAKEUP as u64;
     };
     let ring = EVENTS.query(BPF_RB_RING_SIZE as u64);
-    let limit = if ring / 64 < WAKE_BYTES { ring / 64 } else { WAKE_BYTES };
+    let limit = if ring / 64 < WAKE_BYTES {
+        ring / 64
+    } else {
+        WAKE_BYTES
+    };
     let full = EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= limit;
     unsafe {
         if full || now.wrapping_sub(*last) >= WAKE_BATCH_NS {

@@ -173,11 +173,17 @@ unsafe fn flush_counts(c: *mut SignalCounts) {
                     first_ns: (*s).first_ns,
                     last_ns: (*s).last_ns,
                 };
-                if EVENTS.output::<SignalSummaryRecord>(&summary, batched()).is_err() {
+                if EVENTS
+                    .output::<SignalSummaryRecord>(&summary, batched())
+                    .is_err()
+                {
                     count_drop(DropReason::RingBufFull);
                 }
             }
-            if EVENTS.output::<SignalRecord>(&(*s).sample, batched()).is_err() {
+            if EVENTS
+                .output::<SignalRecord>(&(*s).sample, batched())
+                .is_err()
+            {
                 count_drop(DropReason::RingBufFull);
             }
             (*s).count = 0;

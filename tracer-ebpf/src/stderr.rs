@@ -22,8 +22,7 @@ use tracer_common::{
 use crate::{
     kill_calls::regs_arg,
     maps::{
-        batched,
-        count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
+        batched, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
         STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
     },
     task::{current, current_id, header, read, Ptr},
@@ -85,7 +84,12 @@ pub fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
     let Some((id, tail)) = caller() else {
         return Ok(0);
     };
-    writev(id, tail, regs_arg::<1>(regs) as u64, regs_arg::<2>(regs) as u64);
+    writev(
+        id,
+        tail,
+        regs_arg::<1>(regs) as u64,
+        regs_arg::<2>(regs) as u64,
+    );
     Ok(0)
 }
 
@@ -234,7 +238,11 @@ fn append<const LOG: bool>(tgid: u32, tail: *mut StderrTail, buf: u64, count: u6
         let first = if len > room { room } else { len };
         let first = first & tail_mask();
         let rest = (len - first) & tail_mask();
-        bpf_probe_read_kernel(data.add(pos as usize) as *mut _, first as u32, from as *const _);
+        bpf_probe_read_kernel(
+            data.add(pos as usize) as *mut _,
+            first as u32,
+            from as *const _,
+        );
         bpf_probe_read_kernel(
             data as *mut _,
             rest as u32,
@@ -267,7 +275,10 @@ pub fn flush_tail(id: &TaskId) {
             } else {
                 (*t).len = w as u32;
                 let total = STDERR_TAIL_HEADER_LEN + (w & tail_mask()) as usize;
-                EVENTS.output::<[u8]>(core::slice::from_raw_parts(t as *const u8, total), batched())
+                EVENTS.output::<[u8]>(
+                    core::slice::from_raw_parts(t as *const u8, total),
+                    batched(),
+                )
             };
             if out.is_err() {
                 count_drop(DropReason::RingBufFull);
