@@ -48,6 +48,9 @@ pub struct Session {
     counts: std::collections::BTreeMap<&'static str, u64>,
     /// When to drain again though no wake-up came (see `pump::ready`).
     catch_up: Option<tokio::time::Instant>,
+    /// Tracer's own pid, asked once: every signal record is checked against
+    /// it, and getpid is a real syscall (two raw_syscalls programs each).
+    me: u32,
 }
 
 impl Session {
@@ -89,6 +92,7 @@ impl Session {
             command_error: None,
             counts: Default::default(),
             catch_up: None,
+            me: std::process::id(),
         })
     }
 

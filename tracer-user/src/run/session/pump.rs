@@ -104,7 +104,7 @@ impl Session {
                 self.named.insert(x.task.key());
             }
             Record::Signal(s)
-                if s.sender.pid != std::process::id() && !self.named.contains(&s.sender.key()) =>
+                if s.sender.pid != self.me && !self.named.contains(&s.sender.key()) =>
             {
                 self.named.insert(s.sender.key());
                 s.sender_argv = procs::argv_of(s.sender.key());
