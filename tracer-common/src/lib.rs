@@ -177,6 +177,11 @@ pub struct ExecRecord {
     pub argv: [u8; ARGV_LEN],
 }
 
+/// An exec record arrives cut to `EXEC_HEADER_LEN + argv_len` bytes: most
+/// argvs are a few dozen bytes of the 4 KiB area, and a fork storm's ring
+/// traffic was mostly zeros.
+pub const EXEC_HEADER_LEN: usize = core::mem::offset_of!(ExecRecord, argv);
+
 pub const EXIT_GROUP_DEAD: u32 = 1;
 
 #[repr(C)]

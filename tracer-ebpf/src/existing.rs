@@ -1,10 +1,12 @@
 //! A task iterator (`iter/task`): one record per process already running,
 //! with its exact start time, which /proc only gives in clock ticks.
+use core::mem::size_of;
+
 use aya_ebpf::cty::c_void;
 use tracer_common::{DropReason, ExistingRecord, RecordKind};
 
 use crate::{
-    maps::{batched, count_drop, off, EVENTS},
+    maps::{batched_submit, count_drop, off, EVENTS},
     task::{comm, header, ns_pid, read, task_id, Ptr},
 };
 
@@ -33,6 +35,6 @@ pub fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
         comm: comm(task),
         ns: ns_pid(task),
     });
-    entry.submit(batched());
+    entry.submit(batched_submit(size_of::<ExistingRecord>()));
     Ok(0)
 }

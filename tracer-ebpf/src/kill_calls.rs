@@ -1,6 +1,8 @@
 //! The kill-family syscalls: the target exactly as the caller gave it and the
 //! return value. A kill() that fails with ESRCH produces no signal_generate;
 //! this is the only trace of it.
+use core::mem::size_of;
+
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_boot_ns},
     programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
@@ -8,7 +10,7 @@ use aya_ebpf::{
 use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind, StderrSyscall};
 
 use crate::{
-    maps::{batched, count_drop, is_tracked, Inflight, EVENTS, INFLIGHT, TRACKED},
+    maps::{batched_submit, count_drop, is_tracked, Inflight, EVENTS, INFLIGHT, TRACKED},
     task::{comm, current, header, task_id, Ptr},
 };
 
@@ -193,5 +195,5 @@ fn exit(ret: i64) {
         deliveries: call.deliveries,
         _pad: 0,
     });
-    entry.submit(batched());
+    entry.submit(batched_submit(size_of::<KillCallRecord>()));
 }

@@ -6,8 +6,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    DropReason, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail, DROP_REASONS,
-    TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
+    DropReason, ExecRecord, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail,
+    ARGV_LEN, DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
 };
 
 /// Offsets resolved by user space from the running kernel's BTF.
@@ -78,15 +78,35 @@ pub static LAST_WAKE: Array<u64> = Array::with_max_entries(1, 0);
 const WAKE_BYTES: u64 = 16 * 1024;
 
 /// Ring flags for a record of a hot kind (kill calls, forks, execs, exits,
-/// stderr): the reader is woken at most once per `WAKE_BATCH_NS`, or at
-/// once when `WAKE_BYTES` (at most 1/64 of the ring) wait unread.
-/// Waking it per record cost a context switch per record: tracer's CPU in
-/// a 200k-signal storm 0.78–1.03 s, batched 0.28–0.38 s (that storm's wall
+/// stderr) of `size` bytes that `reserve` already put in the ring (so the
+/// unread data counts it): see [`batched_output`].
+#[inline(always)]
+pub fn batched_submit(size: usize) -> u64 {
+    let after = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
+    batched(after.saturating_sub(size as u64), after)
+}
+
+/// Ring flags for `output` of a hot record of `size` bytes. The reader is
+/// woken at most once per `WAKE_BATCH_NS`, and at once when this record
+/// takes the unread data across `WAKE_BYTES` (at most 1/64 of the ring).
+/// Only the crossing wakes: waking again for every record above the mark,
+/// before the reader has drained, woke it ~4 times per ms in a fork storm
+/// of 4 KiB exec records (bpftrace on sched_wakeup: ~3000 irq_work
+/// wake-ups in 0.75 s), each a loop turn of tracer's on a busy CPU.
+/// Waking per record cost a context switch per record: tracer's CPU in a
+/// 200k-signal storm 0.78–1.03 s, batched 0.28–0.38 s (that storm's wall
 /// time on a 2-vCPU guest got worse: BENCHMARKS.md). User space drains
 /// again `2 * WAKE_BATCH_NS` after each drain that found records, so a
-/// record never waits longer.
+/// record never waits longer, and a crossing lost to a race between CPUs
+/// only waits for the next period.
 #[inline(always)]
-pub fn batched() -> u64 {
+pub fn batched_output(size: usize) -> u64 {
+    let before = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
+    batched(before, before + size as u64)
+}
+
+#[inline(always)]
+fn batched(before: u64, after: u64) -> u64 {
     let now = unsafe { bpf_ktime_get_boot_ns() };
     let Some(last) = LAST_WAKE.get_ptr_mut(0) else {
         return BPF_RB_FORCE_WAKEUP as u64;
@@ -97,14 +117,36 @@ pub fn batched() -> u64 {
     } else {
         WAKE_BYTES
     };
-    let full = EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= limit;
+    let crossed = before < limit && after >= limit;
     unsafe {
-        if full || now.wrapping_sub(*last) >= WAKE_BATCH_NS {
+        if crossed || now.wrapping_sub(*last) >= WAKE_BATCH_NS {
             *last = now;
             return BPF_RB_FORCE_WAKEUP as u64;
         }
     }
     BPF_RB_NO_WAKEUP as u64
+}
+
+/// Per-CPU staging area of exec records (cut to their argv when output),
+/// with `ARGV_LEN` bytes of slack so `argv_mask` bounds the size for every
+/// verifier.
+#[repr(C)]
+pub struct ExecScratch {
+    pub rec: ExecRecord,
+    pub slack: [u8; ARGV_LEN],
+}
+
+#[map]
+pub static EXEC_SCRATCH: PerCpuArray<ExecScratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// `2 * ARGV_LEN - 1`: the volatile-mask trick of `size_mask` for an exec
+/// record's argv length (at most `ARGV_LEN`, so the mask never cuts it).
+#[unsafe(no_mangle)]
+pub static ARGV_MASK: u64 = 2 * ARGV_LEN as u64 - 1;
+
+#[inline(always)]
+pub fn argv_mask() -> u64 {
+    unsafe { core::ptr::read_volatile(&ARGV_MASK) }
 }
 
 /// Ring flags for a record user space must see at once: a signal from

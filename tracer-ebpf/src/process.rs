@@ -1,16 +1,21 @@
 //! sched_process_{fork,exec,exit}: scope inheritance and process lifecycle.
+use core::mem::size_of;
+
 use aya_ebpf::{
     helpers::{bpf_probe_read_kernel_str_bytes, generated::bpf_probe_read_user},
     programs::BtfTracePointContext,
 };
 use tracer_common::{
-    DropReason, ExecRecord, ExitRecord, ForkRecord, RecordKind, ARGV_LEN, EXIT_GROUP_DEAD,
+    DropReason, ExitRecord, ForkRecord, RecordKind, ARGV_LEN, EXEC_HEADER_LEN, EXIT_GROUP_DEAD,
     FORK_IS_THREAD,
 };
 
 use crate::{
     diag::{self, checked_task},
-    maps::{batched, config, count_drop, is_tracked, off, tracer_tgid, track, untrack, EVENTS},
+    maps::{
+        argv_mask, batched_output, batched_submit, config, count_drop, is_tracked, off,
+        tracer_tgid, track, untrack, EVENTS, EXEC_SCRATCH,
+    },
     task::{comm, header, ns_pid, read, task_id, Ptr},
 };
 
@@ -56,7 +61,7 @@ pub fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
             ns_pid(child)
         },
     });
-    entry.submit(batched());
+    entry.submit(batched_submit(size_of::<ForkRecord>()));
     Ok(0)
 }
 
@@ -68,13 +73,13 @@ pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     if !is_tracked(id.tgid, id.start_ns) {
         return Ok(0);
     }
-    let Some(mut entry) = EVENTS.reserve::<ExecRecord>(0) else {
-        count_drop(DropReason::RingBufFull);
+    let Some(scratch) = EXEC_SCRATCH.get_ptr_mut(0) else {
         return Ok(0);
     };
-    // The record is too large for the BPF stack: fill it in place.
-    let rec = entry.as_mut_ptr();
+    // Too large for the BPF stack: filled in the per-CPU scratch, output
+    // cut to the argv it holds.
     unsafe {
+        let rec = &raw mut (*scratch).rec;
         (*rec).hdr = header(RecordKind::Exec as u32);
         (*rec).task = id;
         (*rec).old_tid = old_tid as u32;
@@ -107,8 +112,13 @@ pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         }
         (*rec).argv_len = copied;
         (*rec).args_size = size;
+        // Bounded by the mask for every verifier: within the scratch's slack.
+        let total = EXEC_HEADER_LEN + (copied as u64 & argv_mask()) as usize;
+        let bytes = core::slice::from_raw_parts(scratch as *const u8, total);
+        if EVENTS.output::<[u8]>(bytes, batched_output(total)).is_err() {
+            count_drop(DropReason::RingBufFull);
+        }
     }
-    entry.submit(batched());
     Ok(0)
 }
 
@@ -143,6 +153,6 @@ pub fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         exit_code,
         flags: if group_dead { EXIT_GROUP_DEAD } else { 0 },
     });
-    entry.submit(batched());
+    entry.submit(batched_submit(size_of::<ExitRecord>()));
     Ok(0)
 }

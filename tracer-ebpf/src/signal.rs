@@ -1,5 +1,7 @@
 //! signal_generate: every signal that touches the run, joined in the kernel to
 //! the kill-family call (if any) the sending thread is inside.
+use core::mem::size_of;
+
 use aya_ebpf::{helpers::bpf_get_current_pid_tgid, programs::BtfTracePointContext};
 use tracer_common::{
     signals::{SIGSYS, SI_KERNEL, SI_USER, SYS_SECCOMP},
@@ -7,7 +9,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{batched, count_drop, is_tracked, tracer_tgid, wake_now, EVENTS, INFLIGHT},
+    maps::{batched_output, count_drop, is_tracked, tracer_tgid, wake_now, EVENTS, INFLIGHT},
     signal_agg,
     task::{comm, current, header, read, task_id, Ptr},
 };
@@ -94,7 +96,7 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     // a SIGCHLD: its sender is a child past its exit hook (already
     // untracked), one per process of a fork storm.
     let flags = match sender_in || sig == tracer_common::signals::SIGCHLD {
-        true => batched(),
+        true => batched_output(size_of::<SignalRecord>()),
         false => wake_now(),
     };
     if EVENTS.output::<SignalRecord>(&rec, flags).is_err() {

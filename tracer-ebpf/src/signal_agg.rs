@@ -6,6 +6,8 @@
 //! logged as a summary plus the latest delivery in full, before anything
 //! else is logged about that receiver's signals and before its exit. The
 //! rule is in docs/event-log.md (`signal_summary`).
+use core::mem::size_of;
+
 use aya_ebpf::bindings::BPF_NOEXIST;
 use tracer_common::{
     signals::{SIGCHLD, SIGKILL, SIGSTOP, SIGURG, SIGWINCH},
@@ -14,7 +16,9 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{all_signals, batched, count_drop, off, EVENTS, SIGNAL_COUNTS, SIGNAL_COUNTS_INIT},
+    maps::{
+        all_signals, batched_output, count_drop, off, EVENTS, SIGNAL_COUNTS, SIGNAL_COUNTS_INIT,
+    },
     task::{header, read, Ptr},
 };
 
@@ -174,14 +178,17 @@ unsafe fn flush_counts(c: *mut SignalCounts) {
                     last_ns: (*s).last_ns,
                 };
                 if EVENTS
-                    .output::<SignalSummaryRecord>(&summary, batched())
+                    .output::<SignalSummaryRecord>(
+                        &summary,
+                        batched_output(size_of::<SignalSummaryRecord>()),
+                    )
                     .is_err()
                 {
                     count_drop(DropReason::RingBufFull);
                 }
             }
             if EVENTS
-                .output::<SignalRecord>(&(*s).sample, batched())
+                .output::<SignalRecord>(&(*s).sample, batched_output(size_of::<SignalRecord>()))
                 .is_err()
             {
                 count_drop(DropReason::RingBufFull);

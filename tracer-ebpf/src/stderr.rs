@@ -22,8 +22,8 @@ use tracer_common::{
 use crate::{
     kill_calls::regs_arg,
     maps::{
-        batched, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
-        STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
+        batched_output, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask,
+        EVENTS, STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
     },
     task::{current, current_id, header, read, Ptr},
 };
@@ -270,14 +270,14 @@ pub fn flush_tail(id: &TaskId) {
                 (*t).len = TAIL_CAP as u32;
                 EVENTS.output::<[u8]>(
                     core::slice::from_raw_parts(t as *const u8, STDERR_TAIL_HEADER_LEN + TAIL_CAP),
-                    batched(),
+                    batched_output(STDERR_TAIL_HEADER_LEN + TAIL_CAP),
                 )
             } else {
                 (*t).len = w as u32;
                 let total = STDERR_TAIL_HEADER_LEN + (w & tail_mask()) as usize;
                 EVENTS.output::<[u8]>(
                     core::slice::from_raw_parts(t as *const u8, total),
-                    batched(),
+                    batched_output(total),
                 )
             };
             if out.is_err() {
@@ -320,7 +320,7 @@ fn emit<const LOG: bool>(id: TaskId, buf: u64, count: u64) {
             return;
         }
         let bytes = core::slice::from_raw_parts(rec as *const u8, total);
-        if EVENTS.output::<[u8]>(bytes, batched()).is_err() {
+        if EVENTS.output::<[u8]>(bytes, batched_output(total)).is_err() {
             count_drop(DropReason::RingBufFull);
         }
     }

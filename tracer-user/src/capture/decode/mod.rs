@@ -7,8 +7,8 @@ use std::mem::size_of;
 use tracer_common::{
     ExecRecord, ExistingRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord,
     RecordHeader, RecordKind, SignalRecord, SignalSummaryRecord, StderrRecord, StderrTail, TaskId,
-    EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ,
-    STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, TAIL_CAP,
+    EXEC_HEADER_LEN, EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS,
+    OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, TAIL_CAP,
 };
 
 use crate::eventlog::{
@@ -67,7 +67,7 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
     Ok(
         match RecordKind::try_from(hdr.kind).map_err(DecodeError::UnknownKind)? {
             RecordKind::Fork => Wire::Fork(copy(bytes, "a fork record")?),
-            RecordKind::Exec => Wire::Exec(Box::new(copy(bytes, "an exec record")?)),
+            RecordKind::Exec => decode_exec(bytes)?,
             RecordKind::Exit => Wire::Exit(copy(bytes, "an exit record")?),
             RecordKind::Signal => Wire::Signal(copy(bytes, "a signal record")?),
             RecordKind::SignalSummary => {
@@ -80,6 +80,28 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
             RecordKind::Existing => Wire::Existing(copy(bytes, "an existing-process record")?),
         },
     )
+}
+
+/// Exec records arrive cut to the argv captured: check its declared length
+/// against what is there.
+fn decode_exec(bytes: &[u8]) -> Result<Wire, DecodeError> {
+    let too_short = |what, need| DecodeError::TooShort {
+        what,
+        need,
+        got: bytes.len(),
+    };
+    if bytes.len() < EXEC_HEADER_LEN {
+        return Err(too_short("an exec record", EXEC_HEADER_LEN));
+    }
+    let mut full = [0u8; size_of::<ExecRecord>()];
+    let n = bytes.len().min(full.len());
+    full[..n].copy_from_slice(&bytes[..n]);
+    let rec: ExecRecord = copy(&full, "an exec record")?;
+    let len = rec.argv_len as usize;
+    if len > rec.argv.len() || EXEC_HEADER_LEN + len > bytes.len() {
+        return Err(too_short("its argv", EXEC_HEADER_LEN + len));
+    }
+    Ok(Wire::Exec(Box::new(rec)))
 }
 
 /// Stderr records arrive cut to the bytes captured: check the declared

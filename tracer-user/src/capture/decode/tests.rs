@@ -104,6 +104,38 @@ fn argv_splits_and_flags_truncation() {
 }
 
 #[test]
+fn exec_record_cut_to_its_argv() {
+    let mut rec: ExecRecord = unsafe { std::mem::zeroed() };
+    rec.hdr.kind = RecordKind::Exec as u32;
+    rec.argv[..8].copy_from_slice(b"true\0-x\0");
+    rec.argv_len = 7;
+    rec.args_size = 7;
+    let cut = bytes_of(&rec)[..EXEC_HEADER_LEN + 7].to_vec();
+    let Record::Exec(e) = decode(&cut).unwrap().into_record(stamp()).unwrap() else {
+        panic!()
+    };
+    // Nothing read past the cut: the byte after it (a NUL above) is gone.
+    assert_eq!(e.argv, vec!["true", "-x"]);
+    assert!(!e.argv_truncated);
+    // A record claiming more argv than it carries is refused, not read past.
+    assert_eq!(
+        decode(&cut[..EXEC_HEADER_LEN + 6]).unwrap_err(),
+        DecodeError::TooShort {
+            what: "its argv",
+            need: EXEC_HEADER_LEN + 7,
+            got: EXEC_HEADER_LEN + 6
+        }
+    );
+    assert!(matches!(
+        decode(&cut[..EXEC_HEADER_LEN - 1]),
+        Err(DecodeError::TooShort {
+            what: "an exec record",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn process_group_kill_keeps_negative_target() {
     let mut rec: KillCallRecord = unsafe { std::mem::zeroed() };
     rec.hdr.kind = RecordKind::KillCall as u32;
