@@ -11,7 +11,7 @@ mod walltime;
 mod writer;
 
 pub use names::{errno_name, si_code_name, signal_name};
-pub use parse::peek_tag;
+pub use parse::{from_line, peek_tag};
 pub use reader::{
     is_segment, read_from, read_log, read_series, read_series_in, segment_name, stream_from,
     stream_series, stream_series_in, EventLog, Frame, LogError, Sink, LIVE, MAX_LINE_BYTES,

@@ -8,7 +8,7 @@
 //! `type` key like any unknown field. Anything else (another key order, an
 //! escaped tag, an unknown type) takes serde's generic path, so what is
 //! accepted, and how it is read, does not change.
-use serde::de::DeserializeOwned;
+use serde::de::{Deserialize, DeserializeOwned};
 
 use super::{
     flat::{ExecFlat, ExitFlat, ForkFlat},
@@ -25,12 +25,23 @@ pub fn peek_tag(line: &[u8]) -> Option<&[u8]> {
         .map(|(t, _)| t)
 }
 
+/// A line read as `T`. A line that is UTF-8 throughout (every line tracer
+/// writes) is checked once and read as text: `from_slice` checks each
+/// string on its own, which cost more than the whole line at once. Any
+/// other line takes `from_slice`, whose error is the one reported.
+pub fn from_line<'a, T: Deserialize<'a>>(line: &'a [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(line) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(line),
+    }
+}
+
 pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
     fn direct<T: DeserializeOwned>(
         line: &[u8],
         wrap: fn(T) -> Record,
     ) -> serde_json::Result<Record> {
-        serde_json::from_slice::<T>(line).map(wrap)
+        from_line::<T>(line).map(wrap)
     }
     /// Through a struct without `flatten` ([`super::flat`]); a line it
     /// refuses takes `direct` (whose error is the one reported).
@@ -38,7 +49,7 @@ pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
         line: &[u8],
         wrap: fn(T) -> Record,
     ) -> serde_json::Result<Record> {
-        match serde_json::from_slice::<F>(line) {
+        match from_line::<F>(line) {
             Ok(f) => Ok(wrap(T::from(f))),
             Err(_) => direct(line, wrap),
         }
@@ -50,6 +61,32 @@ pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
         Some(b"exec") => flat::<ExecFlat, _>(line, Record::Exec),
         Some(b"exit") => flat::<ExitFlat, _>(line, Record::Exit),
         Some(b"last_words") => direct(line, Record::LastWords),
-        _ => serde_json::from_slice::<Record>(line),
+        _ => from_line::<Record>(line),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Good or bad, a line reads (or fails, with the same message) as
+    /// `from_slice` reads it.
+    #[test]
+    fn from_line_reads_like_from_slice() {
+        let lines: [&[u8]; 5] = [
+            br#"{"type":"exit","seq":7,"t":5,"time":"x","task":{"pid":1,"tid":1,"start":2,"comm":"a\u00e9\n"},"exit_code":0,"status":{"exited":{"code":0}},"group_dead":true}"#,
+            "{\"type\":\"exit\",\"seq\":7,\"t\":5,\"time\":\"é\",\"task\":{\"pid\":1,\"tid\":1,\"start\":2},\"exit_code\":0,\"status\":{\"exited\":{\"code\":0}},\"group_dead\":true}".as_bytes(),
+            b"{\"type\":\"exit\",\"seq\":7,\"t\":5,\"time\":\"\xff\"}",
+            br#"{"type":"exit","seq":7,"t":5,"time":"x"#,
+            b"{\"type\":\"fork\",\"seq\":1,\"time\":\"\x01\"}",
+        ];
+        let mut read = 0;
+        for line in lines {
+            let slice = serde_json::from_slice::<Record>(line).map_err(|e| e.to_string());
+            let ours = from_line::<Record>(line).map_err(|e| e.to_string());
+            assert_eq!(slice, ours, "{}", String::from_utf8_lossy(line));
+            read += usize::from(ours.is_ok());
+        }
+        assert_eq!(read, 2, "two of the lines are good");
     }
 }

@@ -59,7 +59,7 @@ impl Sink for Folded<'_> {
             return false;
         }
         match eventlog::peek_tag(line) {
-            Some(b"signal") => match serde_json::from_slice::<SignalLine>(line) {
+            Some(b"signal") => match eventlog::from_line::<SignalLine>(line) {
                 Ok(s) => {
                     self.counter.count_line("signal", s.seq);
                     self.builder(header).push_signal(&s);
@@ -67,7 +67,7 @@ impl Sink for Folded<'_> {
                 }
                 Err(_) => false,
             },
-            Some(b"kill_call") => match serde_json::from_slice::<KillLine>(line) {
+            Some(b"kill_call") => match eventlog::from_line::<KillLine>(line) {
                 Ok(k) => {
                     self.counter.count_line("kill_call", k.seq);
                     self.builder(header).push_kill_call(&k);
