@@ -170,8 +170,18 @@ pub static INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(8192, 0)
 
 /// Per-CPU staging area: a stderr record is too big for the BPF stack, and
 /// only the captured bytes go into the ring buffer.
+///
+/// This and the other stderr staging maps have one slot per stderr program
+/// (`StderrSyscall as u32`: write, writev). fentry programs run with only
+/// migration disabled, so on a fully preemptible kernel a write program
+/// preempted mid-copy could see another task's writev program reuse a
+/// shared slot on the same CPU and mix its bytes in. A program never nests
+/// with itself (the kernel skips the second run), so a slot each is enough.
 #[map]
-pub static STDERR_SCRATCH: PerCpuArray<StderrRecord> = PerCpuArray::with_max_entries(1, 0);
+pub static STDERR_SCRATCH: PerCpuArray<StderrRecord> =
+    PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
+
+const STDERR_SLOTS: u32 = tracer_common::STDERR_SYSCALLS.len() as u32;
 
 /// tgid -> the end of what the process wrote to fd 2 (`task.start_ns`
 /// checked), emitted at its exit. Preallocated (run-time allocation is
@@ -181,15 +191,16 @@ pub static STDERR_SCRATCH: PerCpuArray<StderrRecord> = PerCpuArray::with_max_ent
 pub static STDERR_TAILS: HashMap<u32, StderrTail> = HashMap::with_max_entries(1024, 0);
 
 /// A zeroed tail to insert from (too big for the BPF stack). Only its
-/// header fields are ever written.
+/// header fields are ever written. A slot per stderr program (above).
 #[map]
-pub static TAIL_INIT: PerCpuArray<StderrTail> = PerCpuArray::with_max_entries(1, 0);
+pub static TAIL_INIT: PerCpuArray<StderrTail> = PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
 
 /// Per-CPU staging of one write's bytes: read from user memory whole before
 /// any of it goes into the tail, so a faulting read leaves the tail intact.
+/// A slot per stderr program (see `STDERR_SCRATCH`).
 #[map]
 pub static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP + TAIL_SLACK]> =
-    PerCpuArray::with_max_entries(1, 0);
+    PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
 
 /// Non-zero (`--all-signals`): every signal delivery is logged, none counted.
 #[unsafe(no_mangle)]

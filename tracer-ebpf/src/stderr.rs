@@ -15,8 +15,8 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use tracer_common::{
-    DropReason, RecordKind, StderrRecord, StderrTail, TaskId, STDERR_CHUNK, STDERR_HEADER_LEN,
-    STDERR_TAIL_HEADER_LEN, TAIL_CAP,
+    DropReason, RecordKind, StderrRecord, StderrSyscall, StderrTail, TaskId, STDERR_CHUNK,
+    STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, TAIL_CAP,
 };
 
 use crate::{
@@ -31,6 +31,9 @@ use crate::{
 const TP_ARG0: usize = 16;
 const STDOUT_FD: u64 = 1;
 const STDERR_FD: u64 = 2;
+/// The staging slot of each stderr program (see `maps::STDERR_SCRATCH`).
+const WRITE: u32 = StderrSyscall::Write as u32;
+const WRITEV: u32 = StderrSyscall::Writev as u32;
 /// iovecs looked at per writev (error messages use one or two).
 const MAX_IOV: u32 = 4;
 
@@ -99,13 +102,13 @@ fn write(buf: u64, count: u64) {
         return;
     }
     if let Some((id, tail)) = caller() {
-        capture::<true>(id, destination(&id, tail), buf, count);
+        capture::<true, WRITE>(id, destination::<WRITE>(&id, tail), buf, count);
     }
 }
 
 #[inline(always)]
 fn writev(id: TaskId, tail: *mut StderrTail, vec: u64, vlen: u64) {
-    let tail = destination(&id, tail);
+    let tail = destination::<WRITEV>(&id, tail);
     for i in 0..MAX_IOV {
         if i as u64 >= vlen {
             break;
@@ -116,7 +119,7 @@ fn writev(id: TaskId, tail: *mut StderrTail, vec: u64, vlen: u64) {
         };
         // Counted, not logged: a log call per iovec made this program too
         // complex for 6.1's verifier with --debug-ebpf (E2BIG, vm-test).
-        capture::<false>(id, tail, base, len);
+        capture::<false, WRITEV>(id, tail, base, len);
     }
 }
 
@@ -162,29 +165,34 @@ fn caller() -> Option<(TaskId, *mut StderrTail)> {
 /// Where an in-scope write's bytes go: its process's tail (`known`, or made
 /// now), or null for a ring record of their own (per-write mode, no room).
 #[inline(always)]
-fn destination(id: &TaskId, known: *mut StderrTail) -> *mut StderrTail {
+fn destination<const SLOT: u32>(id: &TaskId, known: *mut StderrTail) -> *mut StderrTail {
     if !known.is_null() || stderr_per_write() {
         return known;
     }
-    tail_of(id).unwrap_or(null_mut())
+    tail_of::<SLOT>(id).unwrap_or(null_mut())
 }
 
 /// Into the process's kernel tail; a record of its own when there is none.
 #[inline(always)]
-fn capture<const LOG: bool>(id: TaskId, tail: *mut StderrTail, buf: u64, count: u64) {
+fn capture<const LOG: bool, const SLOT: u32>(
+    id: TaskId,
+    tail: *mut StderrTail,
+    buf: u64,
+    count: u64,
+) {
     if count == 0 {
         return;
     }
     match tail.is_null() {
-        true => emit::<LOG>(id, buf, count),
-        false => append::<LOG>(id.tgid, tail, buf, count),
+        true => emit::<LOG, SLOT>(id, buf, count),
+        false => append::<LOG, SLOT>(id.tgid, tail, buf, count),
     }
 }
 
 /// The tail of `id`'s process, created (or reset, when a stale entry of a
 /// reused pid is found) as needed; `None` when the map is full.
 #[inline(always)]
-fn tail_of(id: &TaskId) -> Option<*mut StderrTail> {
+fn tail_of<const SLOT: u32>(id: &TaskId) -> Option<*mut StderrTail> {
     if let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) {
         unsafe {
             if (*t).task.start_ns != id.start_ns {
@@ -195,7 +203,7 @@ fn tail_of(id: &TaskId) -> Option<*mut StderrTail> {
         }
         return Some(t);
     }
-    let init = TAIL_INIT.get_ptr_mut(0)?;
+    let init = TAIL_INIT.get_ptr_mut(SLOT)?;
     unsafe {
         (*init).task = TaskId {
             tid: id.tgid,
@@ -216,8 +224,13 @@ fn tail_of(id: &TaskId) -> Option<*mut StderrTail> {
 /// Threads of one process may interleave here: their bytes may mix, but
 /// every copy is masked into the value, so nothing is written out of bounds.
 #[inline(always)]
-fn append<const LOG: bool>(tgid: u32, tail: *mut StderrTail, buf: u64, count: u64) {
-    let Some(scratch) = TAIL_SCRATCH.get_ptr_mut(0) else {
+fn append<const LOG: bool, const SLOT: u32>(
+    tgid: u32,
+    tail: *mut StderrTail,
+    buf: u64,
+    count: u64,
+) {
+    let Some(scratch) = TAIL_SCRATCH.get_ptr_mut(SLOT) else {
         return;
     };
     const MAX: u64 = TAIL_CAP as u64 - 1;
@@ -289,8 +302,8 @@ pub fn flush_tail(id: &TaskId) {
 }
 
 #[inline(always)]
-fn emit<const LOG: bool>(id: TaskId, buf: u64, count: u64) {
-    let Some(rec) = STDERR_SCRATCH.get_ptr_mut(0) else {
+fn emit<const LOG: bool, const SLOT: u32>(id: TaskId, buf: u64, count: u64) {
+    let Some(rec) = STDERR_SCRATCH.get_ptr_mut(SLOT) else {
         return;
     };
     // Keep the tail of a long write: the end of a message is what explains.
