@@ -82,47 +82,60 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
     )
 }
 
-/// Exec records arrive cut to the argv captured: check its declared length
-/// against what is there.
-fn decode_exec(bytes: &[u8]) -> Result<Wire, DecodeError> {
+/// A record cut to its first `header` bytes and the `len_of(rec)` bytes of
+/// its trailing array (of `cap` bytes) that follow: read into a zeroed whole
+/// one, the declared length checked against what is there.
+fn copy_cut<T: Copy>(
+    bytes: &[u8],
+    header: usize,
+    cap: usize,
+    what: [&'static str; 2],
+    len_of: fn(&T) -> usize,
+) -> Result<(T, usize), DecodeError> {
     let too_short = |what, need| DecodeError::TooShort {
         what,
         need,
         got: bytes.len(),
     };
-    if bytes.len() < EXEC_HEADER_LEN {
-        return Err(too_short("an exec record", EXEC_HEADER_LEN));
+    if bytes.len() < header {
+        return Err(too_short(what[0], header));
     }
-    let mut full = [0u8; size_of::<ExecRecord>()];
-    let n = bytes.len().min(full.len());
-    full[..n].copy_from_slice(&bytes[..n]);
-    let rec: ExecRecord = copy(&full, "an exec record")?;
-    let len = rec.argv_len as usize;
-    if len > rec.argv.len() || EXEC_HEADER_LEN + len > bytes.len() {
-        return Err(too_short("its argv", EXEC_HEADER_LEN + len));
+    let n = bytes.len().min(size_of::<T>());
+    // SAFETY: T is a plain repr(C) record valid for any bytes, zeros included;
+    // at most size_of::<T>() bytes are copied into it.
+    let rec: T = unsafe {
+        let mut rec = std::mem::zeroed::<T>();
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut rec).cast::<u8>(), n);
+        rec
+    };
+    let len = len_of(&rec);
+    if len > cap || header + len > bytes.len() {
+        return Err(too_short(what[1], header + len));
     }
+    Ok((rec, len))
+}
+
+/// Exec records arrive cut to the argv captured.
+fn decode_exec(bytes: &[u8]) -> Result<Wire, DecodeError> {
+    let (rec, _) = copy_cut::<ExecRecord>(
+        bytes,
+        EXEC_HEADER_LEN,
+        tracer_common::ARGV_LEN,
+        ["an exec record", "its argv"],
+        |r| r.argv_len as usize,
+    )?;
     Ok(Wire::Exec(Box::new(rec)))
 }
 
-/// Stderr records arrive cut to the bytes captured: check the declared
-/// length against what is there.
+/// Stderr records arrive cut to the bytes captured.
 fn decode_stderr(bytes: &[u8]) -> Result<Wire, DecodeError> {
-    let too_short = |what, need| DecodeError::TooShort {
-        what,
-        need,
-        got: bytes.len(),
-    };
-    if bytes.len() < STDERR_HEADER_LEN {
-        return Err(too_short("a stderr record", STDERR_HEADER_LEN));
-    }
-    let mut full = [0u8; std::mem::size_of::<StderrRecord>()];
-    let n = bytes.len().min(full.len());
-    full[..n].copy_from_slice(&bytes[..n]);
-    let rec: StderrRecord = copy(&full, "a stderr record")?;
-    let len = rec.len as usize;
-    if len > rec.data.len() || STDERR_HEADER_LEN + len > bytes.len() {
-        return Err(too_short("its stderr bytes", STDERR_HEADER_LEN + len));
-    }
+    let (rec, len) = copy_cut::<StderrRecord>(
+        bytes,
+        STDERR_HEADER_LEN,
+        tracer_common::STDERR_CHUNK,
+        ["a stderr record", "its stderr bytes"],
+        |r| r.len as usize,
+    )?;
     Ok(Wire::Stderr {
         ktime: rec.hdr.ktime_ns,
         task: rec.task,
