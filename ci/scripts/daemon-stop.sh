@@ -70,6 +70,13 @@ else
 fi
 rc=$(cat "$state/rc")
 [ "$rc" = 0 ] || ci_log "the daemon exited with status $rc (its log is above)"
+if [ "$rc" != 0 ]; then
+    collect_reports "$output"
+    exit 1
+fi
+# Judged as root before the directory is handed back: tracer then reads
+# only the segments root's daemon wrote, whatever the job put beside them.
+judged=0
+check_fail_on "$output" "$fail_on" root || judged=$?
 collect_reports "$output"
-[ "$rc" = 0 ] || exit 1
-check_fail_on "$output" "$fail_on"
+exit "$judged"

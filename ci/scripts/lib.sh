@@ -161,13 +161,20 @@ collect_reports() {
 # `tracer report DIR --fail-on LIST`: the tracer's own judgement (exit 86
 # when a condition is met; the reports are re-rendered byte for byte). Only
 # its --fail-on lines are shown: the summary was printed once already.
+# With a third argument `root`, tracer runs as root: it then reads only the
+# files root wrote in DIR (a daemon's, before they are handed back), never
+# one the job planted (docs/security.md, "Whose log is read").
 check_fail_on() {
     dir=$1
     list=$2
     [ -n "$list" ] || return 0
     errs=$(mktemp)
     status=0
-    "$(tracer_bin)" report "$dir" --fail-on "$list" 2>"$errs" || status=$?
+    if [ "${3:-}" = root ]; then
+        as_root "$(tracer_bin)" report "$dir" --fail-on "$list" 2>"$errs" || status=$?
+    else
+        "$(tracer_bin)" report "$dir" --fail-on "$list" 2>"$errs" || status=$?
+    fi
     grep -e 'tracer: --fail-on' -e 'tracer: error' "$errs" >&2 || true
     rm -f "$errs"
     case $status in

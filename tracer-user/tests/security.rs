@@ -16,6 +16,8 @@ mod orphans;
 mod output;
 #[path = "security/output_injection.rs"]
 mod output_injection;
+#[path = "security/planted_log.rs"]
+mod planted_log;
 #[path = "security/redact_cut.rs"]
 mod redact_cut;
 #[path = "security/setuid_snapshot.rs"]

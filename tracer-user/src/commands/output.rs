@@ -75,15 +75,16 @@ pub fn write_reports(
 }
 
 /// The reports, with what became of an OTLP export already made (a
-/// daemon's live export), or none.
+/// daemon's live export), or none; and the analysis they were written from.
 pub fn write_reports_exported(
     log: &EventLog,
     out: &OutDir,
     flags: &ReportFlags,
     export: Option<ExportFacts>,
-) -> Result<(), TracerError> {
+) -> Result<(LogSummary, Analysis), TracerError> {
     let summary = LogSummary::of(log);
-    write_with(&summary, Model::build(log), out, flags, export, |_| None).1
+    let (analysis, written) = write_with(&summary, Model::build(log), out, flags, export, |_| None);
+    written.map(|()| (summary, analysis))
 }
 
 fn write_with(

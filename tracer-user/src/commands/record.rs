@@ -209,6 +209,15 @@ async fn record(
     phase(t0, "log closed, hooks detached");
     let delivered = deliver(closed, &args.report);
     phase(t0, "reports written");
+    // --fail-on fails closed: a run whose log could not be read back is not
+    // judged "nothing found" (a job that spoiled its own log would pass).
+    let unjudged = delivered.is_none() && !args.fail_on.is_empty();
+    if unjudged {
+        eprintln!(
+            "tracer: error: --fail-on cannot be judged: this run's reports could not be produced; failing the step (exit {})",
+            crate::error::EXIT_TRACER_FAILED
+        );
+    }
     let met = match &delivered {
         Some((log, analysis)) => output::judge(&args.fail_on, log, analysis),
         None => Vec::new(),
@@ -216,6 +225,7 @@ async fn record(
     let code = match (outcome.timed_out, passthrough_code(&command_status)) {
         // As timeout(1) does: the run did not finish, whatever it exited with.
         (true, _) => EXIT_TIMED_OUT,
+        (false, 0) if unjudged => crate::error::EXIT_TRACER_FAILED,
         (false, 0) if !met.is_empty() => fail_on::EXIT_FAIL_ON,
         (false, code) => code,
     };

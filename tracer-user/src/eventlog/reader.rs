@@ -19,6 +19,21 @@ pub struct EventLog {
     pub trailer: Option<Trailer>,
     /// The log ended without a trailer: capture was interrupted.
     pub truncated: bool,
+    /// Files not read as part of the log, and why (see [`Frame::ignored`]).
+    pub ignored: Vec<String>,
+}
+
+impl EventLog {
+    /// The events read within `frame`.
+    pub fn of(frame: Frame, events: Vec<Record>) -> Self {
+        EventLog {
+            header: frame.header,
+            events,
+            trailer: frame.trailer,
+            truncated: frame.truncated,
+            ignored: frame.ignored,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,12 +83,7 @@ pub fn read_log(path: &Path) -> Result<EventLog, LogError> {
 pub fn read_from(file: impl Read, path: &Path) -> Result<EventLog, LogError> {
     let mut events = Vec::new();
     let frame = stream_from(file, path, &mut |_: &Header, rec| events.push(rec))?;
-    Ok(EventLog {
-        header: frame.header,
-        events,
-        trailer: frame.trailer,
-        truncated: frame.truncated,
-    })
+    Ok(EventLog::of(frame, events))
 }
 
 /// Where [`stream_from`] hands a log's events, in log order.
@@ -103,6 +113,9 @@ pub struct Frame {
     pub trailer: Option<Trailer>,
     /// The log ended without a trailer: capture was interrupted.
     pub truncated: bool,
+    /// Files of the directory that were not read as part of the log, and
+    /// why (see `series`): every report lists them.
+    pub ignored: Vec<String>,
 }
 
 /// Read a log line by line, handing each event (with the log's header) to
@@ -206,110 +219,9 @@ pub fn stream_from(file: impl Read, path: &Path, sink: &mut impl Sink) -> Result
         header,
         trailer,
         truncated,
+        ignored: Vec::new(),
     })
-}
-
-/// A daemon's rotated series (`events-0001.ndjson`, …, then the live
-/// `events.ndjson`) read as one log: the first header, every event, the last
-/// trailer (its counters are cumulative). A directory names its series.
-pub fn read_series(path: &Path) -> Result<EventLog, LogError> {
-    if !path.is_dir() {
-        return read_log(path);
-    }
-    let dir = crate::outdir::OutDir::open_existing(path).map_err(|e| LogError::Io {
-        path: path.to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    read_series_in(&dir, None::<std::fs::File>)
-}
-
-/// The series in a held directory: names listed and files opened relative to
-/// it, links and non-regular files refused. `live`: the live log as tracer
-/// holds it, read instead of whatever the live name now points to.
-pub fn read_series_in(
-    dir: &crate::outdir::OutDir,
-    live: Option<impl Read>,
-) -> Result<EventLog, LogError> {
-    let mut events = Vec::new();
-    let frame = stream_series_in(dir, live, &mut |_: &Header, rec| events.push(rec))?;
-    Ok(EventLog {
-        header: frame.header,
-        events,
-        trailer: frame.trailer,
-        truncated: frame.truncated,
-    })
-}
-
-/// A log file, or a daemon's series (a directory), streamed: see
-/// [`stream_from`]. The frame is the first header and the last trailer.
-pub fn stream_series(path: &Path, sink: &mut impl Sink) -> Result<Frame, LogError> {
-    if !path.is_dir() {
-        let file = crate::outdir::open_regular(nix::fcntl::AT_FDCWD, path).map_err(|source| {
-            LogError::Io {
-                path: path.to_owned(),
-                source,
-            }
-        })?;
-        return stream_from(file, path, sink);
-    }
-    let dir = crate::outdir::OutDir::open_existing(path).map_err(|e| LogError::Io {
-        path: path.to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    stream_series_in(&dir, None::<std::fs::File>, sink)
-}
-
-/// [`read_series_in`], streamed.
-pub fn stream_series_in(
-    dir: &crate::outdir::OutDir,
-    live: Option<impl Read>,
-    sink: &mut impl Sink,
-) -> Result<Frame, LogError> {
-    let io = |name: &str| {
-        let path = dir.display(name);
-        move |source| LogError::Io { path, source }
-    };
-    let mut names: Vec<String> = dir
-        .names()
-        .map_err(io(""))?
-        .into_iter()
-        .filter(|n| is_segment(n))
-        .collect();
-    names.sort();
-    let mut frame: Option<Frame> = None;
-    for n in &names {
-        let file = dir.open_read(n).map_err(io(n))?;
-        let part = stream_from(file, &dir.display(n), sink)?;
-        frame = Some(join(frame, part));
-    }
-    let live_part = match live {
-        Some(held) => Some(stream_from(held, &dir.display(LIVE), sink)?),
-        None if dir.exists(LIVE) => {
-            let file = dir.open_read(LIVE).map_err(io(LIVE))?;
-            Some(stream_from(file, &dir.display(LIVE), sink)?)
-        }
-        None => None,
-    };
-    if let Some(part) = live_part {
-        frame = Some(join(frame, part));
-    }
-    frame.ok_or_else(|| LogError::Empty {
-        path: dir.path().to_owned(),
-    })
-}
-
-/// The first part's header; the last part's trailer (its counters are
-/// cumulative) and truncation.
-fn join(so_far: Option<Frame>, part: Frame) -> Frame {
-    match so_far {
-        None => part,
-        Some(f) => Frame {
-            header: f.header,
-            trailer: part.trailer,
-            truncated: part.truncated,
-        },
-    }
 }
 
 /// The live log of a run or daemon (the names live in `outdir::names`).
-pub use crate::outdir::names::{is_segment, segment_name, EVENTS as LIVE};
+pub use crate::outdir::names::EVENTS as LIVE;

@@ -22,6 +22,8 @@ pub struct LogSummary {
     pub first_seq: Option<u64>,
     /// `leak` records.
     pub leaks: usize,
+    /// Files of the log's directory that were not read, and why.
+    pub ignored: Vec<String>,
 }
 
 /// Counts events as they are read; [`Counter::finish`] adds the frame.
@@ -67,6 +69,7 @@ impl Counter {
                 .collect(),
             first_seq: self.first_seq,
             leaks: self.leaks,
+            ignored: frame.ignored,
         }
     }
 }
@@ -81,6 +84,7 @@ impl LogSummary {
             header: log.header.clone(),
             trailer: log.trailer.clone(),
             truncated: log.truncated,
+            ignored: log.ignored.clone(),
         })
     }
 }

@@ -135,6 +135,14 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         }
     }
     let complete = warnings.is_empty();
+    // A file the job could have planted is named, never read: it does not
+    // make the log itself incomplete. Only segment-shaped names are listed
+    // (digits), so nothing the job chose beyond that reaches the report.
+    for why in &log.ignored {
+        warnings.push(format!(
+            "not part of this log (a file in the output directory tracer did not write): {why}"
+        ));
+    }
     let lost_total = lost.total();
 
     let run = RunFacts {

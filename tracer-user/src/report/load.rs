@@ -26,18 +26,21 @@ pub fn load(path: &Path, redactor: &Redactor) -> Result<Loaded, LogError> {
     Ok(folded.finish(frame))
 }
 
-/// As [`load`], from the live log as tracer holds it (`record`'s own
-/// reports: never reopened by a name the command could have swapped).
+/// As [`load`], from the log as tracer holds it (`record`'s own reports):
+/// the segments of `series` (tracer's own; none for `record`), then the live
+/// file through tracer's descriptor — never reopened by a name the command
+/// could have swapped, never a directory listing.
 /// `trailer`: the run's trailer where the disk refused it (the log is then
 /// complete up to what its loss counters say).
 pub fn load_held(
+    series: &eventlog::Series,
     dir: &crate::outdir::OutDir,
     live: impl std::io::Read,
     trailer: Option<Trailer>,
 ) -> Result<Loaded, LogError> {
     let redactor = Redactor::default();
     let mut folded = Folded::new(&redactor);
-    let mut frame = eventlog::stream_series_in(dir, Some(live), &mut folded)?;
+    let mut frame = series.stream(dir, Some(live), &mut folded)?;
     if let Some(t) = trailer {
         frame.trailer = Some(t);
         frame.truncated = false;

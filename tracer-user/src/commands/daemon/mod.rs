@@ -13,10 +13,13 @@ use tracer_common::RuntimeConfig;
 use self::watch::{LiveOptions, Watch};
 use crate::{
     capture,
-    commands::output::{write_reports_exported, ReportFlags},
-    error::{TracerError, WriteContext},
-    eventlog::{segment_name, Header, LIVE},
-    outdir::{names, OutDir, Policy},
+    commands::{
+        fail_on,
+        output::{self, write_reports_exported, ReportFlags},
+    },
+    error::TracerError,
+    eventlog::{segment_name, Header, Series, LIVE},
+    outdir::{OutDir, Policy},
     redact::Redactor,
     run::{
         event_loop, header,
@@ -63,6 +66,12 @@ pub struct DaemonArgs {
     /// `memcg` label (deeper ones name single pods or jobs).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub metrics_memcg_depth: usize,
+    /// Exit 86 at stop if any of these happened: oom, unexpected-death
+    /// (comma-separated). The daemon's own judgement, from the log it wrote:
+    /// CI scripts use this status rather than re-reading a directory the
+    /// job could have written into.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
+    pub fail_on: Vec<fail_on::Condition>,
     #[command(flatten)]
     pub report: ReportFlags,
 }
@@ -98,6 +107,7 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
 const RESCAN: Duration = Duration::from_secs(1);
 
 async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, TracerError> {
+    fail_on::daemon_supports(&args.fail_on)?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
     let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;
@@ -111,12 +121,15 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
             any_owner: true,
         },
     )?;
-    // A restart loses nothing: what the last run wrote becomes a segment.
-    let mut segment = next_segment(&out);
-    if out.exists(LIVE) {
-        rename(&out, LIVE, &segment_name(segment))?;
-        segment += 1;
+    // A restart loses nothing of its own: what an earlier daemon wrote is
+    // adopted (and the live log it left becomes a segment). Any other file
+    // in the directory may be the job's: listed, never read (docs/security.md).
+    let mut series = Series::adopt(&out);
+    series.adopt_live(&out)?;
+    for why in series.ignored() {
+        eprintln!("tracer: warning: in {}: {why}", out.path().display());
     }
+    let mut segment = series.next_number()?;
     let scope = args.scope();
     let mut header = Header {
         scope: Some(scope.describe()),
@@ -131,6 +144,7 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     redactor.header(&mut header);
     let log_path = out.display(LIVE);
     let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
+    session.continue_series(series);
 
     let mut known = BTreeSet::new();
     match &scope {
@@ -172,18 +186,29 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
             }
         }
         if args.rotate_size > 0 && session.log_bytes() >= args.rotate_size {
-            header.segment = segment + 1;
-            session.rotate(&segment_name(segment), &header)?;
-            segment += 1;
-            prune(session.out(), args.keep_segments);
+            let next = segment.checked_add(1).ok_or_else(|| {
+                TracerError::output(session.out().display(&segment_name(segment)))(
+                    std::io::Error::other("no segment number is left after this one"),
+                )
+            })?;
+            header.segment = next;
+            session.rotate(segment, &header)?;
+            segment = next;
+            session.prune(args.keep_segments);
         }
     }
     let closed = session.finish(None)?;
     closed.warn_if_log_failed();
     let log = closed.log()?;
     let export = live.and_then(|l| l.finish(&log));
-    write_reports_exported(&log, &closed.out, &args.report, export)?;
-    Ok(ExitCode::SUCCESS)
+    // Reports that cannot be written fail the daemon (70): --fail-on is
+    // never judged "nothing found" by default.
+    let (summary, analysis) = write_reports_exported(&log, &closed.out, &args.report, export)?;
+    if output::judge(&args.fail_on, &summary, &analysis).is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
+    }
 }
 
 /// A timer firing every `period`, first after one period; a late tick
@@ -208,42 +233,5 @@ async fn tick(timer: &mut Option<Interval>) {
 /// live one: nothing is exported again here.
 fn interim_reports(session: &mut Session, args: &DaemonArgs) -> Result<(), TracerError> {
     let log = session.log_so_far()?;
-    write_reports_exported(&log, session.out(), &args.report, None)
-}
-
-/// The first segment number not yet used (after the highest present).
-fn next_segment(out: &OutDir) -> u32 {
-    segments(out).last().map_or(0, |n| n + 1)
-}
-
-/// The rotated segments present, oldest first.
-fn segments(out: &OutDir) -> Vec<u32> {
-    let mut found: Vec<u32> = out
-        .names()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|n| names::segment_number(n))
-        .collect();
-    found.sort_unstable();
-    found
-}
-
-/// `--keep-segments`: a chatty job cannot fill the node's disk; the oldest
-/// rotated segments go first (0 keeps all).
-fn prune(out: &OutDir, keep: usize) {
-    if keep == 0 {
-        return;
-    }
-    let all = segments(out);
-    for n in &all[..all.len().saturating_sub(keep)] {
-        let name = segment_name(*n);
-        match out.remove(&name) {
-            Ok(()) => log::info!("removed {name} (--keep-segments {keep})"),
-            Err(e) => log::warn!("cannot remove {name}: {e}"),
-        }
-    }
-}
-
-fn rename(out: &OutDir, from: &str, to: &str) -> Result<(), TracerError> {
-    out.rename(from, to).writing(out.display(to))
+    write_reports_exported(&log, session.out(), &args.report, None).map(drop)
 }

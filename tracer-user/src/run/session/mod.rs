@@ -9,7 +9,8 @@ use crate::{
     capture::Capture,
     error::TracerError,
     eventlog::{
-        self, wall_time, EventLog, ExitStatus, Header, LogWriter, Loss, Record, Task, Trailer,
+        segment_name, wall_time, EventLog, ExitStatus, Header, LogWriter, Loss, Record, Series,
+        Task, Trailer, LIVE,
     },
     outdir::OutDir,
     redact::Redactor,
@@ -30,6 +31,9 @@ pub struct Session {
     writer: LogWriter,
     /// Where the log and the reports go, held open (see `outdir`).
     out: OutDir,
+    /// The rotated files of this log that tracer knows are its own (a
+    /// daemon's; `record` never rotates): the only ones ever read back.
+    series: Series,
     /// Records of earlier (rotated) files that could not be written.
     unwritten_before: u64,
     undecodable: u64,
@@ -82,6 +86,7 @@ impl Session {
             ring,
             writer,
             out,
+            series: Series::default(),
             unwritten_before: 0,
             undecodable: 0,
             last_words: LastWordsStore::new(last_words_bytes),
@@ -94,6 +99,12 @@ impl Session {
             catch_up: None,
             me: std::process::id(),
         })
+    }
+
+    /// Go on from an earlier daemon's segments, adopted (see
+    /// [`Series::adopt`]): read back before this run's own.
+    pub fn continue_series(&mut self, series: Series) {
+        self.series = series;
     }
 
     /// The loaded programs and maps (the watchdog and the spawn use them).
@@ -217,12 +228,13 @@ impl Session {
             trailer,
             writer: self.writer,
             out: self.out,
+            series: self.series,
         })
     }
 
     /// Every file of the series so far, the live one through the held file.
     fn read_back(&self, trailer: Trailer) -> Result<EventLog, TracerError> {
-        let mut log = eventlog::read_series_in(&self.out, Some(self.writer.reader()))?;
+        let mut log = read_own(&self.series, &self.out, &self.writer)?;
         if self.writer.error().is_some() {
             // The trailer did not reach the disk: the log is complete in
             // memory up to what the loss counts.
@@ -275,20 +287,21 @@ impl Session {
         self.writer.bytes()
     }
 
-    /// Close the current file with a trailer, rename it to `rotated`, and go
-    /// on in a fresh file under the live name; sequence numbers continue.
-    pub fn rotate(
-        &mut self,
-        rotated: &str,
-        header: &crate::eventlog::Header,
-    ) -> Result<(), TracerError> {
+    /// Close the current file with a trailer, rename it to segment `number`,
+    /// and go on in a fresh file under the live name; sequence numbers
+    /// continue. The segment is remembered as tracer's own (its (dev, ino)).
+    pub fn rotate(&mut self, number: u32, header: &Header) -> Result<(), TracerError> {
         let trailer = self.trailer(None)?;
         let next = self.writer.next_seq();
         self.writer.finish(trailer);
-        let live = eventlog::LIVE;
+        let live = LIVE;
+        let rotated = segment_name(number);
         self.out
-            .rename(live, rotated)
-            .map_err(|source| self.output_error(rotated, source))?;
+            .rename(live, &rotated)
+            .map_err(|source| self.output_error(&rotated, source))?;
+        self.series
+            .push(number, self.writer.file())
+            .map_err(|source| self.output_error(&rotated, source))?;
         let file = self
             .out
             .create_replacing(live)
@@ -296,6 +309,16 @@ impl Session {
         self.unwritten_before += self.writer.unwritten();
         self.writer = LogWriter::continuing(file, header, next);
         Ok(())
+    }
+
+    /// The number the next rotated segment takes.
+    pub fn next_segment(&self) -> Result<u32, TracerError> {
+        Ok(self.series.next_number()?)
+    }
+
+    /// `--keep-segments`: only segments tracer knows as its own go.
+    pub fn prune(&mut self, keep: usize) {
+        self.series.prune(&self.out, keep);
     }
 
     /// Log a process that was running before capture began.
@@ -315,13 +338,25 @@ pub struct Closed {
     pub trailer: Trailer,
     pub writer: LogWriter,
     pub out: OutDir,
+    series: Series,
+}
+
+/// The log as this tracer wrote it: its own segments, then the live file
+/// through the held descriptor. Never a directory listing: any other file
+/// in the directory may be the job's.
+fn read_own(series: &Series, out: &OutDir, writer: &LogWriter) -> Result<EventLog, TracerError> {
+    let mut events = Vec::new();
+    let frame = series.stream(out, Some(writer.reader()), &mut |_: &Header, rec| {
+        events.push(rec)
+    })?;
+    Ok(EventLog::of(frame, events))
 }
 
 impl Closed {
     /// The log as written, read back whole through the held file, with the
     /// trailer in memory where the disk refused it.
     pub fn log(&self) -> Result<EventLog, TracerError> {
-        let mut log = eventlog::read_series_in(&self.out, Some(self.writer.reader()))?;
+        let mut log = read_own(&self.series, &self.out, &self.writer)?;
         if self.writer.error().is_some() {
             log.trailer = Some(self.trailer.clone());
             log.truncated = false;
@@ -334,6 +369,7 @@ impl Closed {
     pub fn folded(&self) -> Result<crate::report::Loaded, TracerError> {
         let kept = self.writer.error().map(|_| self.trailer.clone());
         Ok(crate::report::load_held(
+            &self.series,
             &self.out,
             self.writer.reader(),
             kept,
@@ -346,7 +382,7 @@ impl Closed {
         if let Some(e) = self.writer.error() {
             eprintln!(
                 "tracer: error: {} stopped being written ({e}); {} events are missing from it, the reports count them as lost",
-                self.out.display(eventlog::LIVE).display(),
+                self.out.display(LIVE).display(),
                 self.writer.unwritten()
             );
         }
