@@ -245,6 +245,7 @@ fn summarize_skips_a_report_over_its_size_bound_unread() {
 
 /// `tracer summarize` with its peak RSS in KiB (wait4's rusage of this one
 /// child: other tests' children do not count).
+#[expect(clippy::zombie_processes, reason = "reaped by wait4, for its rusage")]
 fn summarize_measured(scratch: &Path, args: &[&Path]) -> (Output, i64) {
     use std::os::unix::process::ExitStatusExt;
     let (so, se) = (scratch.join("stdout"), scratch.join("stderr"));
