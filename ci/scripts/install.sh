@@ -22,7 +22,9 @@
 # fresh `mktemp -d`: never a fixed name in a shared /tmp, which another user
 # could have made first and filled with a `tracer` of their own). A bin
 # directory is refused unless only root or the caller can change it and the
-# directories above it.
+# directories above it; so is the download's directory, a fresh `mktemp -d`
+# under $TMPDIR (else /tmp): run as root, use a TMPDIR only you and root can
+# change. What is verified and unpacked is one regular file, held open.
 # Prints the installed tracer's path. On GitHub Actions the bin directory is added to
 # GITHUB_PATH and the path is written to GITHUB_OUTPUT as `tracer`.
 set -eu
@@ -59,7 +61,20 @@ fetch_release() {
     [ -n "$sha256" ] || ci_die "--url needs --sha256 (the release's checksum, pinned beside the URL)"
     printf '%s' "$sha256" | grep -Eq '^[0-9a-f]{64}$' || ci_die "--sha256 must be 64 lowercase hex digits, not $sha256"
     command -v sha256sum >/dev/null 2>&1 || ci_die "sha256sum not found (coreutils): cannot verify the download"
-    dl=$(mktemp -d "${TMPDIR:-/tmp}/tracer-dl.XXXXXX") || ci_die "mktemp -d failed"
+    [ -d /dev/fd ] || ci_die "/dev/fd is missing (no /proc?): cannot verify and unpack the download as one file"
+    # The bin directory's checks, before and after mktemp: ours alone, 0700,
+    # and no directory above it that another user can change. A TMPDIR
+    # another user owns (or can write without the sticky bit) lets them
+    # rename this directory away and put theirs in its place, with a FIFO
+    # under the download's name that hands sha256sum the genuine bytes and
+    # tar their own.
+    base=$(ci_tmp_base)
+    dl=$(mktemp -d "$base/tracer-dl.XXXXXX") || ci_die "mktemp -d failed"
+    dl=$(ci_private_dir "$dl")
+    case $(ci_owner_mode "$dl") in
+    "$(id -u) drwx------"*) ;;
+    *) ci_die "$dl is not 0700 ($(ci_owner_mode "$dl")): not downloading into it" ;;
+    esac
     file=$dl/download
     ci_log "downloading $url"
     if command -v curl >/dev/null 2>&1; then
@@ -69,17 +84,29 @@ fetch_release() {
     else
         ci_die "neither curl nor wget is installed: cannot download $url"
     fi
-    got=$(sha256sum "$file" | awk '{ print $1 }')
+    # One open file is verified and unpacked: /dev/fd/3 reopens the file
+    # fd 3 holds, not whatever the name points to by then, and a FIFO, a
+    # link or a device in its place is refused before anything reads it.
+    if [ -L "$file" ] || [ ! -f "$file" ]; then
+        ci_die "the download $file is not a regular file: nothing was installed"
+    fi
+    exec 3<"$file"
+    [ -f /dev/fd/3 ] || ci_die "the download $file is not a regular file: nothing was installed"
+    got=$(sha256sum /dev/fd/3 | awk '{ print $1 }')
     [ "$got" = "$sha256" ] || ci_die "checksum mismatch for $url: got $got, expected $sha256; nothing was installed"
     case $url in
     *.tar.gz | *.tgz)
         mkdir "$dl/x"
-        tar -xzf "$file" -C "$dl/x" --no-same-owner || ci_die "cannot unpack $url"
+        tar -xzf /dev/fd/3 -C "$dl/x" --no-same-owner || ci_die "cannot unpack $url"
         binary=$(find "$dl/x" -type f -name tracer | head -n 1)
         [ -n "$binary" ] || ci_die "$url holds no tracer binary"
         ;;
-    *) binary=$file ;;
+    *)
+        binary=$dl/tracer
+        cat /dev/fd/3 >"$binary" || ci_die "cannot copy the download of $url"
+        ;;
     esac
+    exec 3<&-
 }
 
 if [ -z "$binary" ] && [ -n "$url" ]; then

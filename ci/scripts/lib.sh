@@ -91,6 +91,20 @@ ci_private_dir() {
     printf '%s\n' "$ci_real"
 }
 
+# ci_tmp_base: $TMPDIR (else /tmp) as an absolute physical path, after
+# refusing it unless only root or we can change it and every directory
+# above it (sticky counts: in /tmp nobody else may rename our entries). In
+# a TMPDIR another user owns, they can rename what we make there away and
+# put their own in its place.
+ci_tmp_base() {
+    ci_t=${TMPDIR:-/tmp}
+    ci_t=$(cd -P -- "$ci_t" && pwd -P) || ci_die "cannot enter TMPDIR $ci_t"
+    ci_owned_safely "$ci_t" sticky ||
+        ci_die "TMPDIR $ci_t can be changed by another user ($(ci_owner_mode "$ci_t")): they could swap what is downloaded there; set TMPDIR to a directory only you and root can change"
+    ci_parents_safe "$ci_t"
+    printf '%s\n' "$ci_t"
+}
+
 # ci_trusted_file FILE: prints FILE as an absolute physical path after
 # refusing it unless it is a regular file that only root or we can change,
 # in directories only root or we can change: it is about to run as root.

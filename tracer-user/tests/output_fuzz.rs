@@ -1,7 +1,7 @@
 //! Property tests of the renderers: every fixture log, its argv, comm, exe
 //! paths, fds, memcg names, stderr and host facts replaced by hostile
 //! strings (newlines, CR, ESC sequences, backticks, pipes, `#`, `<h1>`,
-//! `</script>`, `::error::`, bidi overrides...), seeded so a failure
+//! `</script>`, `::error::`, bidi controls, zero-width characters...), seeded so a failure
 //! replays. The reports must keep the invariants of `text::invariants` and
 //! read with the same structure as the same log with plain strings.
 //! No root needed: this is rendering only. fuzz/fuzz_targets/render.rs
@@ -37,6 +37,11 @@ const ATOMS: &[&str] = &[
     "\u{2066}",
     "\u{2028}",
     "\u{2029}",
+    "\u{61c}",
+    "\u{200b}",
+    "\u{200d}",
+    "\u{2060}",
+    "\u{feff}",
     "`",
     "``",
     "```",

@@ -12,6 +12,8 @@ mod ci_output;
 mod ci_tmp;
 #[path = "security/orphans.rs"]
 mod orphans;
+#[path = "security/otlp_redirect.rs"]
+mod otlp_redirect;
 #[path = "security/output.rs"]
 mod output;
 #[path = "security/output_injection.rs"]

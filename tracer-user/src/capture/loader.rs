@@ -172,14 +172,14 @@ fn btf_offsets() -> Result<tracer_common::KernelOffsets, TracerError> {
     let key = std::fs::File::open(offsets::VMLINUX_BTF)
         .and_then(offset_cache::key)
         .ok();
-    if let Some(o) = key.and_then(|k| offset_cache::load(dir, k)) {
+    if let Some(o) = key.and_then(|k| offset_cache::load(dir, &k)) {
         log::debug!("kernel offsets from the cache");
         return Ok(o);
     }
     // The raw and parsed BTF (tens of MB of heap) live only for this call.
     let o = offsets::resolve_btf(&offsets::load_vmlinux()?)?;
     let Some(key) = key else { return Ok(o) };
-    offset_cache::store(dir, key, &o);
+    offset_cache::store(dir, &key, &o);
     Ok(o)
 }
 

@@ -66,6 +66,18 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
+/// When tracer exports to OTLP itself, the exporter's header secrets (API
+/// keys) are not handed to the command it watches: the job could read them
+/// and send as the CI system. A job that exports with its own SDK keeps them
+/// when tracer does not export (docs/metrics.md).
+fn withheld_env(flags: &ReportFlags) -> &'static [&'static str] {
+    if crate::otlp::Endpoint::resolve(flags.otlp_endpoint.as_deref()).is_some() {
+        &crate::otlp::HEADER_VARS
+    } else {
+        &[]
+    }
+}
+
 /// Phase timings at debug level (`TRACER_LOG=tracer_user=debug`).
 fn phase(t0: std::time::Instant, what: &str) {
     log::debug!("{what}: {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
@@ -139,6 +151,7 @@ async fn record(
         Spawn {
             detach,
             cgroup: run_cgroup.as_ref().map(|c| c.procs_c().to_owned()),
+            withhold_env: withheld_env(&args.report),
         },
     );
     phase(t0, "command spawned");

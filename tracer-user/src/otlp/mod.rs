@@ -16,6 +16,14 @@ pub use sender::Exporter;
 
 use crate::{analysis::Analysis, eventlog::Header, live::Seen};
 
+/// The variables that carry the exporter's header secrets (API keys). When
+/// tracer exports, `record` removes them from the wrapped command's
+/// environment: they are tracer's to send, not the job's to read.
+pub const HEADER_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+];
+
 /// How long the end of a run waits for the queue to drain (a dead
 /// collector costs at most this, plus one request's timeout).
 pub const FINISH_GRACE: Duration = Duration::from_secs(5);
@@ -44,8 +52,9 @@ impl Endpoint {
             (None, Some(signal)) => signal.trim().to_string(),
             (None, None) => logs_url(&set("OTEL_EXPORTER_OTLP_ENDPOINT")?),
         };
-        let mut headers = parse_headers(&set("OTEL_EXPORTER_OTLP_HEADERS").unwrap_or_default());
-        for (k, v) in parse_headers(&set("OTEL_EXPORTER_OTLP_LOGS_HEADERS").unwrap_or_default()) {
+        let [all, logs] = HEADER_VARS;
+        let mut headers = parse_headers(&set(all).unwrap_or_default());
+        for (k, v) in parse_headers(&set(logs).unwrap_or_default()) {
             headers.retain(|(h, _)| !h.eq_ignore_ascii_case(&k));
             headers.push((k, v));
         }

@@ -125,6 +125,10 @@ fn count(req: &ExportLogsServiceRequest) -> u64 {
 fn run(endpoint: Endpoint, rx: Receiver<(u64, Vec<u8>)>, shared: Arc<Mutex<Shared>>) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(REQUEST_TIMEOUT))
+        // A redirect is answered, never followed: following it sent the
+        // OTEL_EXPORTER_OTLP_HEADERS (API keys) wherever the answer pointed
+        // and counted records another host took as delivered.
+        .max_redirects(0)
         .http_status_as_error(false)
         .user_agent(concat!("tracer/", env!("CARGO_PKG_VERSION")))
         .build()
@@ -149,7 +153,7 @@ fn run(endpoint: Endpoint, rx: Receiver<(u64, Vec<u8>)>, shared: Arc<Mutex<Share
 
 /// POST one request; retry what may succeed later (no answer, 429, 502,
 /// 503, 504) with exponential backoff, until the attempts or the deadline
-/// run out.
+/// run out. A redirect (3xx) is a final failure, said as such.
 fn deliver(
     agent: &ureq::Agent,
     endpoint: &Endpoint,
@@ -178,6 +182,12 @@ fn deliver(
                     return Ok(());
                 }
                 last = format!("{} answered HTTP {code}", endpoint.url);
+                if (300..400).contains(&code) {
+                    return Err(format!(
+                        "{last}, a redirect: not followed (the export headers would go \
+                         wherever it points); set the collector's own URL"
+                    ));
+                }
                 if !matches!(code, 429 | 502 | 503 | 504) {
                     return Err(last);
                 }

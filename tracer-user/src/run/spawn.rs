@@ -25,6 +25,9 @@ pub struct Spawn {
     pub detach: bool,
     /// `cgroup.procs` of the run's cgroup, joined before exec.
     pub cgroup: Option<std::ffi::CString>,
+    /// Variables of tracer's environment the command does not get (the
+    /// OTLP export's header secrets, when tracer exports).
+    pub withhold_env: &'static [&'static str],
 }
 
 /// Spawn CMD with the kernel adopting the tracer's next child, so the command
@@ -40,6 +43,9 @@ pub fn spawn_adopted(
     let (program, rest) = command.split_first().ok_or(TracerError::NoCommand)?;
     let mut cmd = Command::new(program);
     cmd.args(rest);
+    for var in how.withhold_env {
+        cmd.env_remove(var);
+    }
     run_as.set_env(&mut cmd);
     let child_creds = run_as.clone();
     let fg = if how.detach {

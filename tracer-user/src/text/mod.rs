@@ -19,11 +19,21 @@ use std::fmt::Write as _;
 
 /// Characters a reader must never receive raw: C0, DEL, C1 (all `Cc`), the
 /// Unicode line and paragraph separators (some renderers break lines at
-/// them) and the bidi controls that reorder what is shown ("Trojan Source").
+/// them), every bidi control (Unicode's `Bidi_Control` set: the embeddings,
+/// overrides and isolates that reorder what is shown, "Trojan Source", and
+/// the three marks, U+061C among them) and the invisible format characters
+/// (zero-width space, non-joiner and joiner, word joiner, the invisible
+/// operators, the BOM), which render as nothing: with them two different
+/// commands would look alike (`rm` and `r\u{200b}m`).
 pub fn is_hazard(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200E}' | '\u{200F}')
+        || matches!(
+            c,
+            '\u{061C}' | '\u{2028}' | '\u{2029}' | '\u{200E}' | '\u{200F}' | '\u{FEFF}'
+        )
+        || ('\u{200B}'..='\u{200D}').contains(&c)
         || ('\u{202A}'..='\u{202E}').contains(&c)
+        || ('\u{2060}'..='\u{2064}').contains(&c)
         || ('\u{2066}'..='\u{2069}').contains(&c)
 }
 

@@ -18,6 +18,65 @@ fn one_line_makes_every_hazard_visible() {
     assert_eq!(one_line("plain é ✓"), "plain é ✓");
 }
 
+/// Unicode's whole Bidi_Control set and the invisible format characters:
+/// `rm` and `r` U+200B `m` are different commands and must not look alike;
+/// U+061C reorders like the other marks. Each format shows each of them.
+const INVISIBLE: &[(char, &str)] = &[
+    ('\u{061C}', "\\u{61c}"),
+    ('\u{200B}', "\\u{200b}"),
+    ('\u{200C}', "\\u{200c}"),
+    ('\u{200D}', "\\u{200d}"),
+    ('\u{200E}', "\\u{200e}"),
+    ('\u{200F}', "\\u{200f}"),
+    ('\u{202A}', "\\u{202a}"),
+    ('\u{202E}', "\\u{202e}"),
+    ('\u{2060}', "\\u{2060}"),
+    ('\u{2061}', "\\u{2061}"),
+    ('\u{2062}', "\\u{2062}"),
+    ('\u{2063}', "\\u{2063}"),
+    ('\u{2064}', "\\u{2064}"),
+    ('\u{2066}', "\\u{2066}"),
+    ('\u{2069}', "\\u{2069}"),
+    ('\u{FEFF}', "\\u{feff}"),
+];
+
+#[test]
+fn bidi_marks_and_invisible_characters_are_shown_in_every_format() {
+    for &(c, shown) in INVISIBLE {
+        let raw = format!("r{c}m");
+        let want = format!("r{shown}m");
+        assert_eq!(one_line(&raw), want, "U+{:04X}", c as u32);
+        assert_eq!(terminal::line(&raw), want, "terminal U+{:04X}", c as u32);
+        assert_eq!(
+            md::code(&raw),
+            format!("`{want}`"),
+            "md code U+{:04X}",
+            c as u32
+        );
+        // In prose the backslash is itself escaped: it renders as `\u{..}`.
+        assert_eq!(
+            md::text(&raw),
+            format!("r\\{}m", shown),
+            "md text U+{:04X}",
+            c as u32
+        );
+        assert_eq!(
+            md::fence(&raw, ""),
+            format!("```\n{want}\n```\n"),
+            "md fence U+{:04X}",
+            c as u32
+        );
+        assert_eq!(display_text(&raw), want, "last words U+{:04X}", c as u32);
+        assert_eq!(html::esc(&raw), "r\u{FFFD}m", "html U+{:04X}", c as u32);
+        assert_ne!(one_line(&raw), one_line("rm"), "looks like `rm`");
+    }
+    // Visible format characters and ordinary non-ASCII text stay as they are.
+    for s in ["\u{00AD}", "é ✓ 日本", "\u{0627}\u{0644}"] {
+        assert_eq!(one_line(s), s);
+        assert_eq!(html::esc(s), s);
+    }
+}
+
 #[test]
 fn one_line_never_hands_the_runner_a_command() {
     assert_eq!(one_line("::error::pwned"), "\\::error::pwned");

@@ -2,7 +2,8 @@
 //! deep process tree once repeated every ancestry chain in full (a 400-deep
 //! bash recursion: a 50 MB report.json from a 714 KB log), and `tracer
 //! summarize` followed directory symlinks, so a loop planted among the runs'
-//! files made it walk until ELOOP and drop every report.
+//! files made it walk until ELOOP and drop every report; it also read a
+//! report.json of any size into memory (round 3, finding 11).
 use std::{
     path::Path,
     process::{Command, Output, Stdio},
@@ -191,4 +192,80 @@ fn summarize_follows_no_symlink_out_of_or_around_the_tree() {
     // A path given on the command line is the user's choice: followed.
     let out = summarize(&[&runs.join("run-3/report.json")]);
     assert!(out.status.success(), "{}", no_panic(&out));
+}
+
+/// Round 3, finding 11: `tracer summarize` read a report.json of any size into memory:
+/// a 1 GiB sparse file (no disk used) cost 1 GiB of RSS, for a file that
+/// then failed to parse anyway. Found by the walk or named on the command
+/// line, such a file is now listed as skipped, with the bound, unread; the
+/// other runs are summarized as before.
+#[test]
+fn summarize_skips_a_report_over_its_size_bound_unread() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oom.ndjson");
+    let report = render_json(&build_report(
+        &read_log(&fixture).unwrap(),
+        &ReportOptions::default(),
+    ));
+    let top = tempfile::tempdir().unwrap();
+    let runs = top.path().join("runs");
+    std::fs::create_dir_all(runs.join("run-1")).unwrap();
+    std::fs::write(runs.join("run-1/report.json"), &report).unwrap();
+    std::fs::create_dir_all(runs.join("huge")).unwrap();
+    let huge = runs.join("huge/report.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+
+    let run1 = runs.join("run-1");
+    // Found by the walk, and named on the command line.
+    for args in [vec![runs.as_path()], vec![run1.as_path(), huge.as_path()]] {
+        let (out, max_rss_kib) = summarize_measured(top.path(), &args);
+        let stderr = no_panic(&out);
+        assert!(out.status.success(), "{stderr}");
+        eprintln!("tracer summarize {args:?}: peak RSS {max_rss_kib} KiB");
+        // The binary alone is a few MiB; reading the file was 1 GiB.
+        assert!(
+            max_rss_kib < 64 << 10,
+            "tracer summarize peaked at {max_rss_kib} KiB on a 1 GiB report.json"
+        );
+        let sum: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(sum["runs"].as_array().unwrap().len(), 1, "{sum}");
+        let skipped = sum["skipped"].as_array().unwrap();
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert_eq!(skipped[0]["path"], huge.to_str().unwrap());
+        let why = skipped[0]["error"].as_str().unwrap();
+        assert!(why.contains("larger than 64 MiB"), "{why}");
+        assert!(
+            stderr.contains("skipped") && stderr.contains("larger than 64 MiB"),
+            "{stderr}"
+        );
+    }
+}
+
+/// `tracer summarize` with its peak RSS in KiB (wait4's rusage of this one
+/// child: other tests' children do not count).
+#[expect(clippy::zombie_processes, reason = "reaped by wait4, for its rusage")]
+fn summarize_measured(scratch: &Path, args: &[&Path]) -> (Output, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let (so, se) = (scratch.join("stdout"), scratch.join("stderr"));
+    let child = Command::new(env!("CARGO_BIN_EXE_tracer"))
+        .args(["summarize", "--format", "json"])
+        .args(args)
+        .stdout(std::fs::File::create(&so).unwrap())
+        .stderr(std::fs::File::create(&se).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: our own child, by its pid; status and usage outlive the call.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let out = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: std::fs::read(&so).unwrap(),
+        stderr: std::fs::read(&se).unwrap(),
+    };
+    (out, usage.ru_maxrss)
 }
