@@ -80,6 +80,10 @@ pub enum TracerError {
     WatchdogPipe(#[source] std::io::Error),
     #[error("cannot start the watchdog (fork): {0}")]
     WatchdogFork(#[source] nix::errno::Errno),
+    #[error("cannot start the watchdog: {0} threads are running where it must be forked from one (a tracer bug: please report it)")]
+    WatchdogThreads(i64),
+    #[error("cannot start the watchdog: /proc/self/stat: {0}")]
+    WatchdogStat(#[source] procfs::ProcError),
     #[error("--user {0}: running the command as another user needs root")]
     UserNeedsRoot(String),
     #[error("cannot look up user {spec}: {source}")]
@@ -143,10 +147,8 @@ pub enum LoadError {
     PidNsLevel(u32),
     #[error("eBPF log ring: {0}")]
     LogRing(#[source] aya_log::Error),
-    #[error("eBPF log pipe: {0}")]
-    LogPipe(#[source] nix::errno::Errno),
-    #[error("eBPF log thread: {0}")]
-    LogThread(#[source] io::Error),
+    #[error("eBPF log ring: cannot wait on it: {0}")]
+    LogPoll(#[source] io::Error),
     #[error("/proc belongs to another pid namespace (it calls this process {seen}, not {me}): mount a procfs for this namespace (e.g. `unshare --pid --fork --mount-proc`)")]
     ForeignProc { seen: String, me: u32 },
 }

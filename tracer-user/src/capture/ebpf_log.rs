@@ -3,16 +3,18 @@
 //!
 //! The kernel side logs only rare failures (see tracer-ebpf/src/diag.rs).
 //! Off by default: the loader sets `AYA_LOG_LEVEL` to 0 and the verifier
-//! drops the logging code. When on, a small thread drains the log ring: it
-//! sleeps in poll(2) on the ring and a stop pipe, so it costs nothing idle.
+//! drops the logging code. When on, the log ring is drained on the event
+//! loop (a task woken by the ring's fd, as aya-template does), not on a
+//! thread of its own: tracer forks its watchdog and the command while it
+//! runs, and a process with no other thread forks safely.
 use std::{
-    os::fd::{AsFd, OwnedFd},
-    thread::JoinHandle,
+    os::fd::{AsRawFd, RawFd},
+    sync::{Arc, Mutex},
 };
 
 use aya::Ebpf;
 use aya_log::EbpfLogger;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use tokio::io::unix::AsyncFd;
 
 use crate::error::{LoadError, TracerError};
 
@@ -38,45 +40,57 @@ pub fn level(on: bool) -> u8 {
     }
 }
 
-/// Drains the log ring on its own thread until dropped; the last records
-/// are flushed on drop.
+/// Drains the log ring on the event loop until dropped; the last records
+/// are flushed on drop. In the runtime only.
 pub struct Forwarder {
-    stop: Option<OwnedFd>,
-    thread: Option<JoinHandle<()>>,
+    ring: Arc<AsyncFd<LogRing>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The logger, shared by the draining task and `drop`'s last flush (one
+/// thread runs both: the lock never waits). Its fd is the ring's, fixed.
+struct LogRing {
+    fd: RawFd,
+    logger: Mutex<EbpfLogger<&'static dyn log::Log>>,
+}
+
+impl AsRawFd for LogRing {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl LogRing {
+    fn flush(&self) {
+        if let Ok(mut logger) = self.logger.lock() {
+            logger.flush();
+        }
+    }
 }
 
 impl Forwarder {
     pub fn start(ebpf: &mut Ebpf) -> Result<Self, TracerError> {
-        let mut logger = EbpfLogger::init(ebpf).map_err(LoadError::LogRing)?;
-        let (stop_rx, stop_tx) = nix::unistd::pipe().map_err(LoadError::LogPipe)?;
-        let thread = std::thread::Builder::new()
-            .name("ebpf-log".into())
-            .spawn(move || loop {
-                let mut fds = [
-                    PollFd::new(logger.as_fd(), PollFlags::POLLIN),
-                    PollFd::new(stop_rx.as_fd(), PollFlags::POLLIN),
-                ];
-                let polled = poll(&mut fds, PollTimeout::NONE);
-                let stopping = fds[1].any().unwrap_or(true);
-                logger.flush();
-                if stopping || matches!(polled, Err(e) if e != nix::errno::Errno::EINTR) {
-                    return;
-                }
-            })
-            .map_err(LoadError::LogThread)?;
-        Ok(Self {
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        })
+        let logger = EbpfLogger::init(ebpf).map_err(LoadError::LogRing)?;
+        let ring = LogRing {
+            fd: logger.as_raw_fd(),
+            logger: Mutex::new(logger),
+        };
+        let ring =
+            Arc::new(crate::run::event_loop::watch_readable(ring).map_err(LoadError::LogPoll)?);
+        let drained = Arc::clone(&ring);
+        let task = tokio::spawn(async move {
+            while let Ok(mut ready) = drained.readable().await {
+                ready.clear_ready();
+                drained.get_ref().flush();
+            }
+        });
+        Ok(Self { ring, task })
     }
 }
 
 impl Drop for Forwarder {
     fn drop(&mut self) {
-        // Closing the write end wakes the thread (POLLHUP); it flushes and ends.
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.task.abort();
+        self.ring.get_ref().flush();
     }
 }

@@ -45,13 +45,15 @@ const KILL_ROUNDS_FOR: Duration = Duration::from_secs(5);
 
 impl Watchdog {
     /// Fork the watchdog. Call while tracer is single-threaded (it is until
-    /// the command runs: nothing it loads starts a thread), before the
+    /// the command runs: nothing it loads starts a thread, the eBPF log is
+    /// drained on the event loop; checked, never assumed), before the
     /// command is spawned, and not while children are being adopted.
     pub fn start(
         capture: &Capture,
         cgroup: Option<&RunCgroup>,
         grace: Duration,
     ) -> Result<Watchdog, TracerError> {
+        single_threaded()?;
         let mut fds = [0 as RawFd; 2];
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(TracerError::WatchdogPipe(std::io::Error::last_os_error()));
@@ -59,8 +61,10 @@ impl Watchdog {
         // SAFETY: both fds were just returned by pipe2 and are owned here only.
         let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let tracer = std::process::id();
-        // SAFETY: tracer is single-threaded here (see above), so the child
-        // may allocate; it never returns into tracer's code (_exit).
+        // SAFETY: tracer is single-threaded here (checked just above: no
+        // other thread can hold a lock the child would then wait on for
+        // ever), so the child may allocate; it never returns into tracer's
+        // code (_exit).
         match unsafe { fork() } {
             Ok(ForkResult::Child) => {
                 drop(wr);
@@ -272,5 +276,21 @@ mod tests {
         ] {
             assert!(!super::is_bpf(l), "{l}");
         }
+    }
+}
+
+/// The watchdog's fork is safe only with no other thread: one that held the
+/// allocator's or the logger's lock at the fork would leave the child
+/// waiting on it for ever. Refused, not risked (docs/architecture.md,
+/// "Threads").
+fn single_threaded() -> Result<(), TracerError> {
+    let threads = procfs::process::Process::myself()
+        .and_then(|p| p.stat())
+        .map(|s| s.num_threads)
+        .map_err(TracerError::WatchdogStat)?;
+    if threads == 1 {
+        Ok(())
+    } else {
+        Err(TracerError::WatchdogThreads(threads))
     }
 }
