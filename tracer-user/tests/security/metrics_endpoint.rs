@@ -9,6 +9,7 @@
 use std::{
     io::{Read, Write},
     net::TcpStream,
+    os::unix::process::CommandExt,
     thread,
     time::{Duration, Instant},
 };
@@ -277,5 +278,57 @@ fn metrics_answer_again_after_an_fd_exhaustion_flood() {
         "the flood never exhausted the daemon's fds (limit {}): {:?}",
         lim.rlim_cur,
         d.stderr.lock().unwrap()
+    );
+}
+
+/// Started with a soft RLIMIT_NOFILE of 256 (hard 4096), the daemon raises
+/// its own to the hard limit; `record` does too, and hands the command its
+/// own 256 back.
+#[test]
+fn tracer_raises_its_fd_limit_but_not_the_commands() {
+    require_root();
+    let low = |c: &mut std::process::Command| {
+        // SAFETY: one setrlimit between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 256,
+                    rlim_max: 4096,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    };
+    let d = MetricsDaemon::start_with(low);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let nums: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(nums, ["4096", "4096"], "{line}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tracer();
+    cmd.args(["record", "--output"]).arg(dir.path()).args([
+        "--",
+        "sh",
+        "-c",
+        "ulimit -Sn; ulimit -Hn; grep 'Max open files' /proc/$PPID/limits",
+    ]);
+    low(&mut cmd);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (own, tracers) = stdout.split_at(stdout.find("Max").unwrap_or(0));
+    assert_eq!(own, "256\n4096\n", "the command's own limits");
+    let nums: Vec<&str> = tracers.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(
+        nums,
+        ["4096", "4096"],
+        "record's, the command's parent: {tracers}"
     );
 }
