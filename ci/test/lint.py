@@ -16,6 +16,9 @@ What is checked, and against what:
   Prometheus Operator's PodMonitor (a custom resource it has no schema for):
   that one is checked against the DaemonSet it scrapes (selector, port name,
   path, the --metrics-listen port) and for fields the CRD does not have.
+  The NetworkPolicy is checked against the DaemonSet too (it selects its
+  pods and admits named peers to the metrics port only), and every tracer
+  container must have a memory request and limit.
 - the Grafana dashboard: valid JSON, every panel on the dashboard's
   datasource variable, every metric its queries name documented in
   docs/metrics.md (tracer-user/tests/metrics.rs runs each query against a
@@ -220,6 +223,50 @@ def check_podmonitor(pm, ds):
     return problems
 
 
+def check_networkpolicy(np, ds):
+    """The policy admits only named peers, only to the DaemonSet's metrics
+    port, and selects the DaemonSet's pods."""
+    problems = []
+    spec = np.get("spec", {})
+    pod = ds["spec"]["template"]
+    labels = pod["metadata"].get("labels", {})
+    selector = spec.get("podSelector", {}).get("matchLabels", {})
+    if not selector or any(labels.get(k) != v for k, v in selector.items()):
+        problems.append(f"podSelector {selector} does not select the DaemonSet's pods ({labels})")
+    if np["metadata"].get("namespace") != ds["metadata"].get("namespace"):
+        problems.append("not in the DaemonSet's namespace")
+    if "Ingress" not in spec.get("policyTypes", []):
+        problems.append("policyTypes lacks Ingress: ingress stays open")
+    ports = {(p.get("name"), p["containerPort"]) for c in pod["spec"]["containers"]
+             for p in c.get("ports", [])}
+    metrics = {v for pair in ports if pair[0] == "metrics" for v in pair}
+    for i, rule in enumerate(spec.get("ingress", [])):
+        if not rule.get("from"):
+            problems.append(f"ingress[{i}] admits every peer (no `from`)")
+        if not rule.get("ports"):
+            problems.append(f"ingress[{i}] admits every port (no `ports`)")
+        for p in rule.get("ports", []):
+            if p.get("port") not in metrics:
+                problems.append(f"ingress[{i}] admits port {p.get('port')!r}, not the metrics port")
+    return problems
+
+
+def check_memory(docs):
+    """Every tracer container has a memory request and limit."""
+    problems = []
+    for where, doc in docs:
+        spec = doc.get("spec", {})
+        spec = spec.get("template", {}).get("spec", spec)
+        for c in spec.get("containers", []):
+            if c["name"] != "tracer":
+                continue
+            res = c.get("resources", {})
+            for kind in ("requests", "limits"):
+                if "memory" not in res.get(kind, {}):
+                    problems.append(f"{where}: container tracer has no memory {kind[:-1]}")
+    return problems
+
+
 def documented_metrics():
     text = open(os.path.join(ROOT, "docs", "metrics.md")).read()
     return set(re.findall(r"`((?:tracer|process)_[a-z_]+)", text))
@@ -330,6 +377,26 @@ def main():
         problems = check_podmonitor(broken, ds)
         report(f"PodMonitor with {canary} (canary: must be rejected)",
                [] if problems else ["accepted"])
+    np = yaml.safe_load(open(os.path.join(CI, "kubernetes", "networkpolicy.yaml")))
+    report("NetworkPolicy admits only Prometheus to the DaemonSet's metrics port",
+           check_networkpolicy(np, ds))
+    for canary, edit in (("a rule open to every peer",
+                          lambda b: b["spec"]["ingress"][0].pop("from")),
+                         ("another port",
+                          lambda b: b["spec"]["ingress"][0]["ports"][0].update(port=22)),
+                         ("a selector no pod matches",
+                          lambda b: b["spec"]["podSelector"]["matchLabels"].update(app="x"))):
+        broken = copy.deepcopy(np)
+        edit(broken)
+        report(f"NetworkPolicy with {canary} (canary: must be rejected)",
+               [] if check_networkpolicy(broken, ds) else ["accepted"])
+    pod = yaml.safe_load(open(os.path.join(CI, "kubernetes", "ci-pod.yaml")))
+    report("tracer containers have a memory request and limit",
+           check_memory([("daemonset.yaml", ds), ("ci-pod.yaml", pod)]))
+    broken = copy.deepcopy(ds)
+    broken["spec"]["template"]["spec"]["containers"][0]["resources"].pop("limits")
+    report("DaemonSet without a memory limit (canary: must be rejected)",
+           [] if check_memory([("daemonset.yaml", broken)]) else ["accepted"])
     documented = documented_metrics()
     dash = json.load(open(os.path.join(CI, "kubernetes", "grafana-dashboard.json")))
     report("Grafana dashboard: queries name documented metrics only",

@@ -4,26 +4,15 @@
 mod common;
 
 use std::{
-    io::{BufRead, BufReader, Write},
+    io::Write,
     net::TcpListener,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use common::*;
+use common::{metrics_daemon::*, *};
 use nix::{sys::signal::kill, unistd::Pid};
-
-/// A child process of the test, killed and reaped even when an assertion
-/// fails first.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A port nobody listens on right now (the kernel's pick).
 fn free_port() -> u16 {
@@ -32,24 +21,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// The daemon's metrics address, from the line it prints once listening.
-fn metrics_addr(daemon: &mut Child) -> String {
-    let stderr = daemon.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the daemon ended before serving metrics")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("tracer: metrics on http://") {
-            break rest.trim_end_matches("/metrics").to_string();
-        }
-    };
-    // Keep draining so the daemon never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    addr
 }
 
 fn prometheus(dir: &Path, target: &str) -> (Reaped, String) {
@@ -154,7 +125,7 @@ fn prometheus_scrapes_the_deaths_a_daemon_sees() {
             .spawn()
             .unwrap(),
     );
-    let target = metrics_addr(&mut daemon.0);
+    let (target, _) = metrics_addr(&mut daemon.0);
     let (_prom, prom) = prometheus(&prom_dir, &target);
     wait_for(&prom, "up{job=\"tracer\"}", 1.0);
     wait_for(&prom, "tracer_build_info", 1.0);
@@ -271,4 +242,54 @@ fn metrics_listen_on_a_taken_port_is_one_clear_error() {
     assert_eq!(out.status.code(), Some(70));
     let line = one_line_failure(&out);
     assert!(line.contains("--metrics-listen"), "{line}");
+}
+
+/// Only GET /metrics is served, once per connection: another path is 404,
+/// another method 405 (HEAD too: it would let counters held at 0 count
+/// unseen), and a second request pipelined on the same connection gets no
+/// answer, the connection is closed after the first.
+#[test]
+fn only_get_metrics_is_served_once_per_connection() {
+    require_root();
+    let d = MetricsDaemon::start();
+    let (status, text) = d.scrape(Duration::from_secs(5)).unwrap();
+    assert_eq!(status, 200, "{text}");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
+    assert!(
+        head.contains("\r\ncontent-type: application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    assert!(body.contains("tracer_build_info{"), "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+
+    let (status, _) = get(&d.addr, "/", Duration::from_secs(5)).unwrap();
+    assert_eq!(status, 404);
+    let (status, _) = get(&d.addr, "/metrics?x=1", Duration::from_secs(5)).unwrap();
+    assert_eq!(status, 200, "a query string is still /metrics");
+    for method in ["POST", "HEAD", "PUT", "DELETE"] {
+        let mut s = std::net::TcpStream::connect(&d.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            s,
+            "{method} /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+        )
+        .unwrap();
+        let text = read_answer(&mut s).unwrap();
+        assert_eq!(status_of(&text), Some(405), "{method}: {text}");
+        assert!(
+            text.to_ascii_lowercase().contains("\r\nallow: get\r\n"),
+            "{method}: {text}"
+        );
+    }
+
+    let mut s = std::net::TcpStream::connect(&d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .unwrap();
+    let text = read_answer(&mut s).unwrap();
+    assert_eq!(text.matches("HTTP/1.1 ").count(), 1, "{text}");
 }

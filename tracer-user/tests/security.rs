@@ -10,6 +10,8 @@ mod bounds;
 mod ci_output;
 #[path = "security/ci_tmp.rs"]
 mod ci_tmp;
+#[path = "security/metrics_endpoint.rs"]
+mod metrics_endpoint;
 #[path = "security/orphans.rs"]
 mod orphans;
 #[path = "security/otlp_redirect.rs"]

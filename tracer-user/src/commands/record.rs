@@ -87,6 +87,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, TracerError> {
     let t0 = std::time::Instant::now();
     // Registered first: no signal meant for the command is lost, even during start-up.
     let signals = Signals::new(&supervise::WATCHED_SIGNALS)?;
+    // Headroom for tracer's own fds; the command gets its limit back (spawn).
+    crate::run::nofile::raise();
     event_loop::block_on(record(args, t0, signals))?
 }
 

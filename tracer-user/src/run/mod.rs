@@ -6,6 +6,7 @@ pub mod event_loop;
 pub mod header;
 pub mod last_words;
 pub mod leaks;
+pub mod nofile;
 pub mod options;
 pub mod pidfd;
 pub mod procs;

@@ -12,6 +12,7 @@ use crate::{
     capture::Capture,
     error::TracerError,
     run::{
+        nofile,
         run_as::RunAs,
         run_cgroup,
         terminal::{self, Foreground},
@@ -48,6 +49,7 @@ pub fn spawn_adopted(
     }
     run_as.set_env(&mut cmd);
     let child_creds = run_as.clone();
+    let child_nofile = nofile::for_child();
     let fg = if how.detach {
         Foreground::none()
     } else {
@@ -63,6 +65,11 @@ pub fn spawn_adopted(
                 terminal::detach_from_terminal()?;
             } else {
                 libc::setpgid(0, 0);
+            }
+            // The command's own RLIMIT_NOFILE, not tracer's raised one: a
+            // program using select(2) must not see fds above 1024.
+            if let Some(soft) = child_nofile {
+                nofile::restore(soft);
             }
             // While still root: the run's cgroup is root's to write.
             if let Some(procs) = &how.cgroup {

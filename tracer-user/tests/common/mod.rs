@@ -13,6 +13,8 @@ use std::{
 
 use tracer_user::eventlog::{read_log, EventLog, Record};
 
+pub mod metrics_daemon;
+
 pub const SCENARIO_ENV: &str = "TRACER_SCENARIO";
 
 /// True inside the re-executed child: run the scenario body, not the checks.

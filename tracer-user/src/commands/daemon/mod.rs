@@ -99,6 +99,8 @@ impl DaemonArgs {
 pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
     // First of all: a stop request during start-up is honoured, not fatal.
     let signals = Signals::new(&[SIGINT, SIGTERM, SIGHUP, SIGUSR1])?;
+    // Headroom for the log, /proc reads and the metrics connections.
+    crate::run::nofile::raise();
     event_loop::block_on(watch(args, signals))?
 }
 
