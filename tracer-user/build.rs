@@ -17,7 +17,6 @@ fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("tracer-ebpf.o");
     println!("cargo:rerun-if-env-changed=TRACER_EBPF_OBJECT");
     println!("cargo:rerun-if-changed={}", src.display());
-    println!("cargo::rustc-check-cfg=cfg(tracer_no_ebpf)");
     println!("cargo:rerun-if-env-changed=TRACER_GIT_COMMIT");
     println!("cargo:rerun-if-changed=../.git/HEAD");
     println!("cargo:rerun-if-changed=../.git/refs/heads");
@@ -34,7 +33,6 @@ fn main() {
         Err(_) => {
             println!("cargo:rustc-env=TRACER_EBPF_SHA256=none");
             fs::write(&out, b"").unwrap();
-            println!("cargo:rustc-cfg=tracer_no_ebpf");
             println!(
                 "cargo:warning=eBPF object {} not found: `tracer record` will not work; build with `cargo xtask build`",
                 src.display()

@@ -56,3 +56,37 @@ pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
         Command::Summarize(args) => summarize::run(&args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    fn parses(args: &[&str]) -> bool {
+        Cli::try_parse_from(args).is_ok()
+    }
+
+    /// A misspelt `--disable-hook` once disabled nothing, silently.
+    #[test]
+    fn disable_hook_takes_only_real_hooks() {
+        for hook in crate::capture::hooks::DISABLEABLE {
+            assert!(
+                parses(&["tracer", "record", "--disable-hook", hook, "--", "true"]),
+                "{hook}"
+            );
+            assert!(
+                parses(&["tracer", "daemon", "--all", "--disable-hook", hook]),
+                "{hook}"
+            );
+        }
+        for typo in ["kill_syscall:fentry", "last_words:kprobe", "", "oom"] {
+            let err =
+                Cli::try_parse_from(["tracer", "record", "--disable-hook", typo, "--", "true"])
+                    .map(drop)
+                    .unwrap_err()
+                    .to_string();
+            assert!(err.contains("one of: kill_syscalls,"), "{typo}: {err}");
+        }
+    }
+}

@@ -17,8 +17,39 @@ use crate::eventlog::HookStatus;
 /// (`--disable-hook`: diagnosis, and how tests force each rung).
 pub struct Disabled<'a>(pub &'a [String]);
 
+/// Every value `--disable-hook` takes: the hooks with a chain, each rung of
+/// it, and the single-rung hooks. The command line refuses anything else (a
+/// typo once disabled nothing, silently); the attach code asks only these
+/// (checked in debug builds, so the tests keep the list true).
+pub const DISABLEABLE: &[&str] = &[
+    "kill_syscalls",
+    "kill_syscalls:fentry",
+    "kill_syscalls:raw_syscalls",
+    "kill_syscalls:tracepoint",
+    "last_words",
+    "last_words:fentry",
+    "last_words:raw_syscalls",
+    "last_words:tracepoint",
+    "oom_mark_victim",
+];
+
+/// `--disable-hook`'s value parser: one of [`DISABLEABLE`].
+pub fn parse_disabled(value: &str) -> Result<String, String> {
+    match DISABLEABLE.contains(&value) {
+        true => Ok(value.to_string()),
+        false => Err(format!(
+            "not a hook or attach method; one of: {}",
+            DISABLEABLE.join(", ")
+        )),
+    }
+}
+
 impl Disabled<'_> {
     fn check(&self, what: &str) -> Result<(), String> {
+        debug_assert!(
+            DISABLEABLE.contains(&what),
+            "{what} missing from DISABLEABLE"
+        );
         match self.0.iter().any(|d| d == what) {
             true => Err("disabled by --disable-hook".into()),
             false => Ok(()),

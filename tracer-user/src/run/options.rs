@@ -13,7 +13,8 @@ pub struct CaptureOptions {
     /// Skip a hook or one attach method, to exercise fallbacks (testing and
     /// diagnosis): `kill_syscalls:fentry`, `kill_syscalls:raw_syscalls`,
     /// `kill_syscalls:tracepoint`, `kill_syscalls`, `oom_mark_victim`, `last_words`.
-    #[arg(long = "disable-hook", value_name = "HOOK", hide = true)]
+    #[arg(long = "disable-hook", value_name = "HOOK", hide = true,
+          value_parser = crate::capture::hooks::parse_disabled)]
     pub disable_hooks: Vec<String>,
     /// Log every signal delivery. By default a flood of signals that the
     /// receiving process handles or ignores (past the first 8 from one
