@@ -37,6 +37,8 @@ pub struct BenchOpts {
     pub quick: bool,
     /// Skip bpftrace and strace even when installed.
     pub no_reference: bool,
+    /// Only the daemon soak (`--soak`).
+    pub soak: Option<crate::bench_soak::SoakOpts>,
 }
 
 pub fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
@@ -44,7 +46,7 @@ pub fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
         bail!("the bench loads eBPF programs: run it as root (sudo -E cargo xtask bench)");
     }
     let started = Instant::now();
-    if !opts.no_reference {
+    if !opts.no_reference && opts.soak.is_none() {
         // The references are part of the comparison, not optional extras: a
         // fresh machine gets them from Debian, as the tests get theirs.
         crate::test_deps::ensure_programs(&[("bpftrace", "bpftrace"), ("strace", "strace")])?;
@@ -52,6 +54,14 @@ pub fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     let tracer = build::run(ws, true)?;
     let scratch = ws.target_dir.join("bench");
     fs::create_dir_all(&scratch)?;
+    if let Some(soak) = &opts.soak {
+        println!(
+            "# tracer bench: daemon soak\n\n{}\n",
+            crate::bench_workloads::machine()
+        );
+        crate::bench_soak::run(&tracer, &scratch, soak)?;
+        return Ok(());
+    }
     let driver = build_driver(&scratch)?;
     let go = bench_extra::build_go(&scratch);
     let which =

@@ -8,6 +8,7 @@ mod bench;
 mod bench_extra;
 mod bench_logs;
 mod bench_measure;
+mod bench_soak;
 mod bench_workloads;
 mod bootstrap;
 mod build;
@@ -77,6 +78,13 @@ enum Command {
         /// Skip the bpftrace and `strace -f` reference points.
         #[arg(long)]
         no_reference: bool,
+        /// Only the daemon soak: a busy job under `tracer daemon` with metrics
+        /// on, CPU per 1,000 events and RSS sampled over time.
+        #[arg(long)]
+        soak: bool,
+        /// How long the soak's job runs.
+        #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+        soak_secs: u64,
     },
     /// A static, stripped x86_64 `tracer` with its SHA-256 and a tarball (target/dist/).
     Dist {
@@ -148,12 +156,18 @@ fn run(cli: Cli) -> Result<()> {
             reps,
             quick,
             no_reference,
+            soak,
+            soak_secs,
         } => bench::run(
             &ws,
             &bench::BenchOpts {
                 reps,
                 quick,
                 no_reference,
+                soak: soak.then_some(bench_soak::SoakOpts {
+                    secs: soak_secs,
+                    period: if soak_secs >= 60 { 10 } else { 2 },
+                }),
             },
         ),
         Command::VmTest {
