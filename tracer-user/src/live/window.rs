@@ -114,6 +114,8 @@ pub struct Window {
     awaiting: HashMap<(u32, u64), Vec<ProcKey>>,
     /// The latest OOM kills (rare; joined to their victims by thread id).
     ooms: VecDeque<Record>,
+    /// The last look left deaths to certify at the next.
+    waiting: bool,
 }
 
 impl Window {
@@ -153,6 +155,7 @@ impl Window {
         self.evict();
         self.before = new;
         self.looks += 1;
+        self.waiting = !pending.is_empty();
         let mut events: Vec<Record> = by_seq.into_values().collect();
         events.extend(unstamped);
         Look {
@@ -165,6 +168,12 @@ impl Window {
             },
             pending,
         }
+    }
+
+    /// The last look logged deaths it left for the next to certify: look
+    /// again even if nothing new was written.
+    pub fn waiting(&self) -> bool {
+        self.waiting
     }
 
     /// Processes the context holds now (alive, or a dead ancestor of one).

@@ -86,7 +86,7 @@ impl Watch {
     pub fn look(&mut self, session: &mut Session) {
         self.totals(session);
         let new = session.take_tapped();
-        if new.is_empty() {
+        if new.is_empty() && !self.window.waiting() {
             return;
         }
         self.hand_on(new);

@@ -9,8 +9,8 @@ use crate::{
     capture::Capture,
     error::TracerError,
     eventlog::{
-        segment_name, wall_time, EventLog, ExitStatus, Header, LogWriter, Loss, Record, Series,
-        Task, Trailer, LIVE,
+        segment_name, wall_time, ExitStatus, Header, LogWriter, Loss, Record, Series, Task,
+        Trailer, LIVE,
     },
     outdir::OutDir,
     redact::Redactor,
