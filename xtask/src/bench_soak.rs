@@ -84,6 +84,10 @@ fn soak(tracer: &Path, dir: &Path, job: u32, opts: &SoakOpts) -> Result<String> 
     say(String::new());
     say("| t (s) | events | events/s | daemon CPU (ms) | CPU ms / 1k events | RSS (MB) |".into());
     say("| --- | --- | --- | --- | --- | --- |".into());
+    // A labelled series is exposed at 0 for its first scrape (metrics/mod.rs):
+    // one scrape after the job got going, so the baseline counts what it says.
+    std::thread::sleep(Duration::from_secs(2));
+    events(&addr)?;
     let t0 = Instant::now();
     let (mut events_then, mut cpu_then) = (events(&addr)?, cpu_ms(pid)?);
     let mut per_k = Vec::new();

@@ -7,7 +7,7 @@ use crate::{
     analysis::{Analysis, AnalysisOptions},
     commands::fail_on,
     error::{TracerError, WriteContext},
-    eventlog::{EventLog, LogSummary},
+    eventlog::LogSummary,
     model::Model,
     otlp::{self, Endpoint, ExportFacts},
     outdir::OutDir,
@@ -76,15 +76,16 @@ pub fn write_reports(
 
 /// The reports, with what became of an OTLP export already made (a
 /// daemon's live export), or none; and the analysis they were written from.
+/// The log comes streamed, as for [`write_reports`].
 pub fn write_reports_exported(
-    log: &EventLog,
+    log: Loaded,
     out: &OutDir,
     flags: &ReportFlags,
     export: Option<ExportFacts>,
 ) -> Result<(LogSummary, Analysis), TracerError> {
-    let summary = LogSummary::of(log);
-    let (analysis, written) = write_with(&summary, Model::build(log), out, flags, export, |_| None);
-    written.map(|()| (summary, analysis))
+    let Loaded { log, model } = log;
+    let (analysis, written) = write_with(&log, model, out, flags, export, |_| None);
+    written.map(|()| (log, analysis))
 }
 
 fn write_with(

@@ -4,6 +4,9 @@
 //! killer's call logged after the death): the counters keep the first view.
 #[cfg(test)]
 mod tests;
+mod window;
+
+pub use window::{Look, Window};
 
 use std::collections::HashSet;
 
@@ -98,5 +101,28 @@ impl Seen {
 /// Analyse a log (as a report would) and return what is new.
 pub fn fresh_in(log: &EventLog, opts: &AnalysisOptions, seen: &mut Seen) -> Findings {
     let (_, a) = analysis::analyze(log, opts);
+    seen.fresh(a)
+}
+
+/// A daemon's look: what `new` (the records written since the last look)
+/// makes new, analysed in `window` (see `window`); a death logged in `new`
+/// is handed on at the next look, with what the records after it add. At
+/// the daemon's stop, a last look with no new records hands on the rest.
+pub fn fresh_in_window(
+    window: &mut Window,
+    header: &crate::eventlog::Header,
+    new: Vec<crate::eventlog::Record>,
+    opts: &AnalysisOptions,
+    seen: &mut Seen,
+) -> Findings {
+    let Look { log, pending } = window.look(header, new);
+    let (_, mut a) = analysis::analyze(&log, opts);
+    a.certificates.retain(|c| {
+        let key = ProcKey {
+            pid: c.victim.process.pid,
+            start: c.victim.process.start,
+        };
+        !pending.contains(&key)
+    });
     seen.fresh(a)
 }

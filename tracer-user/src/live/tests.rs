@@ -99,3 +99,128 @@ fn otlp_request_round_trips_through_protobuf() {
         assert_eq!(r.severity_number, want);
     }
 }
+
+/// The daemon's live window finds every death the whole log's analysis
+/// certifies, whatever the interval cuts the records into, and each once:
+/// the context it keeps of older records is enough.
+#[test]
+fn the_window_finds_what_the_whole_log_finds() {
+    use std::collections::BTreeSet;
+
+    use crate::{
+        eventlog::ProcKey,
+        live::{fresh_in_window, Window},
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let Ok(mut log) = read_log(&path) else {
+            continue;
+        };
+        // A live look has no trailer yet (a record run's "could not be
+        // run" is in it): the whole log is judged without it too.
+        log.trailer = None;
+        let opts = AnalysisOptions::default();
+        // Who died, and how the first look ranks and explains it.
+        let id = |c: &crate::analysis::Certificate| {
+            let key = ProcKey {
+                pid: c.victim.process.pid,
+                start: c.victim.process.start,
+            };
+            (key, format!("{:?} {:?}", c.rank, c.cause.kind))
+        };
+        let whole: BTreeSet<_> = fresh_in(&log, &opts, &mut Seen::default())
+            .certificates
+            .iter()
+            .map(id)
+            .collect();
+        for chunk in [1, 7, 100] {
+            let (mut window, mut seen) = (Window::default(), Seen::default());
+            let mut found = Vec::new();
+            let looks = log.events.chunks(chunk).map(<[_]>::to_vec);
+            for part in looks.chain([Vec::new()]) {
+                let fresh = fresh_in_window(&mut window, &log.header, part, &opts, &mut seen);
+                found.extend(fresh.certificates.iter().map(id));
+            }
+            let set: BTreeSet<_> = found.iter().cloned().collect();
+            assert_eq!(
+                set.len(),
+                found.len(),
+                "{}: a death found twice",
+                path.display()
+            );
+            assert_eq!(set, whole, "{} in chunks of {chunk}", path.display());
+        }
+        compared += 1;
+    }
+    assert!(compared > 30, "{compared} fixtures");
+}
+
+/// What the window holds is what is alive and what ended in the last look
+/// (certified at the next): 20,000 short processes forked by one shell in
+/// looks of 100 leave it holding the shell and one look's 100, not 20,000.
+#[test]
+fn the_window_holds_what_is_alive() {
+    use crate::{
+        eventlog::{Record, Stamp, Task},
+        live::{fresh_in_window, Window},
+    };
+    let header = fixture("daemon.ndjson").header;
+    let task = |pid: u32, start: u64| Task {
+        pid,
+        tid: pid,
+        start,
+        comm: Some("sh".into()),
+    };
+    let mut seq = 0;
+    let mut stamp = |t: u64| {
+        seq += 1;
+        Stamp {
+            seq,
+            t,
+            time: "2026-08-18T17:27:01Z".into(),
+        }
+    };
+    let shell = task(100, 1);
+    let mut batch = vec![Record::Existing(crate::eventlog::Existing {
+        at: stamp(2),
+        task: shell.clone(),
+        ppid: 1,
+        argv: vec!["sh".into()],
+        exe: None,
+        ns: None,
+    })];
+    let (mut window, mut seen) = (Window::default(), Seen::default());
+    let mut most = 0;
+    for i in 0..20_000u64 {
+        let t = 10 + i * 10;
+        let child = task(1000 + (i % 30_000) as u32, t);
+        batch.push(Record::Fork(crate::eventlog::Fork {
+            at: stamp(t),
+            parent: shell.clone(),
+            child: child.clone(),
+            thread: false,
+            child_ns: None,
+        }));
+        batch.push(Record::Exit(crate::eventlog::Exit {
+            at: stamp(t + 5),
+            task: child,
+            exit_code: 0,
+            status: crate::eventlog::ExitStatus::Exited { code: 0 },
+            group_dead: true,
+        }));
+        if i % 100 == 99 {
+            let new = std::mem::take(&mut batch);
+            fresh_in_window(
+                &mut window,
+                &header,
+                new,
+                &AnalysisOptions::default(),
+                &mut seen,
+            );
+            most = most.max(window.held());
+        }
+    }
+    assert!(most <= 101, "the window held {most} processes");
+}

@@ -199,13 +199,15 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
             session.prune(args.keep_segments);
         }
     }
-    let closed = session.finish(None)?;
+    let mut closed = session.finish(None)?;
     closed.warn_if_log_failed();
-    let log = closed.log()?;
-    let export = live.and_then(|l| l.finish(&log));
+    let export = live.and_then(|l| l.finish(std::mem::take(&mut closed.tapped)));
+    // The one whole analysis of the run, streamed from the log as written:
+    // its records are never all in memory.
+    let log = closed.folded()?;
     // Reports that cannot be written fail the daemon (70): --fail-on is
     // never judged "nothing found" by default.
-    let (summary, analysis) = write_reports_exported(&log, &closed.out, &args.report, export)?;
+    let (summary, analysis) = write_reports_exported(log, &closed.out, &args.report, export)?;
     if output::judge(&args.fail_on, &summary, &analysis).is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -234,6 +236,6 @@ async fn tick(timer: &mut Option<Interval>) {
 /// Reports from the log so far; the log goes on. The OTLP export is the
 /// live one: nothing is exported again here.
 fn interim_reports(session: &mut Session, args: &DaemonArgs) -> Result<(), TracerError> {
-    let log = session.log_so_far()?;
-    write_reports_exported(&log, session.out(), &args.report, None).map(drop)
+    let log = session.loaded_so_far()?;
+    write_reports_exported(log, session.out(), &args.report, None).map(drop)
 }

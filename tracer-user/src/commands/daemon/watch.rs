@@ -1,18 +1,19 @@
-//! The daemon's side of live findings: look at the log so far every
-//! `--metrics-interval`, hand what is new to the metrics and the OTLP
-//! export; at the end, export what the final log adds.
+//! The daemon's side of live findings: every `--metrics-interval`, analyse
+//! what was written since the last look in its live window (never the log
+//! read back: `live::window`), hand what is new to the metrics and the OTLP
+//! export; at the end, the same for what the last records add.
 use std::time::Duration;
 
 use crate::{
     analysis::AnalysisOptions,
     error::TracerError,
-    eventlog::{EventLog, Header},
+    eventlog::{Header, Record},
     metrics::{server, Metrics},
     otlp::{self, Endpoint, ExportFacts, Exporter},
     run::session::Session,
 };
 
-use crate::live::{fresh_in, Seen};
+use crate::live::{fresh_in_window, Seen, Window};
 
 /// What asks for live findings (the daemon's flags).
 pub struct LiveOptions<'a> {
@@ -29,13 +30,13 @@ pub struct LiveOptions<'a> {
 
 pub struct Watch {
     seen: Seen,
+    window: Window,
+    header: Header,
     period: Duration,
     opts: AnalysisOptions,
     metrics: Option<Metrics>,
     otlp: Option<Exporter>,
     boot_to_wall_ns: i64,
-    /// Records handed to the log at the last look: nothing new, no analysis.
-    events_then: u64,
 }
 
 impl Watch {
@@ -58,20 +59,20 @@ impl Watch {
             }
             None => None,
         };
+        // Every record from here on is kept for the next look.
+        session.tap();
         let mut w = Self {
             seen: Seen::default(),
+            window: Window::default(),
+            header: header.clone(),
             period: args.interval,
             opts: args.analysis,
             metrics,
             otlp: endpoint.map(|e| Exporter::start(e, otlp::Context::from_env(header))),
             boot_to_wall_ns: header.boot_to_wall_ns,
-            events_then: 0,
         };
-        // What an earlier run of the daemon logged (its segments are read
-        // as part of the series) was counted by that run, not this one.
-        if let Ok(log) = session.log_so_far() {
-            fresh_in(&log, &w.opts, &mut w.seen);
-        }
+        // What an earlier run of the daemon logged was counted by that run:
+        // the window starts with this run's records.
         w.totals(session);
         Ok(Some(w))
     }
@@ -81,22 +82,24 @@ impl Watch {
         self.period
     }
 
-    /// Hand on what is new in the log so far.
+    /// Hand on what the records since the last look make new.
     pub fn look(&mut self, session: &mut Session) {
         self.totals(session);
-        let now: u64 = session.event_counts().values().sum();
-        if now == self.events_then {
+        let new = session.take_tapped();
+        if new.is_empty() && !self.window.waiting() {
             return;
         }
-        let log = match session.log_so_far() {
-            Ok(log) => log,
-            Err(e) => {
-                log::warn!("live findings: cannot read the log back: {e}");
-                return;
-            }
-        };
-        self.events_then = now;
-        let found = fresh_in(&log, &self.opts, &mut self.seen);
+        self.hand_on(new);
+    }
+
+    fn hand_on(&mut self, new: Vec<Record>) {
+        let found = fresh_in_window(
+            &mut self.window,
+            &self.header,
+            new,
+            &self.opts,
+            &mut self.seen,
+        );
         if let Some(m) = &self.metrics {
             m.observe(&found);
         }
@@ -105,14 +108,15 @@ impl Watch {
         }
     }
 
-    /// The daemon stops: export what the final log adds, wait (bounded) for
-    /// delivery, and say how the export went.
-    pub fn finish(mut self, log: &EventLog) -> Option<ExportFacts> {
-        let mut x = self.otlp.take()?;
-        x.send(
-            &fresh_in(log, &self.opts, &mut self.seen),
-            self.boot_to_wall_ns,
-        );
+    /// The daemon stops: hand on what its last records add (`last`: written
+    /// since the last look), wait (bounded) for the export's delivery, and
+    /// say how it went.
+    pub fn finish(mut self, last: Vec<Record>) -> Option<ExportFacts> {
+        // The last records, then a look with none: the deaths they hold
+        // are no longer pending.
+        self.hand_on(last);
+        self.hand_on(Vec::new());
+        let x = self.otlp.take()?;
         Some(x.finish(otlp::FINISH_GRACE))
     }
 

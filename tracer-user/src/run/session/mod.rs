@@ -9,8 +9,8 @@ use crate::{
     capture::Capture,
     error::TracerError,
     eventlog::{
-        segment_name, wall_time, EventLog, ExitStatus, Header, LogWriter, Loss, Record, Series,
-        Task, Trailer, LIVE,
+        segment_name, wall_time, ExitStatus, Header, LogWriter, Loss, Record, Series, Task,
+        Trailer, LIVE,
     },
     outdir::OutDir,
     redact::Redactor,
@@ -55,6 +55,9 @@ pub struct Session {
     /// Tracer's own pid, asked once: every signal record is checked against
     /// it, and getpid is a real syscall (two raw_syscalls programs each).
     me: u32,
+    /// The records written since the daemon's last live look (`tap`), as
+    /// written (redacted): the look analyses them, never the log read back.
+    tapped: Option<Vec<Record>>,
 }
 
 impl Session {
@@ -98,6 +101,7 @@ impl Session {
             counts: Default::default(),
             catch_up: None,
             me: std::process::id(),
+            tapped: None,
         })
     }
 
@@ -178,10 +182,24 @@ impl Session {
         self.write(&Record::Leak(leak))
     }
 
+    /// Keep a copy of every record written from now on, for
+    /// [`Session::take_tapped`] (the daemon's live findings).
+    pub fn tap(&mut self) {
+        self.tapped.get_or_insert_with(Vec::new);
+    }
+
+    /// The records written since the last call (none unless [`Session::tap`]).
+    pub fn take_tapped(&mut self) -> Vec<Record> {
+        self.tapped.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     /// The one way records reach the log: redacted here. A write failure is
     /// not the run's end: the writer counts what it could not write.
     fn write(&mut self, rec: &Record) -> Result<(), TracerError> {
         let rec = self.redactor.apply(rec);
+        if let Some(tapped) = &mut self.tapped {
+            tapped.push(Record::clone(&rec));
+        }
         self.writer.write(&rec);
         *self
             .counts
@@ -226,32 +244,25 @@ impl Session {
         self.capture.shutdown();
         Ok(Closed {
             trailer,
+            tapped: self.tapped.unwrap_or_default(),
             writer: self.writer,
             out: self.out,
             series: self.series,
         })
     }
 
-    /// Every file of the series so far, the live one through the held file.
-    fn read_back(&self, trailer: Trailer) -> Result<EventLog, TracerError> {
-        let mut log = read_own(&self.series, &self.out, &self.writer)?;
-        if self.writer.error().is_some() {
-            // The trailer did not reach the disk: the log is complete in
-            // memory up to what the loss counts.
-            log.trailer = Some(trailer);
-            log.truncated = false;
-        }
-        Ok(log)
-    }
-
-    /// The log so far (interim reports): not truncated, the loss so far.
-    pub fn log_so_far(&mut self) -> Result<EventLog, TracerError> {
+    /// The log so far (interim reports), streamed into the reports' summary
+    /// and model: not truncated, the loss so far.
+    pub fn loaded_so_far(&mut self) -> Result<crate::report::Loaded, TracerError> {
         self.drain()?;
+        self.writer.flush();
         let trailer = self.trailer(None)?;
-        let mut log = self.read_back(trailer.clone())?;
-        log.trailer = Some(trailer);
-        log.truncated = false;
-        Ok(log)
+        Ok(crate::report::load_held(
+            &self.series,
+            &self.out,
+            self.writer.reader(),
+            Some(trailer),
+        )?)
     }
 
     pub fn out(&self) -> &OutDir {
@@ -336,34 +347,14 @@ impl Session {
 pub struct Closed {
     /// As written, or as it would have been where the disk refused it.
     pub trailer: Trailer,
+    /// What was written since the last `take_tapped` (see [`Session::tap`]).
+    pub tapped: Vec<Record>,
     pub writer: LogWriter,
     pub out: OutDir,
     series: Series,
 }
 
-/// The log as this tracer wrote it: its own segments, then the live file
-/// through the held descriptor. Never a directory listing: any other file
-/// in the directory may be the job's.
-fn read_own(series: &Series, out: &OutDir, writer: &LogWriter) -> Result<EventLog, TracerError> {
-    let mut events = Vec::new();
-    let frame = series.stream(out, Some(writer.reader()), &mut |_: &Header, rec| {
-        events.push(rec)
-    })?;
-    Ok(EventLog::of(frame, events))
-}
-
 impl Closed {
-    /// The log as written, read back whole through the held file, with the
-    /// trailer in memory where the disk refused it.
-    pub fn log(&self) -> Result<EventLog, TracerError> {
-        let mut log = read_own(&self.series, &self.out, &self.writer)?;
-        if self.writer.error().is_some() {
-            log.trailer = Some(self.trailer.clone());
-            log.truncated = false;
-        }
-        Ok(log)
-    }
-
     /// The same log streamed into the reports' summary and model: never in
     /// memory as records (a long run's log is hundreds of MB of them).
     pub fn folded(&self) -> Result<crate::report::Loaded, TracerError> {
