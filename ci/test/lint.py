@@ -18,7 +18,7 @@ What is checked, and against what:
   path, the --metrics-listen port) and for fields the CRD does not have.
 - the Grafana dashboard: valid JSON, every panel on the dashboard's
   datasource variable, every metric its queries name documented in
-  docs/metrics.md (tracer-user/tests/metrics.rs runs each query against a
+  docs/metrics.md (tracer-user/tests/kernel/metrics.rs runs each query against a
   real Prometheus).
 - shellcheck on every script under ci/, and on the shell embedded in the
   YAML: the action's and the workflow's `run:` steps, the GitLab jobs'

@@ -1,0 +1,13 @@
+//! Attacks a hostile wrapped command (or a hostile file handed to tracer)
+//! can mount against root tracer, each performed for real against the real
+//! tracer (root, real kernel) and asserted to fail safely. One module per
+//! hole; the threat model is docs/security.md.
+mod bounds;
+mod ci_output;
+mod ci_tmp;
+mod orphans;
+mod output;
+mod output_injection;
+mod redact_cut;
+mod setuid_snapshot;
+mod tiocsti;
