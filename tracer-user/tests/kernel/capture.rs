@@ -1,8 +1,7 @@
 //! Root integration tests of the capture layer on the real kernel.
 use std::{
-    io::{BufRead, BufReader},
     os::unix::process::{CommandExt, ExitStatusExt},
-    process::{Command, Stdio},
+    process::Command,
 };
 
 use crate::common::*;
@@ -26,7 +25,7 @@ fn long_argv(n: usize) -> Vec<String> {
 /// three, kill()s a pid that cannot exist, exits 7.
 #[test]
 fn core_events_with_identities() {
-    if in_scenario("capture::core_events_with_identities") {
+    let sc = scenario(|| {
         // exec with a long argv (~3.9 KB, below the 4 KiB capture limit)
         let st = Command::new("/bin/true")
             .args(long_argv(100))
@@ -38,17 +37,10 @@ fn core_events_with_identities() {
         kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM).unwrap();
         assert_eq!(c.wait().unwrap().signal(), Some(15));
         // a process group of three: sh and two sleeps, ready once it says so
-        let mut g = Command::new("sh")
-            .args(["-c", "sleep 30 & sleep 30 & echo ready; wait"])
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(g.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
+        let mut g = Command::new("sh");
+        g.args(["-c", "sleep 30 & sleep 30 & echo ready; wait"])
+            .process_group(0);
+        let (mut g, _) = spawn_ready(g);
         killpg(Pid::from_raw(g.id() as i32), Signal::SIGKILL).unwrap();
         assert_eq!(g.wait().unwrap().signal(), Some(9));
         // a pid that does not exist
@@ -57,9 +49,8 @@ fn core_events_with_identities() {
             Err(nix::errno::Errno::ESRCH)
         );
         std::process::exit(7);
-    }
-
-    let r = record_scenario("capture::core_events_with_identities", &[]);
+    });
+    let r = sc.record(&[]);
     assert_eq!(
         r.code(),
         Some(7),
@@ -219,7 +210,7 @@ fn overlong_argv_is_flagged() {
 #[test]
 fn fork_storm_loses_nothing() {
     const N: usize = 3000;
-    if in_scenario("capture::fork_storm_loses_nothing") {
+    let sc = scenario(|| {
         let mut running = Vec::new();
         for _ in 0..N {
             running.push(Command::new("/bin/true").spawn().unwrap());
@@ -232,9 +223,8 @@ fn fork_storm_loses_nothing() {
         running
             .into_iter()
             .for_each(|mut c| assert!(c.wait().unwrap().success()));
-        return;
-    }
-    let r = record_scenario("capture::fork_storm_loses_nothing", &[]);
+    });
+    let r = sc.record(&[]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     assert_no_loss(&r);
     let execs = r

@@ -27,24 +27,15 @@ fn role() {
     }
 }
 
-fn tag(line: String) {
-    println!("{TAG}{line}");
-}
-
-fn pid(line: &str, key: &str) -> u32 {
-    field(line, key).parse().unwrap()
-}
-
 /// Seed 000: a worker kills its sibling's process group (and probes a pid
 /// that cannot exist); the runner then exits 3.
 #[test]
 fn sibling_killed_by_a_process_group_kill() {
-    const NAME: &str = "certificates::sibling_killed_by_a_process_group_kill";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let mut sh = Command::new("sh");
-        sh.args(["-c", "sleep 60 & echo 'CERT ready'; wait"])
+        sh.args(["-c", "sleep 60 & echo ready; wait"])
             .process_group(0);
-        let (mut b, _, _out) = spawn_until_tagged(sh);
+        let (mut b, _) = spawn_ready(sh);
         let mut a = worker("group_killer", &[])
             .env("CERT_PGID", b.id().to_string())
             .spawn()
@@ -53,8 +44,8 @@ fn sibling_killed_by_a_process_group_kill() {
         assert_eq!(b.wait().unwrap().signal(), Some(9));
         tag(format!("a={} b={}", a.id(), b.id()));
         std::process::exit(3);
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(
         r.code(),
         Some(3),
@@ -80,7 +71,7 @@ fn sibling_killed_by_a_process_group_kill() {
     assert!(s(&c["headline"]).contains(&via), "{}", c["headline"]);
     assert!(
         s(&c["headline"]).starts_with(&format!(
-            "`sh -c sleep 60 & echo 'CERT ready'; wait` (pid {b}) killed by SIGKILL from `"
+            "`sh -c sleep 60 & echo ready; wait` (pid {b}) killed by SIGKILL from `"
         )),
         "{}",
         c["headline"]
@@ -123,9 +114,8 @@ fn sibling_killed_by_a_process_group_kill() {
 /// A real memcg OOM: the hog is chosen, the allocator only triggered it.
 #[test]
 fn memcg_oom_kill_blames_the_kernel() {
-    const NAME: &str = "certificates::memcg_oom_kill_blames_the_kernel";
-    if in_scenario(NAME) {
-        let (mut hog, _, _o) = spawn_until_tagged(worker("hog", &[]));
+    let sc = scenario(|| {
+        let (mut hog, _) = spawn_ready(worker("hog", &[]));
         let mut alloc = worker("alloc", &[])
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -136,11 +126,10 @@ fn memcg_oom_kill_blames_the_kernel() {
         assert!(a.success() || a.signal() == Some(9), "{a:?}");
         assert_eq!(hog.wait().unwrap().signal(), Some(9));
         tag(format!("hog={} alloc={}", hog.id(), alloc.id()));
-        return;
-    }
-    let cg = crate::common::cgroup::TestCgroup::with_memory_limit(256 << 20);
+    });
+    let cg = cgroup::TestCgroup::with_memory_limit(256 << 20);
     let procs = cg.dir.join("cgroup.procs");
-    let (r, rep) = certify_env(NAME, &[("CERT_CGROUP_PROCS", procs.to_str().unwrap())]);
+    let (r, rep) = certify_env(&sc, &[("CERT_CGROUP_PROCS", procs.to_str().unwrap())]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let line = scenario_tag(&r);
     let (hog, alloc) = (pid(&line, "hog"), pid(&line, "alloc"));
@@ -176,11 +165,10 @@ fn memcg_oom_kill_blames_the_kernel() {
 /// The traced command itself dereferences null: a kernel-raised SIGSEGV.
 #[test]
 fn segfault_is_a_fault() {
-    const NAME: &str = "certificates::segfault_is_a_fault";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         roles::run("segv");
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(128 + 11), "128+SIGSEGV passes through");
     let c = cert(&rep, root(&r).pid);
     assert_eq!(
@@ -201,14 +189,12 @@ fn segfault_is_a_fault() {
 /// abort() in a worker: SIGABRT it sent itself.
 #[test]
 fn abort_is_self_inflicted() {
-    const NAME: &str = "certificates::abort_is_self_inflicted";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let mut w = worker("abort", &[]).spawn().unwrap();
         assert_eq!(w.wait().unwrap().signal(), Some(6));
         tag(format!("w={}", w.id()));
-        return;
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0));
     let w = pid(&scenario_tag(&r), "w");
     let c = cert(&rep, w);
@@ -249,17 +235,15 @@ fn exit_status_passes_through() {
 /// parent) and exited 1: its certificate quotes its last words.
 #[test]
 fn nonzero_exit_quotes_last_words() {
-    const NAME: &str = "certificates::nonzero_exit_quotes_last_words";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let mut w = worker("last_words", &[])
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         assert_eq!(w.wait().unwrap().code(), Some(1));
         tag(format!("w={}", w.id()));
-        return;
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0));
     let w = pid(&scenario_tag(&r), "w");
     let c = cert(&rep, w);

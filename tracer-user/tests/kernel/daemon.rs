@@ -130,7 +130,7 @@ fn root_pid_scope_rotation_and_restart() {
 #[test]
 fn cgroup_scope_follows_members() {
     require_root();
-    let cg = crate::common::cgroup::TestCgroup::with_memory_limit(1 << 30);
+    let cg = cgroup::TestCgroup::with_memory_limit(1 << 30);
     let dir = tempfile::tempdir().unwrap();
     let sh = waiting_shell();
     std::fs::write(cg.dir.join("cgroup.procs"), sh.id().to_string()).unwrap();

@@ -5,34 +5,22 @@
 //! are not mapped, so the stderr capture's `bpf_probe_read_user` fails.
 use crate::common::*;
 
-const SCENARIO: &str = "debug_ebpf::bad_writes_scenario";
-
 /// The traced command: two writes to fd 2 from unmapped memory (NULL, and a
 /// page below mmap_min_addr); both fail with EFAULT in the process too.
 /// (This test binary itself, re-run: the VMs have no python.)
-#[test]
-fn bad_writes_scenario() {
-    if !in_scenario(SCENARIO) {
-        return;
-    }
+fn bad_writes() {
+    // SAFETY: write(2) reads nothing at an unmapped address: it fails
+    // (EFAULT), which is what is asserted.
     unsafe {
         assert_eq!(libc::write(2, std::ptr::null(), 16), -1);
         assert_eq!(libc::write(2, 0x1000 as *const libc::c_void, 5), -1);
     }
 }
 
+/// The calling test, re-run as the `bad_writes` scenario under `tracer
+/// record [extra]`; returns the recording and the scenario's pid.
 fn run(extra: &[&str], env: &[(&str, &str)]) -> (Recorded, u32) {
-    let exe = std::env::current_exe().unwrap();
-    let args = [
-        exe.to_str().unwrap(),
-        "--exact",
-        SCENARIO,
-        "--test-threads=1",
-        "-q",
-    ];
-    let mut env = env.to_vec();
-    env.push((SCENARIO_ENV, SCENARIO));
-    let r = record_env(extra, &args, &env);
+    let r = scenario(bad_writes).record_env(extra, env);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let pid = root(&r).pid;
     (r, pid)

@@ -8,10 +8,7 @@ use tracer_user::eventlog::{read_log, Record};
 fn not_root_is_one_clear_line() {
     require_root(); // to drop privileges we must have them
     let dir = tempfile::tempdir().unwrap();
-    let out = tracer()
-        .args(["record", "--output"])
-        .arg(dir.path().join("out"))
-        .args(["--", "true"])
+    let out = record_command(&dir.path().join("out"), &[], &["true"])
         .uid(65534)
         .gid(65534)
         .output()
@@ -57,26 +54,17 @@ fn missing_hooks_degrade_and_are_named() {
 /// command's own exit status comes back.
 #[test]
 fn sigterm_to_tracer_is_forwarded() {
-    use std::io::{BufRead, BufReader};
     require_root();
     let dir = tempfile::tempdir().unwrap();
-    let mut tracer = tracer()
-        .args(["record", "--output"])
-        .arg(dir.path())
-        .args([
-            "--",
+    let (mut tracer, _) = spawn_ready(record_command(
+        dir.path(),
+        &[],
+        &[
             "sh",
             "-c",
             "trap 'exit 42' TERM; echo ready; while :; do sleep 0.05; done",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(tracer.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready");
+        ],
+    ));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(tracer.id() as i32),
         nix::sys::signal::SIGTERM,

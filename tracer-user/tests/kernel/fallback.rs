@@ -77,11 +77,7 @@ fn default_chain_avoids_classic_tracepoints() {
 
 /// The writev(2) of the last-words scenario: this test binary, re-run (the
 /// VMs have no python), writes three pieces to fd 2 in one call and dies.
-#[test]
-fn writev_scenario() {
-    if !in_scenario(WRITEV) {
-        return;
-    }
+fn writev_and_die() {
     let pieces: [&[u8]; 3] = [b"first ", b"second ", b"third\n"];
     let iov: Vec<libc::iovec> = pieces
         .iter()
@@ -90,36 +86,37 @@ fn writev_scenario() {
             iov_len: p.len(),
         })
         .collect();
+    // SAFETY: three iovecs over live byte arrays, as writev(2) reads them;
+    // _exit(2) ends the process without running anything of the test's.
     unsafe {
         assert_eq!(libc::writev(2, iov.as_ptr(), 3), 19);
         libc::_exit(3);
     }
 }
 
-const WRITEV: &str = "fallback::writev_scenario";
 const TYPE_ERROR: &str = "TypeError: x is undefined\n";
 const MISSING: &str = "/no-such-dir-for-last-words/file";
 
 /// Three processes die after writing to a stderr that goes nowhere: a shell
-/// (write), cat (coreutils or busybox, write) and the writev scenario.
-/// Runs them with `disabled` rungs; `Err(detail)` if last words did not
-/// attach, else asserts each process's words, captured once, and returns
-/// (last words' via, the kill family's via).
+/// (write), cat (coreutils or busybox, write) and the calling test re-run as
+/// the writev scenario. Runs them with `disabled` rungs; `Err(detail)` if
+/// last words did not attach, else asserts each process's words, captured
+/// once, and returns (last words' via, the kill family's via).
 fn last_words_with(disabled: &[&str]) -> Result<(String, String), String> {
+    let writev = scenario(writev_and_die);
     let mut args = Vec::new();
     for d in disabled {
         args.extend(["--disable-hook", d]);
     }
-    let exe = std::env::current_exe().unwrap();
     // The scenario's stdout (libtest's chatter) is another open file than its
     // stderr: fd 1 is captured only when it is fd 2's file.
     let script = format!(
         "sh -c 'echo \"TypeError: x is undefined\" >&2; exit 1' 2>/dev/null; \
          cat {MISSING} 2>/dev/null; \
-         {} --exact {WRITEV} --test-threads=1 -q >/dev/null 2>/dev/null; exit 0",
-        exe.to_str().unwrap()
+         '{}' >/dev/null 2>/dev/null; exit 0",
+        writev.argv().join("' '")
     );
-    let r = record_env(&args, &["sh", "-c", &script], &[(SCENARIO_ENV, WRITEV)]);
+    let r = record_env(&args, &["sh", "-c", &script], &[writev.env()]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let kill_via = hook(&r.log, "kill_syscalls")
         .via

@@ -19,12 +19,8 @@ fn ci_cancellation_is_expected_whatever_bash_and_node_do() {
     let dir = tempfile::tempdir().unwrap();
     let script =
         format!("node -e \"console.log('ready ' + process.ppid); {NODE_NAP}\"; echo after");
-    let mut cmd = tracer();
-    cmd.arg("record")
-        .arg("--output")
-        .arg(dir.path())
-        .args(["--", "bash", "-c", &script])
-        .stderr(Stdio::piped());
+    let mut cmd = record_command(dir.path(), &[], &["bash", "-c", &script]);
+    cmd.stderr(Stdio::piped());
     let (mut t, bash) = spawn_ready(cmd);
     let bash: u32 = bash.parse().unwrap();
     wait_in_do_wait(bash);
@@ -32,13 +28,12 @@ fn ci_cancellation_is_expected_whatever_bash_and_node_do() {
     let mut stderr = Vec::new();
     std::io::Read::read_to_end(&mut t.stderr.take().unwrap(), &mut stderr).unwrap();
     let status = t.wait().unwrap();
-    let log = tracer_user::eventlog::read_log(&dir.path().join("events.ndjson")).unwrap();
     let output = std::process::Output {
         status,
         stdout: Vec::new(),
         stderr,
     };
-    let r = Recorded { dir, output, log };
+    let r = Recorded::read(dir, output);
     assert_eq!(
         r.code(),
         Some(130),

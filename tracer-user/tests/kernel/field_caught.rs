@@ -20,8 +20,7 @@ use nix::sys::signal::Signal;
 
 #[test]
 fn node_reraises_sigterm_from_pkill() {
-    const NAME: &str = "field_caught::node_reraises_sigterm_from_pkill";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let marker = unique("pkill");
         let mut node = Command::new("node");
         node.args(["-e", &format!("console.log('ready'); {NODE_NAP}"), &marker]);
@@ -33,9 +32,8 @@ fn node_reraises_sigterm_from_pkill() {
         assert!(pk.wait().unwrap().success(), "pkill matched node");
         assert_eq!(n.wait().unwrap().signal(), Some(15));
         tag(format!("node={} pkill={} marker={marker}", n.id(), pk.id()));
-        return;
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let line = scenario_tag(&r);
     let (n, pk, marker) = (
@@ -61,8 +59,7 @@ fn node_reraises_sigterm_from_pkill() {
 
 #[test]
 fn node_handlers_reraise_their_parents_signals() {
-    const NAME: &str = "field_caught::node_handlers_reraise_their_parents_signals";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         // An explicit handler that cleans up and re-raises with process.kill,
         // and Node's own SIGINT handling (it catches, then raise()s).
         let handler = "process.on('SIGTERM', () => { console.error('cleaning up'); \
@@ -79,9 +76,8 @@ fn node_handlers_reraise_their_parents_signals() {
         assert_eq!(a.wait().unwrap().signal(), Some(15));
         assert_eq!(b.wait().unwrap().signal(), Some(2));
         tag(format!("a={} b={}", a.id(), b.id()));
-        return;
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let line = scenario_tag(&r);
     let me = root(&r).pid;
@@ -105,8 +101,7 @@ fn node_handlers_reraise_their_parents_signals() {
 
 #[test]
 fn python_handlers_exit_or_reraise() {
-    const NAME: &str = "field_caught::python_handlers_exit_or_reraise";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let script = |handler: &str| {
             format!(
                 "import signal, sys, time\n\
@@ -133,9 +128,8 @@ fn python_handlers_exit_or_reraise() {
         assert_eq!(a.wait().unwrap().code(), Some(1));
         assert_eq!(b.wait().unwrap().signal(), Some(15));
         tag(format!("a={} b={} kill={}", a.id(), b.id(), k.id()));
-        return;
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let line = scenario_tag(&r);
     let (k, me) = (pid(&line, "kill"), root(&r).pid);
@@ -168,8 +162,7 @@ fn python_handlers_exit_or_reraise() {
 
 #[test]
 fn bash_reraises_sigint_after_its_foreground_child() {
-    const NAME: &str = "field_caught::bash_reraises_sigint_after_its_foreground_child";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         // bash waits for its foreground child; SIGINT to the group kills the
         // child, and bash then kills itself with SIGINT ("wait and
         // cooperative exit"). The group kill comes from a sibling of bash.
@@ -187,9 +180,8 @@ fn bash_reraises_sigint_after_its_foreground_child() {
         assert!(k.wait().unwrap().success());
         assert_eq!(sh.wait().unwrap().signal(), Some(2));
         tag(format!("bash={} kill={}", sh.id(), k.id()));
-        return;
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let line = scenario_tag(&r);
     let (bash, k) = (pid(&line, "bash"), pid(&line, "kill"));

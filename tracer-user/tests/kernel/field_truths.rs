@@ -8,8 +8,7 @@ use crate::common::*;
 
 #[test]
 fn short_node_worker_that_prints_an_error_is_certified() {
-    const NAME: &str = "field_truths::short_node_worker_that_prints_an_error_is_certified";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         // A Node worker that throws at once: well under a second, no
         // children; only what it said makes it worth a certificate.
         let out = std::process::Command::new("node")
@@ -17,10 +16,9 @@ fn short_node_worker_that_prints_an_error_is_certified() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1));
-        println!("{TAG}ok");
-        return;
-    }
-    let (r, rep) = certify(NAME);
+        tag("ok".into());
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let c = certs(&rep)
         .iter()
@@ -39,8 +37,7 @@ fn short_node_worker_that_prints_an_error_is_certified() {
 
 #[test]
 fn v8_heap_exhaustion_is_quoted_not_its_native_stack() {
-    const NAME: &str = "field_truths::v8_heap_exhaustion_is_quoted_not_its_native_stack";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         // V8 prints FATAL ERROR, then a native stack of ~16 frames whose
         // names hold "OOMErrorHandler", "FatalProcessOutOfMemory"...
         let out = std::process::Command::new("node")
@@ -52,10 +49,9 @@ fn v8_heap_exhaustion_is_quoted_not_its_native_stack() {
             .output()
             .unwrap();
         assert!(!out.status.success());
-        println!("{TAG}ok");
-        return;
-    }
-    let (r, rep) = certify(NAME);
+        tag("ok".into());
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let c = certs(&rep)
         .iter()
@@ -74,9 +70,7 @@ fn v8_heap_exhaustion_is_quoted_not_its_native_stack() {
 
 #[test]
 fn pidfd_targets_are_resolved_by_their_signal_or_said_unresolved() {
-    const NAME: &str =
-        "field_truths::pidfd_targets_are_resolved_by_their_signal_or_said_unresolved";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let mut child = std::process::Command::new("sleep")
             .arg("60")
             .spawn()
@@ -98,10 +92,9 @@ fn pidfd_targets_are_resolved_by_their_signal_or_said_unresolved() {
         assert_eq!(child.wait().unwrap().signal(), Some(9));
         // Reaped: the pidfd now reaches nobody (ESRCH), a near miss.
         assert_eq!(send(), -1);
-        println!("{TAG}sleep={} fd={fd}", child.id());
-        return;
-    }
-    let (r, rep) = certify(NAME);
+        tag(format!("sleep={} fd={fd}", child.id()));
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let line = scenario_tag(&r);
     let (sleep, fd) = (field(&line, "sleep"), field(&line, "fd"));

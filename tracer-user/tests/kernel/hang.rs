@@ -1,6 +1,6 @@
 //! Hung and cancelled runs: snapshots of what every process is blocked on.
 use std::{
-    io::{BufRead, BufReader, Write},
+    io::Write,
     process::Stdio,
     time::{Duration, Instant},
 };
@@ -91,19 +91,13 @@ fn timeout_snapshots_the_deadlock_then_stops_the_run() {
 fn sigusr1_snapshots_and_the_run_goes_on() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
-    let mut t = tracer()
-        .args(["record", "--output"])
-        .arg(dir.path())
-        .args(["--", "sh", "-c", "echo ready; read line; exit 5"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(t.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready");
+    let mut cmd = record_command(
+        dir.path(),
+        &[],
+        &["sh", "-c", "echo ready; read line; exit 5"],
+    );
+    cmd.stdin(Stdio::piped());
+    let (mut t, _) = spawn_ready(cmd);
     kill(Pid::from_raw(t.id() as i32), nix::sys::signal::SIGUSR1).unwrap();
     // Wait (bounded) until the snapshot is in the log, then let the command end.
     let events = dir.path().join("events.ndjson");

@@ -122,10 +122,7 @@ fn unknown_user_is_one_line_and_exit_70() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
-    let out = tracer()
-        .args(["record", "--output"])
-        .arg(&out_dir)
-        .args(["--user", "no-such-user-tracer-test", "--", "true"])
+    let out = record_command(&out_dir, &["--user", "no-such-user-tracer-test"], &["true"])
         .output()
         .unwrap();
     let stderr = one_line_failure(&out);

@@ -119,16 +119,11 @@ fn a_tracer_inside_a_pid_namespace_reports_that_namespace_s_pids() {
     let output = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc"])
         .arg(env!("CARGO_BIN_EXE_tracer"))
-        .args([
-            "record",
-            "--leaks",
-            "kill",
-            "--leak-grace",
-            "1s",
-            "--output",
-        ])
-        .arg(&out)
-        .args(["--", "sh", "-c", &script])
+        .args(record_args(
+            &out,
+            &["--leaks", "kill", "--leak-grace", "1s"],
+            &["sh", "-c", &script],
+        ))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -293,9 +288,7 @@ fn a_foreign_proc_mount_is_one_clear_line() {
     let out = Command::new("unshare")
         .args(["--pid", "--fork"])
         .arg(env!("CARGO_BIN_EXE_tracer"))
-        .args(["record", "--output"])
-        .arg(tmp.path().join("out"))
-        .args(["--", "true"])
+        .args(record_args(&tmp.path().join("out"), &[], &["true"]))
         .output()
         .unwrap();
     let stderr = one_line_failure(&out);

@@ -3,7 +3,6 @@
 //! test asserts what a CI user can rely on; none is timed.
 use std::{
     fs,
-    io::{BufRead, BufReader},
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Stdio},
@@ -20,58 +19,26 @@ use tracer_user::eventlog::{read_log, Record};
 // ---------------------------------------------------------------------------
 // helpers
 
-/// `tracer record --output DIR [extra] -- cmd`, stdout piped (scenarios say
-/// "ready" on it), stderr to DIR/../tracer.stderr.
+/// `tracer record --output DIR [extra] -- cmd`, returned once the command
+/// said `ready` on its stdout; stderr to DIR/../tracer.stderr.
 fn spawn_tracer(dir: &Path, extra: &[&str], cmd: &[&str]) -> Child {
     require_root();
     let err = fs::File::create(dir.with_extension("stderr")).unwrap();
-    tracer()
-        .arg("record")
-        .arg("--output")
-        .arg(dir)
-        .args(extra)
-        .arg("--")
-        .args(cmd)
-        .stdout(Stdio::piped())
-        .stderr(err)
-        .spawn()
-        .expect("run tracer")
-}
-
-fn wait_ready(child: &mut Child) {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready", "the traced command started");
-}
-
-/// `/proc/PID/stat` field 22 (start time, clock ticks) if PID is alive and
-/// not a zombie.
-fn alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .split_whitespace()
-                .next();
-            !matches!(state, Some("Z") | Some("X") | None)
-        }
-        Err(_) => false,
-    }
+    let mut tracer = record_command(dir, extra, cmd);
+    tracer.stderr(err);
+    spawn_ready(tracer).0
 }
 
 fn wait_gone(pid: i32, limit: Duration) -> bool {
+    let alive = || proc::alive(pid as u32);
     let t0 = Instant::now();
     while t0.elapsed() < limit {
-        if !alive(pid) {
+        if !alive() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    !alive(pid)
+    !alive()
 }
 
 /// The pid of the run's root (the tracer's fork of the command), from a log
@@ -173,7 +140,6 @@ fn sigkilled_tracer_leaves_a_readable_log_and_no_silent_orphan() {
         marker.display()
     );
     let mut tracer = spawn_tracer(&dir, &[], &["sh", "-c", &script]);
-    wait_ready(&mut tracer);
     std::thread::sleep(Duration::from_millis(300)); // let the tracer flush
     kill(Pid::from_raw(tracer.id() as i32), Signal::SIGKILL).unwrap();
     let status = tracer.wait().unwrap();
@@ -246,7 +212,6 @@ fn sigtermed_tracer_forwards_and_writes_full_reports() {
         marker.display()
     );
     let mut tracer = spawn_tracer(&dir, &[], &["sh", "-c", &script]);
-    wait_ready(&mut tracer);
     kill(Pid::from_raw(tracer.id() as i32), Signal::SIGTERM).unwrap();
     let status = tracer.wait().unwrap();
     assert_eq!(status.code(), Some(42), "the command's own status");
@@ -302,8 +267,7 @@ fn bomb(depth: u32, width: usize) -> ! {
 /// map overflow is in the trailer and report.md.
 #[test]
 fn fork_bomb_in_pids_cgroup() {
-    const NAME: &str = "reliability::fork_bomb_in_pids_cgroup";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let procs = std::env::var("TRACER_TEST_CGROUP_PROCS").unwrap();
         fs::write(procs, std::process::id().to_string()).unwrap();
         // SAFETY: see bomb().
@@ -311,22 +275,14 @@ fn fork_bomb_in_pids_cgroup() {
             0 => bomb(6, 4), // up to 5461 processes, at most 40 at once
             p => unsafe { libc::waitpid(p, std::ptr::null_mut(), 0) },
         };
-        return;
-    }
+    });
     require_root();
     let cg = PidsCgroup::new(BOMB_PIDS_MAX);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
-    let exe = std::env::current_exe().unwrap();
     let err = fs::File::create(tmp.path().join("tracer.stderr")).unwrap();
-    let child = tracer()
-        .arg("record")
-        .arg("--output")
-        .arg(&dir)
-        .arg("--")
-        .arg(&exe)
-        .args(["--exact", NAME, "--nocapture", "--test-threads=1", "-q"])
-        .env(SCENARIO_ENV, NAME)
+    let child = sc
+        .command(&dir, &[])
         .env(
             "TRACER_TEST_CGROUP_PROCS",
             cg.dir.join("cgroup.procs").as_os_str(),
@@ -437,10 +393,7 @@ fn unprivileged_record_fails_clearly_and_report_works() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let out = tracer()
-        .args(["record", "--output"])
-        .arg(tmp.path().join("rec"))
-        .args(["--", "true"])
+    let out = record_command(&tmp.path().join("rec"), &[], &["true"])
         .uid(65534)
         .gid(65534)
         .output()

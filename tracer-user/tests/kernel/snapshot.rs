@@ -5,13 +5,15 @@
 //! grandchild never needs a signal from us: it either unblocks by EOF when
 //! its parent dies, or dies with it through PR_SET_PDEATHSIG.
 use std::{
-    io::{BufRead, BufReader},
+    io::BufReader,
     process::{Child, Command, Stdio},
     thread::sleep,
     time::{Duration, Instant},
 };
 
 use tracer_user::snapshot::{self, FdKind, Snapshot, SELF_HELD_PEER, WAITS_ON_BLOCKED_CHILD};
+
+use crate::common::wait_ready;
 
 /// Unix stream read waits: unix_stream_data_wait until it was inlined into
 /// unix_stream_read_generic (the latter is what 6.18 reports).
@@ -46,11 +48,11 @@ impl Py {
     fn pid(&self) -> u32 {
         self.child.id()
     }
-    /// The script prints one line of integers once its fds are set up.
+    /// The script says `ready` and integers (pids, fds) once its fds are
+    /// set up.
     fn ints(&mut self) -> Vec<i64> {
-        let mut line = String::new();
-        self.out.read_line(&mut line).unwrap();
-        line.split_whitespace()
+        wait_ready(&mut self.out)
+            .split_whitespace()
             .map(|w| w.parse().unwrap())
             .collect()
     }
@@ -108,7 +110,7 @@ fn reader_of_a_socketpair_it_holds_both_ends_of_is_self_held_peer() {
     let mut py = Py::spawn(
         "import socket\n\
          a, b = socket.socketpair()\n\
-         print(a.fileno(), b.fileno(), flush=True)\n\
+         print('ready', a.fileno(), b.fileno(), flush=True)\n\
          a.recv(1)\n",
     );
     let pid = py.pid();
@@ -199,7 +201,7 @@ fn reader_whose_peer_is_held_by_another_process_is_not_flagged() {
          pid = os.fork()\n\
          if pid == 0:\n    os.close(w); a.close(); os.read(r, 1); os._exit(0)\n\
          os.close(r); b.close()\n\
-         print(pid, a.fileno(), flush=True)\n\
+         print('ready', pid, a.fileno(), flush=True)\n\
          a.recv(1)\n",
     );
     let pid = py.pid();
@@ -242,7 +244,7 @@ fn parent_waiting_on_a_child_blocked_on_its_own_pipe() {
              if os.getppid() != parent: os._exit(1)\n    \
              os.read(r, 1); os._exit(0)\n\
          os.close(w)\n\
-         print(pid, r, w, flush=True)\n\
+         print('ready', pid, r, w, flush=True)\n\
          os.waitpid(pid, 0)\n",
     );
     let pid = py.pid();
@@ -297,7 +299,7 @@ fn tcp_loopback_connection_to_itself_is_self_held_peer() {
         "import socket\n\
          s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
          c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
-         print(c.fileno(), a.fileno(), flush=True)\n\
+         print('ready', c.fileno(), a.fileno(), flush=True)\n\
          c.recv(1)\n",
     );
     let pid = py.pid();

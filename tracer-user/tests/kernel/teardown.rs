@@ -5,12 +5,6 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(19)?.parse().ok()
-}
-
 #[test]
 fn the_hook_holder_exits_after_the_tracer() {
     let r = record_env(&[], &["true"], &[("TRACER_LOG", "tracer_user=debug")]);
@@ -29,7 +23,7 @@ fn the_hook_holder_exits_after_the_tracer() {
     assert_ne!(start, 0, "the holder's start time was read");
     let bound = Duration::from_secs(20);
     let t0 = Instant::now();
-    while start_time(pid) == Some(start) {
+    while proc::start_ticks(pid) == Some(start) {
         assert!(
             t0.elapsed() < bound,
             "the hook holder (pid {pid}) still runs {bound:?} after the tracer returned"

@@ -1,28 +1,16 @@
 //! Helpers of the caught-then-re-raised scenarios (field_caught.rs,
-//! field_cancel.rs): children that say when they are ready, /proc waits,
-//! and the chain every re-raise certificate shows.
+//! field_cancel.rs): /proc waits, and the chain every re-raise certificate
+//! shows.
 
-use std::{
-    io::{BufRead, BufReader},
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
-};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::{sys::signal::Signal, unistd::Pid};
 use serde_json::Value;
 
-use crate::certificates::support::{field, s, TAG};
+use crate::certificates::support::s;
 
 /// Every child naps at most this long, so a failed test leaves nothing for long.
 pub const NODE_NAP: &str = "setTimeout(() => {}, 60000)";
-
-pub fn tag(line: String) {
-    println!("{TAG}{line}");
-}
-
-pub fn pid(line: &str, key: &str) -> u32 {
-    field(line, key).parse().unwrap()
-}
 
 pub fn unique(what: &str) -> String {
     let nonce = SystemTime::now()
@@ -30,29 +18,6 @@ pub fn unique(what: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("h1-{what}-{}-{nonce}", std::process::id())
-}
-
-/// Spawns `cmd` with stdout piped and returns once it printed a line
-/// starting with `ready` (the rest of that line is returned). The caller
-/// waits for the child it is handed.
-#[allow(clippy::zombie_processes)]
-pub fn spawn_ready(mut cmd: Command) -> (Child, String) {
-    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 {
-            let status = child.wait().unwrap();
-            panic!("child never got ready: {status}");
-        }
-        if let Some(rest) = line.trim_end().strip_prefix("ready") {
-            let rest = rest.trim().to_string();
-            // Keep draining so a chatty child never blocks on a full pipe.
-            std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-            return (child, rest);
-        }
-    }
 }
 
 /// Waits (bounded) until `pid` sleeps in wait(): a shell waiting for its

@@ -8,20 +8,19 @@ use std::{
 
 use serde_json::json;
 
-use super::{pid, support::*, tag};
+use super::support::*;
 use crate::common::*;
 
 /// `pkill -f PATTERN` from a sibling, with a pattern no stranger can match.
 #[test]
 fn worker_killed_by_pkill() {
-    const NAME: &str = "certificates::others::worker_killed_by_pkill";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let nonce = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_nanos();
         let pattern = format!("tracer-cert-{}-{nonce}", std::process::id());
-        let (mut w, _, _out) = spawn_until_tagged(worker("sleeper", &[&pattern]));
+        let (mut w, _) = spawn_ready(worker("sleeper", &[&pattern]));
         let mut pk = Command::new("pkill")
             .args(["-f", &pattern])
             .spawn()
@@ -29,9 +28,8 @@ fn worker_killed_by_pkill() {
         assert!(pk.wait().unwrap().success(), "pkill matched the worker");
         assert_eq!(w.wait().unwrap().signal(), Some(15));
         tag(format!("w={} pkill={} pattern={pattern}", w.id(), pk.id()));
-        return;
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let line = scenario_tag(&r);
     let (w, pk, pattern) = (
@@ -63,19 +61,17 @@ fn worker_killed_by_pkill() {
 /// checking that the pid still names the worker that reported it.
 #[test]
 fn worker_killed_from_outside_the_run() {
-    const NAME: &str = "certificates::others::worker_killed_from_outside_the_run";
-    if in_scenario(NAME) {
+    let sc = scenario(|| {
         let mut w = worker("sleeper", &[]).spawn().unwrap();
         assert_eq!(w.wait().unwrap().signal(), Some(9));
-        return;
-    }
+    });
     let mut victim = 0;
-    let (r, rep) = certify_live(NAME, |out| {
-        let line = read_tagged(out).expect("the worker reports its pid");
+    let (r, rep) = certify_live(&sc, |out| {
+        let line = wait_ready(out);
         victim = pid(&line, "pid");
         let start: u64 = field(&line, "start").parse().unwrap();
         assert_eq!(
-            proc_start_ticks(victim as i32),
+            proc::start_ticks(victim),
             Some(start),
             "pid {victim} is still the worker that reported it"
         );
@@ -106,9 +102,8 @@ fn worker_killed_from_outside_the_run() {
 /// tgkill() at the second thread of a multi-threaded worker kills it all.
 #[test]
 fn thread_directed_kill() {
-    const NAME: &str = "certificates::others::thread_directed_kill";
-    if in_scenario(NAME) {
-        let (mut w, line, _o) = spawn_until_tagged(worker("threaded", &[]));
+    let sc = scenario(|| {
+        let (mut w, line) = spawn_ready(worker("threaded", &[]));
         let tid = field(&line, "tid");
         let mut k = worker("tgkiller", &[])
             .env("CERT_PID", w.id().to_string())
@@ -118,9 +113,8 @@ fn thread_directed_kill() {
         assert!(k.wait().unwrap().success());
         assert_eq!(w.wait().unwrap().signal(), Some(9));
         tag(format!("w={} tid={tid} k={}", w.id(), k.id()));
-        return;
-    }
-    let (r, rep) = certify(NAME);
+    });
+    let (r, rep) = certify(&sc);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let line = scenario_tag(&r);
     let (w, tid, killer) = (pid(&line, "w"), pid(&line, "tid"), pid(&line, "k"));

@@ -1,9 +1,10 @@
 //! Worker roles: what a re-exec'd copy of this binary does when `CERT_ROLE`
-//! names it. Each role reports on stdout (a [`TAG`]ged line) before the
-//! moment its parent must act on, so no scenario sleeps to synchronise.
+//! names it. A role its parent must not act on too early says `ready` on
+//! stdout first (the one handshake, `common/ready.rs`).
 use std::{io::Write, time::Duration};
 
-use super::support::{NO_SUCH_PID, TAG};
+use super::support::NO_SUCH_PID;
+use crate::common::proc;
 
 /// Long enough for any scenario, short enough that a failing test cannot
 /// leave a worker around for long.
@@ -13,8 +14,8 @@ pub fn run(role: &str) {
     match role {
         "sleeper" => {
             let me = std::process::id();
-            let start = super::support::proc_start_ticks(me as i32).unwrap();
-            tag(&format!("pid={me} start={start}"));
+            let start = proc::start_ticks(me).unwrap();
+            ready(&format!("pid={me} start={start}"));
             std::thread::sleep(NAP);
         }
         "group_killer" => group_killer(),
@@ -45,9 +46,10 @@ fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} not set"))
 }
 
-fn tag(line: &str) {
+/// `ready WORDS` on stdout: the parent acts once it reads it.
+fn ready(words: &str) {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{TAG}{line}").unwrap();
+    writeln!(out, "ready {words}").unwrap();
     out.flush().unwrap();
 }
 
@@ -81,7 +83,7 @@ fn threaded() {
         std::thread::sleep(NAP);
     });
     let tid = rx.recv().unwrap();
-    tag(&format!("pid={} tid={tid}", std::process::id()));
+    ready(&format!("pid={} tid={tid}", std::process::id()));
     std::thread::sleep(NAP);
 }
 
@@ -100,7 +102,7 @@ fn memory(role: &str) {
     let size: usize = if role == "hog" { 100 << 20 } else { 200 << 20 };
     let block: Vec<Vec<u8>> = (0..size >> 20).map(|_| vec![0x5au8; 1 << 20]).collect();
     let block = std::hint::black_box(block);
-    tag(&format!("pid={me} held={}", block.len() << 20));
+    ready(&format!("pid={me} held={}", block.len() << 20));
     if role == "hog" {
         std::thread::sleep(NAP);
     }

@@ -2,18 +2,21 @@
 //! this test binary, reading report.json, and the offline re-render check.
 use std::{
     io::{BufRead, BufReader, Read},
-    process::{Child, ChildStdout, Command, Stdio},
+    process::{ChildStdout, Command, Stdio},
 };
 
 use serde_json::Value;
 
-use crate::common::{record_scenario, tracer, Recorded};
+use crate::common::{tracer, Recorded, Scenario, SCENARIO_ENV};
 
 /// Env var naming the role a re-exec'd worker plays (see `roles.rs`).
 pub const ROLE_ENV: &str = "CERT_ROLE";
+/// The test a worker runs: [`super::role`], which plays `ROLE_ENV`'s role.
+const ROLE_TEST: &str = "certificates::role";
 /// Above any pid_max Linux allows (2^22): kill() on it can only fail.
 pub const NO_SUCH_PID: i32 = 2_000_000_000;
-/// Lines a worker prints for its parent start with this.
+/// Lines a scenario prints for its test (what it did, with which pids)
+/// start with this.
 pub const TAG: &str = "CERT ";
 
 /// This test binary re-run as a worker playing `role`; `extra` are further
@@ -22,27 +25,19 @@ pub fn worker(role: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
-        "certificates::role",
+        ROLE_TEST,
         "--nocapture",
         "--test-threads=1",
         "-q",
     ])
     .args(extra)
     .env(ROLE_ENV, role)
-    .env_remove(crate::common::SCENARIO_ENV);
+    .env_remove(SCENARIO_ENV);
     cmd
 }
 
-/// Spawns `cmd` with stdout piped and waits for its first tagged line.
-pub fn spawn_until_tagged(mut cmd: Command) -> (Child, String, BufReader<ChildStdout>) {
-    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let line = read_tagged(&mut out).expect("the worker reports before it works");
-    (child, line, out)
-}
-
 /// The next line starting with [`TAG`], without the tag.
-pub fn read_tagged(out: &mut impl BufRead) -> Option<String> {
+fn read_tagged(out: &mut impl BufRead) -> Option<String> {
     let mut line = String::new();
     loop {
         line.clear();
@@ -55,7 +50,17 @@ pub fn read_tagged(out: &mut impl BufRead) -> Option<String> {
     }
 }
 
-/// `key=value` out of a tagged line.
+/// Prints a [`TAG`]ged line: what the scenario did, for its test.
+pub fn tag(line: String) {
+    println!("{TAG}{line}");
+}
+
+/// The pid `key=PID` in `line`.
+pub fn pid(line: &str, key: &str) -> u32 {
+    field(line, key).parse().unwrap()
+}
+
+/// `key=value` out of a line of such words (a tagged or a ready line).
 pub fn field(line: &str, key: &str) -> String {
     line.split_whitespace()
         .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
@@ -63,18 +68,15 @@ pub fn field(line: &str, key: &str) -> String {
         .to_string()
 }
 
-/// Field 22 of /proc/PID/stat: start time in clock ticks since boot.
-pub fn proc_start_ticks(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may hold spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+/// Runs the scenario under `tracer record`, checks the offline re-render,
+/// and returns the recording with its parsed report.json.
+pub fn certify(sc: &Scenario) -> (Recorded, Value) {
+    certify_env(sc, &[])
 }
 
-/// Runs scenario `name` under `tracer record`, checks the offline re-render,
-/// and returns the recording with its parsed report.json.
-pub fn certify(name: &str) -> (Recorded, Value) {
-    let r = record_scenario(name, &[]);
+/// Like `certify`, with extra environment for the scenario.
+pub fn certify_env(sc: &Scenario, env: &[(&str, &str)]) -> (Recorded, Value) {
+    let r = sc.record_env(&[], env);
     let report = checked_report(&r);
     (r, report)
 }
@@ -152,41 +154,16 @@ pub fn assert_ranked(report: &Value) {
     );
 }
 
-/// Like `record_scenario`, with extra environment for the scenario.
-pub fn certify_env(name: &str, env: &[(&str, &str)]) -> (Recorded, Value) {
-    let exe = std::env::current_exe().unwrap();
-    let args = [
-        exe.to_str().unwrap(),
-        "--exact",
-        name,
-        "--nocapture",
-        "--test-threads=1",
-        "-q",
-    ];
-    let mut all = vec![(crate::common::SCENARIO_ENV, name)];
-    all.extend_from_slice(env);
-    let r = crate::common::record_env(&[], &args, &all);
-    let report = checked_report(&r);
-    (r, report)
-}
-
-/// Runs scenario `name` under `tracer record` while `during` reads the
-/// traced command's stdout (the tracer's own) line by line as it is written.
+/// Runs the scenario under `tracer record` while `during` reads the traced
+/// command's stdout (the tracer's own) line by line as it is written.
 pub fn certify_live(
-    name: &str,
+    sc: &Scenario,
     during: impl FnOnce(&mut BufReader<ChildStdout>),
 ) -> (Recorded, Value) {
     crate::common::require_root();
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut child = tracer()
-        .arg("record")
-        .arg("--output")
-        .arg(dir.path())
-        .arg("--")
-        .arg(exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1", "-q"])
-        .env(crate::common::SCENARIO_ENV, name)
+    let mut child = sc
+        .command(dir.path(), &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -207,8 +184,7 @@ pub fn certify_live(
         stdout,
         stderr: errs.join().unwrap(),
     };
-    let log = tracer_user::eventlog::read_log(&dir.path().join("events.ndjson")).unwrap();
-    let r = Recorded { dir, output, log };
+    let r = Recorded::read(dir, output);
     let report = checked_report(&r);
     (r, report)
 }

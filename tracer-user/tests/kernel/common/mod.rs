@@ -1,11 +1,11 @@
-//! Harness for root integration tests: run the real `tracer record` around a
-//! scenario and hand back its parsed event log.
-//!
-//! A scenario is a test of the same binary, re-executed under the tracer with
-//! `TRACER_SCENARIO=<its name>`; the scenario code runs only in that child.
+//! Harness for the kernel tests: run the real `tracer record` around a
+//! command or a scenario (`scenario.rs`) and hand back its parsed event log.
+//! One way to spell a record command line (`record_args`), one ready
+//! handshake (`ready.rs`), identities from /proc through procfs (`proc.rs`).
 //! Scenarios signal only processes they spawned themselves.
 
 use std::{
+    ffi::{OsStr, OsString},
     path::{Path, PathBuf},
     process::{Command, Output},
 };
@@ -13,20 +13,19 @@ use std::{
 use tracer_user::eventlog::{read_log, EventLog, Record};
 
 pub mod cgroup;
+pub mod proc;
+pub mod ready;
+pub mod scenario;
 
-pub const SCENARIO_ENV: &str = "TRACER_SCENARIO";
-
-/// True inside the re-executed child: run the scenario body, not the checks.
-pub fn in_scenario(name: &str) -> bool {
-    std::env::var(SCENARIO_ENV).as_deref() == Ok(name)
-}
+pub use ready::{spawn_ready, wait_ready};
+pub use scenario::{scenario, Scenario, SCENARIO_ENV};
 
 /// Kernel tests need root. They fail loudly rather than skip: a suite that
 /// quietly skips its kernel tests proves nothing.
 pub fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
-        "this integration test loads eBPF programs and needs root: run `cargo xtask test`"
+        "this kernel test loads eBPF programs and needs root: run `cargo xtask test` (it uses sudo when you are not root)"
     );
 }
 
@@ -37,6 +36,19 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// The run that wrote `dir`, ended with `output`: its log, read and
+    /// checked (sequence numbers without gaps, the trailer's count).
+    pub fn read(dir: tempfile::TempDir, output: Output) -> Recorded {
+        let log = read_log(&dir.path().join("events.ndjson")).unwrap_or_else(|e| {
+            panic!(
+                "no readable event log ({e}); tracer stderr:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+        assert_seq_contiguous(&log);
+        Recorded { dir, output, log }
+    }
+
     pub fn events(&self) -> impl Iterator<Item = &Record> {
         self.log.events.iter()
     }
@@ -51,61 +63,55 @@ impl Recorded {
     }
 }
 
+/// The tracer binary the tests run: the one cargo built, or `TRACER_BIN`
+/// (`cargo xtask dist --check` runs the suite against the static release
+/// binary).
+fn tracer_bin() -> OsString {
+    std::env::var_os("TRACER_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_tracer").into())
+}
+
 /// The tracer binary, with the command kept as root: under `sudo cargo
 /// xtask test` the SUDO_* variables would otherwise make every recorded
 /// command run as the invoking user. Tests of that default set them again.
-/// `TRACER_BIN` replaces the binary cargo built (`cargo xtask dist --check`
-/// runs the suite against the static release binary).
 pub fn tracer() -> Command {
-    let bin = std::env::var_os("TRACER_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_tracer").into());
-    let mut c = Command::new(bin);
+    let mut c = Command::new(tracer_bin());
     for var in ["SUDO_UID", "SUDO_GID", "SUDO_USER"] {
         c.env_remove(var);
     }
     c
 }
 
+/// `record --output OUT [extra...] -- cmd...`: the one spelling of a record
+/// command line, for `tracer()` or a wrapper (`unshare ... tracer`).
+pub fn record_args<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["record".into(), "--output".into(), out.into()];
+    args.extend(extra.iter().map(OsString::from));
+    args.push("--".into());
+    args.extend(cmd.iter().map(|a| a.as_ref().to_owned()));
+    args
+}
+
+/// `tracer record --output OUT [extra...] -- cmd...`, for a caller that
+/// spawns it itself (stdio, signals, another user).
+pub fn record_command<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Command {
+    let mut c = tracer();
+    c.args(record_args(out, extra, cmd));
+    c
+}
+
 /// `tracer record [extra...] -- cmd...` into a fresh directory.
-pub fn record(extra: &[&str], cmd: &[&str]) -> Recorded {
+pub fn record<S: AsRef<OsStr>>(extra: &[&str], cmd: &[S]) -> Recorded {
     record_env(extra, cmd, &[])
 }
 
-pub fn record_env(extra: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Recorded {
+pub fn record_env<S: AsRef<OsStr>>(extra: &[&str], cmd: &[S], env: &[(&str, &str)]) -> Recorded {
     require_root();
     let dir = tempfile::tempdir().unwrap();
-    let output = tracer()
-        .arg("record")
-        .arg("--output")
-        .arg(dir.path())
-        .args(extra)
-        .arg("--")
-        .args(cmd)
+    let output = record_command(dir.path(), extra, cmd)
         .envs(env.iter().copied())
         .output()
         .expect("run tracer");
-    let log = read_log(&dir.path().join("events.ndjson")).unwrap_or_else(|e| {
-        panic!(
-            "no readable event log ({e}); tracer stderr:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    assert_seq_contiguous(&log);
-    Recorded { dir, output, log }
-}
-
-/// Re-run this test binary's test `name` as the traced command.
-pub fn record_scenario(name: &str, extra: &[&str]) -> Recorded {
-    let exe = std::env::current_exe().unwrap();
-    let exe = exe.to_str().unwrap();
-    let args = [
-        exe,
-        "--exact",
-        name,
-        "--nocapture",
-        "--test-threads=1",
-        "-q",
-    ];
-    record_env(extra, &args, &[(SCENARIO_ENV, name)])
+    Recorded::read(dir, output)
 }
 
 /// The run's root process: forked by the tracer itself.

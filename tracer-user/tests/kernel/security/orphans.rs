@@ -3,7 +3,7 @@
 //! SIGTERM is still ended when tracer is SIGKILLed: tracer's watchdog
 //! SIGTERMs the run and SIGKILLs it after the grace period.
 use std::{
-    io::{BufRead, BufReader, Read},
+    io::Read,
     process::{Child, Stdio},
     time::{Duration, Instant},
 };
@@ -24,7 +24,7 @@ if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        print(f"grandchild {os.getpid()}", flush=True)
+        print(f"ready grandchild={os.getpid()}", flush=True)
         time.sleep(300)
     os._exit(0)
 os.wait()
@@ -46,56 +46,25 @@ fn root_pid_of(dir: &std::path::Path) -> u32 {
         .expect("the tracer's fork of the command is in the log")
 }
 
-/// /proc/PID/stat's start time (field 22): with the pid, the identity.
-fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    // After the comm, fields start at 3 (state); starttime is field 22.
-    f.get(19)?.parse().ok()
-}
-
-fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].chars().next()
-}
-
-/// Still this very process (not a recycled pid) and not a zombie.
-fn running(pid: u32, start: u64) -> bool {
-    start_ticks(pid) == Some(start) && !matches!(state(pid), Some('Z' | 'X') | None)
-}
-
 /// Hermetic clean-up: only if it is still the process the test started.
 fn kill_if_ours(pid: u32, start: u64) {
-    if start_ticks(pid) == Some(start) {
+    if proc::start_ticks(pid) == Some(start) {
         let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
     }
 }
 
-fn spawn(dir: &std::path::Path, extra: &[&str], cmd: &[&str]) -> Child {
+/// `tracer record` of `cmd`, returned once the grandchild said `ready
+/// grandchild=PID`, with that pid; stderr piped.
+fn spawn(dir: &std::path::Path, extra: &[&str], cmd: &[&str]) -> (Child, u32) {
     require_root();
-    tracer()
-        .arg("record")
-        .arg("--output")
-        .arg(dir)
-        .args(extra)
-        .arg("--")
-        .args(cmd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tracer")
-}
-
-/// The pid the command printed as "WORD PID" on its stdout.
-fn read_pid(out: &mut impl BufRead, word: &str) -> u32 {
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    line.trim()
-        .strip_prefix(word)
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("expected `{word} PID`, got {line:?}"))
+    let mut tracer = record_command(dir, extra, cmd);
+    tracer.stdin(Stdio::null()).stderr(Stdio::piped());
+    let (tracer, words) = spawn_ready(tracer);
+    let gc = words
+        .strip_prefix("grandchild=")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("expected `ready grandchild=PID`, got {words:?}"));
+    (tracer, gc)
 }
 
 #[test]
@@ -103,14 +72,12 @@ fn sigkilled_tracer_takes_a_detached_grandchild_with_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
     let grace = Duration::from_secs(1);
-    let mut tracer = spawn(
+    let (mut tracer, gc) = spawn(
         &dir,
         &["--user", "nobody", "--kill-grace", "1s"],
         &[PYTHON, "-c", DETACHED_GRANDCHILD],
     );
-    let mut stdout = BufReader::new(tracer.stdout.take().unwrap());
-    let gc = read_pid(&mut stdout, "grandchild");
-    let start = start_ticks(gc).expect("the grandchild is alive");
+    let start = proc::start_ticks(gc).expect("the grandchild is alive");
     let tracer_pid = tracer.id();
     // It really left: another session (so another process group) than the
     // tracer's and the command's.
@@ -124,10 +91,10 @@ fn sigkilled_tracer_takes_a_detached_grandchild_with_it() {
     let killed_at = Instant::now();
     // It ignores SIGTERM: only the SIGKILL after the grace period ends it.
     let bound = grace + Duration::from_secs(5);
-    while running(gc, start) && killed_at.elapsed() < bound {
+    while proc::running(gc, start) && killed_at.elapsed() < bound {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let survived = running(gc, start);
+    let survived = proc::running(gc, start);
     kill_if_ours(gc, start);
     assert!(
         !survived,
@@ -161,7 +128,7 @@ fn sigkilled_tracer_takes_a_detached_grandchild_with_it() {
 fn a_finished_tracer_leaves_reported_leaks_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
-    let mut tracer = spawn(
+    let (mut tracer, gc) = spawn(
         &dir,
         &[],
         &[
@@ -170,13 +137,11 @@ fn a_finished_tracer_leaves_reported_leaks_alone() {
             &DETACHED_GRANDCHILD.replace("os.wait()\ntime.sleep(300)", "os.wait()"),
         ],
     );
-    let mut stdout = BufReader::new(tracer.stdout.take().unwrap());
-    let gc = read_pid(&mut stdout, "grandchild");
-    let start = start_ticks(gc).unwrap();
+    let start = proc::start_ticks(gc).unwrap();
     let status = tracer.wait().unwrap();
     let log = read_log(&dir.join("events.ndjson")).unwrap();
     // The watchdog was reaped by tracer before it exited: it cannot act now.
-    let alive = running(gc, start);
+    let alive = proc::running(gc, start);
     let leaked: Vec<ProcKey> = log
         .events
         .iter()

@@ -55,16 +55,17 @@ fn stage() -> Stage {
 /// `tracer record --user nobody --output OUT -- bash -c SCRIPT`, with the
 /// stage's paths in the script's environment.
 fn attack(s: &Stage, script: &str) -> Output {
-    tracer()
-        .args(["record", "--user", &NOBODY.to_string(), "--output"])
-        .arg(&s.out)
-        .args(["--", "bash", "-c", script])
-        .env("OUT", &s.out)
-        .env("WORK", &s.work)
-        .env("VICTIM", &s.victim)
-        .env("BASE", &s.base)
-        .output()
-        .expect("run tracer")
+    record_command(
+        &s.out,
+        &["--user", &NOBODY.to_string()],
+        &["bash", "-c", script],
+    )
+    .env("OUT", &s.out)
+    .env("WORK", &s.work)
+    .env("VICTIM", &s.victim)
+    .env("BASE", &s.base)
+    .output()
+    .expect("run tracer")
 }
 
 fn assert_victim_intact(s: &Stage) {
@@ -160,20 +161,20 @@ fn a_swapped_output_directory_is_noticed_and_nothing_lands_in_the_decoy() {
     fs::set_permissions(&s.victim, fs::Permissions::from_mode(0o644)).unwrap();
     let decoy = s.base.join("decoy");
     fs::create_dir(&decoy).unwrap();
-    let out = tracer()
-        .args(["record", "--user", &NOBODY.to_string(), "--output"])
-        .arg(&s.out)
-        .args([
-            "--",
+    let out = record_command(
+        &s.out,
+        &["--user", &NOBODY.to_string()],
+        &[
             "bash",
             "-c",
             r#"mv "$OUT" "$WORK/moved" && ln -s "$DECOY" "$OUT" || exit 99; exit 6"#,
-        ])
-        .env("OUT", &s.out)
-        .env("WORK", &s.work)
-        .env("DECOY", &decoy)
-        .output()
-        .unwrap();
+        ],
+    )
+    .env("OUT", &s.out)
+    .env("WORK", &s.work)
+    .env("DECOY", &decoy)
+    .output()
+    .unwrap();
     let stderr = no_panic(&out);
     assert_eq!(out.status.code(), Some(6), "{stderr}");
     assert!(stderr.contains("was replaced during the run"), "{stderr}");
@@ -192,12 +193,7 @@ fn a_directory_others_can_write_or_a_planted_link_is_refused_up_front() {
     let shared = s.base.join("shared");
     fs::create_dir(&shared).unwrap();
     fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
-    let out = tracer()
-        .args(["record", "--output"])
-        .arg(&shared)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
+    let out = record_command(&shared, &[], &["true"]).output().unwrap();
     let line = one_line_failure(&out);
     assert!(
         line.contains("world-writable") && line.contains("--output"),
@@ -215,12 +211,7 @@ fn a_directory_others_can_write_or_a_planted_link_is_refused_up_front() {
         nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
     )
     .unwrap();
-    let out = tracer()
-        .args(["record", "--output"])
-        .arg(&link)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
+    let out = record_command(&link, &[], &["true"]).output().unwrap();
     let line = one_line_failure(&out);
     assert!(line.contains("symlink"), "{line}");
     assert_eq!(
@@ -265,19 +256,19 @@ fn a_full_disk_costs_events_not_the_command_or_its_status() {
     // (a few hundred short-lived processes), free the space, and exit 5: the
     // command finishes, its status passes through, and the reports (written
     // once space is back) count what the log could not take.
-    let out = tracer()
-        .args(["record", "--output"])
-        .arg(&out_dir)
-        .args([
-            "--",
+    let out = record_command(
+        &out_dir,
+        &[],
+        &[
             "bash",
             "-c",
             r#"head -c 1M /dev/zero > "$FS/fill" 2>/dev/null
                for i in $(seq 400); do /bin/true --a-long-argument-to-make-the-log-grow-faster-$i; done
                rm -f "$FS/fill"
                exit 5"#,
-        ])
-        .env("FS", &fs_dir)
+        ],
+    )
+    .env("FS", &fs_dir)
         .output()
         .unwrap();
     let stderr = no_panic(&out);

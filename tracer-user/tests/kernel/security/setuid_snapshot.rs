@@ -3,11 +3,7 @@
 //! sleep, started by the unprivileged command) must not give them its
 //! kernel stacks, syscall registers, executable or open files; the
 //! snapshot says they were withheld. The user's own processes keep theirs.
-use std::{
-    io::{BufRead, BufReader},
-    os::unix::fs::PermissionsExt,
-    process::Stdio,
-};
+use std::{os::unix::fs::PermissionsExt, process::Stdio};
 
 use nix::{
     sys::signal::{kill, Signal},
@@ -23,7 +19,7 @@ use crate::common::*;
 /// A directory `nobody` can enter holding a setuid-root copy of sleep, and
 /// a shell line that starts it and waits (10 s at most) until the kernel
 /// shows it as root (effective uid, the 3rd field of Uid:), then prints
-/// `setuid PID`.
+/// `ready setuid=PID`.
 fn setuid_sleep() -> (tempfile::TempDir, String) {
     let tmp = tempfile::tempdir().unwrap();
     // nobody must reach the setuid binary; the output stays root's.
@@ -35,7 +31,7 @@ fn setuid_sleep() -> (tempfile::TempDir, String) {
         r#"{} 300 & p=$!
 n=0; until awk '/^Uid:/ {{ exit !($3 == 0) }}' /proc/$p/status 2>/dev/null || [ $n = 1000 ]; do
   sleep 0.01; n=$((n+1)); done
-echo "setuid $p""#,
+echo "ready setuid=$p""#,
         rootsleep.display()
     );
     (tmp, start)
@@ -48,25 +44,13 @@ fn snapshot_withholds_a_setuid_process_from_the_runs_user() {
     let (tmp, start) = setuid_sleep();
     let out = tmp.path().join("out");
     let script = format!("{start}; wait");
-    let mut tracer = tracer()
-        .arg("record")
-        .arg("--output")
-        .arg(&out)
-        .args(["--user", "nobody", "--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(tracer.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let setuid: u32 = line
-        .trim()
-        .strip_prefix("setuid ")
+    let mut cmd = record_command(&out, &["--user", "nobody"], &["sh", "-c", &script]);
+    cmd.stdin(Stdio::null()).stderr(Stdio::piped());
+    let (tracer, words) = spawn_ready(cmd);
+    let setuid: u32 = words
+        .strip_prefix("setuid=")
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("{line:?}"));
+        .unwrap_or_else(|| panic!("{words:?}"));
     // A CI cancellation: snapshot, then the run is ended.
     kill(Pid::from_raw(tracer.id() as i32), Signal::SIGTERM).unwrap();
     let status = tracer.wait_with_output().unwrap();
@@ -165,7 +149,7 @@ unshare -r sleep 300 & echo "rootless $!"
             .find_map(|l| l.strip_prefix(word)?.trim().parse().ok())
             .unwrap_or_else(|| panic!("no `{word}` in {stdout:?}"))
     };
-    let (own, setuid) = (pid_of("own "), pid_of("setuid "));
+    let (own, setuid) = (pid_of("own "), pid_of("ready setuid="));
     let undumpable = pid_of("undumpable ");
     let leak = |pid: u32| {
         r.events()

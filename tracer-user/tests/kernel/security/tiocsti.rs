@@ -153,16 +153,11 @@ fn a_command_run_as_another_user_cannot_type_into_roots_terminal() {
     // The attack under tracer.
     let (master, slave) = pty();
     let tmp = tempfile::tempdir().unwrap();
-    let mut cmd = tracer();
-    cmd.arg("record").arg("--output").arg(tmp.path()).args([
-        "--user",
-        "nobody",
-        "--",
-        "/usr/bin/python3",
-        "-c",
-        INJECT,
-        "interactive",
-    ]);
+    let cmd = record_command(
+        tmp.path(),
+        &["--user", "nobody"],
+        &["/usr/bin/python3", "-c", INJECT, "interactive"],
+    );
     let mut tracer = on_terminal(cmd, &slave);
     let mut seen = String::new();
     let line = line_with(&master, &mut seen, "ready");
@@ -190,12 +185,15 @@ fn a_root_command_keeps_the_terminal() {
     require_root();
     let (master, slave) = pty();
     let tmp = tempfile::tempdir().unwrap();
-    let mut cmd = tracer();
-    cmd.arg("record")
-        .arg("--output")
-        .arg(tmp.path())
-        .args(["--user", "root", "--", "sh", "-c"])
-        .arg(r#"[ "$(ps -o tpgid= -p $$)" -eq "$(ps -o pgid= -p $$)" ] && echo foreground-ready || echo background-ready"#);
+    let cmd = record_command(
+        tmp.path(),
+        &["--user", "root"],
+        &[
+            "sh",
+            "-c",
+            r#"[ "$(ps -o tpgid= -p $$)" -eq "$(ps -o pgid= -p $$)" ] && echo foreground-ready || echo background-ready"#,
+        ],
+    );
     let mut tracer = on_terminal(cmd, &slave);
     let mut seen = String::new();
     let line = line_with(&master, &mut seen, "-ready");
