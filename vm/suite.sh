@@ -89,7 +89,7 @@ for spec in "$@"; do
     tests=$("$bin" --list --format terse 2>/dev/null | sed -n "s/^\($name::[^ ]*\): test\$/\1/p")
     if [ -n "$tests" ]; then
         # shellcheck disable=SC2086 # one word per test name
-        TRACER_INTEGRATION=1 RUST_BACKTRACE=0 "$bin" --test-threads=1 --exact $tests 2>&1
+        RUST_BACKTRACE=0 "$bin" --test-threads=1 --exact $tests 2>&1
         rc=$?
     else
         echo "no test named $name::... in $bin"

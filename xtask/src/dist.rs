@@ -169,7 +169,6 @@ fn check_with(ws: &Workspace, bin: &Path) -> Result<()> {
             .current_dir(ws.root.join("tracer-user"))
             .arg("--exact")
             .args(&names)
-            .env("TRACER_INTEGRATION", "1")
             .env("TRACER_BIN", bin),
     )
 }
