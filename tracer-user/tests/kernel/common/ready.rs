@@ -17,7 +17,10 @@ pub fn wait_ready(out: &mut impl BufRead) -> String {
 /// Spawns `cmd` with stdout piped and returns once it said `ready`, with
 /// the words after it. What it prints later is drained, so it never blocks
 /// on a full pipe; the caller waits for the child.
-#[allow(clippy::zombie_processes)]
+#[allow(
+    clippy::zombie_processes,
+    reason = "the caller waits for the child it is handed"
+)]
 pub fn spawn_ready(mut cmd: Command) -> (Child, String) {
     let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
