@@ -21,7 +21,7 @@ What is checked, and against what:
   container must have a memory request and limit.
 - the Grafana dashboard: valid JSON, every panel on the dashboard's
   datasource variable, every metric its queries name documented in
-  docs/metrics.md (tracer-user/tests/metrics.rs runs each query against a
+  docs/metrics.md (tracer-user/tests/kernel/metrics.rs runs each query against a
   real Prometheus).
 - shellcheck on every script under ci/, and on the shell embedded in the
   YAML: the action's and the workflow's `run:` steps, the GitLab jobs'

@@ -4,7 +4,7 @@
 //! control bytes, balanced code spans, closed fences, whole table rows, no
 //! CI workflow command, one <script>. The input is split at 0xFF bytes
 //! into the strings used, in turn, for each distinct original string.
-//! tracer-user/tests/output_fuzz.rs checks the same property with a seeded
+//! tracer-user/tests/offline/output_fuzz.rs checks the same property with a seeded
 //! generator on every fixture, in the ordinary test suite.
 #![no_main]
 

@@ -104,19 +104,14 @@ fn try_build_go(scratch: &Path) -> Result<PathBuf> {
 /// run from their pre-built test binary: a thread-pooled Rust test harness
 /// reading fixtures and /proc, offline and deterministic.
 pub fn test_suite(ws: &Workspace) -> Result<Workload> {
-    let out = cmd::output(
-        Command::new("cargo")
-            .current_dir(&ws.root)
-            .args([
-                "test",
-                "-p",
-                "tracer-user",
-                "--lib",
-                "--no-run",
-                "--message-format=json",
-            ])
-            .env_remove("TRACER_INTEGRATION"),
-    )?;
+    let out = cmd::output(Command::new("cargo").current_dir(&ws.root).args([
+        "test",
+        "-p",
+        "tracer-user",
+        "--lib",
+        "--no-run",
+        "--message-format=json",
+    ]))?;
     if !out.status.success() {
         bail!(
             "building the unit tests failed: {}",

@@ -14,12 +14,12 @@ use std::{
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-use crate::{cmd, ebpf, workspace::Workspace};
+use crate::{cmd, ebpf, kernel_tests, workspace::Workspace};
 
 pub const TARGET: &str = "x86_64-unknown-linux-musl";
 
-/// The integration tests `--check` runs with the dist binary: capture,
-/// certificates, errors and the attacks of the security suite.
+/// The modules of the kernel test binary `--check` runs with the dist binary:
+/// capture, certificates, errors and the attacks of the security suite.
 const CHECK_TESTS: &[&str] = &["capture", "certificates", "errors", "security"];
 
 pub fn run(ws: &Workspace, check: bool) -> Result<PathBuf> {
@@ -161,16 +161,16 @@ fn write_checksum(file: &Path) -> Result<()> {
 
 /// The core kernel scenarios, with every test's `tracer` being the dist binary.
 fn check_with(ws: &Workspace, bin: &Path) -> Result<()> {
-    let mut cargo = Command::new("cargo");
-    cargo
-        .current_dir(&ws.root)
-        .args(["test", "-p", "tracer-user"])
-        .env("TRACER_INTEGRATION", "1")
-        .env("TRACER_BIN", bin);
-    for t in CHECK_TESTS {
-        cargo.args(["--test", t]);
-    }
-    cmd::run(&mut cargo)
+    let tests = kernel_tests::build(ws)?;
+    let modules: Vec<String> = CHECK_TESTS.iter().map(|m| m.to_string()).collect();
+    let names = kernel_tests::select(&tests, &modules)?;
+    cmd::run(
+        Command::new(&tests)
+            .current_dir(ws.root.join("tracer-user"))
+            .arg("--exact")
+            .args(&names)
+            .env("TRACER_BIN", bin),
+    )
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod build;
 mod cmd;
 mod dist;
 mod ebpf;
+mod kernel_tests;
 mod privilege;
 mod run;
 mod test;
@@ -106,8 +107,9 @@ enum Command {
         /// Kernel to boot: 5.10, 6.1, 6.12 (Debian packages) or a bzImage path; repeatable.
         #[arg(long = "kernel", value_name = "VERSION")]
         kernels: Vec<String>,
-        /// Test binary to run (default: capture oom fallback errors leaks last_words); repeatable.
-        #[arg(long = "test", value_name = "NAME")]
+        /// Module of the kernel test binary to run (default: capture oom fallback errors leaks
+        /// last_words pidns debug_ebpf); repeatable.
+        #[arg(long = "test", value_name = "MODULE")]
         tests: Vec<String>,
         /// Skip the host column.
         #[arg(long)]

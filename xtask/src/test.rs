@@ -5,10 +5,6 @@ use anyhow::{bail, Context, Result};
 
 use crate::{cmd, ebpf, privilege, test_deps, workspace::Workspace};
 
-/// Integration tests run for real only when this is set (and fail when it is
-/// set but they are not root).
-const INTEGRATION_ENV: &str = "TRACER_INTEGRATION";
-
 pub fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
     // Settle root before spending minutes on a build.
     let runner = if privilege::is_root()? {
@@ -21,10 +17,7 @@ pub fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
     ebpf::build(ws, true)?;
 
     let mut cargo = Command::new("cargo");
-    cargo
-        .current_dir(&ws.root)
-        .env(INTEGRATION_ENV, "1")
-        .args(["test", "--workspace"]);
+    cargo.current_dir(&ws.root).args(["test", "--workspace"]);
     if release {
         cargo.arg("--release");
     }
@@ -74,7 +67,7 @@ fn sudo_runner(ws: &Workspace) -> Result<(String, String)> {
     }
     cmd::run(Command::new(&sudo).arg("-v"))
         .context("sudo failed: the kernel integration tests need root")?;
-    let runner = format!("{} -E env {INTEGRATION_ENV}=1", sudo.display());
+    let runner = format!("{} -E", sudo.display());
     Ok((runner_env(&host_triple(ws)?), runner))
 }
 

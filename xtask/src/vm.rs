@@ -11,14 +11,15 @@ use std::{
 use anyhow::{bail, Context, Result};
 
 use crate::{
-    bootstrap, build, cmd, privilege,
+    bootstrap, build, cmd, kernel_tests, privilege,
     vm_initramfs::{self, Initramfs},
     vm_kernel::{self, Kernel, Mirror},
     vm_qemu::{self, Run, Vm},
     workspace::Workspace,
 };
 
-/// The kernel integration tests that run in a VM (snapshot needs python3).
+/// The modules of the kernel test binary that run in a VM (snapshot needs
+/// python3, which the initramfs lacks).
 pub const CORE_TESTS: &[&str] = &[
     "capture",
     "oom",
@@ -181,49 +182,12 @@ fn tool(name: &str, package: &str) -> Result<PathBuf> {
         .with_context(|| format!("{name} still missing after installing {package}"))
 }
 
-/// Build the test executables; their paths from cargo's JSON messages.
+/// The kernel test binary, once for each module `wanted` (`suite.sh` runs
+/// each module apart: a row of the table). Checks every module exists.
 fn test_binaries(ws: &Workspace, wanted: &[String]) -> Result<Vec<(String, PathBuf)>> {
-    let mut cargo = Command::new("cargo");
-    cargo.current_dir(&ws.root).args([
-        "test",
-        "--no-run",
-        "-p",
-        "tracer-user",
-        "--message-format=json-render-diagnostics",
-    ]);
-    for t in wanted {
-        cargo.args(["--test", t]);
-    }
-    if let Some((key, value)) = ws.ebpf_object_env() {
-        cargo.env(key, value);
-    }
-    cargo.stderr(std::process::Stdio::inherit());
-    let out = cmd::output(&mut cargo)?;
-    if !out.status.success() {
-        bail!("`cargo test --no-run` failed");
-    }
-    let mut found = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let target = &msg["target"];
-        let is_test = target["kind"]
-            .as_array()
-            .is_some_and(|k| k.iter().any(|k| k == "test"));
-        if let (true, Some(name), Some(exe)) =
-            (is_test, target["name"].as_str(), msg["executable"].as_str())
-        {
-            if wanted.iter().any(|w| w == name) {
-                found.push((name.to_string(), PathBuf::from(exe)));
-            }
-        }
-    }
-    found.sort_by_key(|(n, _)| wanted.iter().position(|w| w == n));
-    if found.len() != wanted.len() {
-        bail!("test binaries: wanted {wanted:?}, cargo built {found:?}");
-    }
-    Ok(found)
+    let bin = kernel_tests::build(ws)?;
+    kernel_tests::select(&bin, wanted)?;
+    Ok(wanted.iter().map(|m| (m.clone(), bin.clone())).collect())
 }
 
 fn initramfs(
@@ -247,8 +211,14 @@ fn initramfs(
         let data = fs::read(bin).with_context(|| format!("reading {name} {}", bin.display()))?;
         img.data(bin.to_string_lossy().trim_start_matches('/'), data, 0o755);
     }
-    let dynamic = tests.iter().filter(|(n, _)| n != "static");
-    for bin in std::iter::once(tracer).chain(dynamic.map(|(_, p)| p.as_path())) {
+    // The kernel test binary is named once per module it runs: copied once.
+    let mut dynamic: Vec<&Path> = vec![tracer];
+    for (_, bin) in tests.iter().filter(|(n, _)| n != "static") {
+        if !dynamic.contains(&bin.as_path()) {
+            dynamic.push(bin);
+        }
+    }
+    for bin in dynamic {
         img.elf_from(bin, &vm_initramfs::stripped(bin, &stage)?)?;
     }
     let read = |f: &str| {

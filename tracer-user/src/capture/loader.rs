@@ -71,7 +71,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         .and_then(|t| tracefs::format(t, "oom", "mark_victim"));
     let mut offsets = btf_offsets()?;
     offsets::apply_oom_format(&mut offsets, oom_format.as_deref());
-    // Debug builds only, for tests/debug_ebpf.rs: read the start time where
+    // Debug builds only, for tests/kernel/debug_ebpf.rs: read the start time where
     // the group-leader pointer is, as a wrong offset would.
     #[cfg(debug_assertions)]
     if std::env::var_os("TRACER_TEST_WRONG_START_OFFSET").is_some() {

@@ -1,0 +1,66 @@
+//! A uniquely named memory cgroup for one test, removed on drop.
+//! cgroup v1 (`/sys/fs/cgroup/memory`) or v2 with the memory controller.
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+pub struct TestCgroup {
+    pub dir: PathBuf,
+}
+
+impl TestCgroup {
+    pub fn with_memory_limit(bytes: u64) -> TestCgroup {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let name = format!("tracer-test-{}-{nanos}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let (root, v2) = if v1.join("memory.limit_in_bytes").exists() {
+            (v1.to_path_buf(), false)
+        } else {
+            let v2root = Path::new("/sys/fs/cgroup");
+            let ctrl =
+                fs::read_to_string(v2root.join("cgroup.subtree_control")).unwrap_or_default();
+            assert!(
+                ctrl.contains("memory"),
+                "no memory cgroup controller (v1 or v2) on this machine"
+            );
+            (v2root.to_path_buf(), true)
+        };
+        let dir = root.join(name);
+        fs::create_dir(&dir).unwrap();
+        let cg = TestCgroup { dir };
+        if v2 {
+            cg.write("memory.max", &bytes.to_string());
+            let _ = fs::write(cg.dir.join("memory.swap.max"), "0");
+        } else {
+            cg.write("memory.limit_in_bytes", &bytes.to_string());
+        }
+        cg
+    }
+
+    pub fn name(&self) -> String {
+        self.dir.file_name().unwrap().to_string_lossy().into_owned()
+    }
+
+    fn write(&self, file: &str, value: &str) {
+        fs::write(self.dir.join(file), value)
+            .unwrap_or_else(|e| panic!("{}/{file}: {e}", self.dir.display()));
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        // Its only members were the test's own children, dead by now.
+        for _ in 0..50 {
+            if fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        eprintln!("warning: could not remove {}", self.dir.display());
+    }
+}

@@ -1,0 +1,210 @@
+//! Harness for the kernel tests: run the real `tracer record` around a
+//! command or a scenario (`scenario.rs`) and hand back its parsed event log.
+//! One way to spell a record command line (`record_args`), one ready
+//! handshake (`ready.rs`), identities from /proc through procfs (`proc.rs`).
+//! Scenarios signal only processes they spawned themselves.
+
+use std::{
+    ffi::{OsStr, OsString},
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use tracer_user::eventlog::{read_log, EventLog, Record};
+
+pub mod cgroup;
+pub mod metrics_daemon;
+pub mod proc;
+pub mod ready;
+pub mod scenario;
+
+pub use ready::{spawn_ready, wait_ready};
+pub use scenario::{scenario, Scenario, SCENARIO_ENV};
+
+/// Kernel tests need root. They fail loudly rather than skip: a suite that
+/// quietly skips its kernel tests proves nothing.
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this kernel test loads eBPF programs and needs root: run `cargo xtask test` (it uses sudo when you are not root)"
+    );
+}
+
+pub struct Recorded {
+    pub dir: tempfile::TempDir,
+    pub output: Output,
+    pub log: EventLog,
+}
+
+impl Recorded {
+    /// The run that wrote `dir`, ended with `output`: its log, read and
+    /// checked (sequence numbers without gaps, the trailer's count).
+    pub fn read(dir: tempfile::TempDir, output: Output) -> Recorded {
+        let log = read_log(&dir.path().join("events.ndjson")).unwrap_or_else(|e| {
+            panic!(
+                "no readable event log ({e}); tracer stderr:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+        assert_seq_contiguous(&log);
+        Recorded { dir, output, log }
+    }
+
+    pub fn events(&self) -> impl Iterator<Item = &Record> {
+        self.log.events.iter()
+    }
+    pub fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+}
+
+/// The tracer binary the tests run: the one cargo built, or `TRACER_BIN`
+/// (`cargo xtask dist --check` runs the suite against the static release
+/// binary).
+fn tracer_bin() -> OsString {
+    std::env::var_os("TRACER_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_tracer").into())
+}
+
+/// The tracer binary, with the command kept as root: under `sudo cargo
+/// xtask test` the SUDO_* variables would otherwise make every recorded
+/// command run as the invoking user. Tests of that default set them again.
+pub fn tracer() -> Command {
+    let mut c = Command::new(tracer_bin());
+    for var in ["SUDO_UID", "SUDO_GID", "SUDO_USER"] {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// `record --output OUT [extra...] -- cmd...`: the one spelling of a record
+/// command line, for `tracer()` or a wrapper (`unshare ... tracer`).
+pub fn record_args<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["record".into(), "--output".into(), out.into()];
+    args.extend(extra.iter().map(OsString::from));
+    args.push("--".into());
+    args.extend(cmd.iter().map(|a| a.as_ref().to_owned()));
+    args
+}
+
+/// `tracer record --output OUT [extra...] -- cmd...`, for a caller that
+/// spawns it itself (stdio, signals, another user).
+pub fn record_command<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Command {
+    let mut c = tracer();
+    c.args(record_args(out, extra, cmd));
+    c
+}
+
+/// `tracer record [extra...] -- cmd...` into a fresh directory.
+pub fn record<S: AsRef<OsStr>>(extra: &[&str], cmd: &[S]) -> Recorded {
+    record_env(extra, cmd, &[])
+}
+
+pub fn record_env<S: AsRef<OsStr>>(extra: &[&str], cmd: &[S], env: &[(&str, &str)]) -> Recorded {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let output = record_command(dir.path(), extra, cmd)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run tracer");
+    Recorded::read(dir, output)
+}
+
+/// The run's root process: forked by the tracer itself.
+pub fn root(r: &Recorded) -> tracer_user::eventlog::Task {
+    r.events()
+        .find_map(|e| match e {
+            Record::Fork(f) if f.parent.pid == r.log.header.tracer_pid => Some(f.child.clone()),
+            _ => None,
+        })
+        .expect("the tracer's fork of the command is in the log")
+}
+
+pub fn assert_no_loss(r: &Recorded) {
+    let t = r.log.trailer.as_ref().expect("log has a trailer");
+    assert_eq!(t.lost.total(), 0, "events were lost: {:?}", t.lost);
+}
+
+/// Sequence numbers run 1..=n without gaps and the trailer agrees.
+fn assert_seq_contiguous(log: &EventLog) {
+    let seqs: Vec<u64> = log
+        .events
+        .iter()
+        .filter_map(|e| e.stamp().map(|s| s.seq))
+        .collect();
+    let want: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert!(seqs == want, "sequence numbers have gaps or repeats");
+    if let Some(t) = &log.trailer {
+        assert_eq!(t.events, seqs.len() as u64, "trailer event count");
+    }
+}
+
+/// `tracer report LOG --output OUT`.
+pub fn report_cmd(log: &std::path::Path, out: &std::path::Path) -> Output {
+    tracer()
+        .arg("report")
+        .arg(log)
+        .arg("--output")
+        .arg(out)
+        .output()
+        .expect("run tracer report")
+}
+
+/// The header's entry for hook `name`.
+pub fn hook<'a>(log: &'a EventLog, name: &str) -> &'a tracer_user::eventlog::HookStatus {
+    log.header
+        .hooks
+        .iter()
+        .find(|h| h.name == name)
+        .unwrap_or_else(|| panic!("no hook {name} in the header"))
+}
+
+/// A failure of tracer itself, as users are promised it: exit 70 and one
+/// line on stderr. Returns that line for the caller's wording checks.
+pub fn one_line_failure(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
+/// Bounded wait until a running tracer's log in `dir` (rotated files too)
+/// mentions `needle`.
+pub fn wait_for_log(dir: &Path, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let seen = || {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|f| {
+                f.file_name().to_string_lossy().ends_with(".ndjson")
+                    && std::fs::read_to_string(f.path())
+                        .unwrap_or_default()
+                        .contains(needle)
+            })
+    };
+    while !seen() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log in {dir:?} never showed {needle}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Neither a panic nor a death by signal: a clean exit, error or not.
+pub fn no_panic(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !stderr.contains("panicked") && out.status.code().is_some(),
+        "tracer panicked or died of a signal ({:?}): {stderr}",
+        out.status
+    );
+    stderr
+}

@@ -1,0 +1,262 @@
+//! The syscall hooks' fallback chains, each rung forced with
+//! `--disable-hook <hook>:<via>` and giving the same events:
+//! - the kill family: fentry/fexit, then raw_syscalls filtered in the
+//!   kernel, then the per-syscall tracepoints;
+//! - last words (stderr writes): fentry, then the kill family's raw_syscalls
+//!   program (only when the kill family is on it), then the tracepoints.
+use crate::common::*;
+use tracer_user::eventlog::{LastWords, Record};
+
+const SCENARIO: &str = "sleep 30 & kill -TERM $!; wait; kill -TERM 2000000000; exit 0";
+
+/// Runs the scenario with `disabled` rungs; `Err(detail)` if the hook did not attach
+/// (with its detail), else asserts the kill calls and returns the via.
+fn kill_calls_with(disabled: &[&str]) -> Result<String, String> {
+    let mut args = Vec::new();
+    for d in disabled {
+        args.extend(["--disable-hook", d]);
+    }
+    let r = record(&args, &["sh", "-c", SCENARIO]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let hook = hook(&r.log, "kill_syscalls");
+    if !hook.attached {
+        return Err(hook.detail.clone().unwrap_or_default());
+    }
+    let calls: Vec<_> = r
+        .events()
+        .filter_map(|e| match e {
+            Record::KillCall(k) => Some((k.syscall.clone(), k.sig, k.ret, k.deliveries)),
+            _ => None,
+        })
+        .collect();
+    assert!(calls.contains(&("kill".into(), 15, 0, 1)), "{calls:?}");
+    assert!(calls.contains(&("kill".into(), 15, -3, 0)), "{calls:?}");
+    let joined = r.events().any(|e| {
+        matches!(e, Record::Signal(s) if s.sig == 15 && s.call.as_ref().is_some_and(|c| c.syscall == "kill"))
+    });
+    assert!(joined, "the SIGTERM delivery is joined to its kill()");
+    Ok(hook.via.clone().expect("attached hooks say how"))
+}
+
+#[test]
+fn raw_syscalls_rung_sees_kill_calls() {
+    let via = kill_calls_with(&["kill_syscalls:fentry"]).expect("raw_syscalls attaches");
+    assert_eq!(via, "raw_syscalls");
+}
+
+#[test]
+fn tracepoint_rung_sees_kill_calls() {
+    let via = kill_calls_with(&["kill_syscalls:fentry", "kill_syscalls:raw_syscalls"])
+        .expect("the syscall tracepoints attach");
+    assert_eq!(via, "tracepoint");
+}
+
+/// fentry is refused on the farm's Firecracker kernels (`-fc-` releases,
+/// DESIGN.md "kernel facts"): there the test checks the refusal is reported,
+/// anywhere else (the VM matrix's distribution kernels) fentry must attach
+/// and see the calls.
+#[test]
+fn fentry_rung_sees_kill_calls() {
+    match kill_calls_with(&["kill_syscalls:raw_syscalls", "kill_syscalls:tracepoint"]) {
+        Ok(via) => assert_eq!(via, "fentry"),
+        Err(detail) => {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+            assert!(
+                release.contains("-fc-") && detail.starts_with("fentry: load fentry "),
+                "fentry refused on {release}: {detail}"
+            );
+        }
+    }
+}
+
+#[test]
+fn default_chain_avoids_classic_tracepoints() {
+    let via = kill_calls_with(&[]).expect("some rung attaches");
+    assert_ne!(via, "tracepoint", "a rung without teardown cost attaches");
+}
+
+/// The writev(2) of the last-words scenario: this test binary, re-run (the
+/// VMs have no python), writes three pieces to fd 2 in one call and dies.
+fn writev_and_die() {
+    let pieces: [&[u8]; 3] = [b"first ", b"second ", b"third\n"];
+    let iov: Vec<libc::iovec> = pieces
+        .iter()
+        .map(|p| libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        })
+        .collect();
+    // SAFETY: three iovecs over live byte arrays, as writev(2) reads them;
+    // _exit(2) ends the process without running anything of the test's.
+    unsafe {
+        assert_eq!(libc::writev(2, iov.as_ptr(), 3), 19);
+        libc::_exit(3);
+    }
+}
+
+const TYPE_ERROR: &str = "TypeError: x is undefined\n";
+const MISSING: &str = "/no-such-dir-for-last-words/file";
+
+/// Three processes die after writing to a stderr that goes nowhere: a shell
+/// (write), cat (coreutils or busybox, write) and the calling test re-run as
+/// the writev scenario. Runs them with `disabled` rungs; `Err(detail)` if
+/// last words did not attach, else asserts each process's words, captured
+/// once, and returns (last words' via, the kill family's via).
+fn last_words_with(disabled: &[&str]) -> Result<(String, String), String> {
+    let writev = scenario(writev_and_die);
+    let mut args = Vec::new();
+    for d in disabled {
+        args.extend(["--disable-hook", d]);
+    }
+    // The scenario's stdout (libtest's chatter) is another open file than its
+    // stderr: fd 1 is captured only when it is fd 2's file.
+    let script = format!(
+        "sh -c 'echo \"TypeError: x is undefined\" >&2; exit 1' 2>/dev/null; \
+         cat {MISSING} 2>/dev/null; \
+         '{}' >/dev/null 2>/dev/null; exit 0",
+        writev.argv().join("' '")
+    );
+    let r = record_env(&args, &["sh", "-c", &script], &[writev.env()]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let kill_via = hook(&r.log, "kill_syscalls")
+        .via
+        .clone()
+        .unwrap_or_default();
+    let hook = hook(&r.log, "last_words");
+    if !hook.attached {
+        return Err(hook.detail.clone().unwrap_or_default());
+    }
+    let words: Vec<&LastWords> = r
+        .events()
+        .filter_map(|e| match e {
+            Record::LastWords(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    let sh: Vec<_> = words.iter().filter(|l| l.text == TYPE_ERROR).collect();
+    assert_eq!(sh.len(), 1, "the shell's words, once: {words:?}");
+    // Captured twice (two rungs at once), the count would double.
+    assert_eq!(sh[0].bytes_total, TYPE_ERROR.len() as u64, "{words:?}");
+    assert!(
+        words
+            .iter()
+            .any(|l| l.text.contains(MISSING) && l.text.contains("No such file or directory")),
+        "cat's words: {words:?}"
+    );
+    let writev: Vec<_> = words
+        .iter()
+        .filter(|l| l.text == "first second third\n")
+        .collect();
+    assert_eq!(
+        writev.len(),
+        1,
+        "the writev pieces in order, once: {words:?}"
+    );
+    assert_eq!(writev[0].bytes_total, 19, "{words:?}");
+    Ok((hook.via.clone().expect("attached hooks say how"), kill_via))
+}
+
+#[test]
+fn last_words_raw_syscalls_rung_keeps_dying_words() {
+    // The kill family off fentry too: last words ride on its raw_syscalls program.
+    let (via, kill_via) = last_words_with(&["last_words:fentry", "kill_syscalls:fentry"])
+        .expect("raw_syscalls attaches");
+    assert_eq!(
+        (via.as_str(), kill_via.as_str()),
+        ("raw_syscalls", "raw_syscalls")
+    );
+}
+
+#[test]
+fn last_words_tracepoint_rung_keeps_dying_words() {
+    let (via, _) = last_words_with(&["last_words:fentry", "last_words:raw_syscalls"])
+        .expect("the write tracepoints attach");
+    assert_eq!(via, "tracepoint");
+}
+
+/// Without the kill family on raw_syscalls, last words do not attach
+/// raw_syscalls for writes alone (a program run on every syscall of the
+/// machine): they fall to the tracepoints, and say why.
+#[test]
+fn last_words_raw_syscalls_rung_needs_the_kill_family_there() {
+    let off = [
+        "last_words:fentry",
+        "kill_syscalls:fentry",
+        "kill_syscalls:raw_syscalls",
+    ];
+    let (via, kill_via) = last_words_with(&off).expect("the write tracepoints attach");
+    assert_eq!(
+        (via.as_str(), kill_via.as_str()),
+        ("tracepoint", "tracepoint")
+    );
+    let r = record(
+        &off.iter()
+            .flat_map(|d| ["--disable-hook", d])
+            .collect::<Vec<_>>(),
+        &["true"],
+    );
+    let detail = hook(&r.log, "last_words")
+        .detail
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        detail.contains("raw_syscalls: kill_syscalls is on tracepoint, not raw_syscalls"),
+        "{detail}"
+    );
+}
+
+/// As for the kill family: refused on the farm's Firecracker kernels, where
+/// the refusal must be reported; anywhere else fentry attaches and captures.
+#[test]
+fn last_words_fentry_rung_keeps_dying_words() {
+    match last_words_with(&["last_words:raw_syscalls", "last_words:tracepoint"]) {
+        Ok((via, _)) => assert_eq!(via, "fentry"),
+        Err(detail) => {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+            assert!(
+                release.contains("-fc-")
+                    && detail.starts_with("fentry: load fentry __x64_sys_write"),
+                "fentry refused on {release}: {detail}"
+            );
+        }
+    }
+}
+
+/// By default last words take the kill family's way in: fentry where the
+/// kernel allows it (the VM matrix's Debian kernels), its raw_syscalls
+/// program where fentry is refused — never the tracepoints then.
+#[test]
+fn default_last_words_follow_the_kill_family() {
+    let (via, kill_via) = last_words_with(&[]).expect("some rung attaches");
+    assert!(
+        matches!(kill_via.as_str(), "fentry" | "raw_syscalls"),
+        "{kill_via}"
+    );
+    assert_eq!(via, kill_via);
+}
+
+/// `--disable-hook last_words` with the kill family on raw_syscalls: its
+/// program runs on every write, but with last words' tail-call slots empty
+/// nothing is captured.
+#[test]
+fn disabled_last_words_capture_nothing_on_raw_syscalls() {
+    let r = record(
+        &[
+            "--disable-hook",
+            "last_words",
+            "--disable-hook",
+            "kill_syscalls:fentry",
+        ],
+        &["sh", "-c", "echo hidden >&2; exit 1"],
+    );
+    assert_eq!(r.code(), Some(1), "{}", r.stderr());
+    assert_eq!(
+        hook(&r.log, "kill_syscalls").via.as_deref(),
+        Some("raw_syscalls")
+    );
+    assert!(!hook(&r.log, "last_words").attached);
+    assert!(
+        !r.events().any(|e| matches!(e, Record::LastWords(_))),
+        "nothing captured"
+    );
+}

@@ -1,0 +1,226 @@
+//! Hangs that explain themselves, on the real kernel: a reader whose pipe
+//! only a leaked grandchild holds, a stopped process and who stopped it, a
+//! frozen cgroup (v1 freezer and v2 cgroup.freeze), and a job that merely
+//! sleeps (no deadlock finding).
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use crate::common::*;
+use tracer_user::{
+    report::{build_report, Report, ReportOptions},
+    snapshot::Finding,
+};
+
+fn report(r: &Recorded) -> Report {
+    build_report(&r.log, &ReportOptions::default())
+}
+
+fn findings(rep: &Report) -> &[Finding] {
+    assert_eq!(rep.snapshots.len(), 1, "one timeout snapshot");
+    &rep.snapshots[0].snapshot.findings
+}
+
+fn find<'a>(rep: &'a Report, kind: &str) -> &'a Finding {
+    findings(rep)
+        .iter()
+        .find(|f| f.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind} finding: {:#?}", findings(rep)))
+}
+
+/// `tracer report` on the log gives the same report.json: the findings
+/// that need the log are derived again, not stored.
+fn rerenders_the_same(r: &Recorded) {
+    let out = tempfile::tempdir().unwrap();
+    let o = report_cmd(&r.path("events.ndjson"), out.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read(r.path("report.json")).unwrap(),
+        std::fs::read(out.path().join("report.json")).unwrap()
+    );
+}
+
+#[test]
+fn a_reader_held_open_by_a_leaked_grandchild_names_the_holder() {
+    let py =
+        "import subprocess\nsubprocess.check_output([\"sh\", \"-c\", \"sleep 100 & echo hi\"])";
+    let r = record(
+        &["--timeout", "2s", "--kill-grace", "2s"],
+        &["python3", "-c", py],
+    );
+    assert_eq!(r.code(), Some(124), "{}", r.stderr());
+    let rep = report(&r);
+    let held = find(&rep, "held_by_leaked");
+    assert!(
+        held.detail.contains("held only by a leaked process: pid")
+            && held
+                .detail
+                .contains("(sleep 100, fd 1; its parent `sh -c sleep 100 & echo hi`"),
+        "{}",
+        held.detail
+    );
+    let sleep = held.related_pids[0];
+    // The tracer is the run's subreaper: the orphan's ppid is the tracer.
+    let orphan = findings(&rep)
+        .iter()
+        .find(|f| f.kind == "orphaned" && f.pid == sleep)
+        .unwrap_or_else(|| panic!("no orphaned finding for {sleep}: {:#?}", findings(&rep)));
+    assert!(
+        orphan
+            .detail
+            .contains(&format!("has ppid {}, the tracer", r.log.header.tracer_pid)),
+        "{}",
+        orphan.detail
+    );
+    assert!(
+        rep.verdict.starts_with("Timed out while blocked: thread")
+            && rep.verdict.contains("leaked process"),
+        "{}",
+        rep.verdict
+    );
+    rerenders_the_same(&r);
+}
+
+#[test]
+fn a_stopped_process_is_said_stopped_and_by_whom() {
+    let r = record(
+        &["--timeout", "2s", "--kill-grace", "1s"],
+        // Stopped once it is `sleep` (its exec done), so it is named so.
+        &[
+            "bash",
+            "-c",
+            "sleep 100 & p=$!; until [ \"$(cat /proc/$p/comm)\" = sleep ]; do :; done; kill -STOP $p; wait",
+        ],
+    );
+    assert_eq!(r.code(), Some(124), "{}", r.stderr());
+    let rep = report(&r);
+    let f = find(&rep, "stopped");
+    assert!(
+        f.detail.contains("is stopped (state T)")
+            && f.detail.contains("stopped by SIGSTOP from `bash -c")
+            && f.detail.contains(&format!("via kill({}, SIGSTOP)", f.pid)),
+        "{}",
+        f.detail
+    );
+    assert!(
+        rep.verdict.starts_with(&format!(
+            "Timed out while blocked: pid {} (sleep 100) is stopped",
+            f.pid
+        )),
+        "{}",
+        rep.verdict
+    );
+    rerenders_the_same(&r);
+}
+
+fn mount_of(fstype: &str, option: Option<&str>) -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let mut r = right.split(' ');
+        let (fs, _, opts) = (r.next()?, r.next()?, r.next()?);
+        (fs == fstype && option.is_none_or(|o| opts.split(',').any(|x| x == o)))
+            .then(|| left.split(' ').nth(4).unwrap().into())
+    })
+}
+
+/// Kill what is left in our own cgroup (only this test's `sleep`: the
+/// cgroup's name is unique to this test process), thaw it so the kill
+/// lands, wait (bounded) for it to empty, remove it.
+fn remove_cgroup(cg: &Path, thaw: (&str, &str)) {
+    let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = std::fs::write(cg.join(thaw.0), thaw.1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(cg.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty()) {
+        assert!(Instant::now() < deadline, "{} did not empty", cg.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_dir(cg).unwrap();
+}
+
+fn frozen_run(cg: &Path, freeze: (&str, &str), thaw: (&str, &str)) -> Recorded {
+    std::fs::create_dir(cg).unwrap();
+    let script = format!(
+        // The frozen sleep must not hold the tracer's output pipes: a v1
+        // frozen task cannot die before it is thawed. So it is frozen only
+        // once it is `sleep`: its redirections are done before its exec (a
+        // fork frozen earlier kept the pipes and hung the test).
+        "sleep 100 </dev/null >/dev/null 2>&1 & p=$!; \
+         until [ \"$(cat /proc/$p/comm)\" = sleep ]; do :; done; \
+         echo $p > '{0}/cgroup.procs'; echo {2} > '{0}/{1}'; wait",
+        cg.display(),
+        freeze.0,
+        freeze.1
+    );
+    let r = record(
+        &["--timeout", "2s", "--kill-grace", "1s"],
+        &["bash", "-c", &script],
+    );
+    remove_cgroup(cg, thaw);
+    r
+}
+
+#[test]
+fn a_v1_frozen_cgroup_is_said_frozen_and_where() {
+    let root = mount_of("cgroup", Some("freezer")).expect("a v1 freezer hierarchy is mounted");
+    let cg = root.join(format!("tracer-h5-freeze-{}", std::process::id()));
+    let r = frozen_run(
+        &cg,
+        ("freezer.state", "FROZEN"),
+        ("freezer.state", "THAWED"),
+    );
+    let rep = report(&r);
+    let f = find(&rep, "frozen");
+    assert!(
+        f.detail.contains(&format!("v1 freezer {}", cg.display())),
+        "{}",
+        f.detail
+    );
+    assert!(rep.verdict.contains("is frozen"), "{}", rep.verdict);
+}
+
+#[test]
+fn a_v2_frozen_cgroup_is_said_frozen_and_where() {
+    let root = mount_of("cgroup2", None).expect("cgroup v2 is mounted");
+    let cg = root.join(format!("tracer-h5-freeze2-{}", std::process::id()));
+    let r = frozen_run(&cg, ("cgroup.freeze", "1"), ("cgroup.freeze", "0"));
+    let rep = report(&r);
+    let f = find(&rep, "frozen");
+    assert!(
+        f.detail.contains(&format!("cgroup v2 {}", cg.display())),
+        "{}",
+        f.detail
+    );
+    assert!(rep.verdict.contains("is frozen"), "{}", rep.verdict);
+}
+
+#[test]
+fn a_job_waiting_on_a_sleeping_child_is_no_deadlock() {
+    let py = "import subprocess\nsubprocess.run([\"bash\", \"-c\", \"sleep 100; true\"])";
+    let r = record(
+        &["--timeout", "1s", "--kill-grace", "1s"],
+        &["python3", "-c", py],
+    );
+    assert_eq!(r.code(), Some(124), "{}", r.stderr());
+    let rep = report(&r);
+    assert!(
+        !findings(&rep)
+            .iter()
+            .any(|f| f.kind == "waits_on_blocked_child"),
+        "{:#?}",
+        findings(&rep)
+    );
+    assert!(
+        rep.verdict
+            .starts_with("Timed out; no deadlock pattern found"),
+        "{}",
+        rep.verdict
+    );
+}

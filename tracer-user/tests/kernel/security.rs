@@ -1,0 +1,16 @@
+//! Attacks a hostile wrapped command (or a hostile file handed to tracer)
+//! can mount against root tracer, each performed for real against the real
+//! tracer (root, real kernel) and asserted to fail safely. One module per
+//! hole; the threat model is docs/security.md.
+mod bounds;
+mod ci_output;
+mod ci_tmp;
+mod metrics_endpoint;
+mod orphans;
+mod otlp_redirect;
+mod output;
+mod output_injection;
+mod planted_log;
+mod redact_cut;
+mod setuid_snapshot;
+mod tiocsti;

@@ -1,0 +1,13 @@
+//! The tests that need neither root nor a kernel: the analysis over fixture
+//! logs (hand-made, and real captures under tests/fixtures/), the renderers
+//! under hostile strings, report.html in a real browser, `tracer report` on
+//! bad logs and `tracer summarize`. Every machine runs them, as any user
+//! (`cargo test -p tracer-user --test offline`); the kernel tests are the
+//! `kernel` binary.
+mod analysis_fixtures;
+mod bad_logs;
+mod caught_fixtures;
+mod field_fixtures;
+mod html_chromium;
+mod output_fuzz;
+mod summarize;

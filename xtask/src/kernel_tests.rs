@@ -1,0 +1,84 @@
+//! The kernel test binary (`tracer-user/tests/kernel`): one executable whose
+//! modules are the subjects (`capture`, `oom`, `security`, ...). `vm-test` and
+//! `dist --check` run some of them by module name.
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{cmd, workspace::Workspace};
+
+/// Cargo's name of the test target.
+pub const TARGET: &str = "kernel";
+
+/// Builds the kernel test binary (`cargo test --no-run`); its path from
+/// cargo's JSON messages.
+pub fn build(ws: &Workspace) -> Result<PathBuf> {
+    let mut cargo = Command::new("cargo");
+    cargo.current_dir(&ws.root).args([
+        "test",
+        "--no-run",
+        "-p",
+        "tracer-user",
+        "--test",
+        TARGET,
+        "--message-format=json-render-diagnostics",
+    ]);
+    if let Some((key, value)) = ws.ebpf_object_env() {
+        cargo.env(key, value);
+    }
+    cargo.stderr(Stdio::inherit());
+    let out = cmd::output(&mut cargo)?;
+    if !out.status.success() {
+        bail!("`cargo test --no-run --test {TARGET}` failed");
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["target"]["name"] == TARGET)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .with_context(|| format!("cargo named no executable for the `{TARGET}` test target"))
+}
+
+/// The exact names of the tests in `modules` (libtest's own filters match a
+/// substring anywhere in a name, so `oom` alone would also pick
+/// `certificates::memcg_oom_kill_blames_the_kernel`). A module without tests
+/// is an error: a misspelt name must not pass by running nothing.
+pub fn select(bin: &Path, modules: &[String]) -> Result<Vec<String>> {
+    let out = cmd::output(Command::new(bin).args(["--list", "--format", "terse"]))?;
+    if !out.status.success() {
+        bail!("`{} --list` failed", bin.display());
+    }
+    let all = names(&String::from_utf8_lossy(&out.stdout));
+    let mut picked = Vec::new();
+    for module in modules {
+        let prefix = format!("{module}::");
+        let before = picked.len();
+        picked.extend(all.iter().filter(|n| n.starts_with(&prefix)).cloned());
+        if picked.len() == before {
+            bail!("the kernel test binary has no module `{module}` (no test named `{prefix}…`)");
+        }
+    }
+    Ok(picked)
+}
+
+/// Test names out of libtest's `--list --format terse` (`NAME: test` lines).
+fn names(list: &str) -> Vec<String> {
+    list.lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names;
+
+    #[test]
+    fn names_are_the_test_lines_only() {
+        let list = "capture::a: test\ncapture::b: test\nsome_bench: bench\n";
+        assert_eq!(names(list), ["capture::a", "capture::b"]);
+    }
+}
