@@ -12,7 +12,7 @@ use aya_log_ebpf::warn;
 use tracer_common::{DropReason, FailReason, TaskId, FAIL_REASONS};
 
 #[map]
-pub static FAILS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FAIL_REASONS, 0);
+pub(crate) static FAILS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FAIL_REASONS, 0);
 
 #[inline(always)]
 fn count(reason: FailReason) {
@@ -22,10 +22,10 @@ fn count(reason: FailReason) {
 }
 
 /// Which lifecycle read failed (in the log line).
-pub const FORK_PARENT: u32 = 1;
-pub const FORK_CHILD: u32 = 2;
-pub const EXEC: u32 = 3;
-pub const EXIT: u32 = 4;
+pub(crate) const FORK_PARENT: u32 = 1;
+pub(crate) const FORK_CHILD: u32 = 2;
+pub(crate) const EXEC: u32 = 3;
+pub(crate) const EXIT: u32 = 4;
 
 /// Slack for "a start time in the future": the helper's fast clock may lag
 /// the one the kernel stamped the task with by a hair; a wrong offset is off
@@ -36,7 +36,7 @@ const FUTURE_SLACK_NS: u64 = 1_000_000_000;
 /// time in the future (an offset pointing at the wrong field), counted and
 /// logged as such. Such an identity joins nothing, so the event is dropped.
 #[inline(always)]
-pub fn checked_task(id: Option<TaskId>, hook: u32) -> Option<TaskId> {
+pub(crate) fn checked_task(id: Option<TaskId>, hook: u32) -> Option<TaskId> {
     let now = unsafe { bpf_ktime_get_boot_ns() };
     match id {
         Some(id) if id.start_ns <= now + FUTURE_SLACK_NS => Some(id),
@@ -62,7 +62,7 @@ pub fn checked_task(id: Option<TaskId>, hook: u32) -> Option<TaskId> {
 
 /// `bpf_probe_read_user` of a traced process's stderr buffer failed.
 #[inline(always)]
-pub fn stderr_unreadable<const LOG: bool>(tgid: u32, addr: u64, len: u64) {
+pub(crate) fn stderr_unreadable<const LOG: bool>(tgid: u32, addr: u64, len: u64) {
     count(FailReason::UserRead);
     if !LOG {
         return;
@@ -75,7 +75,7 @@ pub fn stderr_unreadable<const LOG: bool>(tgid: u32, addr: u64, len: u64) {
 
 /// `bpf_probe_read_user` of an exec's argv failed.
 #[inline(always)]
-pub fn argv_unreadable(tgid: u32, addr: u64, len: u32) {
+pub(crate) fn argv_unreadable(tgid: u32, addr: u64, len: u32) {
     count(FailReason::UserRead);
     warn!(
         &(),
@@ -85,6 +85,6 @@ pub fn argv_unreadable(tgid: u32, addr: u64, len: u32) {
 
 /// A map insert failed (the drop itself is counted in `DROPS`).
 #[inline(always)]
-pub fn map_full(reason: DropReason) {
+pub(crate) fn map_full(reason: DropReason) {
     warn!(&(), "map full, drop reason {}", reason as u32);
 }

@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// `struct bpf_iter__task { struct bpf_iter_meta *meta; struct task_struct *task; }`
-pub fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
+pub(crate) fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
     let task: Ptr = unsafe { *(ctx as *const Ptr).add(1) };
     if task.is_null() {
         return Ok(0); // the end of the iteration

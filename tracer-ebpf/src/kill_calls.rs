@@ -17,7 +17,7 @@ use crate::{
 /// The running architecture's syscall numbers and pt_regs layout
 /// (`tracer_common::KillAbi::HOST`), set by user space at load.
 #[unsafe(no_mangle)]
-pub static KILL_ABI: KillAbi = KillAbi::NONE;
+pub(crate) static KILL_ABI: KillAbi = KillAbi::NONE;
 
 /// Read volatilely so the compiler cannot fold the `NONE` default in.
 #[inline(always)]
@@ -36,7 +36,7 @@ const TP_NR: usize = 8;
 const TP_ARG0: usize = 16;
 const TP_RET: usize = 16;
 
-pub fn on_enter(ctx: &TracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_enter(ctx: &TracePointContext) -> Result<u32, ()> {
     let nr: i32 = unsafe { ctx.read_at(TP_NR) }.map_err(|_| ())?;
     let Some(syscall) = abi_nr(nr as i64) else {
         return Ok(0);
@@ -46,7 +46,7 @@ pub fn on_enter(ctx: &TracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
-pub fn on_exit(ctx: &TracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_exit(ctx: &TracePointContext) -> Result<u32, ()> {
     let ret: i64 = unsafe { ctx.read_at(TP_RET) }.map_err(|_| ())?;
     exit(ret);
     Ok(0)
@@ -58,7 +58,7 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, ()> {
 /// (a fault reads 0), costs a fraction of a probe-read helper call — and
 /// these run on every write (last words) or every syscall (sys_exit).
 #[inline(always)]
-pub fn regs_arg<const I: usize>(regs: Ptr) -> i64 {
+pub(crate) fn regs_arg<const I: usize>(regs: Ptr) -> i64 {
     regs_field(regs, regs_off(|a| &a.regs_arg[I]))
 }
 
@@ -78,7 +78,7 @@ fn regs_args(regs: Ptr) -> (i64, i64, i64) {
 }
 
 /// What raw_syscalls' sys_enter saw (one program for every syscall).
-pub enum RawEnter {
+pub(crate) enum RawEnter {
     /// Neither a kill-family call nor a write/writev: nothing to do.
     Other,
     /// A kill-family call, recorded.
@@ -89,7 +89,7 @@ pub enum RawEnter {
 
 /// Runs on every syscall: the number is compared before anything else.
 #[inline(always)]
-pub fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
+pub(crate) fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
     let id: i64 = ctx.arg(1);
     let abi: KillAbi = unsafe { core::ptr::read_volatile(&KILL_ABI) };
     if let Some(syscall) = abi.syscall(id) {
@@ -103,7 +103,7 @@ pub fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
     }
 }
 
-pub fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let regs: Ptr = ctx.arg(0);
     let id: i32 = regs_field(regs, regs_off(|a| &a.regs_nr));
     if abi_nr(id as i64).is_none() {
@@ -117,7 +117,7 @@ pub fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
 /// fentry on the syscall's entry symbol (`__x64_sys_kill(const struct
 /// pt_regs *)`): one program per syscall, so the syscall is known.
 #[inline(always)]
-pub fn on_fentry(ctx: &FEntryContext, syscall: KillSyscall) -> Result<u32, ()> {
+pub(crate) fn on_fentry(ctx: &FEntryContext, syscall: KillSyscall) -> Result<u32, ()> {
     let regs: Ptr = ctx.arg(0);
     let (a0, a1, a2) = regs_args(regs);
     enter(syscall, a0, a1, a2);
@@ -126,7 +126,7 @@ pub fn on_fentry(ctx: &FEntryContext, syscall: KillSyscall) -> Result<u32, ()> {
 
 /// fexit on the same symbol: arguments, then the return value.
 #[inline(always)]
-pub fn on_fexit(ctx: &FExitContext) -> Result<u32, ()> {
+pub(crate) fn on_fexit(ctx: &FExitContext) -> Result<u32, ()> {
     let ret: i64 = ctx.arg(1);
     exit(ret);
     Ok(0)

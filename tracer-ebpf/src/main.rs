@@ -5,6 +5,15 @@
 //! logic lives in one module per subject.
 #![no_std]
 #![no_main]
+// Two of clippy's rewrites are refused here: they would change code whose
+// verifier acceptance the VM matrix proved on every kernel (a map key passed
+// by value instead of by reference; a checked add turned into a write at
+// u32::MAX), for no gain in the kernel.
+#![allow(
+    clippy::needless_borrows_for_generic_args,
+    clippy::implicit_saturating_add,
+    reason = "keep the verifier-proven code as the VM matrix ran it"
+)]
 
 mod diag;
 mod existing;
@@ -24,22 +33,22 @@ use aya_ebpf::{
 use tracer_common::KillSyscall;
 
 #[btf_tracepoint(function = "sched_process_fork")]
-pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
+pub(crate) fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
     process::on_fork(&ctx).unwrap_or(0)
 }
 
 #[btf_tracepoint(function = "sched_process_exec")]
-pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
+pub(crate) fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
     process::on_exec(&ctx).unwrap_or(0)
 }
 
 #[btf_tracepoint(function = "sched_process_exit")]
-pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
+pub(crate) fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
     process::on_exit(&ctx).unwrap_or(0)
 }
 
 #[btf_tracepoint(function = "signal_generate")]
-pub fn signal_generate(ctx: BtfTracePointContext) -> u32 {
+pub(crate) fn signal_generate(ctx: BtfTracePointContext) -> u32 {
     signal::on_generate(&ctx).unwrap_or(0)
 }
 
@@ -50,12 +59,12 @@ pub fn signal_generate(ctx: BtfTracePointContext) -> u32 {
 macro_rules! kill_fentry_fexit {
     ($($entry:ident, $exit:ident, $syscall:expr;)*) => {$(
         #[fentry]
-        pub fn $entry(ctx: FEntryContext) -> u32 {
+        pub(crate) fn $entry(ctx: FEntryContext) -> u32 {
             kill_calls::on_fentry(&ctx, $syscall).unwrap_or(0)
         }
 
         #[fexit]
-        pub fn $exit(ctx: FExitContext) -> u32 {
+        pub(crate) fn $exit(ctx: FExitContext) -> u32 {
             kill_calls::on_fexit(&ctx).unwrap_or(0)
         }
     )*};
@@ -73,13 +82,13 @@ kill_fentry_fexit! {
 /// Last choice for the kill family: attached to every
 /// `syscalls:sys_enter_<kill-family>` tracepoint.
 #[tracepoint]
-pub fn kill_enter(ctx: TracePointContext) -> u32 {
+pub(crate) fn kill_enter(ctx: TracePointContext) -> u32 {
     kill_calls::on_enter(&ctx).unwrap_or(0)
 }
 
 /// Attached to every `syscalls:sys_exit_<kill-family>` tracepoint.
 #[tracepoint]
-pub fn kill_exit(ctx: TracePointContext) -> u32 {
+pub(crate) fn kill_exit(ctx: TracePointContext) -> u32 {
     kill_calls::on_exit(&ctx).unwrap_or(0)
 }
 
@@ -90,7 +99,7 @@ pub fn kill_exit(ctx: TracePointContext) -> u32 {
 /// instead of a classic tracepoint more on every write, and each program
 /// stays as small for the verifier as on its own.
 #[btf_tracepoint(function = "sys_enter")]
-pub fn raw_sys_enter(ctx: BtfTracePointContext) -> u32 {
+pub(crate) fn raw_sys_enter(ctx: BtfTracePointContext) -> u32 {
     if let kill_calls::RawEnter::Stderr(slot) = kill_calls::on_raw_enter(&ctx) {
         // In the entry frame, not a subprogram: older verifiers limit the
         // stack of frames below a tail call. An empty slot falls through.
@@ -100,7 +109,7 @@ pub fn raw_sys_enter(ctx: BtfTracePointContext) -> u32 {
 }
 
 #[btf_tracepoint(function = "sys_exit")]
-pub fn raw_sys_exit(ctx: BtfTracePointContext) -> u32 {
+pub(crate) fn raw_sys_exit(ctx: BtfTracePointContext) -> u32 {
     kill_calls::on_raw_exit(&ctx).unwrap_or(0)
 }
 
@@ -108,12 +117,12 @@ pub fn raw_sys_exit(ctx: BtfTracePointContext) -> u32 {
 /// symbols (`__x64_sys_write(const struct pt_regs *)`), fd 2 of traced
 /// processes. No RCU grace period at teardown, no perf record per call.
 #[fentry]
-pub fn stderr_fentry_write(ctx: FEntryContext) -> u32 {
+pub(crate) fn stderr_fentry_write(ctx: FEntryContext) -> u32 {
     stderr::on_write_regs(ctx.arg(0)).unwrap_or(0)
 }
 
 #[fentry]
-pub fn stderr_fentry_writev(ctx: FEntryContext) -> u32 {
+pub(crate) fn stderr_fentry_writev(ctx: FEntryContext) -> u32 {
     stderr::on_writev_regs(ctx.arg(0)).unwrap_or(0)
 }
 
@@ -121,29 +130,29 @@ pub fn stderr_fentry_writev(ctx: FEntryContext) -> u32 {
 /// raw_syscalls' sys_enter but never attached; `raw_sys_enter` tail-calls
 /// them for write and writev (`stderr::STDERR_RAW`).
 #[btf_tracepoint(function = "sys_enter")]
-pub fn stderr_raw_write(ctx: BtfTracePointContext) -> u32 {
+pub(crate) fn stderr_raw_write(ctx: BtfTracePointContext) -> u32 {
     stderr::on_write_regs(ctx.arg(0)).unwrap_or(0)
 }
 
 #[btf_tracepoint(function = "sys_enter")]
-pub fn stderr_raw_writev(ctx: BtfTracePointContext) -> u32 {
+pub(crate) fn stderr_raw_writev(ctx: BtfTracePointContext) -> u32 {
     stderr::on_writev_regs(ctx.arg(0)).unwrap_or(0)
 }
 
 /// Last words, last choice: `syscalls:sys_enter_write`, fd 2 of traced processes.
 #[tracepoint]
-pub fn stderr_write(ctx: TracePointContext) -> u32 {
+pub(crate) fn stderr_write(ctx: TracePointContext) -> u32 {
     stderr::on_write(&ctx).unwrap_or(0)
 }
 
 /// `syscalls:sys_enter_writev`: fd 2 of traced processes.
 #[tracepoint]
-pub fn stderr_writev(ctx: TracePointContext) -> u32 {
+pub(crate) fn stderr_writev(ctx: TracePointContext) -> u32 {
     stderr::on_writev(&ctx).unwrap_or(0)
 }
 
 #[tracepoint]
-pub fn oom_mark_victim(ctx: TracePointContext) -> u32 {
+pub(crate) fn oom_mark_victim(ctx: TracePointContext) -> u32 {
     oom::on_mark_victim(&ctx).unwrap_or(0)
 }
 
@@ -151,7 +160,7 @@ pub fn oom_mark_victim(ctx: TracePointContext) -> u32 {
 /// (aya-ebpf has no macro for iterators; the section name is the contract.)
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/task")]
-pub fn existing_tasks(ctx: *mut aya_ebpf::cty::c_void) -> i32 {
+pub(crate) fn existing_tasks(ctx: *mut aya_ebpf::cty::c_void) -> i32 {
     existing::on_task(ctx).unwrap_or(0)
 }
 

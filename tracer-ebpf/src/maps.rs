@@ -12,63 +12,63 @@ use tracer_common::{
 
 /// Offsets resolved by user space from the running kernel's BTF.
 #[unsafe(no_mangle)]
-pub static OFFSETS: KernelOffsets = KernelOffsets::NONE;
+pub(crate) static OFFSETS: KernelOffsets = KernelOffsets::NONE;
 
 /// The tracer's own tgid: never traced.
 #[unsafe(no_mangle)]
-pub static TRACER_TGID: u32 = 0;
+pub(crate) static TRACER_TGID: u32 = 0;
 
 /// `STDERR_CHUNK - 1`, read volatilely: an AND the compiler cannot drop,
 /// on a value the verifier knows (frozen .rodata). Older verifiers (5.10,
 /// 6.1) need the bound on the very register passed as a size.
 #[unsafe(no_mangle)]
-pub static SIZE_MASK: u64 = tracer_common::STDERR_CHUNK as u64 - 1;
+pub(crate) static SIZE_MASK: u64 = tracer_common::STDERR_CHUNK as u64 - 1;
 
 #[inline(always)]
-pub fn size_mask() -> u64 {
+pub(crate) fn size_mask() -> u64 {
     unsafe { core::ptr::read_volatile(&SIZE_MASK) }
 }
 
 /// `TAIL_CAP - 1`: the same volatile-mask trick for offsets into, and
 /// copy sizes of, the per-process stderr tails.
 #[unsafe(no_mangle)]
-pub static TAIL_MASK: u64 = TAIL_CAP as u64 - 1;
+pub(crate) static TAIL_MASK: u64 = TAIL_CAP as u64 - 1;
 
 #[inline(always)]
-pub fn tail_mask() -> u64 {
+pub(crate) fn tail_mask() -> u64 {
     unsafe { core::ptr::read_volatile(&TAIL_MASK) }
 }
 
 /// Non-zero: one ring record per stderr write (the tail is kept in user
 /// space), for `--last-words-bytes` beyond what a kernel tail holds.
 #[unsafe(no_mangle)]
-pub static STDERR_PER_WRITE: u32 = 0;
+pub(crate) static STDERR_PER_WRITE: u32 = 0;
 
 #[inline(always)]
-pub fn stderr_per_write() -> bool {
+pub(crate) fn stderr_per_write() -> bool {
     unsafe { core::ptr::read_volatile(&STDERR_PER_WRITE) != 0 }
 }
 
 /// Read one offset so the compiler cannot fold the default in.
 #[inline(always)]
-pub fn off(f: fn(&KernelOffsets) -> &u32) -> u32 {
+pub(crate) fn off(f: fn(&KernelOffsets) -> &u32) -> u32 {
     unsafe { core::ptr::read_volatile(f(&OFFSETS)) }
 }
 
 #[inline(always)]
-pub fn tracer_tgid() -> u32 {
+pub(crate) fn tracer_tgid() -> u32 {
     unsafe { core::ptr::read_volatile(&TRACER_TGID) }
 }
 
 /// Byte size is overridden from user space (`--ring-buffer-size`).
 #[map]
-pub static EVENTS: RingBuf = RingBuf::with_byte_size(16 * 1024 * 1024, 0);
+pub(crate) static EVENTS: RingBuf = RingBuf::with_byte_size(16 * 1024 * 1024, 0);
 
 /// When the reader was last woken on purpose (`bpf_ktime_get_boot_ns`).
 /// Shared by every CPU without a lock: a lost update only moves one
 /// wake-up, never loses a record.
 #[map]
-pub static LAST_WAKE: Array<u64> = Array::with_max_entries(1, 0);
+pub(crate) static LAST_WAKE: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Unread bytes that wake the reader whatever the time: small, so a slow
 /// reader (a loaded or emulated machine) starts draining a burst early —
@@ -81,7 +81,7 @@ const WAKE_BYTES: u64 = 16 * 1024;
 /// stderr) of `size` bytes that `reserve` already put in the ring (so the
 /// unread data counts it): see [`batched_output`].
 #[inline(always)]
-pub fn batched_submit(size: usize) -> u64 {
+pub(crate) fn batched_submit(size: usize) -> u64 {
     let after = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
     batched(after.saturating_sub(size as u64), after)
 }
@@ -100,7 +100,7 @@ pub fn batched_submit(size: usize) -> u64 {
 /// record never waits longer, and a crossing lost to a race between CPUs
 /// only waits for the next period.
 #[inline(always)]
-pub fn batched_output(size: usize) -> u64 {
+pub(crate) fn batched_output(size: usize) -> u64 {
     let before = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
     batched(before, before + size as u64)
 }
@@ -131,28 +131,28 @@ fn batched(before: u64, after: u64) -> u64 {
 /// with `ARGV_LEN` bytes of slack so `argv_mask` bounds the size for every
 /// verifier.
 #[repr(C)]
-pub struct ExecScratch {
+pub(crate) struct ExecScratch {
     pub rec: ExecRecord,
     pub slack: [u8; ARGV_LEN],
 }
 
 #[map]
-pub static EXEC_SCRATCH: PerCpuArray<ExecScratch> = PerCpuArray::with_max_entries(1, 0);
+pub(crate) static EXEC_SCRATCH: PerCpuArray<ExecScratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// `2 * ARGV_LEN - 1`: the volatile-mask trick of `size_mask` for an exec
 /// record's argv length (at most `ARGV_LEN`, so the mask never cuts it).
 #[unsafe(no_mangle)]
-pub static ARGV_MASK: u64 = 2 * ARGV_LEN as u64 - 1;
+pub(crate) static ARGV_MASK: u64 = 2 * ARGV_LEN as u64 - 1;
 
 #[inline(always)]
-pub fn argv_mask() -> u64 {
+pub(crate) fn argv_mask() -> u64 {
     unsafe { core::ptr::read_volatile(&ARGV_MASK) }
 }
 
 /// Ring flags for a record user space must see at once: a signal from
 /// outside the run (its sender's argv is read while it lives), an OOM kill.
 #[inline(always)]
-pub fn wake_now() -> u64 {
+pub(crate) fn wake_now() -> u64 {
     if let Some(last) = LAST_WAKE.get_ptr_mut(0) {
         unsafe { *last = bpf_ktime_get_boot_ns() };
     }
@@ -162,11 +162,11 @@ pub fn wake_now() -> u64 {
 /// tgid -> group leader start_boottime of every process in scope. The start
 /// time guards against pid reuse when an exit was missed.
 #[map]
-pub static TRACKED: HashMap<u32, u64> = HashMap::with_max_entries(65536, 0);
+pub(crate) static TRACKED: HashMap<u32, u64> = HashMap::with_max_entries(65536, 0);
 
 /// Kill-family calls in flight, by tid.
 #[map]
-pub static INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(8192, 0);
+pub(crate) static INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(8192, 0);
 
 /// Per-CPU staging area: a stderr record is too big for the BPF stack, and
 /// only the captured bytes go into the ring buffer.
@@ -178,7 +178,7 @@ pub static INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(8192, 0)
 /// shared slot on the same CPU and mix its bytes in. A program never nests
 /// with itself (the kernel skips the second run), so a slot each is enough.
 #[map]
-pub static STDERR_SCRATCH: PerCpuArray<StderrRecord> =
+pub(crate) static STDERR_SCRATCH: PerCpuArray<StderrRecord> =
     PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
 
 const STDERR_SLOTS: u32 = tracer_common::STDERR_SYSCALLS.len() as u32;
@@ -188,47 +188,49 @@ const STDERR_SLOTS: u32 = tracer_common::STDERR_SYSCALLS.len() as u32;
 /// unsafe in tracing programs); when full, a process's writes fall back to
 /// one ring record each, so nothing is lost.
 #[map]
-pub static STDERR_TAILS: HashMap<u32, StderrTail> = HashMap::with_max_entries(1024, 0);
+pub(crate) static STDERR_TAILS: HashMap<u32, StderrTail> = HashMap::with_max_entries(1024, 0);
 
 /// A zeroed tail to insert from (too big for the BPF stack). Only its
 /// header fields are ever written. A slot per stderr program (above).
 #[map]
-pub static TAIL_INIT: PerCpuArray<StderrTail> = PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
+pub(crate) static TAIL_INIT: PerCpuArray<StderrTail> =
+    PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
 
 /// Per-CPU staging of one write's bytes: read from user memory whole before
 /// any of it goes into the tail, so a faulting read leaves the tail intact.
 /// A slot per stderr program (see `STDERR_SCRATCH`).
 #[map]
-pub static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP + TAIL_SLACK]> =
+pub(crate) static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP + TAIL_SLACK]> =
     PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
 
 /// Non-zero (`--all-signals`): every signal delivery is logged, none counted.
 #[unsafe(no_mangle)]
-pub static ALL_SIGNALS: u32 = 0;
+pub(crate) static ALL_SIGNALS: u32 = 0;
 
 #[inline(always)]
-pub fn all_signals() -> bool {
+pub(crate) fn all_signals() -> bool {
     unsafe { core::ptr::read_volatile(&ALL_SIGNALS) != 0 }
 }
 
 /// Receiving tgid -> deliveries being counted instead of logged (see
 /// signal_agg.rs). When full, deliveries are logged one by one: no loss.
 #[map]
-pub static SIGNAL_COUNTS: HashMap<u32, SignalCounts> = HashMap::with_max_entries(4096, 0);
+pub(crate) static SIGNAL_COUNTS: HashMap<u32, SignalCounts> = HashMap::with_max_entries(4096, 0);
 
 /// Zeroed value to insert from (too big for the BPF stack).
 #[map]
-pub static SIGNAL_COUNTS_INIT: PerCpuArray<SignalCounts> = PerCpuArray::with_max_entries(1, 0);
+pub(crate) static SIGNAL_COUNTS_INIT: PerCpuArray<SignalCounts> =
+    PerCpuArray::with_max_entries(1, 0);
 
 #[map]
-pub static CONFIG: Array<RuntimeConfig> = Array::with_max_entries(1, 0);
+pub(crate) static CONFIG: Array<RuntimeConfig> = Array::with_max_entries(1, 0);
 
 #[map]
-pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS, 0);
+pub(crate) static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS, 0);
 
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct Inflight {
+pub(crate) struct Inflight {
     pub call_id: u64,
     pub target_arg: i64,
     pub tid_arg: i64,
@@ -239,7 +241,7 @@ pub struct Inflight {
 }
 
 #[inline(always)]
-pub fn count_drop(reason: DropReason) {
+pub(crate) fn count_drop(reason: DropReason) {
     if let Some(p) = DROPS.get_ptr_mut(reason as u32) {
         unsafe { *p += 1 };
     }
@@ -249,21 +251,21 @@ pub fn count_drop(reason: DropReason) {
 }
 
 #[inline(always)]
-pub fn config() -> RuntimeConfig {
+pub(crate) fn config() -> RuntimeConfig {
     CONFIG.get(0).copied().unwrap_or_default()
 }
 
 /// The tracer's own pid namespace, `(level, inode)`: every pid is reported
 /// as seen from it.
 #[inline(always)]
-pub fn view() -> (u32, u32) {
+pub(crate) fn view() -> (u32, u32) {
     let c = config();
     (c.view_level, c.view_ns_inum)
 }
 
 /// Is `(tgid, start_ns)` a process of the run?
 #[inline(always)]
-pub fn is_tracked(tgid: u32, start_ns: u64) -> bool {
+pub(crate) fn is_tracked(tgid: u32, start_ns: u64) -> bool {
     if config().scope_all != 0 {
         // 0: a process outside the tracer's pid namespace, never in scope.
         return tgid != 0 && tgid != tracer_tgid();
@@ -275,13 +277,13 @@ pub fn is_tracked(tgid: u32, start_ns: u64) -> bool {
 }
 
 #[inline(always)]
-pub fn track(tgid: u32, start_ns: u64) {
+pub(crate) fn track(tgid: u32, start_ns: u64) {
     if TRACKED.insert(&tgid, &start_ns, 0).is_err() {
         count_drop(DropReason::TrackedMapFull);
     }
 }
 
 #[inline(always)]
-pub fn untrack(tgid: u32) {
+pub(crate) fn untrack(tgid: u32) {
     let _ = TRACKED.remove(&tgid);
 }

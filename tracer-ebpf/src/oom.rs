@@ -12,7 +12,7 @@ use crate::{
 
 const TP_PID: usize = 8;
 
-pub fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
     let victim_tid: i32 = unsafe { ctx.read_at(TP_PID) }.map_err(|_| ())?;
     let me = current();
     let trigger = task_id(me).ok_or(())?;

@@ -19,7 +19,7 @@ use crate::{
     task::{comm, header, ns_pid, read, task_id, Ptr},
 };
 
-pub fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let parent: Ptr = ctx.arg(0);
     let child: Ptr = ctx.arg(1);
     let parent_id = checked_task(task_id(parent), diag::FORK_PARENT).ok_or(())?;
@@ -65,7 +65,7 @@ pub fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
-pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let task: Ptr = ctx.arg(0);
     let old_tid: i32 = ctx.arg(1);
     let bprm: Ptr = ctx.arg(2);
@@ -122,7 +122,7 @@ pub fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
-pub fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let task: Ptr = ctx.arg(0);
     let id = checked_task(task_id(task), diag::EXIT).ok_or(())?;
     if !is_tracked(id.tgid, id.start_ns) {

@@ -18,7 +18,7 @@ use crate::{
 /// union starts at 16, after the 8-byte `_call_addr`.
 const SI_SYSCALL_OFF: u32 = 24;
 
-pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let sig: i32 = ctx.arg(0);
     let info: Ptr = ctx.arg(1);
     let target: Ptr = ctx.arg(2);
@@ -82,10 +82,12 @@ pub fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     };
     // A flood between two processes of the run is counted, not logged;
     // what crosses the run's boundary is always logged (foreign signals).
-    if target_in && sender_in && signal_agg::countable(target, sig) {
-        if signal_agg::count(&target_id, &rec) {
-            return Ok(0);
-        }
+    if target_in
+        && sender_in
+        && signal_agg::countable(target, sig)
+        && signal_agg::count(&target_id, &rec)
+    {
+        return Ok(0);
     }
     if target_in {
         // What was counted for this receiver comes first: the log keeps

@@ -33,7 +33,7 @@ const SIG_DFL: u64 = 0;
 /// the latest delivery is logged before the exit it causes); never when
 /// the disposition cannot be read.
 #[inline(always)]
-pub fn countable(target: Ptr, sig: i32) -> bool {
+pub(crate) fn countable(target: Ptr, sig: i32) -> bool {
     if all_signals() || sig == SIGKILL || sig == SIGSTOP || !(1..=64).contains(&sig) {
         return false;
     }
@@ -67,7 +67,7 @@ fn blocked(target: Ptr, sig: i32) -> bool {
 /// Count `rec` instead of logging it? `false`: log it (the first deliveries
 /// of its kind, or no room to count).
 #[inline(always)]
-pub fn count(target: &TaskId, rec: &SignalRecord) -> bool {
+pub(crate) fn count(target: &TaskId, rec: &SignalRecord) -> bool {
     let Some(c) = counts_of(target) else {
         return false;
     };
@@ -142,7 +142,7 @@ unsafe fn find_slot(
 /// Log what is counted for `target` (before a signal to it is logged, and
 /// at its exit, with `forget`), so the log keeps each receiver's order.
 #[inline(always)]
-pub fn flush(target: &TaskId, forget: bool) {
+pub(crate) fn flush(target: &TaskId, forget: bool) {
     let Some(c) = SIGNAL_COUNTS.get_ptr_mut(&target.tgid) else {
         return;
     };

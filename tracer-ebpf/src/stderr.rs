@@ -41,9 +41,9 @@ const MAX_IOV: u32 = 4;
 /// filled by user space only when last words use the raw_syscalls rung;
 /// `raw_sys_enter` tail-calls into it (an empty slot: nothing happens).
 #[map]
-pub static STDERR_RAW: ProgramArray = ProgramArray::with_max_entries(2, 0);
+pub(crate) static STDERR_RAW: ProgramArray = ProgramArray::with_max_entries(2, 0);
 
-pub fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
     if !is_stderr(fd) {
         return Ok(0);
@@ -54,7 +54,7 @@ pub fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
-pub fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
     if !is_stderr(fd) {
         return Ok(0);
@@ -70,7 +70,7 @@ pub fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
 
 /// write(2) from the `struct pt_regs` of the syscall's entry (fentry, raw_syscalls).
 #[inline(always)]
-pub fn on_write_regs(regs: Ptr) -> Result<u32, ()> {
+pub(crate) fn on_write_regs(regs: Ptr) -> Result<u32, ()> {
     if !is_stderr(regs_arg::<0>(regs) as u64) {
         return Ok(0);
     }
@@ -80,7 +80,7 @@ pub fn on_write_regs(regs: Ptr) -> Result<u32, ()> {
 
 /// writev(2) from the `struct pt_regs` of the syscall's entry.
 #[inline(always)]
-pub fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
+pub(crate) fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
     if !is_stderr(regs_arg::<0>(regs) as u64) {
         return Ok(0);
     }
@@ -270,7 +270,7 @@ fn append<const LOG: bool, const SLOT: u32>(
 /// wrote anything, and free the entry. Called before its exit record, so
 /// user space has the words when it logs the death.
 #[inline(always)]
-pub fn flush_tail(id: &TaskId) {
+pub(crate) fn flush_tail(id: &TaskId) {
     let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) else {
         return;
     };

@@ -6,11 +6,11 @@ use tracer_common::{NsPid, RecordHeader, TaskId, COMM_LEN, OFFSET_NONE};
 
 use crate::maps::{off, view};
 
-pub type Ptr = *const u8;
+pub(crate) type Ptr = *const u8;
 
 /// Read a `T` at `base + offset`; `None` when the offset is unknown or the read faults.
 #[inline(always)]
-pub fn read<T: Copy>(base: Ptr, offset: u32) -> Option<T> {
+pub(crate) fn read<T: Copy>(base: Ptr, offset: u32) -> Option<T> {
     if base.is_null() || offset == OFFSET_NONE {
         return None;
     }
@@ -18,14 +18,14 @@ pub fn read<T: Copy>(base: Ptr, offset: u32) -> Option<T> {
 }
 
 #[inline(always)]
-pub fn current() -> Ptr {
+pub(crate) fn current() -> Ptr {
     unsafe { bpf_get_current_task() as Ptr }
 }
 
 /// `(tid, tgid, leader start_boottime)` of a task, the ids as seen from the
 /// tracer's pid namespace (0 for a task outside it).
 #[inline(always)]
-pub fn task_id(task: Ptr) -> Option<TaskId> {
+pub(crate) fn task_id(task: Ptr) -> Option<TaskId> {
     let leader: Ptr = read(task, off(|o| &o.task_group_leader))?;
     let start_ns: u64 = read(leader, off(|o| &o.task_start_boottime))?;
     let (tid, tgid) = if view().0 == 0 {
@@ -46,7 +46,7 @@ pub fn task_id(task: Ptr) -> Option<TaskId> {
 /// namespace: the ids are then `bpf_get_current_pid_tgid`'s, and only the
 /// start time is read from the task (stderr capture pays this per write).
 #[inline(always)]
-pub fn current_id() -> Option<TaskId> {
+pub(crate) fn current_id() -> Option<TaskId> {
     if view().0 != 0 {
         return task_id(current());
     }
@@ -108,7 +108,7 @@ fn view_nr(task: Ptr) -> u32 {
 
 /// A process's pid in its own namespace, when that lies below the view.
 #[inline(always)]
-pub fn ns_pid(task: Ptr) -> NsPid {
+pub(crate) fn ns_pid(task: Ptr) -> NsPid {
     let (pid, level) = pid_of(task);
     if pid.is_null() || level <= view().0 {
         return NsPid::default();
@@ -123,12 +123,12 @@ pub fn ns_pid(task: Ptr) -> NsPid {
 }
 
 #[inline(always)]
-pub fn comm(task: Ptr) -> [u8; COMM_LEN] {
+pub(crate) fn comm(task: Ptr) -> [u8; COMM_LEN] {
     read(task, off(|o| &o.task_comm)).unwrap_or([0u8; COMM_LEN])
 }
 
 #[inline(always)]
-pub fn header(kind: u32) -> RecordHeader {
+pub(crate) fn header(kind: u32) -> RecordHeader {
     RecordHeader {
         kind,
         cpu: unsafe { aya_ebpf::helpers::bpf_get_smp_processor_id() },

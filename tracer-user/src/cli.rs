@@ -48,6 +48,14 @@ pub enum Command {
     Summarize(SummarizeArgs),
 }
 
+/// tracer's own log (warnings and `--debug-ebpf`'s records) on stderr, at
+/// the level `TRACER_LOG` asks (env_logger's syntax), `warn` by default.
+pub fn init_logging() {
+    env_logger::Builder::from_env(env_logger::Env::default().filter_or("TRACER_LOG", "warn"))
+        .format_timestamp(None)
+        .init();
+}
+
 pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
     match cli.command {
         Command::Record(args) => record::run(&args),

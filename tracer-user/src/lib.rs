@@ -20,3 +20,8 @@ pub mod run;
 pub mod snapshot;
 pub mod summarize;
 pub mod text;
+
+// A dev-dependency only the offline tests use (the renderers' property
+// tests); the library's own unit tests do not.
+#[cfg(test)]
+use fastrand as _;

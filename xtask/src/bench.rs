@@ -30,7 +30,7 @@ use crate::{
     workspace::Workspace,
 };
 
-pub struct BenchOpts {
+pub(crate) struct BenchOpts {
     /// Repetitions per configuration (the reference tools use at most 3).
     pub reps: usize,
     /// Workloads a quarter of their size, 2 repetitions: a smoke test of the bench.
@@ -41,7 +41,7 @@ pub struct BenchOpts {
     pub soak: Option<crate::bench_soak::SoakOpts>,
 }
 
-pub fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
+pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     if !privilege::is_root()? {
         bail!("the bench loads eBPF programs: run it as root (sudo -E cargo xtask bench)");
     }

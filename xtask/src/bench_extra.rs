@@ -17,7 +17,7 @@ const GO_SRC: &str = include_str!("bench_preempt.go");
 /// goroutine ran 10 ms, so a busy program takes ~100 signals/s per thread.
 /// With no Go toolchain (and none installable), the driver's `preempt` mode
 /// does what sysmon does: tgkill(SIGURG) to each busy thread every 10 ms.
-pub fn preempt(scale: f64, go: Option<&Path>) -> Workload {
+pub(crate) fn preempt(scale: f64, go: Option<&Path>) -> Workload {
     // Sized for ~2 s bare on 2 cores: Go's loop runs ~1.5 ns an iteration,
     // the C driver's ~0.7.
     let millions = |m: f64| ((m * scale) as u64).max(10).to_string();
@@ -51,7 +51,7 @@ pub fn preempt(scale: f64, go: Option<&Path>) -> Workload {
 /// toolchain first when `go` is missing and apt-get is there (idempotent:
 /// a second run finds `go`). `None` (with the reason printed) when neither
 /// works: the bench then uses the driver's imitation.
-pub fn build_go(scratch: &Path) -> Option<PathBuf> {
+pub(crate) fn build_go(scratch: &Path) -> Option<PathBuf> {
     match try_build_go(scratch) {
         Ok(bin) => Some(bin),
         Err(e) => {
@@ -103,7 +103,7 @@ fn try_build_go(scratch: &Path) -> Result<PathBuf> {
 /// This repository's own unit tests (`cargo test -p tracer-user --lib`),
 /// run from their pre-built test binary: a thread-pooled Rust test harness
 /// reading fixtures and /proc, offline and deterministic.
-pub fn test_suite(ws: &Workspace) -> Result<Workload> {
+pub(crate) fn test_suite(ws: &Workspace) -> Result<Workload> {
     let out = cmd::output(Command::new("cargo").current_dir(&ws.root).args([
         "test",
         "-p",

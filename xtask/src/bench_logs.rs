@@ -7,7 +7,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-pub fn count_lines(path: &Path) -> u64 {
+pub(crate) fn count_lines(path: &Path) -> u64 {
     let Ok(f) = fs::File::open(path) else {
         return 0;
     };
@@ -28,7 +28,7 @@ pub fn count_lines(path: &Path) -> u64 {
 /// A valid log of at least `target` events: the events of `src` repeated,
 /// each copy's `seq` renumbered and its `start`/`t` shifted, so every copy's
 /// processes are new identities (same pids, later start times: pid reuse).
-pub fn synthesize(src: &Path, dst: &Path, target: u64) -> Result<u64> {
+pub(crate) fn synthesize(src: &Path, dst: &Path, target: u64) -> Result<u64> {
     let text = fs::read_to_string(src).with_context(|| format!("reading {}", src.display()))?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header = lines.next().context("empty log")?;
@@ -92,16 +92,16 @@ fn set_field(line: &str, key: &str, f: impl Fn(u64) -> u64) -> String {
 }
 
 /// The trailer's counters, read from the log's last line.
-pub struct TrailerCounts {
+pub(crate) struct TrailerCounts {
     pub events: u64,
     pub lost: [(String, u64); 4],
 }
 
 impl TrailerCounts {
-    pub fn lost_total(&self) -> u64 {
+    pub(crate) fn lost_total(&self) -> u64 {
         self.lost.iter().map(|(_, n)| n).sum()
     }
-    pub fn lost_summary(&self) -> String {
+    pub(crate) fn lost_summary(&self) -> String {
         let parts: Vec<String> = self
             .lost
             .iter()
@@ -116,7 +116,7 @@ impl TrailerCounts {
     }
 }
 
-pub fn read_trailer(path: &Path) -> Option<TrailerCounts> {
+pub(crate) fn read_trailer(path: &Path) -> Option<TrailerCounts> {
     let mut f = fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     f.seek(SeekFrom::Start(len.saturating_sub(64 << 10))).ok()?;
@@ -145,7 +145,7 @@ pub fn read_trailer(path: &Path) -> Option<TrailerCounts> {
 }
 
 /// Seconds between the log's first and last event (`t`, CLOCK_BOOTTIME ns).
-pub fn event_span_secs(path: &Path) -> Option<f64> {
+pub(crate) fn event_span_secs(path: &Path) -> Option<f64> {
     let mut f = fs::File::open(path).ok()?;
     let mut head = vec![0u8; 64 << 10];
     let n = f.read(&mut head).ok()?;

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 /// One measured run.
 #[derive(Clone, Debug)]
-pub struct Measured {
+pub(crate) struct Measured {
     pub secs: f64,
     /// `ru_maxrss` of the child from wait4(2): the largest of the child and
     /// the descendants it reaped (our workloads' processes are ~1–2 MB, so
@@ -33,7 +33,7 @@ extern "C" {
 }
 
 /// Run `cmd` with quiet stdio; wall time from spawn to reaping.
-pub fn measure(cmd: &mut Command) -> Result<Measured> {
+pub(crate) fn measure(cmd: &mut Command) -> Result<Measured> {
     quiet(cmd);
     let t0 = Instant::now();
     let child = cmd
@@ -74,13 +74,13 @@ pub fn measure(cmd: &mut Command) -> Result<Measured> {
 }
 
 /// Quiet stdio for a measured command.
-pub fn quiet(c: &mut Command) -> &mut Command {
+pub(crate) fn quiet(c: &mut Command) -> &mut Command {
     c.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
 }
 
-pub struct Stats {
+pub(crate) struct Stats {
     pub median: f64,
     pub min: f64,
     pub max: f64,
@@ -89,7 +89,7 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn of(runs: &[Measured]) -> Stats {
+    pub(crate) fn of(runs: &[Measured]) -> Stats {
         let mut t: Vec<f64> = runs.iter().map(|r| r.secs).collect();
         t.sort_by(f64::total_cmp);
         let median = match t.len() {

@@ -18,7 +18,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-pub struct SoakOpts {
+pub(crate) struct SoakOpts {
     /// How long the job runs.
     pub secs: u64,
     /// One sample every this many seconds.
@@ -30,7 +30,7 @@ pub struct SoakOpts {
 /// for the killed ones, a certificate of an expected death).
 const JOB: &str = "while :; do sleep 5 & kill -TERM $!; /bin/true; wait; done";
 
-pub fn run(tracer: &Path, scratch: &Path, opts: &SoakOpts) -> Result<String> {
+pub(crate) fn run(tracer: &Path, scratch: &Path, opts: &SoakOpts) -> Result<String> {
     let dir = scratch.join("soak");
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir)?;

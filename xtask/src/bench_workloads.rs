@@ -13,14 +13,14 @@ const DRIVER_SRC: &str = include_str!("bench_driver.c");
 
 /// One workload: a program (the driver unless named) and its arguments,
 /// sized to run 2–3 s bare on our 2-core machine.
-pub struct Workload {
+pub(crate) struct Workload {
     pub name: &'static str,
     pub what: String,
     pub program: Option<PathBuf>,
     pub args: Vec<String>,
 }
 
-pub fn workloads(scale: f64) -> Vec<Workload> {
+pub(crate) fn workloads(scale: f64) -> Vec<Workload> {
     let n = |x: f64| ((x * scale) as u64).max(10).to_string();
     vec![
         Workload {
@@ -51,7 +51,7 @@ pub fn workloads(scale: f64) -> Vec<Workload> {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-pub enum Tool {
+pub(crate) enum Tool {
     Bare,
     Tracer,
     Bpftrace,
@@ -59,7 +59,7 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Tool::Bare => "bare",
             Tool::Tracer => "tracer",
@@ -82,7 +82,7 @@ tracepoint:syscalls:sys_enter_write /@t[pid] && args->fd == 2/ { @stderr_bytes[p
 END { clear(@t); clear(@stderr_bytes); }
 "#;
 
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub tracer: PathBuf,
     pub driver: PathBuf,
     pub scratch: PathBuf,
@@ -93,20 +93,26 @@ pub struct Ctx {
 
 impl Ctx {
     /// Print a line and keep it for results.md.
-    pub fn say(&mut self, line: impl AsRef<str>) {
+    pub(crate) fn say(&mut self, line: impl AsRef<str>) {
         println!("{}", line.as_ref());
         self.out.push_str(line.as_ref());
         self.out.push('\n');
     }
 
-    pub fn tmp(&self, name: &str) -> PathBuf {
+    pub(crate) fn tmp(&self, name: &str) -> PathBuf {
         let dir = self.scratch.join(name);
         let _ = fs::remove_dir_all(&dir);
         dir
     }
 
     /// The command for `argv` under `tool`, writing into `dir`.
-    pub fn command(&self, tool: Tool, argv: &[String], dir: &Path, ring: Option<u32>) -> Command {
+    pub(crate) fn command(
+        &self,
+        tool: Tool,
+        argv: &[String],
+        dir: &Path,
+        ring: Option<u32>,
+    ) -> Command {
         match tool {
             Tool::Bare => {
                 let mut c = Command::new(&argv[0]);
@@ -147,14 +153,14 @@ impl Ctx {
         }
     }
 
-    pub fn driver_argv(&self, args: &[String]) -> Vec<String> {
+    pub(crate) fn driver_argv(&self, args: &[String]) -> Vec<String> {
         let mut v = vec![self.driver.to_string_lossy().into_owned()];
         v.extend(args.iter().cloned());
         v
     }
 
     /// The command line of a workload: its own program, or the driver.
-    pub fn argv(&self, w: &Workload) -> Vec<String> {
+    pub(crate) fn argv(&self, w: &Workload) -> Vec<String> {
         match &w.program {
             Some(p) => std::iter::once(p.to_string_lossy().into_owned())
                 .chain(w.args.iter().cloned())
@@ -165,7 +171,7 @@ impl Ctx {
 }
 
 /// Compile the workload driver (C, `cc -O2`) into the scratch dir.
-pub fn build_driver(scratch: &Path) -> Result<PathBuf> {
+pub(crate) fn build_driver(scratch: &Path) -> Result<PathBuf> {
     let src = scratch.join("benchdrv.c");
     let bin = scratch.join("benchdrv");
     let fresh = fs::read_to_string(&src).ok().as_deref() == Some(DRIVER_SRC) && bin.exists();
@@ -183,7 +189,7 @@ pub fn build_driver(scratch: &Path) -> Result<PathBuf> {
 }
 
 /// CPU model, cores, kernel, memory.
-pub fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()

@@ -15,15 +15,15 @@ use crate::{cmd, workspace::Workspace};
 
 /// Its default features load the running rustc toolchain's own libLLVM, so it
 /// always matches the bitcode rustc emits (see docs/building.md).
-pub const BPF_LINKER_VERSION: &str = "0.10.4";
+pub(crate) const BPF_LINKER_VERSION: &str = "0.10.4";
 
 /// What the eBPF build needs from the bootstrap.
-pub struct Tools {
+pub(crate) struct Tools {
     /// `PATH` with bpf-linker's install directory first.
     pub path: OsString,
 }
 
-pub fn run(ws: &Workspace) -> Result<Tools> {
+pub(crate) fn run(ws: &Workspace) -> Result<Tools> {
     ensure_rust_src(ws)?;
     ensure_bpf_linker(ws)
 }
@@ -147,14 +147,14 @@ fn installed_version(path: &OsString) -> Result<Option<(PathBuf, String)>> {
 }
 
 /// `bpf-linker 0.10.4` → `0.10.4`.
-pub fn parse_version(text: &str) -> Option<&str> {
+pub(crate) fn parse_version(text: &str) -> Option<&str> {
     let mut words = text.lines().next()?.split_whitespace();
     (words.next()? == "bpf-linker").then_some(())?;
     words.next()
 }
 
 /// First executable file called `name` in the directories of `path`.
-pub fn which(name: &str, path: &OsString) -> Option<PathBuf> {
+pub(crate) fn which(name: &str, path: &OsString) -> Option<PathBuf> {
     env::split_paths(path)
         .map(|dir| dir.join(name))
         .find(|file| {

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use crate::{cmd, ebpf, workspace::Workspace};
 
-pub fn run(ws: &Workspace, release: bool) -> Result<PathBuf> {
+pub(crate) fn run(ws: &Workspace, release: bool) -> Result<PathBuf> {
     ebpf::build(ws, true)?;
     let mut cargo = Command::new("cargo");
     cargo

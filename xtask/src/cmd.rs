@@ -8,11 +8,11 @@ use std::{
 use anyhow::{bail, Context, Result};
 
 /// Print `cmd` to stderr as a shell line: `+ [cd DIR &&] [VAR=val ...] prog args`.
-pub fn echo(cmd: &Command) {
+pub(crate) fn echo(cmd: &Command) {
     eprintln!("+ {}", display(cmd));
 }
 
-pub fn display(cmd: &Command) -> String {
+pub(crate) fn display(cmd: &Command) -> String {
     let mut parts = Vec::new();
     if let Some(dir) = cmd.get_current_dir() {
         parts.push(format!("cd {} &&", quote(dir.as_os_str())));
@@ -50,7 +50,7 @@ fn quote(arg: &OsStr) -> String {
 }
 
 /// Run to completion with inherited stdio; fail unless it exits 0.
-pub fn run(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     echo(cmd);
     let status = cmd
         .status()
@@ -62,7 +62,7 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 }
 
 /// Run and capture output (echoed too); the caller judges the status.
-pub fn output(cmd: &mut Command) -> Result<Output> {
+pub(crate) fn output(cmd: &mut Command) -> Result<Output> {
     echo(cmd);
     cmd.output()
         .with_context(|| format!("could not start `{}`", display(cmd)))
@@ -70,7 +70,7 @@ pub fn output(cmd: &mut Command) -> Result<Output> {
 
 /// Replace this process with `cmd`, so its exit status (code or signal) and
 /// terminal signals are exactly the caller's. Returns only on failure.
-pub fn exec(cmd: &mut Command) -> anyhow::Error {
+pub(crate) fn exec(cmd: &mut Command) -> anyhow::Error {
     echo(cmd);
     let err = cmd.exec();
     anyhow::Error::new(err).context(format!("could not exec `{}`", display(cmd)))

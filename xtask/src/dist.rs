@@ -16,13 +16,13 @@ use sha2::{Digest, Sha256};
 
 use crate::{cmd, ebpf, kernel_tests, workspace::Workspace};
 
-pub const TARGET: &str = "x86_64-unknown-linux-musl";
+pub(crate) const TARGET: &str = "x86_64-unknown-linux-musl";
 
 /// The modules of the kernel test binary `--check` runs with the dist binary:
 /// capture, certificates, errors and the attacks of the security suite.
 const CHECK_TESTS: &[&str] = &["capture", "certificates", "errors", "security"];
 
-pub fn run(ws: &Workspace, check: bool) -> Result<PathBuf> {
+pub(crate) fn run(ws: &Workspace, check: bool) -> Result<PathBuf> {
     let bin = build_static(ws)?;
     let elf = fs::read(&bin)?;
 
@@ -69,7 +69,7 @@ pub fn run(ws: &Workspace, check: bool) -> Result<PathBuf> {
 
 /// The static, stripped binary (built when out of date); checked to ask for
 /// no dynamic loader.
-pub fn build_static(ws: &Workspace) -> Result<PathBuf> {
+pub(crate) fn build_static(ws: &Workspace) -> Result<PathBuf> {
     ensure_target(ws)?;
     // signal-hook's siginfo shim is C: compiled by musl's gcc wrapper.
     crate::test_deps::ensure_programs(&[("musl-gcc", "musl-tools")])?;
@@ -118,7 +118,7 @@ fn ensure_target(ws: &Workspace) -> Result<()> {
 
 /// Whether a 64-bit ELF file has a PT_INTERP program header (asks for
 /// ld.so): a static binary has none.
-pub fn has_interpreter(elf: &[u8]) -> Result<bool> {
+pub(crate) fn has_interpreter(elf: &[u8]) -> Result<bool> {
     const PT_INTERP: u32 = 3;
     if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
         bail!("not a little-endian 64-bit ELF file");

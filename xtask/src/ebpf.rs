@@ -8,9 +8,9 @@ use crate::{
     workspace::{Workspace, EBPF_TARGET},
 };
 
-/// Bootstrap, then build; returns the object's path. The release object is
-/// the one tracer-user embeds.
-pub fn build(ws: &Workspace, release: bool) -> Result<PathBuf> {
+/// `cargo SUBCOMMAND` for the eBPF crate, as it must be run: bootstrapped
+/// tools on PATH, its own lock file, the BPF target with build-std.
+pub(crate) fn cargo(ws: &Workspace, subcommand: &str, release: bool) -> Result<Command> {
     let tools = bootstrap::run(ws)?;
     let mut cargo = Command::new("cargo");
     cargo
@@ -21,7 +21,7 @@ pub fn build(ws: &Workspace, release: bool) -> Result<PathBuf> {
         // rustc runs the linker `bpf-linker` from PATH.
         .env("PATH", &tools.path)
         // Its own Cargo.lock pins aya-build 0.2.0 (0.2.1 refuses rustc 1.95).
-        .args(["build", "--locked"]);
+        .args([subcommand, "--locked"]);
     if release {
         cargo.arg("--release");
     }
@@ -34,6 +34,13 @@ pub fn build(ws: &Workspace, release: bool) -> Result<PathBuf> {
             "--target-dir",
         ])
         .arg(&ws.target_dir);
+    Ok(cargo)
+}
+
+/// Bootstrap, then build; returns the object's path. The release object is
+/// the one tracer-user embeds.
+pub(crate) fn build(ws: &Workspace, release: bool) -> Result<PathBuf> {
+    let mut cargo = cargo(ws, "build", release)?;
     cmd::run(&mut cargo)?;
 
     let object = ws.ebpf_object(release);

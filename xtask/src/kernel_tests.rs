@@ -11,11 +11,11 @@ use anyhow::{bail, Context, Result};
 use crate::{cmd, workspace::Workspace};
 
 /// Cargo's name of the test target.
-pub const TARGET: &str = "kernel";
+pub(crate) const TARGET: &str = "kernel";
 
 /// Builds the kernel test binary (`cargo test --no-run`); its path from
 /// cargo's JSON messages.
-pub fn build(ws: &Workspace) -> Result<PathBuf> {
+pub(crate) fn build(ws: &Workspace) -> Result<PathBuf> {
     let mut cargo = Command::new("cargo");
     cargo.current_dir(&ws.root).args([
         "test",
@@ -46,7 +46,7 @@ pub fn build(ws: &Workspace) -> Result<PathBuf> {
 /// substring anywhere in a name, so `oom` alone would also pick
 /// `certificates::memcg_oom_kill_blames_the_kernel`). A module without tests
 /// is an error: a misspelt name must not pass by running nothing.
-pub fn select(bin: &Path, modules: &[String]) -> Result<Vec<String>> {
+pub(crate) fn select(bin: &Path, modules: &[String]) -> Result<Vec<String>> {
     let out = cmd::output(Command::new(bin).args(["--list", "--format", "terse"]))?;
     if !out.status.success() {
         bail!("`{} --list` failed", bin.display());

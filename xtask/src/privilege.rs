@@ -4,7 +4,7 @@ use std::{env, fs, path::PathBuf};
 use anyhow::{Context, Result};
 
 /// True when the effective uid is 0.
-pub fn is_root() -> Result<bool> {
+pub(crate) fn is_root() -> Result<bool> {
     let status = fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     let euid = effective_uid(&status).context("no Uid line in /proc/self/status")?;
     Ok(euid == 0)
@@ -17,7 +17,7 @@ fn effective_uid(status: &str) -> Option<u32> {
 }
 
 /// `sudo` on PATH, if any.
-pub fn sudo() -> Option<PathBuf> {
+pub(crate) fn sudo() -> Option<PathBuf> {
     crate::bootstrap::which("sudo", &env::var_os("PATH").unwrap_or_default())
 }
 

@@ -13,7 +13,7 @@ use crate::{build, cmd, privilege, workspace::Workspace};
 /// Returns only on failure: on success this process *becomes* tracer (exec),
 /// so the caller sees tracer's exit status (128+N for signal N) and signals
 /// from the terminal reach tracer alone.
-pub fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
+pub(crate) fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
     // Know how to become root before spending minutes on a build.
     let sudo =
         if privilege::is_root()? {

@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::{cmd, ebpf, privilege, test_deps, workspace::Workspace};
 
-pub fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
+pub(crate) fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
     // Settle root before spending minutes on a build.
     let runner = if privilege::is_root()? {
         None
@@ -15,6 +15,7 @@ pub fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
     test_deps::ensure()?;
     check_format(ws)?;
     ebpf::build(ws, true)?;
+    check_lints(ws)?;
 
     let mut cargo = Command::new("cargo");
     cargo.current_dir(&ws.root).args(["test", "--workspace"]);
@@ -47,6 +48,30 @@ fn check_format(ws: &Workspace) -> Result<()> {
             )
         })?;
     }
+    Ok(())
+}
+
+/// clippy with every warning an error, in both workspaces: the root's
+/// (`[workspace.lints]` in Cargo.toml) and tracer-ebpf's, for its target.
+fn check_lints(ws: &Workspace) -> Result<()> {
+    let mut root = Command::new("cargo");
+    root.current_dir(&ws.root).args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    if let Some((key, value)) = ws.ebpf_object_env() {
+        root.env(key, value);
+    }
+    cmd::run(&mut root).context(
+        "clippy found warnings in the workspace: fix them (cargo clippy --workspace --all-targets)",
+    )?;
+    let mut kernel = ebpf::cargo(ws, "clippy", true)?;
+    kernel.args(["--", "-D", "warnings"]);
+    cmd::run(&mut kernel).context("clippy found warnings in tracer-ebpf: fix them")?;
     Ok(())
 }
 

@@ -37,13 +37,13 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
-pub fn ensure() -> Result<()> {
+pub(crate) fn ensure() -> Result<()> {
     ensure_programs(&NEEDED)
 }
 
 /// Install the Debian package of each (program, package) whose program is
 /// missing; a no-op when all are there.
-pub fn ensure_programs(needed: &[(&str, &str)]) -> Result<()> {
+pub(crate) fn ensure_programs(needed: &[(&str, &str)]) -> Result<()> {
     let missing: Vec<&str> = needed
         .iter()
         .filter(|(prog, _)| !on_path(prog))

@@ -20,7 +20,7 @@ use crate::{
 
 /// The modules of the kernel test binary that run in a VM (snapshot needs
 /// python3, which the initramfs lacks).
-pub const CORE_TESTS: &[&str] = &[
+pub(crate) const CORE_TESTS: &[&str] = &[
     "capture",
     "oom",
     "fallback",
@@ -32,9 +32,9 @@ pub const CORE_TESTS: &[&str] = &[
     // accept those too, not only the default (logging off, dead code).
     "debug_ebpf",
 ];
-pub const DEFAULT_KERNELS: &[&str] = &["5.10", "6.1", "6.12"];
+pub(crate) const DEFAULT_KERNELS: &[&str] = &["5.10", "6.1", "6.12"];
 
-pub struct Options {
+pub(crate) struct Options {
     pub kernels: Vec<String>,
     pub tests: Vec<String>,
     pub no_host: bool,
@@ -49,7 +49,7 @@ pub struct Options {
     pub dist: bool,
 }
 
-pub fn run(ws: &Workspace, opts: Options) -> Result<()> {
+pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     let started = Instant::now();
     let vm_dir = ws.target_dir.join("vm");
     fs::create_dir_all(&vm_dir)?;

@@ -30,7 +30,7 @@ enum Node {
 }
 
 #[derive(Default)]
-pub struct Initramfs {
+pub(crate) struct Initramfs {
     /// Archive path (no leading `/`) -> node; sorted, so parents come first.
     nodes: BTreeMap<String, Node>,
 }
@@ -48,16 +48,16 @@ impl Initramfs {
         self.nodes.insert(path, node);
     }
 
-    pub fn dir(&mut self, path: &str) {
+    pub(crate) fn dir(&mut self, path: &str) {
         self.add(path, Node::Dir);
     }
 
-    pub fn data(&mut self, path: &str, data: impl Into<Vec<u8>>, mode: u32) {
+    pub(crate) fn data(&mut self, path: &str, data: impl Into<Vec<u8>>, mode: u32) {
         self.add(path, Node::Data(data.into(), mode));
     }
 
     /// A host file at `at` whose content comes from `from` (e.g. a stripped copy).
-    pub fn elf_from(&mut self, at: &Path, from: &Path) -> Result<()> {
+    pub(crate) fn elf_from(&mut self, at: &Path, from: &Path) -> Result<()> {
         self.add(&at.to_string_lossy(), Node::File(from.into(), 0o755));
         self.libraries(from)
     }
@@ -88,7 +88,7 @@ impl Initramfs {
     }
 
     /// busybox at /bin/busybox and a symlink for each applet it lists.
-    pub fn busybox(&mut self, busybox: &Path) -> Result<()> {
+    pub(crate) fn busybox(&mut self, busybox: &Path) -> Result<()> {
         self.add("bin/busybox", Node::File(busybox.into(), 0o755));
         self.libraries(busybox)?;
         let out = Command::new(busybox).arg("--list-full").output()?;
@@ -107,7 +107,7 @@ impl Initramfs {
         Ok(())
     }
 
-    pub fn write(&self, out: &Path) -> Result<u64> {
+    pub(crate) fn write(&self, out: &Path) -> Result<u64> {
         let tmp = out.with_extension("partial");
         let file = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let mut w = Cpio {
@@ -143,7 +143,7 @@ impl Initramfs {
 
 /// `strip --strip-debug` into `dir` (test binaries shrink ~10x); a plain
 /// copy when strip is missing.
-pub fn stripped(bin: &Path, dir: &Path) -> Result<PathBuf> {
+pub(crate) fn stripped(bin: &Path, dir: &Path) -> Result<PathBuf> {
     fs::create_dir_all(dir)?;
     let out = dir.join(bin.file_name().context("binary without a name")?);
     let mut strip = Command::new("strip");

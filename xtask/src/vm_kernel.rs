@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use crate::cmd;
 
 /// Kernel version -> Debian suites that ship it, tried in order.
-pub const KNOWN: &[(&str, &[&str])] = &[
+pub(crate) const KNOWN: &[(&str, &[&str])] = &[
     ("5.10", &["bullseye"]),
     ("6.1", &["bookworm"]),
     ("6.12", &["trixie", "bookworm-backports"]),
@@ -35,7 +35,7 @@ const DEBIAN_SUITES: &[&str] = &[
     "unstable",
 ];
 
-pub struct Kernel {
+pub(crate) struct Kernel {
     /// What the user asked for: "6.1", or a path.
     pub label: String,
     /// Where it came from: "bookworm", or "file".
@@ -47,7 +47,7 @@ pub struct Kernel {
 impl Kernel {
     /// `CONFIG_NAME`'s value in the kernel's config: `Some("n")` when "is not
     /// set", `None` when the option does not exist or there is no config.
-    pub fn config_value(&self, name: &str) -> Option<String> {
+    pub(crate) fn config_value(&self, name: &str) -> Option<String> {
         let text = fs::read_to_string(self.config.as_ref()?).ok()?;
         let (set, unset) = (format!("{name}="), format!("# {name} is not set"));
         text.lines().find_map(|l| match l.strip_prefix(&set) {
@@ -58,13 +58,13 @@ impl Kernel {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mirror {
+pub(crate) struct Mirror {
     pub uri: String,
     pub signed_by: Option<String>,
 }
 
 /// `version` is a known version ("6.1") or the path of a bzImage.
-pub fn get(vm_dir: &Path, version: &str, mirror: Option<&Mirror>) -> Result<Kernel> {
+pub(crate) fn get(vm_dir: &Path, version: &str, mirror: Option<&Mirror>) -> Result<Kernel> {
     if Path::new(version).is_file() {
         return Ok(Kernel {
             label: version.into(),
@@ -216,7 +216,7 @@ fn image_package(show: &str) -> Option<String> {
 
 /// The machine's Debian mirror: the first `deb` entry in its apt sources that
 /// names a plain Debian suite with the main component.
-pub fn host_mirror() -> Result<Mirror> {
+pub(crate) fn host_mirror() -> Result<Mirror> {
     let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
     if let Ok(dir) = fs::read_dir("/etc/apt/sources.list.d") {
         let mut more: Vec<_> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();

@@ -17,7 +17,7 @@ const MARK: &str = "@@tracer-vm ";
 
 /// What one kernel (VM or host) reported.
 #[derive(Default)]
-pub struct Run {
+pub(crate) struct Run {
     pub kernel: Option<String>,
     pub btf: Option<bool>,
     pub cgroup: Option<String>,
@@ -35,12 +35,12 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn result(&self, test: &str) -> Option<&(String, bool, String)> {
+    pub(crate) fn result(&self, test: &str) -> Option<&(String, bool, String)> {
         self.results.iter().find(|(n, _, _)| n == test)
     }
 }
 
-pub fn accel() -> &'static str {
+pub(crate) fn accel() -> &'static str {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let hw = cpuinfo
         .lines()
@@ -53,7 +53,7 @@ pub fn accel() -> &'static str {
     }
 }
 
-pub struct Vm<'a> {
+pub(crate) struct Vm<'a> {
     pub vmlinuz: &'a Path,
     pub initrd: &'a Path,
     pub memory_mb: u32,
@@ -62,7 +62,7 @@ pub struct Vm<'a> {
 }
 
 /// Boot, stream the console into `log`, parse it.
-pub fn boot(vm: &Vm, log: &Path) -> Result<Run> {
+pub(crate) fn boot(vm: &Vm, log: &Path) -> Result<Run> {
     let accel = accel();
     let mut qemu = Command::new("qemu-system-x86_64");
     qemu.args([
@@ -90,14 +90,14 @@ pub fn boot(vm: &Vm, log: &Path) -> Result<Run> {
 }
 
 /// `sh vm/suite.sh ARGS` on this machine, logged and parsed like a VM.
-pub fn host(suite: &Path, args: &[String], log: &Path, timeout: Duration) -> Result<Run> {
+pub(crate) fn host(suite: &Path, args: &[String], log: &Path, timeout: Duration) -> Result<Run> {
     let mut sh = Command::new("sh");
     sh.arg(suite).args(args);
     run_logged(sh, log, timeout)
 }
 
 /// Parse a log written earlier (`--report-only`).
-pub fn from_log(log: &Path) -> Result<Run> {
+pub(crate) fn from_log(log: &Path) -> Result<Run> {
     let text = fs::read(log).with_context(|| format!("reading {}", log.display()))?;
     let lines: Vec<String> = String::from_utf8_lossy(&text)
         .lines()
@@ -182,7 +182,7 @@ fn wait(child: &mut Child, timeout: Duration) -> Result<bool> {
     Ok(true)
 }
 
-pub fn parse(lines: &[String]) -> Run {
+pub(crate) fn parse(lines: &[String]) -> Run {
     let mut run = Run::default();
     let mut current: Option<String> = None;
     let mut block: Vec<String> = Vec::new();

@@ -5,7 +5,7 @@ use std::{fmt::Write, time::Duration};
 
 use crate::vm_qemu::Run;
 
-pub fn render(runs: &[(String, Run)], tests: &[String], elapsed: Duration) -> String {
+pub(crate) fn render(runs: &[(String, Run)], tests: &[String], elapsed: Duration) -> String {
     let mut s = String::new();
     let labels: Vec<&str> = runs.iter().map(|(l, _)| l.as_str()).collect();
     row(&mut s, "", &labels);

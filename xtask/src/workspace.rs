@@ -9,9 +9,9 @@ use std::{
 use anyhow::{bail, Context, Result};
 
 /// The eBPF crate's target triple: where its object lands under target/.
-pub const EBPF_TARGET: &str = "bpfel-unknown-none";
+pub(crate) const EBPF_TARGET: &str = "bpfel-unknown-none";
 
-pub struct Workspace {
+pub(crate) struct Workspace {
     /// Repository root (the workspace `Cargo.toml`).
     pub root: PathBuf,
     /// Cargo target dir shared by the workspace and the eBPF crate.
@@ -23,7 +23,7 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    pub fn locate() -> Result<Self> {
+    pub(crate) fn locate() -> Result<Self> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .context("xtask has no parent directory")?
@@ -60,13 +60,13 @@ impl Workspace {
     }
 
     /// The `tracer` binary `cargo build`/`cargo test` produce for this profile.
-    pub fn tracer_bin(&self, release: bool) -> PathBuf {
+    pub(crate) fn tracer_bin(&self, release: bool) -> PathBuf {
         let profile = if release { "release" } else { "debug" };
         self.target_dir.join(profile).join("tracer")
     }
 
     /// The eBPF object `ebpf::build` produces.
-    pub fn ebpf_object(&self, release: bool) -> PathBuf {
+    pub(crate) fn ebpf_object(&self, release: bool) -> PathBuf {
         let profile = if release { "release" } else { "debug" };
         self.target_dir
             .join(EBPF_TARGET)
@@ -77,7 +77,7 @@ impl Workspace {
     /// Environment for building tracer-user: its build.rs looks for the release
     /// eBPF object under `../target`; point it elsewhere only when the target
     /// dir moved (so plain `cargo build` and xtask share one fingerprint).
-    pub fn ebpf_object_env(&self) -> Option<(&'static str, PathBuf)> {
+    pub(crate) fn ebpf_object_env(&self) -> Option<(&'static str, PathBuf)> {
         if self.target_dir == self.root.join("target") {
             None
         } else {
@@ -87,7 +87,7 @@ impl Workspace {
 }
 
 /// The `channel = "..."` value of a rust-toolchain.toml.
-pub fn pinned_channel(toml: &str) -> Option<String> {
+pub(crate) fn pinned_channel(toml: &str) -> Option<String> {
     toml.lines().find_map(|line| {
         let (key, value) = line.split_once('=')?;
         if key.trim() != "channel" {
@@ -100,7 +100,7 @@ pub fn pinned_channel(toml: &str) -> Option<String> {
 }
 
 /// `bail!` unless `path` exists.
-pub fn require_file(path: &Path, what: &str) -> Result<()> {
+pub(crate) fn require_file(path: &Path, what: &str) -> Result<()> {
     if !path.is_file() {
         bail!("{what} not found at {}", path.display());
     }

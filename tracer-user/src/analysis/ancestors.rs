@@ -42,7 +42,7 @@ impl Table {
     /// The entry of `image` under `parent`, made by `name` only when new. A
     /// parent is interned before its child, so every `parent_id` is smaller
     /// than its entry's `id`: the table has no cycles.
-    pub fn intern(
+    pub(crate) fn intern(
         &mut self,
         image: Image,
         parent: Option<usize>,
@@ -60,7 +60,7 @@ impl Table {
         id
     }
 
-    pub fn into_entries(self) -> Vec<Ancestor> {
+    pub(crate) fn into_entries(self) -> Vec<Ancestor> {
         self.entries
     }
 }

@@ -15,7 +15,7 @@ use crate::{
 /// A non-zero exit (other than 128+N) this soon after a caught signal is that
 /// signal's doing: a handler that cleans up and calls exit(1). Stated in
 /// docs/report.md and the ranking rule.
-pub const CAUGHT_EXIT_WINDOW_NS: u64 = 5_000_000_000;
+pub(super) const CAUGHT_EXIT_WINDOW_NS: u64 = 5_000_000_000;
 /// Requests to stop: a non-zero exit soon after catching one is its doing.
 const SHUTDOWN_SIGS: [i32; 4] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM];
 /// Signals whose default action does not end a process: catching one says

@@ -10,7 +10,7 @@ use crate::{
 };
 
 pub(crate) use super::sigfacts::{sent_by_process, FAULT_SIGS};
-pub use super::sigfacts::{SIGCHLD, SIGKILL, SIGPIPE};
+pub(crate) use super::sigfacts::{SIGCHLD, SIGKILL, SIGPIPE};
 use tracer_common::signals::{SIGHUP, SIGINT, SIGTERM};
 /// Termination signals an orderly shutdown sends: INT HUP TERM KILL.
 pub(super) const STOP_SIGS: [i32; 4] = [SIGINT, SIGHUP, SIGTERM, SIGKILL];

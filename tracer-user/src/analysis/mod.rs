@@ -166,12 +166,12 @@ impl Ctx<'_> {
 
     /// RFC 3339 UTC for a CLOCK_BOOTTIME instant (same rule as the log's
     /// `time` fields, so a report's times match the log's).
-    pub fn wall(&self, t: u64) -> String {
+    pub(crate) fn wall(&self, t: u64) -> String {
         wording::wall_time(t, self.wall_offset)
     }
 
     /// How a report names `key` as it was at time `t`.
-    pub fn proc_ref(&self, key: ProcKey, t: u64) -> ProcRef {
+    pub(crate) fn proc_ref(&self, key: ProcKey, t: u64) -> ProcRef {
         let p = self.m.proc(key);
         let comm = p.and_then(|p| p.comm.as_deref().map(str::to_owned));
         let (argv, inherited) = match self.m.argv_at(key, t) {
@@ -199,7 +199,7 @@ impl Ctx<'_> {
     /// A kill-family target named from inside a deeper pid namespace,
     /// resolved to the process it meant there. The namespace is the
     /// sender's own: kill(2) reads pids in the caller's namespace.
-    pub fn target_ns(
+    pub(crate) fn target_ns(
         &self,
         sender: ProcKey,
         syscall: &str,
@@ -222,7 +222,7 @@ impl Ctx<'_> {
     /// The ancestors of `key` as they were at `t`, as an `ancestors` entry
     /// (interned from the farthest down). A `ProcRef` is only built for an
     /// entry not seen before.
-    pub fn ancestry(&self, key: ProcKey, t: u64) -> Option<usize> {
+    pub(crate) fn ancestry(&self, key: ProcKey, t: u64) -> Option<usize> {
         let mut table = self.ancestors.borrow_mut();
         let mut parent = None;
         for a in self.m.ancestors(key).into_iter().rev() {
@@ -240,7 +240,7 @@ impl Ctx<'_> {
     /// prints `TypeError: …` and exits 1 in 150 ms), or the user asked to
     /// watch it. Silent short-lived helpers (`grep -q`, `test -f`) failing
     /// is normal control flow.
-    pub fn is_worker(&self, key: ProcKey) -> bool {
+    pub(crate) fn is_worker(&self, key: ProcKey) -> bool {
         let Some(p) = self.m.proc(key) else {
             return false;
         };

@@ -4,7 +4,7 @@
 //! cause and caught both read it, neither through the other.
 use crate::model::SignalEv;
 
-pub use tracer_common::signals::{FAULT_SIGS, SIGCHLD, SIGKILL, SIGPIPE};
+pub(crate) use tracer_common::signals::{FAULT_SIGS, SIGCHLD, SIGKILL, SIGPIPE};
 use tracer_common::signals::{SI_QUEUE, SI_TKILL, SI_USER};
 
 /// A signal a process asked for (kill family, or a syscall we joined),

@@ -72,6 +72,7 @@ pub fn hand_over_hooks() -> Option<Holder> {
     // SAFETY: the child only calls close(2), read(2) and _exit(2), all
     // async-signal-safe, on vectors allocated before the fork.
     match unsafe { libc::fork() } {
+        // SAFETY: see the fork above: close, read and _exit only.
         0 => unsafe {
             libc::close(release_raw);
             for fd in other.iter().filter(|&&fd| fd != keep) {

@@ -36,7 +36,7 @@ pub fn from_line<'a, T: Deserialize<'a>>(line: &'a [u8]) -> serde_json::Result<T
     }
 }
 
-pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
+pub(super) fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
     fn direct<T: DeserializeOwned>(
         line: &[u8],
         wrap: fn(T) -> Record,

@@ -7,7 +7,7 @@ use prometheus_client::{
 };
 
 #[derive(Debug)]
-pub struct Process;
+pub(super) struct Process;
 
 impl Collector for Process {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {

@@ -5,13 +5,13 @@
 use std::{collections::HashSet, sync::Arc};
 
 #[derive(Debug, Clone, Default)]
-pub struct Interner {
+pub(super) struct Interner {
     texts: HashSet<Arc<str>>,
     argvs: HashSet<Arc<[String]>>,
 }
 
 impl Interner {
-    pub fn text(&mut self, s: &str) -> Arc<str> {
+    pub(super) fn text(&mut self, s: &str) -> Arc<str> {
         if let Some(a) = self.texts.get(s) {
             return a.clone();
         }
@@ -20,7 +20,7 @@ impl Interner {
         a
     }
 
-    pub fn argv(&mut self, argv: &[String]) -> Arc<[String]> {
+    pub(super) fn argv(&mut self, argv: &[String]) -> Arc<[String]> {
         if let Some(a) = self.argvs.get(argv) {
             return a.clone();
         }

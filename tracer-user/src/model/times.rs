@@ -11,7 +11,7 @@ use crate::eventlog::{is_wall_time, parse_wall_time, wall_time};
 const TEXT: i64 = i64::MIN;
 
 #[derive(Debug, Clone, Default)]
-pub struct OddTimes {
+pub(super) struct OddTimes {
     /// (seq, instant or [`TEXT`]), sorted by seq once built; for a seq
     /// given twice the later record wins.
     at: Vec<(u64, i64)>,
@@ -22,7 +22,7 @@ pub struct OddTimes {
 impl OddTimes {
     /// Notes the record `seq` at `t` whose `time` is `text`, if that is not
     /// what `t` says.
-    pub fn note(&mut self, seq: u64, t: u64, text: &str, boot_to_wall_ns: i64) {
+    pub(super) fn note(&mut self, seq: u64, t: u64, text: &str, boot_to_wall_ns: i64) {
         if is_wall_time(text, t, boot_to_wall_ns) {
             return;
         }
@@ -37,7 +37,7 @@ impl OddTimes {
     }
 
     /// Sorted by seq, the last of each seq kept: call once all are noted.
-    pub fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         // Reversed, then a stable sort: of equal seqs the last noted is first.
         self.at.reverse();
         self.at.sort_by_key(|&(seq, _)| seq);
@@ -47,7 +47,7 @@ impl OddTimes {
     }
 
     /// The log's own text for `seq`, if it was odd.
-    pub fn get(&self, seq: u64) -> Option<String> {
+    pub(super) fn get(&self, seq: u64) -> Option<String> {
         debug_assert!(self.sorted || self.at.is_empty(), "OddTimes::finish");
         let i = self.at.binary_search_by_key(&seq, |&(s, _)| s).ok()?;
         match self.at[i].1 {

@@ -20,13 +20,13 @@ use nix::{
 /// Links followed on one walk at most (the kernel's own limit).
 const MAX_LINKS: usize = 40;
 
-pub struct Walked {
+pub(super) struct Walked {
     pub fd: OwnedFd,
     /// The directories the walk created, outermost first.
     pub created: Vec<OwnedFd>,
 }
 
-pub enum WalkError {
+pub(super) enum WalkError {
     Io(io::Error),
     Unsafe(String),
 }
@@ -63,7 +63,7 @@ fn open_at(dir: &OwnedFd, name: &OsStr) -> nix::Result<OwnedFd> {
     )
 }
 
-pub fn open_dir(path: &Path, create: bool) -> Result<Walked, WalkError> {
+pub(super) fn open_dir(path: &Path, create: bool) -> Result<Walked, WalkError> {
     if path.as_os_str().is_empty() {
         return Err(WalkError::Io(io::Error::new(
             io::ErrorKind::InvalidInput,

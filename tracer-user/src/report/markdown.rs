@@ -27,7 +27,7 @@ fn rank_name(r: Rank) -> &'static str {
     }
 }
 
-pub fn render(r: &Report) -> String {
+pub(super) fn render(r: &Report) -> String {
     let mut o = String::new();
     let a = &r.analysis;
     // Writing to a String cannot fail; `let _ =` keeps that out of the way.

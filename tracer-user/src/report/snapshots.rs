@@ -19,7 +19,7 @@ pub struct SnapshotReport {
     pub snapshot: Snapshot,
 }
 
-pub fn collect(model: &Model) -> Vec<SnapshotReport> {
+pub(super) fn collect(model: &Model) -> Vec<SnapshotReport> {
     model
         .snapshots
         .iter()
@@ -46,7 +46,7 @@ const LEADS: [&str; 3] = [
 ];
 
 /// Leads the verdict of a run that hung or was cancelled.
-pub fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
+pub(super) fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
     let s = snaps
         .iter()
         .find(|s| s.reason == "timeout")
@@ -71,7 +71,7 @@ pub fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
     })
 }
 
-pub fn section(o: &mut String, snaps: &[SnapshotReport]) {
+pub(super) fn section(o: &mut String, snaps: &[SnapshotReport]) {
     for s in snaps {
         let why = match s.reason.as_str() {
             "timeout" => "--timeout expired",

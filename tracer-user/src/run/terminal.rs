@@ -21,6 +21,8 @@ pub struct Foreground {
 impl Foreground {
     /// Active when stdin is a terminal whose foreground group is ours.
     pub fn take_if_terminal() -> Self {
+        // SAFETY: isatty, tcgetpgrp and getpgrp take or return plain
+        // integers; fd 0 need not be open (they then fail).
         let active = unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() };
         HELD_BY_CHILD.store(active, Ordering::SeqCst);
         Self { active }
@@ -35,6 +37,8 @@ impl Foreground {
     /// In the child, between fork and exec: async-signal-safe calls only.
     pub fn give_to_self(&self) {
         if self.active {
+            // SAFETY: async-signal-safe calls on plain integers (see
+            // with_sigttou_blocked), as the child between fork and exec needs.
             unsafe { with_sigttou_blocked(|| libc::tcsetpgrp(0, libc::getpid())) };
         }
     }
@@ -45,20 +49,30 @@ impl Foreground {
 
     pub fn restore() {
         if HELD_BY_CHILD.swap(false, Ordering::SeqCst) {
+            // SAFETY: as in give_to_self: calls on plain integers.
             unsafe { with_sigttou_blocked(|| libc::tcsetpgrp(0, libc::getpgrp())) };
         }
     }
 }
 
 /// A background group calling tcsetpgrp gets SIGTTOU unless it is blocked.
+///
+/// # Safety
+/// Async-signal-safe calls only (it runs between fork and exec): `f` must
+/// be one too.
 unsafe fn with_sigttou_blocked(f: impl FnOnce() -> libc::c_int) {
-    let mut set: libc::sigset_t = std::mem::zeroed();
-    let mut old: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut set);
-    libc::sigaddset(&mut set, libc::SIGTTOU);
-    libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-    f();
-    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    // SAFETY: sigset_t is plain data (all-zero is a valid value that
+    // sigemptyset then sets); every pointer is to a local that outlives
+    // the call.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTTOU);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
 }
 
 /// Whether tracer has a controlling terminal, which a child would inherit
@@ -85,6 +99,7 @@ pub fn has_controlling_terminal() -> bool {
 /// refuses a terminal another session controls), so no keystroke can be
 /// pushed into root's input.
 pub fn detach_from_terminal() -> std::io::Result<()> {
+    // SAFETY: setsid takes nothing and is async-signal-safe.
     if unsafe { libc::setsid() } < 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -18,7 +18,7 @@
 //! cgroup (root, or a delegated cgroup) and is not in the map escapes.
 use std::{
     collections::BTreeSet,
-    os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
+    os::fd::{AsRawFd, OwnedFd, RawFd},
     time::{Duration, Instant},
 };
 
@@ -54,12 +54,8 @@ impl Watchdog {
         grace: Duration,
     ) -> Result<Watchdog, TracerError> {
         single_threaded()?;
-        let mut fds = [0 as RawFd; 2];
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(TracerError::WatchdogPipe(std::io::Error::last_os_error()));
-        }
-        // SAFETY: both fds were just returned by pipe2 and are owned here only.
-        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (rd, wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| TracerError::WatchdogPipe(e.into()))?;
         let tracer = std::process::id();
         // SAFETY: tracer is single-threaded here (checked just above: no
         // other thread can hold a lock the child would then wait on for
@@ -69,6 +65,8 @@ impl Watchdog {
             Ok(ForkResult::Child) => {
                 drop(wr);
                 let code = watch(rd, capture, cgroup, grace, tracer);
+                // SAFETY: _exit ends the child at once, running nothing of
+                // tracer's (no atexit handlers, no buffered stdio flushed twice).
                 unsafe { libc::_exit(code) }
             }
             Ok(ForkResult::Parent { child }) => Ok(Watchdog {
@@ -82,7 +80,7 @@ impl Watchdog {
     /// The run's fate is settled (the command exited, `--leaks` applied):
     /// stand the watchdog down. Dropping it without this arms it.
     pub fn disarm(self) {
-        unsafe { libc::write(self.arm.as_raw_fd(), [DISARM].as_ptr().cast(), 1) };
+        let _ = nix::unistd::write(&self.arm, &[DISARM]);
         drop(self.arm);
         // It exits at once. Bounded and WNOHANG: if it died earlier, tracer
         // reaped it already and its pid may be an adopted orphan's now.
@@ -104,6 +102,9 @@ fn watch(
     grace: Duration,
     tracer: u32,
 ) -> i32 {
+    // SAFETY: setsid and prctl(PR_SET_NAME) take plain values (a static C
+    // string); signal() installs SIG_IGN / SIG_DFL, no Rust handler, in a
+    // process with one thread (the watchdog's fork checked it).
     unsafe {
         libc::setsid();
         libc::prctl(libc::PR_SET_NAME, c"tracer-watchdog".as_ptr());
@@ -126,12 +127,9 @@ fn watch(
     keep_only_bpf_fds(rd.as_raw_fd());
     let mut b = [0u8; 1];
     loop {
-        match unsafe { libc::read(rd.as_raw_fd(), b.as_mut_ptr().cast(), 1) } {
-            1 if b[0] == DISARM => return 0,
-            1 => continue,
-            -1 if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
-                continue
-            }
+        match nix::unistd::read(&rd, &mut b) {
+            Ok(1) if b[0] == DISARM => return 0,
+            Ok(1) | Err(nix::errno::Errno::EINTR) => continue,
             _ => break, // EOF: tracer is gone
         }
     }
@@ -224,6 +222,7 @@ fn say(msg: &str) {
 /// output pipes of whoever runs tracer (they would wait for its EOF), or
 /// anything else of tracer's. stdin and stdout become /dev/null.
 fn keep_only_bpf_fds(keep: RawFd) {
+    // SAFETY: open of a static C string; dup2 and close of the fd it gave.
     unsafe {
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
         if null >= 0 {
@@ -245,6 +244,9 @@ fn keep_only_bpf_fds(keep: RawFd) {
         }
         match std::fs::read_link(format!("/proc/self/fd/{fd}")) {
             Ok(l) if is_bpf(&l.to_string_lossy()) => {}
+            // SAFETY: closing an fd of this process (the watchdog, just
+            // forked) that nothing in it uses: what tracer's objects held
+            // in the parent stays open there.
             Ok(_) => unsafe {
                 libc::close(fd);
             },
@@ -255,6 +257,22 @@ fn keep_only_bpf_fds(keep: RawFd) {
 
 fn is_bpf(link: &str) -> bool {
     link.starts_with("anon_inode:bpf") || link == "anon_inode:[perf_event]"
+}
+
+/// The watchdog's fork is safe only with no other thread: one that held the
+/// allocator's or the logger's lock at the fork would leave the child
+/// waiting on it for ever. Refused, not risked (docs/architecture.md,
+/// "Threads").
+fn single_threaded() -> Result<(), TracerError> {
+    let threads = procfs::process::Process::myself()
+        .and_then(|p| p.stat())
+        .map(|s| s.num_threads)
+        .map_err(TracerError::WatchdogStat)?;
+    if threads == 1 {
+        Ok(())
+    } else {
+        Err(TracerError::WatchdogThreads(threads))
+    }
 }
 
 #[cfg(test)]
@@ -276,21 +294,5 @@ mod tests {
         ] {
             assert!(!super::is_bpf(l), "{l}");
         }
-    }
-}
-
-/// The watchdog's fork is safe only with no other thread: one that held the
-/// allocator's or the logger's lock at the fork would leave the child
-/// waiting on it for ever. Refused, not risked (docs/architecture.md,
-/// "Threads").
-fn single_threaded() -> Result<(), TracerError> {
-    let threads = procfs::process::Process::myself()
-        .and_then(|p| p.stat())
-        .map(|s| s.num_threads)
-        .map_err(TracerError::WatchdogStat)?;
-    if threads == 1 {
-        Ok(())
-    } else {
-        Err(TracerError::WatchdogThreads(threads))
     }
 }

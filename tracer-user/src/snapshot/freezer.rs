@@ -13,14 +13,14 @@ pub(crate) struct Mounts {
 }
 
 impl Mounts {
-    pub fn read() -> Mounts {
+    pub(super) fn read() -> Mounts {
         let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         parse_mountinfo(&text)
     }
 
     /// "cgroup v2 /sys/fs/cgroup/unified/job (cgroup.freeze)" when `pid`'s
     /// cgroup is frozen, from its /proc/PID/cgroup.
-    pub fn frozen(&self, pid: u32) -> Option<String> {
+    pub(super) fn frozen(&self, pid: u32) -> Option<String> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
         for line in text.lines() {
             let mut parts = line.splitn(3, ':');

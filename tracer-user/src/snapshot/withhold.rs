@@ -101,7 +101,7 @@ fn userns_owner(pid: u32) -> Option<u32> {
 }
 
 /// Empty what the viewer may not see of `p`, and say why.
-pub fn withhold(p: &mut ProcSnapshot, why: String) {
+pub(super) fn withhold(p: &mut ProcSnapshot, why: String) {
     p.exe = None;
     p.fds.clear();
     for t in &mut p.threads {

@@ -160,7 +160,7 @@ fn skip(skipped: &mut Vec<Skipped>, path: &Path, error: String) {
 /// so this bounds its memory whatever a run left behind (a 1 GiB sparse
 /// file cost 1 GiB of RSS unbounded). Real reports are far below it: a
 /// 400-deep process tree gives 1.1 MB.
-pub const MAX_REPORT_BYTES: u64 = 64 << 20;
+pub(super) const MAX_REPORT_BYTES: u64 = 64 << 20;
 
 /// Reads a report: only a regular file of at most [`MAX_REPORT_BYTES`], and
 /// one found by the walk only if it is still not a link when opened

@@ -7,7 +7,7 @@
 //! cgroup is unique and removed; `pkill` gets a pattern unique to this run.
 mod others;
 mod roles;
-pub mod support;
+pub(crate) mod support;
 
 use std::{
     os::unix::process::{CommandExt, ExitStatusExt},

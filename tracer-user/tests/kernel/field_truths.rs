@@ -78,6 +78,7 @@ fn pidfd_targets_are_resolved_by_their_signal_or_said_unresolved() {
         // SAFETY: plain syscalls on our own child; no pointers but NULL.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id(), 0) };
         assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        // SAFETY: as above: the pidfd of our own child, a plain signal number.
         let send = || unsafe {
             libc::syscall(
                 libc::SYS_pidfd_send_signal,

@@ -6,12 +6,16 @@
 //!
 //! The tests that need neither root nor a kernel (fixture logs, renderers,
 //! `tracer report` on bad input) are the `offline` binary.
+#![expect(
+    unused_crate_dependencies,
+    reason = "a test binary links every dependency of the package; the library's build checks them"
+)]
 mod common;
 
 mod capture;
 /// Helpers of the caught-then-re-raised scenarios (field_caught, field_cancel).
 mod caught {
-    pub mod support;
+    pub(crate) mod support;
 }
 mod certificates;
 mod ci_integrations;

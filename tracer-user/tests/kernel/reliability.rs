@@ -107,6 +107,7 @@ fn wait_rusage(child: Child) -> (std::process::ExitStatus, u64) {
     // SAFETY: zeroed rusage is valid; wait4 writes both out-parameters.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
+        // SAFETY: both out-parameters are locals that outlive the call.
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
         if r == pid {
             break;
@@ -255,10 +256,13 @@ fn bomb(depth: u32, width: usize) -> ! {
             }
         }
     }
+    // SAFETY: usleep takes a plain integer.
     unsafe { libc::usleep(20_000) };
     for &k in kids.iter().filter(|&&k| k > 0) {
+        // SAFETY: waitpid on our own child, with no status pointer.
         unsafe { libc::waitpid(k, std::ptr::null_mut(), 0) };
     }
+    // SAFETY: _exit ends the forked child without running the test harness's code.
     unsafe { libc::_exit(0) }
 }
 
@@ -273,6 +277,7 @@ fn fork_bomb_in_pids_cgroup() {
         // SAFETY: see bomb().
         match unsafe { libc::fork() } {
             0 => bomb(6, 4), // up to 5461 processes, at most 40 at once
+            // SAFETY: waitpid on our own child, with no status pointer.
             p => unsafe { libc::waitpid(p, std::ptr::null_mut(), 0) },
         };
     });

@@ -4,6 +4,10 @@
 //! bad logs and `tracer summarize`. Every machine runs them, as any user
 //! (`cargo test -p tracer-user --test offline`); the kernel tests are the
 //! `kernel` binary.
+#![expect(
+    unused_crate_dependencies,
+    reason = "a test binary links every dependency of the package; the library's build checks them"
+)]
 mod analysis_fixtures;
 mod bad_logs;
 mod caught_fixtures;

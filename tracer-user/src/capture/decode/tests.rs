@@ -87,6 +87,7 @@ fn short_and_unknown_records_are_errors() {
 fn argv_splits_and_flags_truncation() {
     assert_eq!(split_argv(b"sh\0-c\0exit 3\0"), vec!["sh", "-c", "exit 3"]);
     assert_eq!(split_argv(b""), Vec::<String>::new());
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
     let mut rec: ExecRecord = unsafe { std::mem::zeroed() };
     rec.hdr.kind = RecordKind::Exec as u32;
     rec.argv[..6].copy_from_slice(b"a\0bcd\0");
@@ -105,6 +106,7 @@ fn argv_splits_and_flags_truncation() {
 
 #[test]
 fn exec_record_cut_to_its_argv() {
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
     let mut rec: ExecRecord = unsafe { std::mem::zeroed() };
     rec.hdr.kind = RecordKind::Exec as u32;
     rec.argv[..8].copy_from_slice(b"true\0-x\0");
@@ -137,6 +139,7 @@ fn exec_record_cut_to_its_argv() {
 
 #[test]
 fn process_group_kill_keeps_negative_target() {
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
     let mut rec: KillCallRecord = unsafe { std::mem::zeroed() };
     rec.hdr.kind = RecordKind::KillCall as u32;
     rec.syscall = KillSyscall::Kill as u32;
@@ -163,6 +166,7 @@ fn tail_bytes(t: &StderrTail, len: usize) -> Vec<u8> {
 
 #[test]
 fn a_wrapped_tail_is_put_back_in_order() {
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
     let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
     t.hdr.kind = RecordKind::StderrTail as u32;
     t.task.tgid = 7;
@@ -184,6 +188,7 @@ fn a_wrapped_tail_is_put_back_in_order() {
 
 #[test]
 fn a_tail_whose_counters_disagree_is_refused() {
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
     let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
     t.hdr.kind = RecordKind::StderrTail as u32;
     t.written = 5;
@@ -202,6 +207,7 @@ fn a_tail_whose_counters_disagree_is_refused() {
 
 #[test]
 fn a_signal_summary_says_how_many_it_stands_for() {
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
     let mut rec: SignalSummaryRecord = unsafe { std::mem::zeroed() };
     rec.hdr.kind = RecordKind::SignalSummary as u32;
     rec.hdr.ktime_ns = 99;

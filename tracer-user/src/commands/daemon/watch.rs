@@ -16,7 +16,7 @@ use crate::{
 use crate::live::{fresh_in_window, Seen, Window};
 
 /// What asks for live findings (the daemon's flags).
-pub struct LiveOptions<'a> {
+pub(super) struct LiveOptions<'a> {
     /// `--metrics-listen`.
     pub metrics_listen: Option<&'a str>,
     /// `--metrics-interval`.
@@ -28,7 +28,7 @@ pub struct LiveOptions<'a> {
     pub analysis: AnalysisOptions,
 }
 
-pub struct Watch {
+pub(super) struct Watch {
     seen: Seen,
     window: Window,
     header: Header,
@@ -41,7 +41,7 @@ pub struct Watch {
 
 impl Watch {
     /// `None` when nothing asks for live findings.
-    pub fn start(
+    pub(super) fn start(
         args: LiveOptions,
         session: &mut Session,
         header: &Header,
@@ -78,12 +78,12 @@ impl Watch {
     }
 
     /// How often the loop should call `look`.
-    pub fn period(&self) -> Duration {
+    pub(super) fn period(&self) -> Duration {
         self.period
     }
 
     /// Hand on what the records since the last look make new.
-    pub fn look(&mut self, session: &mut Session) {
+    pub(super) fn look(&mut self, session: &mut Session) {
         self.totals(session);
         let new = session.take_tapped();
         if new.is_empty() && !self.window.waiting() {
@@ -111,7 +111,7 @@ impl Watch {
     /// The daemon stops: hand on what its last records add (`last`: written
     /// since the last look), wait (bounded) for the export's delivery, and
     /// say how it went.
-    pub fn finish(mut self, last: Vec<Record>) -> Option<ExportFacts> {
+    pub(super) fn finish(mut self, last: Vec<Record>) -> Option<ExportFacts> {
         // The last records, then a look with none: the deaths they hold
         // are no longer pending.
         self.hand_on(last);

@@ -46,7 +46,7 @@ fn row(o: &mut String, k: &str, v: &str) {
     let _ = writeln!(o, "<tr><th>{k}</th><td>{v}</td></tr>");
 }
 
-pub fn run_facts(o: &mut String, r: &Report) {
+pub(super) fn run_facts(o: &mut String, r: &Report) {
     let run = &r.run;
     o.push_str("<table class=\"facts\">\n");
     row(
@@ -107,7 +107,7 @@ pub fn run_facts(o: &mut String, r: &Report) {
     o.push_str("</table>\n");
 }
 
-pub fn certificates(o: &mut String, r: &Report) {
+pub(super) fn certificates(o: &mut String, r: &Report) {
     let certs = &r.analysis.certificates;
     let _ = writeln!(
         o,

@@ -47,7 +47,7 @@ fn table(o: &mut String, id: &str, title: &str, head: &[&str], rows: Vec<Vec<Str
     o.push_str("</section>\n");
 }
 
-pub fn side_findings(o: &mut String, r: &Report) {
+pub(super) fn side_findings(o: &mut String, r: &Report) {
     let a = &r.analysis;
     let probes = a.near_misses.iter().filter(|n| n.probe).count();
     let misses = a

@@ -10,17 +10,17 @@ use crate::{
 };
 
 /// At most this many lanes; the rest of the run is a count under the picture.
-pub const MAX_LANES: usize = 150;
+pub(super) const MAX_LANES: usize = 150;
 
-pub type Key = (u32, u64);
+pub(super) type Key = (u32, u64);
 
-pub fn key(p: &ProcRef) -> Key {
+pub(super) fn key(p: &ProcRef) -> Key {
     (p.pid, p.start)
 }
 
 /// How a lane ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndClass {
+pub(super) enum EndClass {
     Unexpected,
     Oom,
     NonzeroExit,
@@ -34,7 +34,7 @@ pub enum EndClass {
 }
 
 impl EndClass {
-    pub fn css(self) -> &'static str {
+    pub(super) fn css(self) -> &'static str {
         match self {
             EndClass::Unexpected => "unexpected",
             EndClass::Oom => "oom",
@@ -48,7 +48,7 @@ impl EndClass {
 }
 
 #[derive(Clone, Debug)]
-pub struct Lane {
+pub(super) struct Lane {
     pub key: Key,
     pub proc: ProcRef,
     pub depth: usize,
@@ -58,7 +58,7 @@ pub struct Lane {
     pub cert: Option<usize>,
 }
 
-pub struct Lanes {
+pub(super) struct Lanes {
     pub lanes: Vec<Lane>,
     /// Processes that mattered but did not fit under [`MAX_LANES`].
     pub dropped: usize,
@@ -104,7 +104,7 @@ impl Picker<'_> {
     }
 }
 
-pub fn pick(r: &Report, cx: &Context) -> Lanes {
+pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
     let mut pk = Picker {
         cx,
         ancestors: &r.analysis.ancestors,

@@ -30,7 +30,7 @@ struct Arrow {
 }
 
 /// The SVG and a sentence about what was left out (empty when nothing was).
-pub fn svg(r: &Report, cx: &Context) -> (String, String) {
+pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
     let Lanes { lanes, dropped } = lanes::pick(r, cx);
     let row: BTreeMap<Key, usize> = lanes.iter().enumerate().map(|(i, l)| (l.key, i)).collect();
     let y = |k: &Key| row.get(k).map(|&i| TOP + i as f64 * LANE_H + LANE_H / 2.0);

@@ -10,9 +10,9 @@ use serde_json::Value;
 use crate::certificates::support::s;
 
 /// Every child naps at most this long, so a failed test leaves nothing for long.
-pub const NODE_NAP: &str = "setTimeout(() => {}, 60000)";
+pub(crate) const NODE_NAP: &str = "setTimeout(() => {}, 60000)";
 
-pub fn unique(what: &str) -> String {
+pub(crate) fn unique(what: &str) -> String {
     let nonce = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -22,7 +22,7 @@ pub fn unique(what: &str) -> String {
 
 /// Waits (bounded) until `pid` sleeps in wait(): a shell waiting for its
 /// foreground child, the moment its SIGINT handling is the cooperative one.
-pub fn wait_in_do_wait(pid: u32) {
+pub(crate) fn wait_in_do_wait(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default() != "do_wait" {
         assert!(Instant::now() < deadline, "pid {pid} never waited");
@@ -32,7 +32,7 @@ pub fn wait_in_do_wait(pid: u32) {
 
 /// Waits (bounded) until `parent`'s only child runs `comm`: a shell's
 /// child that printed `ready` may not have exec'd yet.
-pub fn wait_child_runs(parent: u32, comm: &str) {
+pub(crate) fn wait_child_runs(parent: u32, comm: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
@@ -48,12 +48,12 @@ pub fn wait_child_runs(parent: u32, comm: &str) {
     }
 }
 
-pub fn kill(pid: u32, sig: Signal) {
+pub(crate) fn kill(pid: u32, sig: Signal) {
     nix::sys::signal::kill(Pid::from_raw(pid as i32), sig).unwrap();
 }
 
 /// The chain every caught-then-re-raised certificate shows.
-pub fn assert_reraised(c: &Value, sig: &str, code: &str) {
+pub(crate) fn assert_reraised(c: &Value, sig: &str, code: &str) {
     let re = &c["cause"]["reraised"];
     assert_eq!(
         (s(&re["sig_name"]), s(&re["code_name"])),

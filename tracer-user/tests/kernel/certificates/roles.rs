@@ -10,7 +10,7 @@ use crate::common::proc;
 /// leave a worker around for long.
 const NAP: Duration = Duration::from_secs(60);
 
-pub fn run(role: &str) {
+pub(super) fn run(role: &str) {
     match role {
         "sleeper" => {
             let me = std::process::id();

@@ -10,18 +10,18 @@ use serde_json::Value;
 use crate::common::{tracer, Recorded, Scenario, SCENARIO_ENV};
 
 /// Env var naming the role a re-exec'd worker plays (see `roles.rs`).
-pub const ROLE_ENV: &str = "CERT_ROLE";
+pub(crate) const ROLE_ENV: &str = "CERT_ROLE";
 /// The test a worker runs: [`super::role`], which plays `ROLE_ENV`'s role.
 const ROLE_TEST: &str = "certificates::role";
 /// Above any pid_max Linux allows (2^22): kill() on it can only fail.
-pub const NO_SUCH_PID: i32 = 2_000_000_000;
+pub(crate) const NO_SUCH_PID: i32 = 2_000_000_000;
 /// Lines a scenario prints for its test (what it did, with which pids)
 /// start with this.
-pub const TAG: &str = "CERT ";
+pub(crate) const TAG: &str = "CERT ";
 
 /// This test binary re-run as a worker playing `role`; `extra` are further
 /// libtest filters (they match no test, but show in the worker's argv).
-pub fn worker(role: &str, extra: &[&str]) -> Command {
+pub(crate) fn worker(role: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
@@ -51,17 +51,17 @@ fn read_tagged(out: &mut impl BufRead) -> Option<String> {
 }
 
 /// Prints a [`TAG`]ged line: what the scenario did, for its test.
-pub fn tag(line: String) {
+pub(crate) fn tag(line: String) {
     println!("{TAG}{line}");
 }
 
 /// The pid `key=PID` in `line`.
-pub fn pid(line: &str, key: &str) -> u32 {
+pub(crate) fn pid(line: &str, key: &str) -> u32 {
     field(line, key).parse().unwrap()
 }
 
 /// `key=value` out of a line of such words (a tagged or a ready line).
-pub fn field(line: &str, key: &str) -> String {
+pub(crate) fn field(line: &str, key: &str) -> String {
     line.split_whitespace()
         .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
         .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
@@ -70,12 +70,12 @@ pub fn field(line: &str, key: &str) -> String {
 
 /// Runs the scenario under `tracer record`, checks the offline re-render,
 /// and returns the recording with its parsed report.json.
-pub fn certify(sc: &Scenario) -> (Recorded, Value) {
+pub(crate) fn certify(sc: &Scenario) -> (Recorded, Value) {
     certify_env(sc, &[])
 }
 
 /// Like `certify`, with extra environment for the scenario.
-pub fn certify_env(sc: &Scenario, env: &[(&str, &str)]) -> (Recorded, Value) {
+pub(crate) fn certify_env(sc: &Scenario, env: &[(&str, &str)]) -> (Recorded, Value) {
     let r = sc.record_env(&[], env);
     let report = checked_report(&r);
     (r, report)
@@ -83,7 +83,7 @@ pub fn certify_env(sc: &Scenario, env: &[(&str, &str)]) -> (Recorded, Value) {
 
 /// report.json of a recording, after checking that `tracer report` over its
 /// events.ndjson reproduces report.json and report.md byte for byte.
-pub fn checked_report(r: &Recorded) -> Value {
+pub(crate) fn checked_report(r: &Recorded) -> Value {
     let json = std::fs::read(r.path("report.json")).unwrap_or_else(|e| {
         panic!("no report.json ({e}); tracer stderr:\n{}", r.stderr());
     });
@@ -113,12 +113,12 @@ pub fn checked_report(r: &Recorded) -> Value {
     serde_json::from_slice(&json).unwrap()
 }
 
-pub fn markdown(r: &Recorded) -> String {
+pub(crate) fn markdown(r: &Recorded) -> String {
     std::fs::read_to_string(r.path("report.md")).unwrap()
 }
 
 /// The one certificate whose victim is `pid`.
-pub fn cert(report: &Value, pid: u32) -> &Value {
+pub(crate) fn cert(report: &Value, pid: u32) -> &Value {
     let found: Vec<&Value> = certs(report)
         .iter()
         .filter(|c| c["victim"]["pid"] == pid)
@@ -127,16 +127,16 @@ pub fn cert(report: &Value, pid: u32) -> &Value {
     found[0]
 }
 
-pub fn certs(report: &Value) -> &Vec<Value> {
+pub(crate) fn certs(report: &Value) -> &Vec<Value> {
     report["certificates"].as_array().unwrap()
 }
 
-pub fn s(v: &Value) -> &str {
+pub(crate) fn s(v: &Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
 }
 
 /// Ranks never go back up the list: unexpected deaths come first.
-pub fn assert_ranked(report: &Value) {
+pub(crate) fn assert_ranked(report: &Value) {
     let order = |r: &str| {
         ["unexpected", "nonzero_exit", "expected"]
             .iter()
@@ -156,7 +156,7 @@ pub fn assert_ranked(report: &Value) {
 
 /// Runs the scenario under `tracer record` while `during` reads the traced
 /// command's stdout (the tracer's own) line by line as it is written.
-pub fn certify_live(
+pub(crate) fn certify_live(
     sc: &Scenario,
     during: impl FnOnce(&mut BufReader<ChildStdout>),
 ) -> (Recorded, Value) {
@@ -190,7 +190,7 @@ pub fn certify_live(
 }
 
 /// The tagged line a scenario printed on its stdout, without the tag.
-pub fn scenario_tag(r: &Recorded) -> String {
+pub(crate) fn scenario_tag(r: &Recorded) -> String {
     read_tagged(&mut std::io::Cursor::new(&r.output.stdout))
         .unwrap_or_else(|| panic!("scenario printed no tag; stderr:\n{}", r.stderr()))
 }

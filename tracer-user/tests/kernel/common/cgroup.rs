@@ -6,12 +6,12 @@ use std::{
     time::{SystemTime, UNIX_EPOCH},
 };
 
-pub struct TestCgroup {
+pub(crate) struct TestCgroup {
     pub dir: PathBuf,
 }
 
 impl TestCgroup {
-    pub fn with_memory_limit(bytes: u64) -> TestCgroup {
+    pub(crate) fn with_memory_limit(bytes: u64) -> TestCgroup {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -42,7 +42,7 @@ impl TestCgroup {
         cg
     }
 
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         self.dir.file_name().unwrap().to_string_lossy().into_owned()
     }
 

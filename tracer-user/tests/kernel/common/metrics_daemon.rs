@@ -12,7 +12,7 @@ use super::tracer;
 
 /// A child process of the test, killed and reaped even when an assertion
 /// fails first.
-pub struct Reaped(pub Child);
+pub(crate) struct Reaped(pub Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
@@ -23,12 +23,12 @@ impl Drop for Reaped {
 
 /// What the daemon said on stderr after its metrics line (the last 1000
 /// lines at most).
-pub type StderrLines = Arc<Mutex<Vec<String>>>;
+pub(crate) type StderrLines = Arc<Mutex<Vec<String>>>;
 
 /// The daemon's metrics address, from the line it prints once listening;
 /// its stderr is drained from then on (so it never blocks on a full pipe)
 /// into the lines returned.
-pub fn metrics_addr(daemon: &mut Child) -> (String, StderrLines) {
+pub(crate) fn metrics_addr(daemon: &mut Child) -> (String, StderrLines) {
     let stderr = daemon.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
     let addr = loop {
@@ -56,7 +56,7 @@ pub fn metrics_addr(daemon: &mut Child) -> (String, StderrLines) {
 /// A daemon watching one `sleep` of the test's (a quiet scope), serving
 /// metrics on a port the kernel picked. Fields drop in order: the daemon is
 /// stopped before its output directory goes.
-pub struct MetricsDaemon {
+pub(crate) struct MetricsDaemon {
     pub daemon: Reaped,
     /// Held for its drop: the watched `sleep` is killed after the daemon.
     _watched: Reaped,
@@ -67,12 +67,12 @@ pub struct MetricsDaemon {
 }
 
 impl MetricsDaemon {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with(|_| {})
     }
 
     /// `tweak` adjusts the daemon's command before it is spawned.
-    pub fn start_with(tweak: impl FnOnce(&mut Command)) -> Self {
+    pub(crate) fn start_with(tweak: impl FnOnce(&mut Command)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let watched = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
         let mut cmd = tracer();
@@ -93,12 +93,12 @@ impl MetricsDaemon {
         }
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.daemon.0.id() as i32
     }
 
     /// A field of the daemon's /proc/PID/status, in kB (VmRSS, VmHWM).
-    pub fn status_kb(&self, field: &str) -> u64 {
+    pub(crate) fn status_kb(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         status
             .lines()
@@ -108,7 +108,7 @@ impl MetricsDaemon {
     }
 
     /// The daemon's open fds: all, and those that are sockets.
-    pub fn fds(&self) -> (usize, usize) {
+    pub(crate) fn fds(&self) -> (usize, usize) {
         let mut all = 0;
         let mut sockets = 0;
         for e in std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
@@ -126,12 +126,12 @@ impl MetricsDaemon {
     }
 
     /// GET /metrics on a fresh connection: the status and the whole answer.
-    pub fn scrape(&self, timeout: Duration) -> io::Result<(u16, String)> {
+    pub(crate) fn scrape(&self, timeout: Duration) -> io::Result<(u16, String)> {
         get(&self.addr, "/metrics", timeout)
     }
 
     /// Scrape until the answer is 200 or `within` has passed.
-    pub fn scrape_ok_within(&self, within: Duration) -> Result<String, String> {
+    pub(crate) fn scrape_ok_within(&self, within: Duration) -> Result<String, String> {
         let deadline = Instant::now() + within;
         loop {
             let got = self.scrape(Duration::from_secs(2));
@@ -145,7 +145,7 @@ impl MetricsDaemon {
 }
 
 /// `GET path` with `Connection: close`, read to the end within `timeout`.
-pub fn get(addr: &str, path: &str, timeout: Duration) -> io::Result<(u16, String)> {
+pub(crate) fn get(addr: &str, path: &str, timeout: Duration) -> io::Result<(u16, String)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
@@ -160,7 +160,7 @@ pub fn get(addr: &str, path: &str, timeout: Duration) -> io::Result<(u16, String
 /// Everything the server sends until it closes (at most 1 MiB). A reset
 /// after the answer counts as the close: a server that closes with unread
 /// request bytes resets the connection, the answer already delivered.
-pub fn read_answer(s: &mut TcpStream) -> io::Result<String> {
+pub(crate) fn read_answer(s: &mut TcpStream) -> io::Result<String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 << 10];
     while buf.len() < 1 << 20 {
@@ -175,6 +175,6 @@ pub fn read_answer(s: &mut TcpStream) -> io::Result<String> {
 }
 
 /// The status code of an HTTP/1.1 answer.
-pub fn status_of(answer: &str) -> Option<u16> {
+pub(crate) fn status_of(answer: &str) -> Option<u16> {
     answer.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
 }

@@ -12,25 +12,25 @@ use std::{
 
 use tracer_user::eventlog::{read_log, EventLog, Record};
 
-pub mod cgroup;
-pub mod metrics_daemon;
-pub mod proc;
-pub mod ready;
-pub mod scenario;
+pub(crate) mod cgroup;
+pub(crate) mod metrics_daemon;
+pub(crate) mod proc;
+pub(crate) mod ready;
+pub(crate) mod scenario;
 
-pub use ready::{spawn_ready, wait_ready};
-pub use scenario::{scenario, Scenario, SCENARIO_ENV};
+pub(crate) use ready::{spawn_ready, wait_ready};
+pub(crate) use scenario::{scenario, Scenario, SCENARIO_ENV};
 
 /// Kernel tests need root. They fail loudly rather than skip: a suite that
 /// quietly skips its kernel tests proves nothing.
-pub fn require_root() {
+pub(crate) fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
         "this kernel test loads eBPF programs and needs root: run `cargo xtask test` (it uses sudo when you are not root)"
     );
 }
 
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub dir: tempfile::TempDir,
     pub output: Output,
     pub log: EventLog,
@@ -39,7 +39,7 @@ pub struct Recorded {
 impl Recorded {
     /// The run that wrote `dir`, ended with `output`: its log, read and
     /// checked (sequence numbers without gaps, the trailer's count).
-    pub fn read(dir: tempfile::TempDir, output: Output) -> Recorded {
+    pub(crate) fn read(dir: tempfile::TempDir, output: Output) -> Recorded {
         let log = read_log(&dir.path().join("events.ndjson")).unwrap_or_else(|e| {
             panic!(
                 "no readable event log ({e}); tracer stderr:\n{}",
@@ -50,16 +50,16 @@ impl Recorded {
         Recorded { dir, output, log }
     }
 
-    pub fn events(&self) -> impl Iterator<Item = &Record> {
+    pub(crate) fn events(&self) -> impl Iterator<Item = &Record> {
         self.log.events.iter()
     }
-    pub fn code(&self) -> Option<i32> {
+    pub(crate) fn code(&self) -> Option<i32> {
         self.output.status.code()
     }
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
-    pub fn path(&self, file: &str) -> PathBuf {
+    pub(crate) fn path(&self, file: &str) -> PathBuf {
         self.dir.path().join(file)
     }
 }
@@ -74,7 +74,7 @@ fn tracer_bin() -> OsString {
 /// The tracer binary, with the command kept as root: under `sudo cargo
 /// xtask test` the SUDO_* variables would otherwise make every recorded
 /// command run as the invoking user. Tests of that default set them again.
-pub fn tracer() -> Command {
+pub(crate) fn tracer() -> Command {
     let mut c = Command::new(tracer_bin());
     for var in ["SUDO_UID", "SUDO_GID", "SUDO_USER"] {
         c.env_remove(var);
@@ -84,7 +84,7 @@ pub fn tracer() -> Command {
 
 /// `record --output OUT [extra...] -- cmd...`: the one spelling of a record
 /// command line, for `tracer()` or a wrapper (`unshare ... tracer`).
-pub fn record_args<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Vec<OsString> {
+pub(crate) fn record_args<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["record".into(), "--output".into(), out.into()];
     args.extend(extra.iter().map(OsString::from));
     args.push("--".into());
@@ -94,18 +94,22 @@ pub fn record_args<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Ve
 
 /// `tracer record --output OUT [extra...] -- cmd...`, for a caller that
 /// spawns it itself (stdio, signals, another user).
-pub fn record_command<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Command {
+pub(crate) fn record_command<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Command {
     let mut c = tracer();
     c.args(record_args(out, extra, cmd));
     c
 }
 
 /// `tracer record [extra...] -- cmd...` into a fresh directory.
-pub fn record<S: AsRef<OsStr>>(extra: &[&str], cmd: &[S]) -> Recorded {
+pub(crate) fn record<S: AsRef<OsStr>>(extra: &[&str], cmd: &[S]) -> Recorded {
     record_env(extra, cmd, &[])
 }
 
-pub fn record_env<S: AsRef<OsStr>>(extra: &[&str], cmd: &[S], env: &[(&str, &str)]) -> Recorded {
+pub(crate) fn record_env<S: AsRef<OsStr>>(
+    extra: &[&str],
+    cmd: &[S],
+    env: &[(&str, &str)],
+) -> Recorded {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let output = record_command(dir.path(), extra, cmd)
@@ -116,7 +120,7 @@ pub fn record_env<S: AsRef<OsStr>>(extra: &[&str], cmd: &[S], env: &[(&str, &str
 }
 
 /// The run's root process: forked by the tracer itself.
-pub fn root(r: &Recorded) -> tracer_user::eventlog::Task {
+pub(crate) fn root(r: &Recorded) -> tracer_user::eventlog::Task {
     r.events()
         .find_map(|e| match e {
             Record::Fork(f) if f.parent.pid == r.log.header.tracer_pid => Some(f.child.clone()),
@@ -125,7 +129,7 @@ pub fn root(r: &Recorded) -> tracer_user::eventlog::Task {
         .expect("the tracer's fork of the command is in the log")
 }
 
-pub fn assert_no_loss(r: &Recorded) {
+pub(crate) fn assert_no_loss(r: &Recorded) {
     let t = r.log.trailer.as_ref().expect("log has a trailer");
     assert_eq!(t.lost.total(), 0, "events were lost: {:?}", t.lost);
 }
@@ -145,7 +149,7 @@ fn assert_seq_contiguous(log: &EventLog) {
 }
 
 /// `tracer report LOG --output OUT`.
-pub fn report_cmd(log: &std::path::Path, out: &std::path::Path) -> Output {
+pub(crate) fn report_cmd(log: &std::path::Path, out: &std::path::Path) -> Output {
     tracer()
         .arg("report")
         .arg(log)
@@ -156,7 +160,7 @@ pub fn report_cmd(log: &std::path::Path, out: &std::path::Path) -> Output {
 }
 
 /// The header's entry for hook `name`.
-pub fn hook<'a>(log: &'a EventLog, name: &str) -> &'a tracer_user::eventlog::HookStatus {
+pub(crate) fn hook<'a>(log: &'a EventLog, name: &str) -> &'a tracer_user::eventlog::HookStatus {
     log.header
         .hooks
         .iter()
@@ -166,7 +170,7 @@ pub fn hook<'a>(log: &'a EventLog, name: &str) -> &'a tracer_user::eventlog::Hoo
 
 /// A failure of tracer itself, as users are promised it: exit 70 and one
 /// line on stderr. Returns that line for the caller's wording checks.
-pub fn one_line_failure(out: &Output) -> String {
+pub(crate) fn one_line_failure(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(70), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -175,7 +179,7 @@ pub fn one_line_failure(out: &Output) -> String {
 
 /// Bounded wait until a running tracer's log in `dir` (rotated files too)
 /// mentions `needle`.
-pub fn wait_for_log(dir: &Path, needle: &str) {
+pub(crate) fn wait_for_log(dir: &Path, needle: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let seen = || {
         std::fs::read_dir(dir)
@@ -199,7 +203,7 @@ pub fn wait_for_log(dir: &Path, needle: &str) {
 }
 
 /// Neither a panic nor a death by signal: a clean exit, error or not.
-pub fn no_panic(out: &Output) -> String {
+pub(crate) fn no_panic(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         !stderr.contains("panicked") && out.status.code().is_some(),

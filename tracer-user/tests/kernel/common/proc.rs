@@ -4,17 +4,17 @@
 
 /// Start time of `pid` (clock ticks since boot, /proc/PID/stat field 22):
 /// with the pid, a process's identity. `None` once it is gone.
-pub fn start_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn start_ticks(pid: u32) -> Option<u64> {
     Some(stat(pid)?.starttime)
 }
 
 /// `pid` is alive: neither gone, nor a zombie (Z), nor dead (X).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|s| !matches!(s.state, 'Z' | 'X'))
 }
 
 /// `pid` is still the process that started at `start`, and alive.
-pub fn running(pid: u32, start: u64) -> bool {
+pub(crate) fn running(pid: u32, start: u64) -> bool {
     stat(pid).is_some_and(|s| s.starttime == start && !matches!(s.state, 'Z' | 'X'))
 }
 

@@ -10,7 +10,7 @@ use std::{
 /// Reads `out` up to its first line `ready` or `ready WORDS` and returns
 /// WORDS (empty for a bare `ready`). Lines before it (libtest's own, a
 /// scenario's chatter) are skipped. Panics at end of file.
-pub fn wait_ready(out: &mut impl BufRead) -> String {
+pub(crate) fn wait_ready(out: &mut impl BufRead) -> String {
     read_ready(out).expect("the process ended without saying `ready`")
 }
 
@@ -21,7 +21,7 @@ pub fn wait_ready(out: &mut impl BufRead) -> String {
     clippy::zombie_processes,
     reason = "the caller waits for the child it is handed"
 )]
-pub fn spawn_ready(mut cmd: Command) -> (Child, String) {
+pub(crate) fn spawn_ready(mut cmd: Command) -> (Child, String) {
     let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let Some(words) = read_ready(&mut out) else {

@@ -9,16 +9,16 @@ use std::io::Write;
 
 use super::{record_command, record_env, Recorded};
 
-pub const SCENARIO_ENV: &str = "TRACER_SCENARIO";
+pub(crate) const SCENARIO_ENV: &str = "TRACER_SCENARIO";
 
 /// The running test, re-run as a command.
-pub struct Scenario {
+pub(crate) struct Scenario {
     name: String,
 }
 
 /// In the re-run child: runs `body`, then exits 0 (or as `body` exits).
 /// In the test: the scenario to record.
-pub fn scenario(body: impl FnOnce()) -> Scenario {
+pub(crate) fn scenario(body: impl FnOnce()) -> Scenario {
     let name = this_test();
     if std::env::var_os(SCENARIO_ENV).is_some_and(|v| v == name.as_str()) {
         body();
@@ -31,7 +31,7 @@ pub fn scenario(body: impl FnOnce()) -> Scenario {
 impl Scenario {
     /// The command line of the child: this binary, this test alone, its
     /// output not captured (the body's lines reach the recording's stdout).
-    pub fn argv(&self) -> Vec<String> {
+    pub(crate) fn argv(&self) -> Vec<String> {
         let exe = std::env::current_exe().unwrap();
         let exe = exe.to_str().expect("the test binary's path is UTF-8");
         [
@@ -47,17 +47,17 @@ impl Scenario {
     }
 
     /// The variable that makes the child run the body.
-    pub fn env(&self) -> (&'static str, &str) {
+    pub(crate) fn env(&self) -> (&'static str, &str) {
         (SCENARIO_ENV, &self.name)
     }
 
     /// Runs under `tracer record [extra...]`.
-    pub fn record(&self, extra: &[&str]) -> Recorded {
+    pub(crate) fn record(&self, extra: &[&str]) -> Recorded {
         self.record_env(extra, &[])
     }
 
     /// Runs under `tracer record [extra...]`, with `env` for the child too.
-    pub fn record_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Recorded {
+    pub(crate) fn record_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Recorded {
         let mut all = vec![self.env()];
         all.extend_from_slice(env);
         record_env(extra, &self.argv(), &all)
@@ -65,7 +65,7 @@ impl Scenario {
 
     /// `tracer record --output OUT [extra...] -- <the child>`, for a caller
     /// that spawns it itself.
-    pub fn command(&self, out: &std::path::Path, extra: &[&str]) -> std::process::Command {
+    pub(crate) fn command(&self, out: &std::path::Path, extra: &[&str]) -> std::process::Command {
         let mut cmd = record_command(out, extra, &self.argv());
         let (key, value) = self.env();
         cmd.env(key, value);

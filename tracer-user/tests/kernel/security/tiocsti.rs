@@ -104,6 +104,7 @@ fn line_with(master: &OwnedFd, seen: &mut String, needle: &str) -> String {
 fn input_queued(slave: &OwnedFd) -> i32 {
     let mut n: libc::c_int = 0;
     assert_eq!(
+        // SAFETY: FIONREAD writes one c_int into `n`, which outlives the call.
         unsafe { libc::ioctl(slave.as_raw_fd(), libc::FIONREAD, &mut n) },
         0
     );
