@@ -348,14 +348,79 @@ pub struct RuntimeConfig {
     pub view_ns_inum: u32,
 }
 
+/// `aya::Pod`: the records and map values user space reads as bytes. Each is
+/// `#[repr(C)]` of integers and byte arrays only (no bool, enum, pointer or
+/// reference: every bit pattern is a valid value), with explicit `_pad`
+/// fields so there is no implicit padding (`no_padding` below checks it).
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
-    // SAFETY: plain-old-data, repr(C), no implicit padding.
-    unsafe impl aya::Pod for KernelOffsets {}
-    unsafe impl aya::Pod for RuntimeConfig {}
-    unsafe impl aya::Pod for TaskId {}
-    unsafe impl aya::Pod for StderrTail {}
-    unsafe impl aya::Pod for SignalCounts {}
-    unsafe impl aya::Pod for KillAbi {}
+    macro_rules! pod {
+        ($($t:ty),* $(,)?) => {$(
+            // SAFETY: see the module's doc: integers and byte arrays only,
+            // repr(C), no implicit padding (tested).
+            unsafe impl aya::Pod for $t {}
+        )*};
+    }
+    pod!(
+        KernelOffsets,
+        RuntimeConfig,
+        TaskId,
+        StderrTail,
+        SignalCounts,
+        KillAbi,
+        RecordHeader,
+        NsPid,
+        ForkRecord,
+        ExecRecord,
+        ExitRecord,
+        SignalRecord,
+        KillCallRecord,
+        OomRecord,
+        ExistingRecord,
+        StderrRecord,
+        SignalSummaryRecord,
+    );
+}
+
+#[cfg(test)]
+mod no_padding {
+    use core::mem::{size_of, size_of_val};
+
+    use super::*;
+
+    /// A record's size is the sum of its fields' (every field named: the
+    /// destructuring does not compile if one is missing), so no byte of it
+    /// is implicit padding.
+    macro_rules! no_padding {
+        ($($t:ident { $($f:ident),* $(,)? })*) => {$(
+            // SAFETY: integers and byte arrays only: all-zero is valid.
+            let v: $t = unsafe { core::mem::zeroed() };
+            let $t { $($f),* } = v;
+            assert_eq!(size_of::<$t>(), 0 $(+ size_of_val(&$f))*, stringify!($t));
+        )*};
+    }
+
+    #[test]
+    fn the_wire_records_have_no_implicit_padding() {
+        no_padding! {
+            TaskId { tid, tgid, start_ns }
+            RecordHeader { kind, cpu, ktime_ns }
+            ForkRecord { hdr, parent, child, comm, flags, _pad, child_ns }
+            NsPid { pid, level, ns_inum, _pad }
+            ExecRecord { hdr, task, old_tid, argv_len, args_size, _pad, comm, filename, argv }
+            ExitRecord { hdr, task, comm, exit_code, flags }
+            SignalRecord { hdr, sender, target, sender_comm, target_comm, sig, errno, code, group,
+                result, syscall, call_id, target_arg, seccomp_nr, seccomp_seen }
+            KillCallRecord { hdr, sender, comm, syscall, sig, target_arg, tid_arg, ret, call_id,
+                deliveries, _pad }
+            OomRecord { hdr, trigger, trigger_comm, victim_tid, oom_score_adj, total_vm_kb,
+                anon_rss_kb, file_rss_kb, shmem_rss_kb, pgtables_kb, memcg_id, memcg_name, flags,
+                _pad }
+            ExistingRecord { hdr, task, ppid, _pad, comm, ns }
+            StderrRecord { hdr, task, count, len, _pad, data }
+            SignalSummaryRecord { hdr, sender, target, sender_comm, target_comm, sig, count,
+                first_ns, last_ns }
+        }
+    }
 }

@@ -5,11 +5,6 @@
 //! are the only commands anyone has to know. See docs/building.md.
 
 mod bench;
-mod bench_extra;
-mod bench_logs;
-mod bench_measure;
-mod bench_soak;
-mod bench_workloads;
 mod bootstrap;
 mod build;
 mod cmd;
@@ -166,7 +161,7 @@ fn run(cli: Cli) -> Result<()> {
                 reps,
                 quick,
                 no_reference,
-                soak: soak.then_some(bench_soak::SoakOpts {
+                soak: soak.then_some(bench::soak::SoakOpts {
                     secs: soak_secs,
                     period: if soak_secs >= 60 { 10 } else { 2 },
                 }),

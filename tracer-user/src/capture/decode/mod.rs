@@ -49,7 +49,7 @@ pub enum Wire {
     Existing(ExistingRecord),
 }
 
-fn copy<T: Copy>(bytes: &[u8], what: &'static str) -> Result<T, DecodeError> {
+fn copy<T: aya::Pod>(bytes: &[u8], what: &'static str) -> Result<T, DecodeError> {
     let need = size_of::<T>();
     if bytes.len() < need {
         return Err(DecodeError::TooShort {
@@ -58,7 +58,7 @@ fn copy<T: Copy>(bytes: &[u8], what: &'static str) -> Result<T, DecodeError> {
             got: bytes.len(),
         });
     }
-    // SAFETY: length checked above; T is a plain repr(C) record valid for any bytes.
+    // SAFETY: length checked above; T: aya::Pod is valid for any bytes.
     Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
 }
 
@@ -85,7 +85,7 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
 /// A record cut to its first `header` bytes and the `len_of(rec)` bytes of
 /// its trailing array (of `cap` bytes) that follow: read into a zeroed whole
 /// one, the declared length checked against what is there.
-fn copy_cut<T: Copy>(
+fn copy_cut<T: aya::Pod>(
     bytes: &[u8],
     header: usize,
     cap: usize,
@@ -101,8 +101,8 @@ fn copy_cut<T: Copy>(
         return Err(too_short(what[0], header));
     }
     let n = bytes.len().min(size_of::<T>());
-    // SAFETY: T is a plain repr(C) record valid for any bytes, zeros included;
-    // at most size_of::<T>() bytes are copied into it.
+    // SAFETY: T: aya::Pod is valid for any bytes, zeros included; at most
+    // size_of::<T>() bytes are copied into it.
     let rec: T = unsafe {
         let mut rec = std::mem::zeroed::<T>();
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut rec).cast::<u8>(), n);

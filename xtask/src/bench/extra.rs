@@ -9,9 +9,10 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{bench_workloads::Workload, cmd, workspace::Workspace};
+use super::workloads::Workload;
+use crate::{cmd, workspace::Workspace};
 
-const GO_SRC: &str = include_str!("bench_preempt.go");
+const GO_SRC: &str = include_str!("preempt.go");
 
 /// Busy goroutines on the Go runtime: sysmon sends SIGURG to a thread whose
 /// goroutine ran 10 ms, so a busy program takes ~100 signals/s per thread.

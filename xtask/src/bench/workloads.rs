@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::cmd;
 
-const DRIVER_SRC: &str = include_str!("bench_driver.c");
+const DRIVER_SRC: &str = include_str!("driver.c");
 
 /// One workload: a program (the driver unless named) and its arguments,
 /// sized to run 2–3 s bare on our 2-core machine.

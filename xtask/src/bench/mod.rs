@@ -11,7 +11,8 @@
 //! 4. peak RSS over a ~1M-event run, and `tracer report` on 1M-event logs.
 //!
 //! This file runs the sections and prints their tables; what runs is in
-//! `bench_workloads`, the log reading in `bench_logs`, the timing in `bench_measure`.
+//! `workloads`, the log reading in `logs`, the timing in `measure`, the
+//! daemon soak in `soak`.
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -21,14 +22,18 @@ use std::{
 
 use anyhow::{bail, Result};
 
-use crate::{
-    bench_extra,
-    bench_logs::{count_lines, event_span_secs, read_trailer, synthesize},
-    bench_measure::{measure, Measured, Stats},
-    bench_workloads::{build_driver, machine, workloads, Ctx, Tool},
-    build, privilege,
-    workspace::Workspace,
+pub(crate) mod extra;
+mod logs;
+mod measure;
+pub(crate) mod soak;
+mod workloads;
+
+use self::{
+    logs::{count_lines, event_span_secs, read_trailer, synthesize},
+    measure::{measure, Measured, Stats},
+    workloads::{build_driver, machine, workloads, Ctx, Tool},
 };
+use crate::{build, privilege, workspace::Workspace};
 
 pub(crate) struct BenchOpts {
     /// Repetitions per configuration (the reference tools use at most 3).
@@ -38,7 +43,7 @@ pub(crate) struct BenchOpts {
     /// Skip bpftrace and strace even when installed.
     pub no_reference: bool,
     /// Only the daemon soak (`--soak`).
-    pub soak: Option<crate::bench_soak::SoakOpts>,
+    pub soak: Option<soak::SoakOpts>,
 }
 
 pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
@@ -55,15 +60,12 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     let scratch = ws.target_dir.join("bench");
     fs::create_dir_all(&scratch)?;
     if let Some(soak) = &opts.soak {
-        println!(
-            "# tracer bench: daemon soak\n\n{}\n",
-            crate::bench_workloads::machine()
-        );
-        crate::bench_soak::run(&tracer, &scratch, soak)?;
+        println!("# tracer bench: daemon soak\n\n{}\n", machine());
+        soak::run(&tracer, &scratch, soak)?;
         return Ok(());
     }
     let driver = build_driver(&scratch)?;
-    let go = bench_extra::build_go(&scratch);
+    let go = extra::build_go(&scratch);
     let which =
         |name: &str| crate::bootstrap::which(name, &std::env::var_os("PATH").unwrap_or_default());
     let mut cx = Ctx {
@@ -155,8 +157,8 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     cx.say("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut fork_log: Option<PathBuf> = None;
     let mut all = workloads(scale);
-    all.push(bench_extra::preempt(scale, go.as_deref()));
-    match bench_extra::test_suite(ws) {
+    all.push(extra::preempt(scale, go.as_deref()));
+    match extra::test_suite(ws) {
         Ok(w) => all.push(w),
         Err(e) => cx.say(format!("test suite workload: skipped, {e:#}")),
     }
