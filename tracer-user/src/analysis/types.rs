@@ -51,6 +51,8 @@ pub struct TargetNs {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Rank {
     /// A death nobody in the process's own lineage asked for.
     Unexpected,
@@ -63,6 +65,8 @@ pub enum Rank {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum CauseKind {
     KilledInRun,
     KilledOutsideRun,
@@ -99,8 +103,11 @@ pub enum CauseKind {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Relation {
     #[serde(rename = "self")]
+    #[strum(serialize = "self")]
     Itself,
     Parent,
     Ancestor,
@@ -194,6 +201,8 @@ pub struct Mechanism {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum MechanismKind {
     /// SIGPIPE after the pipe's reader went away.
     PipeReaderGone,
@@ -398,4 +407,47 @@ pub struct LastWordsRef {
     /// error, else the last non-empty line. Absent when all is blank.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<String>,
+}
+
+/// The snake_case name serde gives each variant, as `&'static str` (metric
+/// labels, OTLP attributes, HTML): `Rank::Unexpected.as_str() == "unexpected"`.
+macro_rules! as_str {
+    ($($t:ty),*) => {$(
+        impl $t {
+            pub fn as_str(self) -> &'static str {
+                self.into()
+            }
+        }
+    )*};
+}
+as_str!(
+    Rank,
+    CauseKind,
+    Relation,
+    MechanismKind,
+    super::side_findings::Direction
+);
+
+#[cfg(test)]
+mod names {
+    use strum::VariantArray;
+
+    use super::*;
+
+    /// One name per variant: what serde writes is what as_str says.
+    fn same<T: VariantArray + serde::Serialize + Copy>(as_str: fn(T) -> &'static str) {
+        for &v in T::VARIANTS {
+            let serde = serde_json::to_value(v).unwrap();
+            assert_eq!(serde.as_str(), Some(as_str(v)));
+        }
+    }
+
+    #[test]
+    fn as_str_is_the_serde_name() {
+        same(Rank::as_str);
+        same(CauseKind::as_str);
+        same(Relation::as_str);
+        same(MechanismKind::as_str);
+        same(super::super::side_findings::Direction::as_str);
+    }
 }

@@ -15,7 +15,6 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
-use serde::Serialize;
 
 use crate::{
     eventlog::{Header, Loss},
@@ -134,10 +133,10 @@ impl Metrics {
             let relation = c
                 .killer
                 .as_ref()
-                .map_or_else(|| "none".to_string(), |k| label(&k.relation));
+                .map_or_else(|| "none".to_string(), |k| k.relation.as_str().to_string());
             let labels = vec![
-                ("rank".into(), label(&c.rank)),
-                ("cause".into(), label(&c.cause.kind)),
+                ("rank".into(), c.rank.as_str().into()),
+                ("cause".into(), c.cause.kind.as_str().into()),
                 ("signal".into(), signal),
                 ("killer_relation".into(), relation),
             ];
@@ -154,7 +153,7 @@ impl Metrics {
                 .add(NEAR_MISSES, vec![("errno".into(), errno)], 1);
         }
         for s in &f.foreign_signals {
-            let direction = vec![("direction".into(), label(&s.direction))];
+            let direction = vec![("direction".into(), s.direction.as_str().into())];
             self.staged.add(FOREIGN, direction, 1);
         }
     }
@@ -181,14 +180,6 @@ impl Metrics {
             let labels = vec![("reason".into(), reason.into())];
             self.staged.add(LOST, labels, n.saturating_sub(before));
         }
-    }
-}
-
-/// A serde enum's snake_case name.
-fn label<T: Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => "unknown".into(),
     }
 }
 

@@ -150,14 +150,14 @@ fn certificate(c: &Certificate, parent: Option<u32>, time: u64) -> LogRecord {
         Rank::Expected => (SeverityNumber::Info, "INFO"),
     };
     let mut a = process(&c.victim.process, parent);
-    a.push(kv("tracer.rank", s(&snake(&c.rank))));
-    a.push(kv("tracer.cause", s(&snake(&c.cause.kind))));
+    a.push(kv("tracer.rank", s(c.rank.as_str())));
+    a.push(kv("tracer.cause", s(c.cause.kind.as_str())));
     a.push(kv("tracer.headline", s(&c.headline)));
     if let Some(sig) = &c.cause.signal {
         a.push(kv("tracer.signal", s(&sig.sig_name)));
     }
     if let Some(m) = &c.cause.mechanism {
-        a.push(kv("tracer.mechanism", s(&snake(&m.kind))));
+        a.push(kv("tracer.mechanism", s(m.kind.as_str())));
     }
     if let crate::eventlog::ExitStatus::Exited { code } = c.victim.status {
         a.push(kv("process.exit.code", i(code as i64)));
@@ -165,7 +165,7 @@ fn certificate(c: &Certificate, parent: Option<u32>, time: u64) -> LogRecord {
     if let Some(k) = &c.killer {
         a.push(kv("tracer.killer.pid", i(k.process.pid as i64)));
         a.push(kv("tracer.killer.command", s(&k.process.command)));
-        a.push(kv("tracer.killer.relation", s(&snake(&k.relation))));
+        a.push(kv("tracer.killer.relation", s(k.relation.as_str())));
         a.push(kv("tracer.killer.call", s(&k.call)));
     }
     record("tracer.death", time, severity, text, a, c)
@@ -186,7 +186,7 @@ fn near_miss(n: &NearMiss) -> LogRecord {
 
 fn foreign(x: &ForeignSignal, time: u64) -> LogRecord {
     let mut a = process(&x.target, None);
-    a.push(kv("tracer.direction", s(&snake(&x.direction))));
+    a.push(kv("tracer.direction", s(x.direction.as_str())));
     a.push(kv("tracer.signal", s(&x.signal.sig_name)));
     a.push(kv("tracer.sender.pid", i(x.sender.pid as i64)));
     a.push(kv("tracer.sender.command", s(&x.sender.command)));
@@ -266,12 +266,5 @@ fn s(v: &str) -> AnyValue {
 fn i(v: i64) -> AnyValue {
     AnyValue {
         value: Some(Value::IntValue(v)),
-    }
-}
-
-fn snake<T: Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => "unknown".into(),
     }
 }

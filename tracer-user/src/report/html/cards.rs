@@ -179,7 +179,11 @@ fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
         "status",
         &format!("{}{core}", esc(&w::status_phrase(&v.status))),
     );
-    row(o, "cause", &format!("<code>{}</code>", esc(&kind_name(c))));
+    row(
+        o,
+        "cause",
+        &format!("<code>{}</code>", esc(c.cause.kind.as_str())),
+    );
     if let Some(k) = &c.killer {
         row(
             o,
@@ -267,11 +271,4 @@ fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
         o.push_str("</ol></details>\n");
     }
     o.push_str("</article>\n");
-}
-
-fn kind_name(c: &Certificate) -> String {
-    serde_json::to_value(c.cause.kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
