@@ -65,11 +65,15 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
         return Ok(());
     }
     let driver = build_driver(&scratch)?;
+    // The release a CI job downloads, timed beside the glibc build (issue 26:
+    // within 5 % on every workload).
+    let tracer_static = crate::dist::build_static(ws)?;
     let go = extra::build_go(&scratch);
     let which =
         |name: &str| crate::bootstrap::which(name, &std::env::var_os("PATH").unwrap_or_default());
     let mut cx = Ctx {
         tracer,
+        tracer_static,
         driver,
         scratch: scratch.clone(),
         bpftrace: if opts.no_reference {
@@ -110,7 +114,7 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     }
 
     // 1. Fixed start-up.
-    let mut tools = vec![Tool::Tracer];
+    let mut tools = vec![Tool::Tracer, Tool::TracerStatic];
     if cx.bpftrace.is_some() {
         tools.push(Tool::Bpftrace);
     }
@@ -123,9 +127,10 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     cx.say("| tool | median | min | max | peak RSS |");
     cx.say("| --- | --- | --- | --- | --- |");
     let truecmd = vec!["/bin/true".to_string()];
-    let mut startup = [0.0f64; 4];
+    let mut startup = [0.0f64; 5];
     for &tool in &tools {
-        let n = if tool == Tool::Tracer { reps } else { ref_reps };
+        let tracer_itself = matches!(tool, Tool::Tracer | Tool::TracerStatic);
+        let n = if tracer_itself { reps } else { ref_reps };
         let mut runs = Vec::new();
         for _ in 0..n {
             let dir = cx.tmp("startup");
@@ -152,9 +157,9 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     );
     cx.say("");
     cx.say(
-        "| workload | bare | tracer | ×raw | ×beyond | tracer peak RSS | events | lost | bpftrace ×raw / ×beyond | strace -f ×raw / ×beyond |",
+        "| workload | bare | tracer | ×raw | ×beyond | tracer peak RSS | events | lost | static release ×raw / ×beyond (static/glibc) | bpftrace ×raw / ×beyond | strace -f ×raw / ×beyond |",
     );
-    cx.say("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    cx.say("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut fork_log: Option<PathBuf> = None;
     let mut all = workloads(scale);
     all.push(extra::preempt(scale, go.as_deref()));
@@ -164,7 +169,7 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     }
     for w in all {
         let argv = cx.argv(&w);
-        let mut times: Vec<Vec<Measured>> = vec![Vec::new(); 4];
+        let mut times: Vec<Vec<Measured>> = vec![Vec::new(); 5];
         let mut trailer = None;
         for rep in 0..reps {
             for &tool in &all_tools {
@@ -219,8 +224,9 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
             .as_ref()
             .map(|t| (t.events.to_string(), t.lost_summary()))
             .unwrap_or(("?".into(), "no trailer".into()));
+        let st = Stats::of(&times[Tool::TracerStatic as usize]).median;
         cx.say(format!(
-            "| {} ({}) | {:.2} s | {:.2} s | {:.2}× | {:.2}× | {:.1} MB | {} | {} | {} | {} |",
+            "| {} ({}) | {:.2} s | {:.2} s | {:.2}× | {:.2}× | {:.1} MB | {} | {} | {} ({:.2}×) | {} | {} |",
             w.name,
             w.what,
             bare,
@@ -230,6 +236,8 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
             tr_stats.rss_mb,
             events,
             lost,
+            ratio(Tool::TracerStatic),
+            st / tr,
             ratio(Tool::Bpftrace),
             ratio(Tool::Strace),
         ));

@@ -56,6 +56,9 @@ pub(crate) enum Tool {
     Tracer,
     Bpftrace,
     Strace,
+    /// The release a CI job downloads (`cargo xtask dist`: static, musl),
+    /// run like `Tracer`, the glibc build.
+    TracerStatic,
 }
 
 impl Tool {
@@ -65,6 +68,7 @@ impl Tool {
             Tool::Tracer => "tracer",
             Tool::Bpftrace => "bpftrace",
             Tool::Strace => "strace -f",
+            Tool::TracerStatic => "tracer (static release)",
         }
     }
 }
@@ -84,6 +88,8 @@ END { clear(@t); clear(@stderr_bytes); }
 
 pub(crate) struct Ctx {
     pub tracer: PathBuf,
+    /// `cargo xtask dist`'s static binary, timed beside `tracer`.
+    pub tracer_static: PathBuf,
     pub driver: PathBuf,
     pub scratch: PathBuf,
     pub bpftrace: Option<PathBuf>,
@@ -119,8 +125,12 @@ impl Ctx {
                 c.args(&argv[1..]);
                 c
             }
-            Tool::Tracer => {
-                let mut c = Command::new(&self.tracer);
+            Tool::Tracer | Tool::TracerStatic => {
+                let bin = match tool {
+                    Tool::TracerStatic => &self.tracer_static,
+                    _ => &self.tracer,
+                };
+                let mut c = Command::new(bin);
                 c.arg("record").arg("--output").arg(dir);
                 // Like for like: the bare run is root's, so is the traced one
                 // (under `sudo -E`, tracer would otherwise drop to SUDO_UID).
