@@ -98,32 +98,6 @@ impl Drop for PidsCgroup {
     }
 }
 
-/// Wait for `pid` with wait4(2): exit status and peak RSS (KiB) of the child
-/// (the max over it and the descendants it reaped).
-fn wait_rusage(child: Child) -> (std::process::ExitStatus, u64) {
-    use std::os::unix::process::ExitStatusExt;
-    let pid = child.id() as i32;
-    let mut status = 0;
-    // SAFETY: zeroed rusage is valid; wait4 writes both out-parameters.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: both out-parameters are locals that outlive the call.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-        if r == pid {
-            break;
-        }
-        assert_eq!(
-            std::io::Error::last_os_error().raw_os_error(),
-            Some(libc::EINTR)
-        );
-    }
-    std::mem::forget(child);
-    (
-        std::process::ExitStatus::from_raw(status),
-        ru.ru_maxrss as u64,
-    )
-}
-
 // ---------------------------------------------------------------------------
 // the tracer dies
 
@@ -286,17 +260,14 @@ fn fork_bomb_in_pids_cgroup() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
     let err = fs::File::create(tmp.path().join("tracer.stderr")).unwrap();
-    let child = sc
-        .command(&dir, &[])
-        .env(
-            "TRACER_TEST_CGROUP_PROCS",
-            cg.dir.join("cgroup.procs").as_os_str(),
-        )
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .unwrap();
-    let (status, rss_kb) = wait_rusage(child);
+    let mut cmd = sc.command(&dir, &[]);
+    cmd.env(
+        "TRACER_TEST_CGROUP_PROCS",
+        cg.dir.join("cgroup.procs").as_os_str(),
+    );
+    let (mut cmd, peak) = crate::common::rss::with_peak_rss(&cmd);
+    let status = cmd.stdout(Stdio::null()).stderr(err).status().unwrap();
+    let rss_kb = peak.kib();
     let stderr = fs::read_to_string(tmp.path().join("tracer.stderr")).unwrap();
     assert_eq!(status.code(), Some(0), "tracer survived: {stderr}");
     assert!(

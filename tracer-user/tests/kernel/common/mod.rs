@@ -16,6 +16,7 @@ pub(crate) mod cgroup;
 pub(crate) mod metrics_daemon;
 pub(crate) mod proc;
 pub(crate) mod ready;
+pub(crate) mod rss;
 pub(crate) mod scenario;
 
 pub(crate) use ready::{spawn_ready, wait_ready};

@@ -243,29 +243,22 @@ fn summarize_skips_a_report_over_its_size_bound_unread() {
     }
 }
 
-/// `tracer summarize` with its peak RSS in KiB (wait4's rusage of this one
-/// child: other tests' children do not count).
-#[expect(clippy::zombie_processes, reason = "reaped by wait4, for its rusage")]
-fn summarize_measured(scratch: &Path, args: &[&Path]) -> (Output, i64) {
-    use std::os::unix::process::ExitStatusExt;
+/// `tracer summarize` with its own peak RSS in KiB (common::rss: not this
+/// test binary's memory, which a forked child starts with).
+fn summarize_measured(scratch: &Path, args: &[&Path]) -> (Output, u64) {
     let (so, se) = (scratch.join("stdout"), scratch.join("stderr"));
-    let child = Command::new(env!("CARGO_BIN_EXE_tracer"))
-        .args(["summarize", "--format", "json"])
-        .args(args)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tracer"));
+    cmd.args(["summarize", "--format", "json"]).args(args);
+    let (mut cmd, peak) = crate::common::rss::with_peak_rss(&cmd);
+    let status = cmd
         .stdout(std::fs::File::create(&so).unwrap())
         .stderr(std::fs::File::create(&se).unwrap())
-        .spawn()
+        .status()
         .unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value; wait4 fills it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: our own child, by its pid; status and usage outlive the call.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4");
     let out = Output {
-        status: std::process::ExitStatus::from_raw(status),
+        status,
         stdout: std::fs::read(&so).unwrap(),
         stderr: std::fs::read(&se).unwrap(),
     };
-    (out, usage.ru_maxrss)
+    (out, peak.kib())
 }
