@@ -30,6 +30,8 @@ impl Builder {
                 signals: Vec::new(),
                 kill_calls: Vec::new(),
                 ooms: Vec::new(),
+                oom_index: Default::default(),
+                lineage: Default::default(),
                 snapshots: Vec::new(),
                 signal_summaries: Vec::new(),
                 odd_times: Default::default(),
@@ -368,14 +370,29 @@ fn record(m: &mut Model, rec: &Record) {
         Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
         Record::Existing(x) => {
             let key = see(m, &x.task, x.at.t);
-            // Its parent, if that was already running too (same instant).
+            // Its parent, if that was already running too (same instant):
+            // the latest process of that pid started before it. Looked up
+            // in the map's (pid, start) order, not by a scan of every
+            // process: a daemon starting on 20,000 processes scanned them
+            // all for each (1.6 s).
             let parent = m
                 .procs
-                .keys()
-                .copied()
-                .filter(|k| k.pid == x.ppid && k.start <= x.task.start)
-                .max();
+                .range(
+                    ProcKey {
+                        pid: x.ppid,
+                        start: 0,
+                    }..=ProcKey {
+                        pid: x.ppid,
+                        start: x.task.start,
+                    },
+                )
+                .next_back()
+                .map(|(k, _)| *k);
             let p = m.procs.get_mut(&key).expect("registered");
+            // Listed among a parent's children only if its parent was once
+            // set (as for forks): a shell with thousands of existing
+            // children needs no search of them.
+            let listed = p.parent.is_some();
             p.lifecycle_seen = true;
             p.ns = x.ns;
             if !x.argv.is_empty() {
@@ -390,7 +407,7 @@ fn record(m: &mut Model, rec: &Record) {
             if let Some(parent) = parent.filter(|pk| *pk != key) {
                 p.parent = Some(parent);
                 if let Some(pp) = m.procs.get_mut(&parent) {
-                    if !pp.children.contains(&key) {
+                    if !listed || !pp.children.contains(&key) {
                         pp.children.push(key);
                     }
                 }
