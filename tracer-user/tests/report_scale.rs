@@ -423,3 +423,90 @@ fn a_deep_chain_killed_by_its_root() {
         assert_eq!(c["killer"]["process"]["pid"], pid_of(0));
     }
 }
+
+/// One worker calls `kill(tracer, SIGTERM)` `same` times (EPERM each), then
+/// `kill(pid, SIGKILL)` once each at `distinct` pids that do not exist.
+fn failed_kills(dir: &Path, same: u32, distinct: u32) -> PathBuf {
+    let mut g = Gen::new("record");
+    let root = task(pid_of(0), start_of(0), "sh");
+    g.fork(start_of(0), tracer_task(), root.clone());
+    g.exec(start_of(0) + 10, root.clone(), &["sh", "run.sh"]);
+    let w = task(pid_of(1), start_of(1), "python3");
+    g.fork(start_of(1), root.clone(), w.clone());
+    g.exec(start_of(1) + 10, w.clone(), &["python3", "flood.py"]);
+    let mut t = start_of(2);
+    for i in 0..same {
+        g.event(
+            "kill_call",
+            t,
+            json!({"sender": w, "syscall": "kill", "sig": 15, "sig_name": "SIGTERM",
+                   "target_arg": TRACER_PID, "ret": -1, "call_id": u64::from(i),
+                   "deliveries": 0, "errno": "EPERM"}),
+        );
+        t += 1_000;
+    }
+    for i in 0..distinct {
+        g.event(
+            "kill_call",
+            t,
+            json!({"sender": w, "syscall": "kill", "sig": 9, "sig_name": "SIGKILL",
+                   "target_arg": 100_000 + i, "ret": -3, "call_id": u64::from(same + i),
+                   "deliveries": 0, "errno": "ESRCH"}),
+        );
+        t += 1_000;
+    }
+    g.finish(dir, "failed_kills")
+}
+
+#[test]
+fn a_flood_of_failed_kills_is_folded_and_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (same, distinct) = (200_000, 1_500);
+    let log = failed_kills(dir.path(), same, distinct);
+    let (rep, md) = report(
+        &log,
+        "200,000 failed kills of the tracer and 1,500 of dead pids",
+    );
+    let misses = rep["near_misses"].as_array().unwrap();
+    let cap = tracer_user::analysis::MAX_NEAR_MISSES;
+    assert_eq!(misses.len(), cap);
+    // The 200,000 identical calls are one entry, first to last.
+    let flood = &misses[0];
+    assert_eq!(flood["count"], same);
+    assert_eq!(
+        (&flood["target_arg"], &flood["errno"]),
+        (&json!(TRACER_PID), &json!("EPERM"))
+    );
+    assert_eq!(
+        flood["last_seq"].as_u64().unwrap() - flood["seq"].as_u64().unwrap(),
+        u64::from(same) - 1
+    );
+    // The sender is named once, through the ancestors table, for all.
+    let ids: std::collections::BTreeSet<u64> = misses
+        .iter()
+        .map(|n| n["sender_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let sender = &rep["ancestors"][*ids.first().unwrap() as usize];
+    assert_eq!(sender["pid"], pid_of(1));
+    assert_eq!(chain(&rep, &sender["parent_id"]), [u64::from(pid_of(0))]);
+    assert!(misses.iter().all(|n| n.get("sender").is_none()));
+    // Past the cap: counted, and said.
+    let left = &rep["near_misses_left_out"];
+    assert_eq!(left["entries"], distinct as usize + 1 - cap);
+    assert_eq!(left["events"], distinct as usize + 1 - cap);
+    assert!(md.contains("`kill(1000, SIGTERM)`"), "{md}");
+    assert!(
+        md.contains(&format!("| {same} |")),
+        "the count is in the table"
+    );
+    assert!(
+        md.contains("501 more kinds of failed calls (501 calls) are not listed"),
+        "{md}"
+    );
+    // Bounded: the log is 40 MB; the old report listed every call.
+    let json = std::fs::metadata(log.with_extension("out").join("report.json"))
+        .unwrap()
+        .len();
+    assert!(json < 2 << 20, "report.json is {json} bytes");
+}

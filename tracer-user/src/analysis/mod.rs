@@ -24,6 +24,7 @@ use regex::Regex;
 use serde::Serialize;
 
 pub use ancestors::{chain, Ancestor};
+pub use extras::MAX_NEAR_MISSES;
 pub use side_findings::*;
 pub use types::*;
 
@@ -50,8 +51,12 @@ pub struct Analysis {
     pub certificates: Vec<Certificate>,
     /// Other non-zero exits, grouped, most frequent first.
     pub other_exits: Vec<ExitGroup>,
-    /// Failed kill-family calls (ESRCH, EPERM), in log order.
+    /// Failed kill-family calls (ESRCH, EPERM), identical ones folded, in
+    /// order of their first call; at most `MAX_NEAR_MISSES` entries.
     pub near_misses: Vec<NearMiss>,
+    /// Near misses past the cap: entries and calls not listed.
+    #[serde(skip_serializing_if = "LeftOut::is_empty")]
+    pub near_misses_left_out: LeftOut,
     /// Process-sent signals between the run and the outside, in log order.
     pub foreign_signals: Vec<ForeignSignal>,
     /// Run processes still running when the log ended.
@@ -59,6 +64,13 @@ pub struct Analysis {
     /// Every ancestry chain cited above, each process once per chain tail:
     /// an `ancestry_id` is an index here (see [`chain`]).
     pub ancestors: Vec<Ancestor>,
+}
+
+impl Analysis {
+    /// The process an `ancestors` entry names (a near miss's `sender_id`).
+    pub fn entry(&self, id: usize) -> Option<&ProcRef> {
+        self.ancestors.get(id).map(|a| &a.process)
+    }
 }
 
 pub fn analyze(log: &EventLog, opts: &AnalysisOptions) -> (Model, Analysis) {
@@ -115,14 +127,16 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         }
     }
     let other_exits = extras::other_exits(&cx, &small_exits);
-    let near_misses = extras::near_misses(&cx);
     let foreign_signals = extras::foreign_signals(&cx);
     let leftovers = extras::leftovers(&cx);
+    // Last: the senders' entries go at the end of the ancestors table.
+    let (near_misses, near_misses_left_out) = extras::near_misses(&cx);
     Analysis {
         counts,
         certificates,
         other_exits,
         near_misses,
+        near_misses_left_out,
         foreign_signals,
         leftovers,
         ancestors: cx.ancestors.into_inner().into_entries(),
@@ -271,6 +285,16 @@ impl Ctx<'_> {
             id = Some(entry);
         }
         id
+    }
+
+    /// `key` itself as it was at `t`, as an `ancestors` entry: its ancestry
+    /// is the entry's `parent_id` chain (a near miss's sender, cited once).
+    pub fn entry(&self, key: ProcKey, t: u64) -> usize {
+        let parent = self.ancestry(key, t);
+        let (execs, _, _) = self.execs_in_force(key, t);
+        self.ancestors
+            .borrow_mut()
+            .intern((key, execs), parent, || self.proc_ref(key, t))
     }
 
     /// [`Ctx::ancestry`] by the whole walk, memoising nothing.

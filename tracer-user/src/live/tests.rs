@@ -99,3 +99,57 @@ fn otlp_request_round_trips_through_protobuf() {
         assert_eq!(r.severity_number, want);
     }
 }
+
+/// A fold of identical failed calls grows while a daemon runs: each look
+/// hands on only the calls added since the last, and the counter counts
+/// calls, not folds.
+#[test]
+fn a_growing_near_miss_is_counted_by_its_new_calls() {
+    let mut log = fixture("seed000_group_kill.ndjson");
+    let miss = log
+        .events
+        .iter()
+        .find(|e| matches!(e, crate::eventlog::Record::KillCall(k) if k.ret < 0))
+        .cloned()
+        .unwrap();
+    let mut last = log
+        .events
+        .iter()
+        .filter_map(|e| e.stamp())
+        .map(|s| s.seq)
+        .max()
+        .unwrap();
+    let mut more = |log: &mut crate::eventlog::EventLog, n: u64| {
+        for _ in 0..n {
+            let mut again = miss.clone();
+            if let crate::eventlog::Record::KillCall(k) = &mut again {
+                last += 1;
+                k.at.seq = last;
+                k.at.t += last;
+            }
+            log.events.push(again);
+        }
+    };
+    let (metrics, registry, staged) = Metrics::new(&log.header, 2);
+    let mut seen = Seen::default();
+    let counted = |found: &super::Findings| found.near_misses.iter().map(|n| n.count).sum::<u64>();
+    more(&mut log, 4);
+    let first = fresh_in(&log, &AnalysisOptions::default(), &mut seen);
+    assert_eq!((first.near_misses.len(), counted(&first)), (1, 5));
+    metrics.observe(&first);
+    more(&mut log, 10);
+    let second = fresh_in(&log, &AnalysisOptions::default(), &mut seen);
+    assert_eq!((second.near_misses.len(), counted(&second)), (1, 10));
+    metrics.observe(&second);
+    let third = fresh_in(&log, &AnalysisOptions::default(), &mut seen);
+    assert!(third.near_misses.is_empty(), "{third:?}");
+    let mut s = String::new();
+    staged.encode(&registry, &mut s).unwrap();
+    s.clear();
+    staged.encode(&registry, &mut s).unwrap();
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("tracer_near_misses_total{errno=\"ESRCH\"}"))
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(line.ends_with(" 15"), "{line}");
+}

@@ -151,7 +151,12 @@ impl Metrics {
         for n in &f.near_misses {
             let errno = n.errno.clone().unwrap_or_else(|| "none".into());
             self.staged
-                .add(NEAR_MISSES, vec![("errno".into(), errno)], 1);
+                .add(NEAR_MISSES, vec![("errno".into(), errno)], n.count);
+        }
+        // Past the analysis's cap on listed kinds: counted, errno unknown.
+        if f.near_misses_unlisted > 0 {
+            let label = vec![("errno".into(), "unlisted".into())];
+            self.staged.add(NEAR_MISSES, label, f.near_misses_unlisted);
         }
         for s in &f.foreign_signals {
             let direction = vec![("direction".into(), label(&s.direction))];

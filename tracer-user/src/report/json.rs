@@ -17,7 +17,9 @@ use crate::{
 
 /// Bumped on any incompatible change to report.json.
 /// 2: ancestry chains by id (`ancestry_id`, the top-level `ancestors`).
-pub const REPORT_SCHEMA_VERSION: u32 = 2;
+/// 3: near misses folded (`count`, `last_seq`, `last_time`), their sender by
+/// entry (`sender_id`), the list capped (`near_misses_left_out`).
+pub const REPORT_SCHEMA_VERSION: u32 = 3;
 
 pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that exited non-zero \
 on their own, then expected stops. A death is expected when the tracer stopped it (a cancellation \

@@ -192,3 +192,48 @@ fn summarize_follows_no_symlink_out_of_or_around_the_tree() {
     let out = summarize(&[&runs.join("run-3/report.json")]);
     assert!(out.status.success(), "{}", no_panic(&out));
 }
+
+/// Round 3, finding 6: a job calling `kill(tracer, SIGTERM)` in a loop (as
+/// `nobody`, so each fails with EPERM) got one near miss per call, each with
+/// its sender in full: 200,000 of them cost 376 MiB and a 164 MB
+/// report.json. Identical calls are one entry with a count now, and the
+/// sender is named once, in the ancestors table.
+#[test]
+fn a_flood_of_failed_kills_of_the_tracer_is_one_entry() {
+    const CALLS: u64 = 50_000;
+    let script = format!(
+        r#"import os, sys
+tracer, failed = os.getppid(), 0
+for _ in range({CALLS}):
+    try:
+        os.kill(tracer, 15)
+    except PermissionError:
+        failed += 1
+sys.exit(0 if failed == {CALLS} else 9)
+"#
+    );
+    let r = record(&["--user", "nobody"], &["python3", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "every kill failed: {}", r.stderr());
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(r.path("report.json")).unwrap()).unwrap();
+    let misses = rep["near_misses"].as_array().unwrap();
+    assert_eq!(misses.len(), 1, "one entry for the identical calls");
+    let n = &misses[0];
+    assert_eq!(n["target_arg"], r.log.header.tracer_pid);
+    assert_eq!(
+        (&n["errno"], &n["sig_name"]),
+        (&"EPERM".into(), &"SIGTERM".into())
+    );
+    let lost = rep["log"]["lost_total"].as_u64().unwrap();
+    let count = n["count"].as_u64().unwrap();
+    assert!(
+        count <= CALLS && count + lost >= CALLS,
+        "{count} calls folded, {lost} events lost, of {CALLS}"
+    );
+    let sender = &rep["ancestors"][n["sender_id"].as_u64().unwrap() as usize];
+    assert_eq!(sender["argv"][0], "python3");
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    assert!(md.contains(&format!("| {count} |")), "{md}");
+    let json = size(&r, "report.json");
+    assert!(json < 256 << 10, "report.json is {json} bytes");
+}

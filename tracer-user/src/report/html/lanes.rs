@@ -209,7 +209,9 @@ pub fn pick(r: &Report, cx: &Context) -> Lanes {
         }
     }
     for n in &r.analysis.near_misses {
-        pk.add(&n.sender, None);
+        if let Some(sender) = r.analysis.entry(n.sender_id) {
+            pk.add(sender, None);
+        }
     }
     for f in &r.analysis.foreign_signals {
         pk.add(&f.sender, None);
