@@ -187,10 +187,12 @@ pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
                 pgid: l.pgid,
                 sid: l.sid,
                 argv: l.argv.clone(),
+                argv_truncated: l.argv_truncated,
                 exe: l.exe.clone(),
                 reparented: l.reparented,
                 detached: l.detached,
                 fds: l.fds.clone(),
+                fds_left_out: l.fds_left_out,
             });
             let parent_ended = p
                 .parent

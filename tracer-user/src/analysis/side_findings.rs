@@ -156,6 +156,9 @@ pub struct LeakFacts {
     pub sid: u32,
     /// Its command line from /proc.
     pub argv: Vec<String>,
+    /// `argv` was longer than the capture limit (as an exec's) and was cut.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub argv_truncated: bool,
     /// Its executable from /proc, when readable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
@@ -163,8 +166,15 @@ pub struct LeakFacts {
     pub reparented: bool,
     /// It left the run's session (setsid): a daemon.
     pub detached: bool,
-    /// Open file descriptors, `"N: target"`.
+    /// Open file descriptors, `"N: target"`, the lowest first.
     pub fds: Vec<String>,
+    /// Open file descriptors beyond those in `fds`, only counted.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fds_left_out: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

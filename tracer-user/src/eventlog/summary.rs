@@ -22,6 +22,8 @@ pub struct LogSummary {
     pub first_seq: Option<u64>,
     /// `leak` records.
     pub leaks: usize,
+    /// Event lines over the reader's limit, skipped unread.
+    pub lines_skipped: u64,
 }
 
 /// Counts events as they are read; [`Counter::finish`] adds the frame.
@@ -67,6 +69,7 @@ impl Counter {
                 .collect(),
             first_seq: self.first_seq,
             leaks: self.leaks,
+            lines_skipped: frame.lines_skipped,
         }
     }
 }
@@ -81,6 +84,7 @@ impl LogSummary {
             header: log.header.clone(),
             trailer: log.trailer.clone(),
             truncated: log.truncated,
+            lines_skipped: log.lines_skipped,
         })
     }
 }

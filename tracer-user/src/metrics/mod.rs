@@ -179,6 +179,7 @@ impl Metrics {
             ("user_read_failed", lost.user_read_failed),
             ("task_read_failed", lost.task_read_failed),
             ("unwritten", lost.unwritten),
+            ("too_large", lost.too_large),
         ];
         for (reason, n) in reasons {
             let before = self.lost_before.insert(reason, n).unwrap_or(0);

@@ -73,7 +73,7 @@ impl Builder {
             s.rec(),
             [s.sender.who(), s.target.who()],
             [s.sender.comm.as_deref(), s.target.comm.as_deref()],
-            s.sender_argv.as_ref(),
+            s.sender_argv.as_ref().map(|a| (a, s.sender_argv_truncated)),
             &s.time,
         );
     }
@@ -328,7 +328,7 @@ fn record(m: &mut Model, rec: &Record) {
             SigRec::from(s),
             [Who::from(&s.sender), Who::from(&s.target)],
             [s.sender.comm.as_deref(), s.target.comm.as_deref()],
-            s.sender_argv.as_ref(),
+            s.sender_argv.as_ref().map(|a| (a, s.sender_argv_truncated)),
             &s.at.time,
         ),
         Record::KillCall(k) => kill_call(
@@ -401,7 +401,7 @@ fn record(m: &mut Model, rec: &Record) {
                     t: x.at.t,
                     filename: m.intern.text(x.exe.as_deref().unwrap_or_default()),
                     argv: m.intern.argv(&x.argv),
-                    argv_truncated: false,
+                    argv_truncated: x.argv_truncated,
                 });
             }
             if let Some(parent) = parent.filter(|pk| *pk != key) {
@@ -424,21 +424,21 @@ fn signal(
     s: SigRec,
     ends: [Who; 2],
     comms: [Option<&str>; 2],
-    sender_argv: Option<&Vec<String>>,
+    sender_argv: Option<(&Vec<String>, bool)>,
     time: &str,
 ) {
     // The sender's own changes first (seeing the target touches neither
     // its execs nor its activity): one search of the map for it.
     let (sender, p) = see_mut(&mut m.procs, &mut m.intern, ends[0], comms[0], s.at.t);
     // An outside sender's argv, read at capture time: its only name.
-    if let Some(argv) = sender_argv {
+    if let Some((argv, cut)) = sender_argv {
         if p.execs.is_empty() {
             p.execs.push(ExecInfo {
                 seq: s.at.seq,
                 t: s.at.t,
                 filename: m.intern.text(""),
                 argv: m.intern.argv(argv),
-                argv_truncated: false,
+                argv_truncated: cut,
             });
         }
     }

@@ -110,6 +110,13 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
             loss_breakdown(&lost)
         ));
     }
+    if log.lines_skipped > 0 {
+        warnings.push(format!(
+            "{}: what {} held is missing from this report",
+            skipped_lines(log.lines_skipped),
+            if log.lines_skipped == 1 { "it" } else { "they" }
+        ));
+    }
     for hook in h.hooks.iter().filter(|k| !k.attached) {
         let why = hook
             .detail
@@ -129,7 +136,8 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         ));
     }
     if let Some(n) = log.trailer.as_ref().map(|t| t.events) {
-        if n != log.events as u64 + pruned {
+        // A skipped line was an event the trailer counted.
+        if n != log.events as u64 + pruned + log.lines_skipped {
             warnings.push(format!(
                 "the trailer counts {n} events but the log holds {}",
                 log.events
@@ -137,7 +145,7 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         }
     }
     let complete = warnings.is_empty();
-    let lost_total = lost.total();
+    let lost_total = lost.total() + log.lines_skipped;
 
     let run = RunFacts {
         mode: h.mode.clone(),
@@ -176,6 +184,7 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         truncated: log.truncated,
         lost,
         lost_total,
+        lines_skipped: log.lines_skipped,
         complete,
         warnings,
         export: None,
@@ -206,6 +215,15 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
     }
 }
 
+/// "1 line over the 64 MiB line limit skipped", as the loss line says it.
+pub(crate) fn skipped_lines(n: u64) -> String {
+    format!(
+        "{} over the {} MiB line limit skipped",
+        w::plural(n as usize, "line", "lines"),
+        crate::eventlog::MAX_LINE_BYTES >> 20
+    )
+}
+
 pub(crate) fn loss_breakdown(l: &Loss) -> String {
     let parts = [
         ("ring buffer full", l.ringbuf_full),
@@ -215,6 +233,8 @@ pub(crate) fn loss_breakdown(l: &Loss) -> String {
         ("unreadable process memory", l.user_read_failed),
         ("unreadable task (kernel offsets?)", l.task_read_failed),
         ("not written to the log", l.unwritten),
+        ("too large for a log line", l.too_large),
+        ("cut to fit a log line", l.cut_to_fit),
     ];
     let mut named: Vec<String> = parts
         .iter()

@@ -208,8 +208,10 @@ fn leaks(o: &mut String, r: &Report) {
                 }
                 state.push(format!("pgid {}", k.pgid));
                 let mut fds: Vec<String> = k.fds.iter().take(MAX_FDS).map(|f| code(f)).collect();
-                if k.fds.len() > MAX_FDS {
-                    fds.push(format!("… and {} more", k.fds.len() - MAX_FDS));
+                // Those not listed here and those the record only counted.
+                let more = k.fds.len().saturating_sub(MAX_FDS) + k.fds_left_out as usize;
+                if more > 0 {
+                    fds.push(format!("… and {more} more"));
                 }
                 (state.join(", "), fds.join("<br>"))
             }

@@ -219,7 +219,7 @@ fn snapshots(o: &mut String, r: &Report) {
             .processes
             .iter()
             .map(|p| {
-                let waits: Vec<String> = p
+                let mut waits: Vec<String> = p
                     .threads
                     .iter()
                     .map(|t| {
@@ -231,6 +231,9 @@ fn snapshots(o: &mut String, r: &Report) {
                         )
                     })
                     .collect();
+                if p.threads_left_out > 0 {
+                    waits.push(format!("… {} more, not read", p.threads_left_out));
+                }
                 vec![
                     p.pid.to_string(),
                     format!(

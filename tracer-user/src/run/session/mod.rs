@@ -30,8 +30,11 @@ pub struct Session {
     writer: LogWriter,
     /// Where the log and the reports go, held open (see `outdir`).
     out: OutDir,
-    /// Records of earlier (rotated) files that could not be written.
+    /// Records of earlier (rotated) files that could not be written, that
+    /// were too large for a line, that were cut to fit one.
     unwritten_before: u64,
+    too_large_before: u64,
+    cut_before: u64,
     undecodable: u64,
     last_words: LastWordsStore,
     existing: Vec<tracer_common::ExistingRecord>,
@@ -83,6 +86,8 @@ impl Session {
             writer,
             out,
             unwritten_before: 0,
+            too_large_before: 0,
+            cut_before: 0,
             undecodable: 0,
             last_words: LastWordsStore::new(last_words_bytes),
             existing: Vec::new(),
@@ -263,6 +268,8 @@ impl Session {
                 task_read_failed,
                 unwritten: self.unwritten_before + self.writer.unwritten(),
                 write_error: self.writer.error().map(|e| e.to_string()),
+                too_large: self.too_large_before + self.writer.too_large(),
+                cut_to_fit: self.cut_before + self.writer.cut_to_fit(),
                 per_cpu,
             },
             command_status,
@@ -294,6 +301,8 @@ impl Session {
             .create_replacing(live)
             .map_err(|source| self.output_error(live, source))?;
         self.unwritten_before += self.writer.unwritten();
+        self.too_large_before += self.writer.too_large();
+        self.cut_before += self.writer.cut_to_fit();
         self.writer = LogWriter::continuing(file, header, next);
         Ok(())
     }
