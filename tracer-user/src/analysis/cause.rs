@@ -85,7 +85,7 @@ pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
 fn classify_end(m: &Model, key: ProcKey) -> Classified {
     let p = m.proc(key).expect("certificate for a known process");
     let end = p.end.as_ref().expect("certificate for an ended process");
-    let oom = m.ooms.iter().position(|o| o.victim == Some(key));
+    let oom = m.oom_of(key);
     match end.status {
         ExitStatus::Signaled { signal, .. } => {
             if let (SIGKILL, Some(o)) = (signal, oom) {
@@ -173,7 +173,7 @@ fn fatal_signal(m: &Model, key: ProcKey, sig: i32) -> Option<usize> {
 
 fn by_signal(m: &Model, key: ProcKey, i: usize) -> Classified {
     let s = &m.signals[i];
-    let kind = if let Some(o) = m.ooms.iter().position(|o| o.signal == Some(i)) {
+    let kind = if let Some(o) = m.oom_by_signal(i) {
         return Classified {
             oom: Some(o),
             fatal: Some(i),
@@ -254,10 +254,10 @@ pub(crate) fn relation(m: &Model, killer: ProcKey, victim: ProcKey) -> Relation 
     if vp == Some(killer) {
         return Relation::Parent;
     }
-    if m.ancestors(victim).contains(&killer) {
+    if m.is_ancestor(killer, victim) {
         return Relation::Ancestor;
     }
-    if m.ancestors(killer).contains(&victim) {
+    if m.is_ancestor(victim, killer) {
         return Relation::Descendant;
     }
     if vp.is_some() && m.proc(killer).and_then(|p| p.parent) == vp {

@@ -1,6 +1,6 @@
 //! The side findings: small non-zero exits grouped, kill calls that missed,
 //! signals crossing the run's boundary, processes left running.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{
     cause::{sent_by_process, SIGCHLD},
@@ -64,16 +64,64 @@ fn status_key(s: &ExitStatus) -> String {
     }
 }
 
-pub(crate) fn near_misses(cx: &Ctx) -> Vec<NearMiss> {
-    cx.m.kill_calls
-        .iter()
-        .filter(|k| k.ev.ret < 0)
-        .map(|k| {
+/// Folded near misses listed at most: report.json keeps the first this many
+/// (by their first call) and counts the rest. 200,000 failed kills of the
+/// tracer made a 164 MB report.json when each was listed with its sender.
+pub const MAX_NEAR_MISSES: usize = 1000;
+
+/// Failed kill-family calls, identical ones folded (same sender process,
+/// syscall, signal, target and thread as given, return value), in order
+/// of their first call; past [`MAX_NEAR_MISSES`] only counted.
+pub(crate) fn near_misses(cx: &Ctx) -> (Vec<NearMiss>, LeftOut) {
+    type Key<'a> = (ProcKey, &'a str, i32, i64, Option<i64>, i64);
+    // Per fold: the first and last call (indices into `kill_calls`) and
+    // how many; the folds in order of their first call.
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut folds: Vec<(usize, usize, u64)> = Vec::new();
+    let mut left_out = LeftOut::default();
+    for (i, k) in cx.m.kill_calls.iter().enumerate() {
+        if k.ev.ret >= 0 {
+            continue;
+        }
+        let key = (
+            k.sender(),
+            &*k.ev.syscall,
+            k.ev.sig,
+            k.ev.target_arg,
+            k.ev.tid_arg(),
+            k.ev.ret,
+        );
+        match index.get(&key) {
+            Some(&f) if f < folds.len() => {
+                folds[f].1 = i;
+                folds[f].2 += 1;
+            }
+            // Past the cap: only counted (the index still says it is new
+            // only once, so the count of entries is exact).
+            Some(_) => left_out.events += 1,
+            None if folds.len() < MAX_NEAR_MISSES => {
+                index.insert(key, folds.len());
+                folds.push((i, i, 1));
+            }
+            None => {
+                index.insert(key, usize::MAX);
+                left_out.entries += 1;
+                left_out.events += 1;
+            }
+        }
+    }
+    let list = folds
+        .into_iter()
+        .map(|(first, last, count)| {
+            let (k, l) = (&cx.m.kill_calls[first], &cx.m.kill_calls[last]);
             let target_ns = cx.target_ns(k.sender(), &k.ev.syscall, k.ev.target_arg, k.ev.at.t);
             NearMiss {
                 seq: k.ev.at.seq,
                 time: cx.m.time_at(&k.ev.at),
-                sender: cx.proc_ref(k.sender(), k.ev.at.t),
+                count,
+                last_seq: l.ev.at.seq,
+                last_time: cx.m.time_at(&l.ev.at),
+                sender_id: cx.entry(k.sender(), k.ev.at.t),
                 sender_tid: k.ev.sender.tid,
                 syscall: k.ev.syscall.to_string(),
                 sig: k.ev.sig,
@@ -90,7 +138,8 @@ pub(crate) fn near_misses(cx: &Ctx) -> Vec<NearMiss> {
                 probe: k.ev.sig == 0,
             }
         })
-        .collect()
+        .collect();
+    (list, left_out)
 }
 
 /// Process-sent signals whose ends are on different sides of the run's
@@ -138,10 +187,12 @@ pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
                 pgid: l.pgid,
                 sid: l.sid,
                 argv: l.argv.clone(),
+                argv_truncated: l.argv_truncated,
                 exe: l.exe.clone(),
                 reparented: l.reparented,
                 detached: l.detached,
                 fds: l.fds.clone(),
+                fds_left_out: l.fds_left_out,
             });
             let parent_ended = p
                 .parent

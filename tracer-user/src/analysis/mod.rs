@@ -24,6 +24,7 @@ use regex::Regex;
 use serde::Serialize;
 
 pub use ancestors::{chain, Ancestor};
+pub use extras::MAX_NEAR_MISSES;
 pub use side_findings::*;
 pub use types::*;
 
@@ -50,8 +51,12 @@ pub struct Analysis {
     pub certificates: Vec<Certificate>,
     /// Other non-zero exits, grouped, most frequent first.
     pub other_exits: Vec<ExitGroup>,
-    /// Failed kill-family calls (ESRCH, EPERM), in log order.
+    /// Failed kill-family calls (ESRCH, EPERM), identical ones folded, in
+    /// order of their first call; at most `MAX_NEAR_MISSES` entries.
     pub near_misses: Vec<NearMiss>,
+    /// Near misses past the cap: entries and calls not listed.
+    #[serde(skip_serializing_if = "LeftOut::is_empty")]
+    pub near_misses_left_out: LeftOut,
     /// Process-sent signals between the run and the outside, in log order.
     pub foreign_signals: Vec<ForeignSignal>,
     /// Run processes still running when the log ended.
@@ -59,6 +64,13 @@ pub struct Analysis {
     /// Every ancestry chain cited above, each process once per chain tail:
     /// an `ancestry_id` is an index here (see [`chain`]).
     pub ancestors: Vec<Ancestor>,
+}
+
+impl Analysis {
+    /// The process an `ancestors` entry names (a near miss's `sender_id`).
+    pub fn entry(&self, id: usize) -> Option<&ProcRef> {
+        self.ancestors.get(id).map(|a| &a.process)
+    }
 }
 
 pub fn analyze(log: &EventLog, opts: &AnalysisOptions) -> (Model, Analysis) {
@@ -78,7 +90,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     let mut small_exits = Vec::new();
     for p in model.procs.values().filter(|p| p.in_run) {
         let Some(end) = &p.end else { continue };
-        let oom_victim = model.ooms.iter().any(|o| o.victim == Some(p.key));
+        let oom_victim = model.oom_of(p.key).is_some();
         // The command that could not be run gets its certificate whatever
         // its fork's exit looked like: it is the whole story of the run.
         let not_run = model.not_run.is_some() && model.root == Some(p.key);
@@ -115,14 +127,16 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         }
     }
     let other_exits = extras::other_exits(&cx, &small_exits);
-    let near_misses = extras::near_misses(&cx);
     let foreign_signals = extras::foreign_signals(&cx);
     let leftovers = extras::leftovers(&cx);
+    // Last: the senders' entries go at the end of the ancestors table.
+    let (near_misses, near_misses_left_out) = extras::near_misses(&cx);
     Analysis {
         counts,
         certificates,
         other_exits,
         near_misses,
+        near_misses_left_out,
         foreign_signals,
         leftovers,
         ancestors: cx.ancestors.into_inner().into_entries(),
@@ -221,18 +235,91 @@ impl Ctx<'_> {
 
     /// The ancestors of `key` as they were at `t`, as an `ancestors` entry
     /// (interned from the farthest down). A `ProcRef` is only built for an
-    /// entry not seen before.
+    /// entry not seen before. The chain is climbed only up to the first
+    /// ancestor whose own entry is memoised for `t` (see `ancestors::Memo`);
+    /// the entries are the ones the whole walk ([`Ctx::ancestry_walk`]) makes.
     pub(crate) fn ancestry(&self, key: ProcKey, t: u64) -> Option<usize> {
+        let mut table = self.ancestors.borrow_mut();
+        // The ancestors not memoised, nearest first, as `Model::ancestors`
+        // walks them (stopping after the run root or the tracer).
+        let mut path = Vec::new();
+        let mut seen = std::collections::HashSet::from([key]);
+        let mut above = None;
+        let mut cur = key;
+        while let Some(parent) = self.m.proc(cur).and_then(|p| p.parent) {
+            if !seen.insert(parent) {
+                // A cycle (a hand-edited log): the walk decides where it ends.
+                drop(table);
+                return self.ancestry_walk(key, t);
+            }
+            if let Some(m) = table.memo(parent, t) {
+                above = Some(m);
+                break;
+            }
+            path.push(parent);
+            if Some(parent) == self.m.root || self.m.is_tracer(parent) {
+                break;
+            }
+            cur = parent;
+        }
+        let (mut id, mut from, mut until) = match above {
+            Some(m) => (Some(m.id), m.from, m.until),
+            None => (None, 0, None),
+        };
+        for &a in path.iter().rev() {
+            let (execs, a_from, a_until) = self.execs_in_force(a, t);
+            from = from.max(a_from);
+            until = match (until, a_until) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            };
+            let entry = table.intern((a, execs), id, || self.proc_ref(a, t));
+            table.remember(
+                a,
+                ancestors::Memo {
+                    id: entry,
+                    from,
+                    until,
+                },
+            );
+            id = Some(entry);
+        }
+        id
+    }
+
+    /// `key` itself as it was at `t`, as an `ancestors` entry: its ancestry
+    /// is the entry's `parent_id` chain (a near miss's sender, cited once).
+    pub(crate) fn entry(&self, key: ProcKey, t: u64) -> usize {
+        let parent = self.ancestry(key, t);
+        let (execs, _, _) = self.execs_in_force(key, t);
+        self.ancestors
+            .borrow_mut()
+            .intern((key, execs), parent, || self.proc_ref(key, t))
+    }
+
+    /// [`Ctx::ancestry`] by the whole walk, memoising nothing.
+    fn ancestry_walk(&self, key: ProcKey, t: u64) -> Option<usize> {
         let mut table = self.ancestors.borrow_mut();
         let mut parent = None;
         for a in self.m.ancestors(key).into_iter().rev() {
-            // Execs in force at `t`, counted as `exec_at` finds the last one.
-            let execs = self.m.proc(a).map_or(0, |p| {
-                p.execs.iter().rposition(|e| e.t <= t).map_or(0, |i| i + 1)
-            });
+            let (execs, _, _) = self.execs_in_force(a, t);
             parent = Some(table.intern((a, execs), parent, || self.proc_ref(a, t)));
         }
         parent
+    }
+
+    /// How many of `key`'s execs were in force at `t` (counted as `exec_at`
+    /// finds the last one), and the times `[from, until)` that count holds.
+    fn execs_in_force(&self, key: ProcKey, t: u64) -> (usize, u64, Option<u64>) {
+        let Some(p) = self.m.proc(key) else {
+            return (0, 0, None);
+        };
+        let n = p.execs.iter().rposition(|e| e.t <= t).map_or(0, |i| i + 1);
+        // The last exec counted came into force at its time; the count
+        // grows when any later exec does.
+        let from = n.checked_sub(1).map_or(0, |i| p.execs[i].t);
+        let until = p.execs[n..].iter().map(|e| e.t).min();
+        (n, from, until)
     }
 
     /// A worker's non-zero exit deserves a certificate: it lived at least a

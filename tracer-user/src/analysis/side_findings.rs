@@ -24,17 +24,26 @@ pub struct ExitGroup {
     pub evidence: Vec<u64>,
 }
 
-/// A kill-family call that failed: it reached nobody.
+/// Kill-family calls that failed, reached nobody, and were the same call:
+/// same sender process, syscall, signal, target (and thread) as given, and
+/// error. A test that fires one kill 200,000 times is one entry.
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct NearMiss {
-    /// Sequence number of the kill_call event.
+    /// Sequence number of the first of these kill_call events.
     pub seq: u64,
-    /// Wall-clock time.
+    /// Wall-clock time of the first.
     pub time: String,
-    /// The caller.
-    pub sender: ProcRef,
-    /// The calling thread.
+    /// How many identical calls this entry stands for.
+    pub count: u64,
+    /// Sequence number of the last of them.
+    pub last_seq: u64,
+    /// Wall-clock time of the last.
+    pub last_time: String,
+    /// The caller as it was at the first call: its own entry in the
+    /// top-level `ancestors`, whose `parent_id` leads on to its ancestry.
+    pub sender_id: usize,
+    /// The thread that made the first call.
     pub sender_tid: u32,
     /// The syscall.
     pub syscall: String,
@@ -59,6 +68,22 @@ pub struct NearMiss {
     pub errno: Option<String>,
     /// Signal 0: a liveness probe, not an attempt to signal.
     pub probe: bool,
+}
+
+/// What a capped list leaves out.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Entries not listed.
+    pub entries: usize,
+    /// The events they stand for.
+    pub events: u64,
+}
+
+impl LeftOut {
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -133,6 +158,9 @@ pub struct LeakFacts {
     pub sid: u32,
     /// Its command line from /proc.
     pub argv: Vec<String>,
+    /// `argv` was longer than the capture limit (as an exec's) and was cut.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub argv_truncated: bool,
     /// Its executable from /proc, when readable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
@@ -140,8 +168,15 @@ pub struct LeakFacts {
     pub reparented: bool,
     /// It left the run's session (setsid): a daemon.
     pub detached: bool,
-    /// Open file descriptors, `"N: target"`.
+    /// Open file descriptors, `"N: target"`, the lowest first.
     pub fds: Vec<String>,
+    /// Open file descriptors beyond those in `fds`, only counted.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fds_left_out: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

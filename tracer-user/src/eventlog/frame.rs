@@ -127,14 +127,24 @@ pub struct Loss {
     /// Why the log file stopped being written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_error: Option<String>,
+    /// Records refused by the writer: even cut, each was too large for a
+    /// log line (`writer::MAX_RECORD_BYTES`).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub too_large: u64,
+    /// Records the writer cut to fit a log line (a snapshot's threads and
+    /// fds, a leak's fds, the front of last words): what is cut is said in
+    /// the record. They cost detail, not events.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cut_to_fit: u64,
     /// Per CPU, the same counters in the order above (kernel-side only).
     #[serde(default)]
     pub per_cpu: Vec<[u64; 3]>,
 }
 
 impl Loss {
-    /// Events lost. `user_read_failed` is not among them: it costs last
-    /// words or a command line, never a death or a sender.
+    /// Events lost. `user_read_failed` and `cut_to_fit` are not among them:
+    /// they cost last words, a command line or a record's detail, never a
+    /// death or a sender.
     pub fn total(&self) -> u64 {
         self.ringbuf_full
             + self.tracked_map_full
@@ -142,5 +152,6 @@ impl Loss {
             + self.undecodable
             + self.task_read_failed
             + self.unwritten
+            + self.too_large
     }
 }

@@ -1,5 +1,6 @@
 //! The event log (`events.ndjson`): the one artifact capture produces and
 //! every analysis consumes. Format: docs/event-log.md.
+mod fit;
 mod flat;
 mod frame;
 mod names;
@@ -21,4 +22,4 @@ pub use schema::*;
 pub use series::{read_series, stream_dir, stream_series, Series};
 pub use summary::{type_name, Counter, LogSummary};
 pub use walltime::{is_wall_time, parse_wall_time, wall_time};
-pub use writer::LogWriter;
+pub use writer::{LogWriter, MAX_RECORD_BYTES};

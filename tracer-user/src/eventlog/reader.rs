@@ -21,6 +21,8 @@ pub struct EventLog {
     pub truncated: bool,
     /// Files not read as part of the log, and why (see [`Frame::ignored`]).
     pub ignored: Vec<String>,
+    /// Event lines longer than [`MAX_LINE_BYTES`], skipped unread.
+    pub lines_skipped: u64,
 }
 
 impl EventLog {
@@ -32,6 +34,7 @@ impl EventLog {
             trailer: frame.trailer,
             truncated: frame.truncated,
             ignored: frame.ignored,
+            lines_skipped: frame.lines_skipped,
         }
     }
 }
@@ -54,7 +57,7 @@ pub enum LogError {
     #[error("{path}: the first line is not an event log header")]
     NoHeader { path: PathBuf },
     #[error(
-        "{path}:{line}: a line longer than {MAX_LINE_BYTES} bytes; this is not a tracer event log"
+        "{path}:{line}: a line longer than {MAX_LINE_BYTES} bytes before any header; this is not a tracer event log"
     )]
     LineTooLong { path: PathBuf, line: usize },
     #[error(
@@ -63,8 +66,11 @@ pub enum LogError {
     NewerSchema { path: PathBuf, found: u32 },
 }
 
-/// The longest line accepted: a hostile file cannot make tracer buffer
-/// without bound (a snapshot of a large run is a few MB).
+/// The longest line read: a hostile file cannot make tracer buffer without
+/// bound. A longer event line is skipped, counted (`lines_skipped`) and
+/// named in the reports' loss line; the rest of the log is read (one such
+/// line once cost every report of the run). Tracer never writes one
+/// (`writer::MAX_RECORD_BYTES`).
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// Read a log file. The last component is not followed and must be a regular
@@ -116,6 +122,37 @@ pub struct Frame {
     /// Files of the directory that were not read as part of the log, and
     /// why (see `series`): every report lists them.
     pub ignored: Vec<String>,
+    /// Event lines longer than [`MAX_LINE_BYTES`], skipped unread.
+    pub lines_skipped: u64,
+}
+
+/// What [`stream_from`] read into its buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Got {
+    /// The end of the file.
+    End,
+    /// A line (its newline removed).
+    Line,
+    /// A line longer than [`MAX_LINE_BYTES`]: read past, the buffer empty.
+    TooLong,
+}
+
+/// Reads past the rest of a line (through its newline, or to the end),
+/// keeping none of it.
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let (done, used) = {
+            let avail = reader.fill_buf()?;
+            match avail.iter().position(|&b| b == b'\n') {
+                Some(i) => (true, i + 1),
+                None => (avail.is_empty(), avail.len()),
+            }
+        };
+        reader.consume(used);
+        if done {
+            return Ok(());
+        }
+    }
 }
 
 /// Read a log line by line, handing each event (with the log's header) to
@@ -134,33 +171,45 @@ pub fn stream_from(file: impl Read, path: &Path, sink: &mut impl Sink) -> Result
     // bad last line is forgiven, so each line must know if it is the last).
     let mut line = Vec::new();
     let mut ahead = Vec::new();
-    let mut next = |n: usize, buf: &mut Vec<u8>| -> Result<bool, LogError> {
+    let mut next = |buf: &mut Vec<u8>| -> Result<Got, LogError> {
         buf.clear();
         let got = (&mut reader)
             .take(MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', buf)
             .map_err(io)?;
         if got == 0 {
-            return Ok(false);
+            return Ok(Got::End);
         }
         if buf.last() == Some(&b'\n') {
             buf.pop();
         } else if buf.len() > MAX_LINE_BYTES {
-            return Err(LogError::LineTooLong {
-                path: path.to_owned(),
-                line: n,
-            });
+            buf.clear();
+            skip_line(&mut reader).map_err(io)?;
+            return Ok(Got::TooLong);
         }
-        Ok(true)
+        Ok(Got::Line)
     };
+    let mut lines_skipped = 0;
     let mut lineno = 0;
-    let mut more = next(1, &mut ahead)?;
-    while more {
+    let mut ahead_kind = next(&mut ahead)?;
+    while ahead_kind != Got::End {
         std::mem::swap(&mut line, &mut ahead);
+        let this = ahead_kind;
         let i = lineno;
         lineno += 1;
-        more = next(i + 2, &mut ahead)?;
-        let is_last = !more;
+        ahead_kind = next(&mut ahead)?;
+        let is_last = ahead_kind == Got::End;
+        if this == Got::TooLong {
+            // Without a header first, nothing says this is a log at all.
+            if header.is_none() {
+                return Err(LogError::LineTooLong {
+                    path: path.to_owned(),
+                    line: i + 1,
+                });
+            }
+            lines_skipped += 1;
+            continue;
+        }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -220,6 +269,7 @@ pub fn stream_from(file: impl Read, path: &Path, sink: &mut impl Sink) -> Result
         trailer,
         truncated,
         ignored: Vec::new(),
+        lines_skipped,
     })
 }
 

@@ -166,6 +166,9 @@ pub struct Signal {
     /// (the log has no exec of it otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_argv: Option<Vec<String>>,
+    /// `sender_argv` was longer than the capture limit and was cut.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sender_argv_truncated: bool,
     /// SIGSYS with SYS_SECCOMP: the syscall number the filter forbade
     /// (`si_syscall`, x86-64 numbering).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,14 +297,21 @@ pub struct Leak {
     pub pgid: u32,
     pub sid: u32,
     pub argv: Vec<String>,
+    /// `argv` was longer than the capture limit (as an exec's) and was cut.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub argv_truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
     /// Its parent died: it was re-parented to the tracer (a subreaper) or init.
     pub reparented: bool,
     /// It left the run's session (setsid): a daemon.
     pub detached: bool,
-    /// Open file descriptors, `"N: target"`.
+    /// Open file descriptors, `"N: target"`, the lowest first, at most
+    /// `snapshot::MAX_FDS_SHOWN`.
     pub fds: Vec<String>,
+    /// Open file descriptors beyond those in `fds`.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub fds_left_out: u32,
     /// Why `exe` and `fds` are empty: it runs as another user than the
     /// run's, who gets the log (as in snapshots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,6 +339,9 @@ pub struct Existing {
     pub task: Task,
     pub ppid: u32,
     pub argv: Vec<String>,
+    /// `argv` was longer than the capture limit (as an exec's) and was cut.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub argv_truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
     /// Its pid inside its own (deeper) pid namespace.
@@ -357,4 +370,12 @@ impl Record {
 
 pub(super) fn is_zero_u64(n: &u64) -> bool {
     *n == 0
+}
+
+pub(crate) fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
 }

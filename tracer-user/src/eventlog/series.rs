@@ -280,6 +280,7 @@ fn join(so_far: Option<Frame>, part: Frame) -> Frame {
             trailer: part.trailer,
             truncated: part.truncated,
             ignored: f.ignored,
+            lines_skipped: f.lines_skipped + part.lines_skipped,
         },
     }
 }

@@ -24,6 +24,8 @@ pub struct LogSummary {
     pub leaks: usize,
     /// Files of the log's directory that were not read, and why.
     pub ignored: Vec<String>,
+    /// Event lines over the reader's limit, skipped unread.
+    pub lines_skipped: u64,
 }
 
 /// Counts events as they are read; [`Counter::finish`] adds the frame.
@@ -70,6 +72,7 @@ impl Counter {
             first_seq: self.first_seq,
             leaks: self.leaks,
             ignored: frame.ignored,
+            lines_skipped: frame.lines_skipped,
         }
     }
 }
@@ -85,6 +88,7 @@ impl LogSummary {
             trailer: log.trailer.clone(),
             truncated: log.truncated,
             ignored: log.ignored.clone(),
+            lines_skipped: log.lines_skipped,
         })
     }
 }

@@ -8,11 +8,12 @@ mod window;
 
 pub use window::{Look, Window};
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::{
     analysis::{
         self, Analysis, AnalysisOptions, Ancestor, Certificate, ForeignSignal, Leftover, NearMiss,
+        ProcRef,
     },
     eventlog::{EventLog, ProcKey},
 };
@@ -21,7 +22,12 @@ use crate::{
 #[derive(Default, Debug)]
 pub struct Findings {
     pub certificates: Vec<Certificate>,
+    /// New failed calls: an entry's `count` is how many of its calls are
+    /// new since the last look (a fold grows while the daemon runs).
     pub near_misses: Vec<NearMiss>,
+    /// Failed calls the analysis no longer lists (past its cap), new since
+    /// the last look.
+    pub near_misses_unlisted: u64,
     pub foreign_signals: Vec<ForeignSignal>,
     /// Processes reported as leaked (`leak` records only: a daemon's live
     /// processes are not leaks).
@@ -34,8 +40,14 @@ impl Findings {
     pub fn is_empty(&self) -> bool {
         self.certificates.is_empty()
             && self.near_misses.is_empty()
+            && self.near_misses_unlisted == 0
             && self.foreign_signals.is_empty()
             && self.leaks.is_empty()
+    }
+
+    /// The process an `ancestors` entry names (a near miss's sender).
+    pub fn entry(&self, id: usize) -> Option<&ProcRef> {
+        self.ancestors.get(id).map(|a| &a.process)
     }
 
     /// The parent of a process an `ancestry_id` points at.
@@ -46,14 +58,22 @@ impl Findings {
     }
 }
 
+/// A fold of near misses: its first call's wall time, sender, syscall,
+/// signal, target and thread as given, return value.
+type MissKey = (String, ProcKey, String, i32, i64, Option<i64>, i64);
+
 /// Which findings were already handed on. Keys are identities or kernel
 /// times, never bare sequence numbers: a restarted daemon reads the last
 /// run's segments too, numbered from 1 again.
 #[derive(Default, Debug)]
 pub struct Seen {
     deaths: HashSet<ProcKey>,
-    /// (wall time to the ns, sender): a near miss has no kernel time.
-    near_misses: HashSet<(String, ProcKey)>,
+    /// A fold of near misses (its first call's wall time to the ns, sender,
+    /// call), and how many of its calls were handed on: a near miss has no
+    /// kernel time.
+    near_misses: HashMap<MissKey, u64>,
+    /// Failed calls past the analysis's cap, handed on.
+    near_misses_unlisted: u64,
     foreign: HashSet<(u64, ProcKey)>,
     leaks: HashSet<ProcKey>,
 }
@@ -62,6 +82,35 @@ impl Seen {
     /// The findings of `a` not seen before; all are marked seen.
     pub fn fresh(&mut self, a: Analysis) -> Findings {
         let key = |pid, start| ProcKey { pid, start };
+        let near_misses = a
+            .near_misses
+            .iter()
+            .filter_map(|n| {
+                let sender = a.entry(n.sender_id)?;
+                let fold = (
+                    n.time.clone(),
+                    key(sender.pid, sender.start),
+                    n.syscall.clone(),
+                    n.sig,
+                    n.target_arg,
+                    n.tid_arg,
+                    n.ret,
+                );
+                let seen = self.near_misses.entry(fold).or_default();
+                let new = n.count.checked_sub(*seen).filter(|&c| c > 0)?;
+                *seen = n.count;
+                Some(NearMiss {
+                    count: new,
+                    ..n.clone()
+                })
+            })
+            .collect();
+        let near_misses_unlisted = {
+            let all = a.near_misses_left_out.events;
+            let new = all.saturating_sub(self.near_misses_unlisted);
+            self.near_misses_unlisted = self.near_misses_unlisted.max(all);
+            new
+        };
         Findings {
             certificates: a
                 .certificates
@@ -71,14 +120,8 @@ impl Seen {
                         .insert(key(c.victim.process.pid, c.victim.process.start))
                 })
                 .collect(),
-            near_misses: a
-                .near_misses
-                .into_iter()
-                .filter(|n| {
-                    self.near_misses
-                        .insert((n.time.clone(), key(n.sender.pid, n.sender.start)))
-                })
-                .collect(),
+            near_misses,
+            near_misses_unlisted,
             foreign_signals: a
                 .foreign_signals
                 .into_iter()

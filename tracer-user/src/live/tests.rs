@@ -130,19 +130,27 @@ fn the_window_finds_what_the_whole_log_finds() {
             };
             (key, format!("{:?} {:?}", c.rank, c.cause.kind))
         };
-        let whole: BTreeSet<_> = fresh_in(&log, &opts, &mut Seen::default())
-            .certificates
-            .iter()
-            .map(id)
-            .collect();
+        let all = fresh_in(&log, &opts, &mut Seen::default());
+        let whole: BTreeSet<_> = all.certificates.iter().map(id).collect();
+        let calls = |f: &super::Findings| f.near_misses.iter().map(|n| n.count).sum::<u64>();
+        let whole_calls = calls(&all) + all.near_misses_unlisted;
         for chunk in [1, 7, 100] {
             let (mut window, mut seen) = (Window::default(), Seen::default());
             let mut found = Vec::new();
+            let mut found_calls = 0;
             let looks = log.events.chunks(chunk).map(<[_]>::to_vec);
             for part in looks.chain([Vec::new()]) {
                 let fresh = fresh_in_window(&mut window, &log.header, part, &opts, &mut seen);
                 found.extend(fresh.certificates.iter().map(id));
+                found_calls += calls(&fresh) + fresh.near_misses_unlisted;
             }
+            // Every failed kill-family call counted once.
+            assert_eq!(
+                found_calls,
+                whole_calls,
+                "{} in chunks of {chunk}",
+                path.display()
+            );
             let set: BTreeSet<_> = found.iter().cloned().collect();
             assert_eq!(
                 set.len(),
@@ -188,6 +196,7 @@ fn the_window_holds_what_is_alive() {
         task: shell.clone(),
         ppid: 1,
         argv: vec!["sh".into()],
+        argv_truncated: false,
         exe: None,
         ns: None,
     })];
@@ -223,4 +232,58 @@ fn the_window_holds_what_is_alive() {
         }
     }
     assert!(most <= 101, "the window held {most} processes");
+}
+
+/// A fold of identical failed calls grows while a daemon runs: each look
+/// hands on only the calls added since the last, and the counter counts
+/// calls, not folds.
+#[test]
+fn a_growing_near_miss_is_counted_by_its_new_calls() {
+    let mut log = fixture("seed000_group_kill.ndjson");
+    let miss = log
+        .events
+        .iter()
+        .find(|e| matches!(e, crate::eventlog::Record::KillCall(k) if k.ret < 0))
+        .cloned()
+        .unwrap();
+    let mut last = log
+        .events
+        .iter()
+        .filter_map(|e| e.stamp())
+        .map(|s| s.seq)
+        .max()
+        .unwrap();
+    let mut more = |log: &mut crate::eventlog::EventLog, n: u64| {
+        for _ in 0..n {
+            let mut again = miss.clone();
+            if let crate::eventlog::Record::KillCall(k) = &mut again {
+                last += 1;
+                k.at.seq = last;
+                k.at.t += last;
+            }
+            log.events.push(again);
+        }
+    };
+    let (metrics, registry, staged) = Metrics::new(&log.header, 2);
+    let mut seen = Seen::default();
+    let counted = |found: &super::Findings| found.near_misses.iter().map(|n| n.count).sum::<u64>();
+    more(&mut log, 4);
+    let first = fresh_in(&log, &AnalysisOptions::default(), &mut seen);
+    assert_eq!((first.near_misses.len(), counted(&first)), (1, 5));
+    metrics.observe(&first);
+    more(&mut log, 10);
+    let second = fresh_in(&log, &AnalysisOptions::default(), &mut seen);
+    assert_eq!((second.near_misses.len(), counted(&second)), (1, 10));
+    metrics.observe(&second);
+    let third = fresh_in(&log, &AnalysisOptions::default(), &mut seen);
+    assert!(third.near_misses.is_empty(), "{third:?}");
+    let mut s = String::new();
+    staged.encode(&registry, &mut s).unwrap();
+    s.clear();
+    staged.encode(&registry, &mut s).unwrap();
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("tracer_near_misses_total{errno=\"ESRCH\"}"))
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(line.ends_with(" 15"), "{line}");
 }

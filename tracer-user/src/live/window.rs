@@ -135,7 +135,11 @@ impl Window {
             }
         }
         let mut unstamped = Vec::new();
-        for rec in self.before.iter().chain(&new) {
+        // A kill-family call that delivered nothing joins no signal: it is
+        // analysed in the look it came in only, so a fold of failed calls
+        // (near misses) counts each call once whatever the looks cut.
+        let joinable = |rec: &&Record| !matches!(rec, Record::KillCall(k) if k.deliveries == 0);
+        for rec in self.before.iter().filter(joinable).chain(&new) {
             match rec.stamp().map(|s| s.seq) {
                 Some(seq) => {
                     by_seq.entry(seq).or_insert_with(|| rec.clone());
@@ -165,6 +169,7 @@ impl Window {
                 trailer: None,
                 truncated: false,
                 ignored: Vec::new(),
+                lines_skipped: 0,
             },
             pending,
         }

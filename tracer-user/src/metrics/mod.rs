@@ -150,7 +150,12 @@ impl Metrics {
         for n in &f.near_misses {
             let errno = n.errno.clone().unwrap_or_else(|| "none".into());
             self.staged
-                .add(NEAR_MISSES, vec![("errno".into(), errno)], 1);
+                .add(NEAR_MISSES, vec![("errno".into(), errno)], n.count);
+        }
+        // Past the analysis's cap on listed kinds: counted, errno unknown.
+        if f.near_misses_unlisted > 0 {
+            let label = vec![("errno".into(), "unlisted".into())];
+            self.staged.add(NEAR_MISSES, label, f.near_misses_unlisted);
         }
         for s in &f.foreign_signals {
             let direction = vec![("direction".into(), s.direction.as_str().into())];
@@ -173,6 +178,7 @@ impl Metrics {
             ("user_read_failed", lost.user_read_failed),
             ("task_read_failed", lost.task_read_failed),
             ("unwritten", lost.unwritten),
+            ("too_large", lost.too_large),
         ];
         for (reason, n) in reasons {
             let before = self.lost_before.insert(reason, n).unwrap_or(0);

@@ -63,6 +63,8 @@ pub struct SignalLine<'a> {
     #[serde(default)]
     pub sender_argv: Option<Vec<String>>,
     #[serde(default)]
+    pub sender_argv_truncated: bool,
+    #[serde(default)]
     pub seccomp_syscall: Option<i64>,
 }
 

@@ -9,6 +9,7 @@ mod build;
 mod compact;
 mod intern;
 mod joins;
+mod lineage;
 pub mod lines;
 mod process;
 mod threads;
@@ -93,6 +94,10 @@ pub struct Model {
     pub signals: Vec<SignalEv>,
     pub kill_calls: Vec<KillCallEv>,
     pub ooms: Vec<OomEv>,
+    /// Each OOM kill found again by its victim and by its SIGKILL.
+    oom_index: joins::OomIndex,
+    /// Who is above whom, numbered once when a deep tree needs it.
+    lineage: std::sync::OnceLock<lineage::Index>,
     /// Signal floods the kernel counted instead of logging each delivery.
     pub signal_summaries: Vec<crate::eventlog::SignalSummary>,
     /// Hang or cancellation snapshots, in log order.
@@ -163,6 +168,16 @@ impl Model {
         }
     }
 
+    /// The (first) OOM kill whose victim `key` was, index into `ooms`.
+    pub fn oom_of(&self, key: ProcKey) -> Option<usize> {
+        self.oom_index.of_victim(key)
+    }
+
+    /// The (first) OOM kill that signal `i` was the SIGKILL of.
+    pub fn oom_by_signal(&self, i: usize) -> Option<usize> {
+        self.oom_index.of_signal(i)
+    }
+
     pub fn proc(&self, key: ProcKey) -> Option<&Process> {
         self.procs.get(&key).map(|p| &**p)
     }
@@ -197,6 +212,12 @@ impl Model {
             cur = parent;
         }
         out
+    }
+
+    /// `a` is among `b`'s [`Model::ancestors`], found without walking a
+    /// deep tree's chain each time it is asked.
+    pub fn is_ancestor(&self, a: ProcKey, b: ProcKey) -> bool {
+        lineage::is_ancestor(self, a, b)
     }
 
     /// The argv a process was running at time `t`: its own last exec before

@@ -139,6 +139,16 @@ impl Threads {
         }
     }
 
+    /// Every tid, ascending.
+    pub fn tids(&self) -> impl Iterator<Item = u32> + '_ {
+        let (one, many) = match self {
+            Threads::None => (None, &[][..]),
+            Threads::One(t, _) => (Some(*t), &[][..]),
+            Threads::Many(v) => (None, &v[..]),
+        };
+        one.into_iter().chain(many.iter().map(|&(t, _)| t))
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Threads::None => 0,

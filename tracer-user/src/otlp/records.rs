@@ -108,7 +108,7 @@ impl Context {
             ));
         }
         for n in &f.near_misses {
-            logs.push(near_miss(n));
+            logs.push(near_miss(n, f.entry(n.sender_id)));
         }
         for x in &f.foreign_signals {
             logs.push(foreign(x, wall(x.signal.t)));
@@ -171,8 +171,18 @@ fn certificate(c: &Certificate, parent: Option<u32>, time: u64) -> LogRecord {
     record("tracer.death", time, severity, text, a, c)
 }
 
-fn near_miss(n: &NearMiss) -> LogRecord {
-    let mut a = process(&n.sender, None);
+/// A near miss as the body holds it: report.json's entry, with its sender
+/// named in place of the entry the report's `ancestors` table would give.
+#[derive(Serialize)]
+struct MissBody<'a> {
+    #[serde(flatten)]
+    miss: &'a NearMiss,
+    sender: Option<&'a ProcRef>,
+}
+
+fn near_miss(n: &NearMiss, sender: Option<&ProcRef>) -> LogRecord {
+    let mut a = sender.map(|p| process(p, None)).unwrap_or_default();
+    a.push(kv("tracer.count", i(n.count as i64)));
     a.push(kv("tracer.syscall", s(&n.syscall)));
     a.push(kv("tracer.signal", s(&n.sig_name)));
     a.push(kv("tracer.target", s(&n.aimed_at)));
@@ -181,7 +191,15 @@ fn near_miss(n: &NearMiss) -> LogRecord {
     }
     // A near miss has no kernel time of its own in the report: the
     // collector's observed time stands in.
-    record("tracer.near_miss", 0, SeverityNumber::Warn, "WARN", a, n)
+    let body = MissBody { miss: n, sender };
+    record(
+        "tracer.near_miss",
+        0,
+        SeverityNumber::Warn,
+        "WARN",
+        a,
+        &body,
+    )
 }
 
 fn foreign(x: &ForeignSignal, time: u64) -> LogRecord {

@@ -132,12 +132,7 @@ impl Redactor {
                 filename,
                 argv,
                 argv_truncated,
-            }) => {
-                // The kernel cut argv: its last bytes may begin a secret no
-                // pattern can match any more.
-                let cut = *argv_truncated && argv.last_mut().is_some_and(mask_cut_end);
-                self.task(task) | self.string(filename) | self.strings(argv) | cut
-            }
+            }) => self.task(task) | self.string(filename) | self.cut_argv(argv, *argv_truncated),
             Record::Exit(Exit {
                 at: _,
                 task,
@@ -158,11 +153,14 @@ impl Redactor {
                 result: _,
                 call: _,
                 sender_argv,
+                sender_argv_truncated,
                 seccomp_syscall: _,
             }) => {
                 self.task(sender)
                     | self.task(target)
-                    | sender_argv.as_mut().is_some_and(|a| self.strings(a))
+                    | sender_argv
+                        .as_mut()
+                        .is_some_and(|a| self.cut_argv(a, *sender_argv_truncated))
             }
             Record::SignalSummary(SignalSummary {
                 at: _,
@@ -214,15 +212,17 @@ impl Redactor {
                 pgid: _,
                 sid: _,
                 argv,
+                argv_truncated,
                 exe,
                 reparented: _,
                 detached: _,
                 fds,
+                fds_left_out: _,
                 // Ids only: nothing of the run's to mask.
                 withheld: _,
             }) => {
                 self.task(task)
-                    | self.strings(argv)
+                    | self.cut_argv(argv, *argv_truncated)
                     | self.opt(exe)
                     | fds.iter_mut().fold(false, |c, f| self.fd_line(f) | c)
             }
@@ -236,9 +236,10 @@ impl Redactor {
                 task,
                 ppid: _,
                 argv,
+                argv_truncated,
                 exe,
                 ns: _,
-            }) => self.task(task) | self.strings(argv) | self.opt(exe),
+            }) => self.task(task) | self.cut_argv(argv, *argv_truncated) | self.opt(exe),
             Record::Trailer(_) => false,
         }
     }
@@ -283,6 +284,15 @@ impl Redactor {
         for rec in &mut log.events {
             self.record(rec);
         }
+    }
+
+    /// An argv, masked; when it was cut (by the kernel side at an exec, or
+    /// when read from /proc: both keep its first `ARGV_LEN` bytes), its last
+    /// bytes may begin a secret no pattern can match any more: the fragment
+    /// after the last separator is masked too.
+    pub(super) fn cut_argv(&self, argv: &mut [String], truncated: bool) -> bool {
+        let cut = truncated && argv.last_mut().is_some_and(mask_cut_end);
+        self.strings(argv) | cut
     }
 
     pub(super) fn task(&self, t: &mut Task) -> bool {

@@ -37,15 +37,22 @@ impl Redactor {
             sid: _,
             comm,
             argv,
+            argv_truncated,
             exe,
             state: _,
             threads,
+            // Counts.
+            threads_left_out: _,
             fds,
+            fds_left_out: _,
             vanished: _,
             withheld: _,
             frozen,
         } = p;
-        let mut changed = self.string(comm) | self.strings(argv) | self.opt(exe) | self.opt(frozen);
+        let mut changed = self.string(comm)
+            | self.cut_argv(argv, *argv_truncated)
+            | self.opt(exe)
+            | self.opt(frozen);
         for t in threads {
             // The rest is the kernel's: states, wait channels, stack frames.
             let ThreadSnapshot {

@@ -148,6 +148,7 @@ fn every_command_line_and_stderr_field_is_masked() {
             result: "delivered".into(),
             call: None,
             sender_argv: Some(vec!["kill".into(), secret("S")]),
+            sender_argv_truncated: false,
             seccomp_syscall: None,
         }),
         Record::LastWords(LastWords {
@@ -164,10 +165,12 @@ fn every_command_line_and_stderr_field_is_masked() {
             pgid: 1,
             sid: 1,
             argv: vec!["sleep".into(), secret("S")],
+            argv_truncated: false,
             exe: Some(secret("/opt/S/sleep")),
             reparented: true,
             detached: false,
             fds: vec!["0: /dev/null".into(), secret("3: /tmp/S.txt")],
+            fds_left_out: 0,
             withheld: None,
         }),
         Record::Existing(Existing {
@@ -175,6 +178,7 @@ fn every_command_line_and_stderr_field_is_masked() {
             task: task("daemon"),
             ppid: 1,
             argv: vec![secret("--key=S")],
+            argv_truncated: false,
             exe: None,
             ns: None,
         }),
@@ -220,6 +224,9 @@ fn orphan(argv: &[&str]) -> ProcSnapshot {
                 path: "/tmp/hunter22".into(),
             },
         }],
+        argv_truncated: false,
+        threads_left_out: 0,
+        fds_left_out: 0,
         vanished: false,
         withheld: None,
         frozen: None,
@@ -315,6 +322,72 @@ fn a_secret_cut_by_the_kernel_leaks_no_prefix() {
         text: "4567 failed\n".into(),
         bytes_total: 12,
         truncated: false,
+    });
+    assert!(!r.record(&mut whole));
+}
+
+/// argv read from /proc is cut as an exec's is: wherever it was cut, the
+/// fragment after the last separator may begin a secret, and is masked.
+#[test]
+fn argv_cut_when_read_from_proc_loses_its_last_fragment() {
+    let r = redactor(&[r"hunter\d+"]);
+    let cut = || vec!["java".to_string(), "--token=hun".to_string()];
+    let mut recs = vec![
+        Record::Existing(Existing {
+            at: Stamp::default(),
+            task: task("java"),
+            ppid: 1,
+            argv: cut(),
+            argv_truncated: true,
+            exe: None,
+            ns: None,
+        }),
+        Record::Signal(Signal {
+            at: Stamp::default(),
+            sender: task("java"),
+            target: task("sh"),
+            sig: 15,
+            sig_name: "SIGTERM".into(),
+            code: 0,
+            code_name: "SI_USER".into(),
+            errno: 0,
+            group: true,
+            result: "delivered".into(),
+            call: None,
+            sender_argv: Some(cut()),
+            sender_argv_truncated: true,
+            seccomp_syscall: None,
+        }),
+        Record::Snapshot(crate::eventlog::SnapshotTaken {
+            at: Stamp::default(),
+            reason: "timeout".into(),
+            snapshot: Snapshot {
+                processes: vec![ProcSnapshot {
+                    argv_truncated: true,
+                    ..orphan(&["java", "--token=hun"])
+                }],
+                findings: Vec::new(),
+                notes: Vec::new(),
+            },
+        }),
+    ];
+    for rec in &mut recs {
+        assert!(r.record(rec));
+        let json = serde_json::to_string(rec).unwrap();
+        assert!(
+            !json.contains("hun\"") && json.contains("--token=[REDACTED]"),
+            "{json}"
+        );
+    }
+    // Not cut: nothing to mask but what matches.
+    let mut whole = Record::Existing(Existing {
+        at: Stamp::default(),
+        task: task("java"),
+        ppid: 1,
+        argv: cut(),
+        argv_truncated: false,
+        exe: None,
+        ns: None,
     });
     assert!(!r.record(&mut whole));
 }

@@ -67,8 +67,12 @@ pub struct LogFacts {
     pub truncated: bool,
     /// Loss counters from the trailer (zero when truncated).
     pub lost: Loss,
-    /// Sum of the loss counters.
+    /// Sum of the loss counters, and of `lines_skipped`.
     pub lost_total: u64,
+    /// Event lines longer than the reader's limit (64 MiB), skipped unread:
+    /// whatever they held is missing from the report.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub lines_skipped: u64,
     /// Not truncated, nothing lost, every hook attached.
     pub complete: bool,
     /// Why this report may be incomplete, one sentence each.
@@ -79,5 +83,9 @@ pub struct LogFacts {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }

@@ -64,7 +64,10 @@ impl Context {
             c.history.iter().for_each(|h| keep(&h.sender));
         }
         a.leftovers.iter().for_each(|l| keep(&l.process));
-        a.near_misses.iter().for_each(|n| keep(&n.sender));
+        a.near_misses
+            .iter()
+            .filter_map(|n| a.entry(n.sender_id))
+            .for_each(&mut keep);
         for f in &a.foreign_signals {
             keep(&f.sender);
             keep(&f.target);

@@ -17,7 +17,9 @@ use crate::{
 
 /// Bumped on any incompatible change to report.json.
 /// 2: ancestry chains by id (`ancestry_id`, the top-level `ancestors`).
-pub const REPORT_SCHEMA_VERSION: u32 = 2;
+/// 3: near misses folded (`count`, `last_seq`, `last_time`), their sender by
+/// entry (`sender_id`), the list capped (`near_misses_left_out`).
+pub const REPORT_SCHEMA_VERSION: u32 = 3;
 
 pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that exited non-zero \
 on their own, then expected stops. A death is expected when the tracer stopped it (a cancellation \
@@ -108,6 +110,13 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
             loss_breakdown(&lost)
         ));
     }
+    if log.lines_skipped > 0 {
+        warnings.push(format!(
+            "{}: what {} held is missing from this report",
+            skipped_lines(log.lines_skipped),
+            if log.lines_skipped == 1 { "it" } else { "they" }
+        ));
+    }
     for hook in h.hooks.iter().filter(|k| !k.attached) {
         let why = hook
             .detail
@@ -127,7 +136,8 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         ));
     }
     if let Some(n) = log.trailer.as_ref().map(|t| t.events) {
-        if n != log.events as u64 + pruned {
+        // A skipped line was an event the trailer counted.
+        if n != log.events as u64 + pruned + log.lines_skipped {
             warnings.push(format!(
                 "the trailer counts {n} events but the log holds {}",
                 log.events
@@ -143,7 +153,7 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
             "not part of this log (a file in the output directory tracer did not write): {why}"
         ));
     }
-    let lost_total = lost.total();
+    let lost_total = lost.total() + log.lines_skipped;
 
     let run = RunFacts {
         mode: h.mode.clone(),
@@ -182,6 +192,7 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         truncated: log.truncated,
         lost,
         lost_total,
+        lines_skipped: log.lines_skipped,
         complete,
         warnings,
         export: None,
@@ -212,6 +223,15 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
     }
 }
 
+/// "1 line over the 64 MiB line limit skipped", as the loss line says it.
+pub(crate) fn skipped_lines(n: u64) -> String {
+    format!(
+        "{} over the {} MiB line limit skipped",
+        w::plural(n as usize, "line", "lines"),
+        crate::eventlog::MAX_LINE_BYTES >> 20
+    )
+}
+
 pub(crate) fn loss_breakdown(l: &Loss) -> String {
     let parts = [
         ("ring buffer full", l.ringbuf_full),
@@ -221,6 +241,8 @@ pub(crate) fn loss_breakdown(l: &Loss) -> String {
         ("unreadable process memory", l.user_read_failed),
         ("unreadable task (kernel offsets?)", l.task_read_failed),
         ("not written to the log", l.unwritten),
+        ("too large for a log line", l.too_large),
+        ("cut to fit a log line", l.cut_to_fit),
     ];
     let mut named: Vec<String> = parts
         .iter()

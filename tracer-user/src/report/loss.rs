@@ -1,5 +1,5 @@
 //! The loss line: always present, in report.md and the stderr summary.
-use super::json::{loss_breakdown, Report};
+use super::json::{loss_breakdown, skipped_lines, Report};
 use crate::analysis::wording as w;
 
 /// Always present, whatever the loss: a reader must never have to guess.
@@ -26,18 +26,31 @@ fn export_sentence(x: &crate::otlp::ExportFacts) -> String {
 }
 
 fn capture_loss(r: &Report) -> String {
+    let mut line = capture_loss_only(r);
     let l = &r.log;
+    if l.lines_skipped > 0 {
+        line.push_str(&format!(
+            " **{}** when reading the log: what it held is missing.",
+            skipped_lines(l.lines_skipped)
+        ));
+    }
+    line
+}
+
+fn capture_loss_only(r: &Report) -> String {
+    let l = &r.log;
+    let lost = l.lost.total();
     if l.truncated {
         format!(
             "**Loss: unknown — the log is truncated** (no trailer; capture was interrupted). {} \
              events read; {} counted lost before the cut.",
-            l.events, l.lost_total
+            l.events, lost
         )
-    } else if l.lost_total > 0 {
+    } else if lost > 0 {
         format!(
             "**Loss: {} events lost** ({}) of {} written — this report may be missing deaths or \
              senders.",
-            l.lost_total,
+            lost,
             loss_breakdown(&l.lost),
             l.events
         )

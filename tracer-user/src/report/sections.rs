@@ -17,22 +17,24 @@ const MAX_ROWS: usize = 30;
 
 /// Identical rows (same sender, same call, same outcome) are folded into one
 /// with a count: a test that fires the same kill 146 times is one finding.
-fn fold(rows: impl Iterator<Item = (String, u64, String)>) -> Vec<(String, u64, String, usize)> {
-    let mut out: Vec<(String, u64, String, usize)> = Vec::new();
+/// Each row comes with the count it already stands for (a near miss is
+/// folded in report.json already).
+fn fold(rows: impl Iterator<Item = (String, u64, String, u64)>) -> Vec<(String, u64, String, u64)> {
+    let mut out: Vec<(String, u64, String, u64)> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
-    for (key, seq, row) in rows {
+    for (key, seq, row, n) in rows {
         match index.get(&key) {
-            Some(&i) => out[i].3 += 1,
+            Some(&i) => out[i].3 += n,
             None => {
                 index.insert(key.clone(), out.len());
-                out.push((key, seq, row, 1));
+                out.push((key, seq, row, n));
             }
         }
     }
     out
 }
 
-fn table(o: &mut String, header: &str, rows: &[(String, u64, String, usize)]) {
+fn table(o: &mut String, header: &str, rows: &[(String, u64, String, u64)]) {
     let _ = writeln!(o, "{header}");
     for (_, seq, row, n) in rows.iter().take(MAX_ROWS) {
         let _ = writeln!(o, "| {seq} | {n} | {row} |");
@@ -47,28 +49,37 @@ fn table(o: &mut String, header: &str, rows: &[(String, u64, String, usize)]) {
 }
 
 pub(super) fn near_misses(o: &mut String, r: &Report) {
-    let misses: Vec<_> = r.analysis.near_misses.iter().filter(|n| !n.probe).collect();
-    let probes = r.analysis.near_misses.len() - misses.len();
-    if misses.is_empty() && probes == 0 {
+    let a = &r.analysis;
+    let misses: Vec<_> = a.near_misses.iter().filter(|n| !n.probe).collect();
+    let probes: u64 = a
+        .near_misses
+        .iter()
+        .filter(|n| n.probe)
+        .map(|n| n.count)
+        .sum();
+    let left_out = a.near_misses_left_out;
+    if misses.is_empty() && probes == 0 && left_out.is_empty() {
         return;
     }
     let _ = writeln!(o, "## Near misses: kill calls that reached nobody\n");
-    let rows = fold(misses.iter().map(|n| {
+    let rows = fold(misses.iter().filter_map(|n| {
+        let sender = a.entry(n.sender_id)?;
         let call = w::call_notation(&n.syscall, n.target_arg, n.tid_arg, &n.sig_name);
         let errno = n.errno.as_deref().unwrap_or("?");
         let row = format!(
             "{} | {} | {} | {} | {}",
             cell(&n.time),
-            proc_cell(&n.sender),
+            proc_cell(sender),
             code(&call),
             cell(&n.aimed_at),
             cell(errno)
         );
-        (
-            format!("{}/{}/{call}/{errno}", n.sender.pid, n.sender.start),
+        Some((
+            format!("{}/{}/{call}/{errno}", sender.pid, sender.start),
             n.seq,
             row,
-        )
+            n.count,
+        ))
     }));
     if !rows.is_empty() {
         let header = "| first seq | times | first at | sender | call | aimed at | error |\n\
@@ -79,7 +90,21 @@ pub(super) fn near_misses(o: &mut String, r: &Report) {
         let _ = writeln!(
             o,
             "\n{} (signal 0) failed as well; see report.json.",
-            w::plural(probes, "liveness probe", "liveness probes")
+            w::plural(probes as usize, "liveness probe", "liveness probes")
+        );
+    }
+    if !left_out.is_empty() {
+        let kinds = w::plural(
+            left_out.entries,
+            "more kind of failed call",
+            "more kinds of failed calls",
+        );
+        let verb = if left_out.entries == 1 { "is" } else { "are" };
+        let _ = writeln!(
+            o,
+            "\n{kinds} ({}) {verb} not listed, not even in report.json: it keeps the first {}.",
+            w::plural(left_out.events as usize, "call", "calls"),
+            crate::analysis::MAX_NEAR_MISSES
         );
     }
     o.push('\n');
@@ -114,7 +139,7 @@ pub(super) fn foreign(o: &mut String, r: &Report) {
             f.signal.sig,
             f.signal.result
         );
-        (key, f.signal.seq, row)
+        (key, f.signal.seq, row, 1)
     }));
     let header = "| first seq | times | direction | from | to | signal | via | result |\n\
                   |---|---|---|---|---|---|---|---|";
@@ -183,8 +208,10 @@ fn leaks(o: &mut String, r: &Report) {
                 }
                 state.push(format!("pgid {}", k.pgid));
                 let mut fds: Vec<String> = k.fds.iter().take(MAX_FDS).map(|f| code(f)).collect();
-                if k.fds.len() > MAX_FDS {
-                    fds.push(format!("… and {} more", k.fds.len() - MAX_FDS));
+                // Those not listed here and those the record only counted.
+                let more = k.fds.len().saturating_sub(MAX_FDS) + k.fds_left_out as usize;
+                if more > 0 {
+                    fds.push(format!("… and {more} more"));
                 }
                 (state.join(", "), fds.join("<br>"))
             }

@@ -166,6 +166,9 @@ mod tests {
             ],
             frozen: Some(s.into()),
             withheld: None,
+            argv_truncated: false,
+            threads_left_out: 0,
+            fds_left_out: 0,
             vanished: false,
         };
         SnapshotReport {

@@ -157,15 +157,28 @@ fn repeated_near_misses_fold_into_one_row() {
         .find(|e| matches!(e, crate::eventlog::Record::KillCall(k) if k.ret < 0))
         .cloned()
         .unwrap();
-    for _ in 0..145 {
-        log.events.push(miss.clone());
+    let last = log
+        .events
+        .iter()
+        .filter_map(|e| e.stamp())
+        .map(|s| s.seq)
+        .max()
+        .unwrap();
+    for i in 1..=145 {
+        let mut again = miss.clone();
+        if let crate::eventlog::Record::KillCall(k) = &mut again {
+            k.at.seq = last + i;
+            k.at.t += i;
+        }
+        log.events.push(again);
     }
     let r = build_report(&log, &ReportOptions::default());
-    assert_eq!(
-        r.analysis.near_misses.len(),
-        146,
-        "the JSON keeps every call"
-    );
+    assert_eq!(r.analysis.near_misses.len(), 1, "the JSON folds them too");
+    let n = &r.analysis.near_misses[0];
+    assert_eq!(n.count, 146);
+    assert!(n.last_seq > n.seq, "{} .. {}", n.seq, n.last_seq);
+    let sender = r.analysis.entry(n.sender_id).expect("the sender's entry");
+    assert_eq!(sender.pid, 4100);
     let md = render_markdown(&r);
     let rows: Vec<&str> = md
         .lines()

@@ -36,6 +36,8 @@ pub fn verdict(a: &Analysis, log: &LogFacts) -> String {
     if log.truncated || log.lost_total > 0 {
         let why = if log.truncated {
             "the log is truncated".to_string()
+        } else if log.lost_total == log.lines_skipped {
+            super::json::skipped_lines(log.lines_skipped)
         } else {
             w::plural(
                 log.lost_total as usize,

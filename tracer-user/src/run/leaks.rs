@@ -18,6 +18,7 @@ use crate::{
         procs::{self, alive, same_start},
         session::Session,
     },
+    snapshot::MAX_FDS_SHOWN,
 };
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -39,15 +40,22 @@ pub fn inspect(key: ProcKey, tracer_pid: u32, root_sid: Option<i32>) -> Option<L
     if !same_start(stat.starttime, key.start) {
         return None;
     }
-    let mut fds: Vec<String> = proc
+    // The lowest fds, as a snapshot reads them; the rest only counted.
+    let mut fds: Vec<(i32, String)> = proc
         .fd()
         .map(|fds| {
             fds.flatten()
-                .map(|fd| format!("{}: {}", fd.fd, describe(&fd.target)))
+                .take(MAX_FDS_SHOWN)
+                .map(|fd| (fd.fd, format!("{}: {}", fd.fd, describe(&fd.target))))
                 .collect()
         })
         .unwrap_or_default();
-    fds.sort_by_key(|l| l.split(':').next().and_then(|n| n.parse::<i32>().ok()));
+    fds.sort_by_key(|(n, _)| *n);
+    let fds_left_out = match fds.len() < MAX_FDS_SHOWN {
+        true => 0,
+        false => crate::snapshot::count_fds(key.pid).saturating_sub(fds.len()) as u32,
+    };
+    let (argv, argv_truncated) = crate::snapshot::read_argv(key.pid).unwrap_or_default();
     Some(Leak {
         at: Default::default(),
         task: Task {
@@ -59,11 +67,13 @@ pub fn inspect(key: ProcKey, tracer_pid: u32, root_sid: Option<i32>) -> Option<L
         ppid: stat.ppid as u32,
         pgid: stat.pgrp as u32,
         sid: stat.session as u32,
-        argv: proc.cmdline().unwrap_or_default(),
+        argv,
+        argv_truncated,
         exe: proc.exe().ok().map(|p| p.display().to_string()),
         reparented: stat.ppid == 1 || stat.ppid as u32 == tracer_pid,
         detached: root_sid.is_some_and(|s| s != stat.session),
-        fds,
+        fds: fds.into_iter().map(|(_, f)| f).collect(),
+        fds_left_out,
         withheld: None,
     })
 }
@@ -191,5 +201,6 @@ pub fn signal_all(leaks: &[ProcKey], sig: Signal) {
 fn withhold(leak: &mut Leak, why: String) {
     leak.exe = None;
     leak.fds.clear();
+    leak.fds_left_out = 0;
     leak.withheld = Some(format!("{why}: its executable and open files are withheld"));
 }

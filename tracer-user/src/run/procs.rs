@@ -35,13 +35,13 @@ pub fn same_start(ticks: u64, start_ns: u64) -> bool {
     start_ns / ns_per_tick == ticks || (start_ns / ns_per_tick).abs_diff(ticks) <= 1
 }
 
-/// The argv of `key` if it is still alive and has one.
-pub fn argv_of(key: ProcKey) -> Option<Vec<String>> {
+/// The argv of `key` if it is still alive and has one, cut as an exec's
+/// is (and whether it was cut).
+pub fn argv_of(key: ProcKey) -> Option<(Vec<String>, bool)> {
     if !alive(key) {
         return None;
     }
-    procfs::process::Process::new(key.pid as i32)
-        .and_then(|p| p.cmdline())
+    crate::snapshot::read_argv(key.pid)
         .ok()
-        .filter(|a| !a.is_empty())
+        .filter(|(a, _)| !a.is_empty())
 }

@@ -56,6 +56,8 @@ pub fn seed(
         for e in new {
             known.insert(key(e));
             let proc = procfs::process::Process::new(e.task.tgid as i32).ok();
+            let (argv, argv_truncated) =
+                crate::snapshot::read_argv(e.task.tgid).unwrap_or_default();
             session.log_existing(Existing {
                 at: Default::default(),
                 task: Task {
@@ -65,10 +67,8 @@ pub fn seed(
                     comm: Some(cstr(&e.comm)),
                 },
                 ppid: e.ppid,
-                argv: proc
-                    .as_ref()
-                    .and_then(|p| p.cmdline().ok())
-                    .unwrap_or_default(),
+                argv,
+                argv_truncated,
                 exe: proc
                     .as_ref()
                     .and_then(|p| p.exe().ok())

@@ -32,10 +32,33 @@ mod withhold;
 
 pub use findings::analyze;
 pub use leaked::{with_log_facts, LogFacts};
+pub use procread::{count_fds, read_argv};
 pub use render::render_text;
 pub use syscalls::syscall_name;
 pub use take::{take, take_for};
 pub use withhold::{creds_of, foreign, Viewer};
+
+/// Threads read per process: each costs four /proc reads and a few hundred
+/// bytes of log (a kernel stack is up to 64 frames), and a process with
+/// 30,000 threads must not make one snapshot line tens of MB.
+pub const MAX_THREADS_SHOWN: usize = 512;
+/// Fds read per process (the lowest: stdio and the pipes a runner set up
+/// come first); the rest are only counted. A runaway fd leak of 16,384
+/// fds with long paths made one process's entry several MB.
+pub const MAX_FDS_SHOWN: usize = 1024;
+/// Bytes of a command line read from /proc/PID/cmdline: as many as an
+/// exec's argv is captured with, so a 1.5 MB Java classpath costs a log
+/// line 4 KiB, not 1.5 MB (48 processes sharing one made a snapshot line
+/// over the reader's 64 MiB limit).
+pub const ARGV_BYTES: usize = tracer_common::ARGV_LEN;
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 
 /// Finding kinds (the `Finding::kind` strings).
 pub const SELF_HELD_PEER: &str = "self_held_peer";
@@ -76,14 +99,23 @@ pub struct ProcSnapshot {
     pub comm: String,
     /// Its command line from /proc.
     pub argv: Vec<String>,
+    /// `argv` was longer than the capture limit (as an exec's) and was cut.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub argv_truncated: bool,
     /// Its executable from /proc, when readable.
     pub exe: Option<String>,
     /// Process state letter from /proc/PID/stat (R, S, D, Z, T, t, ...).
     pub state: char,
-    /// Sorted by tid.
+    /// Sorted by tid; at most [`MAX_THREADS_SHOWN`].
     pub threads: Vec<ThreadSnapshot>,
-    /// Sorted by fd.
+    /// Threads beyond those in `threads`, not read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub threads_left_out: u32,
+    /// Sorted by fd; the lowest [`MAX_FDS_SHOWN`].
     pub fds: Vec<FdEntry>,
+    /// Open fds beyond those in `fds`, not read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fds_left_out: u32,
     /// The process exited while being read: what is here is partial.
     #[serde(default)]
     pub vanished: bool,

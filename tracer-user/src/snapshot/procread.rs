@@ -1,11 +1,14 @@
 //! Reading one process (threads, fds) from /proc. Every read may fail
 //! because the process exits under us; failures degrade to "unknown"
 //! values and set `vanished`, never a panic.
-use std::fs;
+use std::{fs, io::Read};
 
 use procfs::process::{FDTarget, Process, Syscall};
 
-use super::{syscalls::syscall_name, Access, SyscallState, ThreadSnapshot};
+use super::{
+    syscalls::syscall_name, Access, SyscallState, ThreadSnapshot, ARGV_BYTES, MAX_FDS_SHOWN,
+    MAX_THREADS_SHOWN,
+};
 
 /// An fd as read, before its other ends are resolved.
 pub(crate) struct RawFd {
@@ -31,10 +34,13 @@ pub(crate) struct RawProc {
     pub sid: u32,
     pub comm: String,
     pub argv: Vec<String>,
+    pub argv_truncated: bool,
     pub exe: Option<String>,
     pub state: char,
     pub threads: Vec<ThreadSnapshot>,
+    pub threads_left_out: u32,
     pub fds: Vec<RawFd>,
+    pub fds_left_out: u32,
     pub vanished: bool,
     /// None when /proc/PID/status could not be read.
     pub creds: Option<super::withhold::Creds>,
@@ -51,26 +57,30 @@ pub(crate) fn read_process(pid: u32) -> Option<RawProc> {
     let proc_ = Process::new(pid as i32).ok()?;
     let stat = proc_.stat().ok()?;
     let mut vanished = false;
-    let argv = proc_.cmdline().unwrap_or_else(|_| {
+    let (argv, argv_truncated) = read_argv(pid).unwrap_or_else(|_| {
         vanished |= !proc_.is_alive();
-        Vec::new()
+        (Vec::new(), false)
     });
     // exe is unreadable for kernel threads and zombies: not an error.
     let exe = proc_.exe().ok().map(|p| p.to_string_lossy().into_owned());
     let mut threads = Vec::new();
+    let mut threads_left_out = 0;
     match proc_.tasks() {
         Ok(tasks) => {
-            for task in tasks.flatten() {
+            let mut tasks = tasks.flatten();
+            for task in tasks.by_ref().take(MAX_THREADS_SHOWN) {
                 if let Some(t) = read_thread(pid, &task) {
                     threads.push(t);
                 }
             }
+            // The rest only counted (each a directory entry, nothing read).
+            threads_left_out = tasks.count() as u32;
         }
         Err(_) => vanished = true,
     }
     threads.sort_by_key(|t| t.tid);
     let creds = super::withhold::creds_of(pid);
-    let fds = read_fds(&proc_, pid, &mut vanished);
+    let (fds, fds_left_out) = read_fds(&proc_, pid, &mut vanished);
     vanished |= !proc_.is_alive();
     Some(RawProc {
         pid,
@@ -80,10 +90,13 @@ pub(crate) fn read_process(pid: u32) -> Option<RawProc> {
         sid: stat.session.max(0) as u32,
         comm: stat.comm,
         argv,
+        argv_truncated,
         exe,
         state: stat.state,
         threads,
+        threads_left_out,
         fds,
+        fds_left_out,
         vanished,
         creds,
     })
@@ -132,18 +145,45 @@ fn read_thread(pid: u32, task: &procfs::process::Task) -> Option<ThreadSnapshot>
     })
 }
 
-/// Bound per process: a process with a runaway fd leak must not make the
-/// snapshot itself take minutes.
+/// A process's command line from /proc/PID/cmdline, cut as an exec's argv
+/// is captured: its first [`ARGV_BYTES`] bytes, and whether there were more.
+/// An argv of any length is read as at most that: /proc hands out what the
+/// process put in its argument area, whatever its size.
+pub fn read_argv(pid: u32) -> std::io::Result<(Vec<String>, bool)> {
+    let file = fs::File::open(format!("/proc/{pid}/cmdline"))?;
+    let mut area = Vec::with_capacity(ARGV_BYTES + 1);
+    file.take(ARGV_BYTES as u64 + 1).read_to_end(&mut area)?;
+    let cut = area.len() > ARGV_BYTES;
+    area.truncate(ARGV_BYTES);
+    Ok((split_argv(&area), cut))
+}
+
+/// argv from a NUL-separated argument area, as an exec record's is split
+/// (`capture::decode`): a cut area ends in the cut element.
+pub(crate) fn split_argv(area: &[u8]) -> Vec<String> {
+    let area = area.strip_suffix(&[0]).unwrap_or(area);
+    if area.is_empty() {
+        return Vec::new();
+    }
+    area.split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// Bound per process on the fds scanned for other ends of pipes and
+/// sockets: a process with a runaway fd leak must not make the snapshot
+/// itself take minutes.
 pub(crate) const MAX_FDS_PER_PROC: usize = 16_384;
 
-fn read_fds(proc_: &Process, pid: u32, vanished: &mut bool) -> Vec<RawFd> {
+/// The lowest [`MAX_FDS_SHOWN`] fds, read; how many more there were.
+fn read_fds(proc_: &Process, pid: u32, vanished: &mut bool) -> (Vec<RawFd>, u32) {
     let Ok(iter) = proc_.fd() else {
         *vanished |= !proc_.is_alive();
-        return Vec::new();
+        return (Vec::new(), 0);
     };
     let mut out: Vec<RawFd> = iter
         .flatten()
-        .take(MAX_FDS_PER_PROC)
+        .take(MAX_FDS_SHOWN)
         .map(|info| {
             let (target, what) = match info.target {
                 FDTarget::Path(p) => {
@@ -170,7 +210,17 @@ fn read_fds(proc_: &Process, pid: u32, vanished: &mut bool) -> Vec<RawFd> {
         })
         .collect();
     out.sort_by_key(|f| f.fd);
-    out
+    let left_out = match out.len() < MAX_FDS_SHOWN {
+        true => 0,
+        // Counted by name only: no link read for them.
+        false => count_fds(pid).saturating_sub(out.len()) as u32,
+    };
+    (out, left_out)
+}
+
+/// Open fds of `pid` (entries of /proc/PID/fd; nothing read per fd).
+pub fn count_fds(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
 /// Access mode from /proc/PID/fdinfo/FD `flags:` (octal). This is what
@@ -207,6 +257,21 @@ mod tests {
             Some(Access::ReadWrite)
         );
         assert_eq!(parse_fdinfo_flags("pos:\t0\n"), None);
+    }
+
+    /// Our own command line reads whole; an area cut inside an argument
+    /// ends in the cut piece, and an empty one is no argv.
+    #[test]
+    fn argv_is_read_as_an_exec_area() {
+        let (argv, cut) = read_argv(std::process::id()).unwrap();
+        let me: Vec<String> = std::env::args().collect();
+        assert_eq!((argv, cut), (me, false));
+        assert_eq!(
+            split_argv(b"java\0-cp\0a.jar:b.j"),
+            ["java", "-cp", "a.jar:b.j"]
+        );
+        assert_eq!(split_argv(b"sh\0-c\0\0"), ["sh", "-c", ""]);
+        assert!(split_argv(b"").is_empty());
     }
 
     #[test]

@@ -49,8 +49,14 @@ pub fn render_text(s: &Snapshot) -> String {
         for t in &p.threads {
             let _ = writeln!(o, "  {}", thread_line(t));
         }
+        if p.threads_left_out > 0 {
+            let _ = writeln!(o, "  … {} more threads, not read", p.threads_left_out);
+        }
         for f in &p.fds {
             let _ = writeln!(o, "  {}", fd_line(f));
+        }
+        if p.fds_left_out > 0 {
+            let _ = writeln!(o, "  … {} more fds, not read", p.fds_left_out);
         }
     }
     o

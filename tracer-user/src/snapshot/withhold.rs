@@ -104,6 +104,7 @@ fn userns_owner(pid: u32) -> Option<u32> {
 pub(super) fn withhold(p: &mut ProcSnapshot, why: String) {
     p.exe = None;
     p.fds.clear();
+    p.fds_left_out = 0;
     for t in &mut p.threads {
         t.wchan = None;
         t.stack.clear();

@@ -18,7 +18,25 @@ pub struct ReportIn {
     pub certificates: Vec<CertIn>,
     pub near_misses: Vec<MissIn>,
     pub leftovers: Vec<LeftIn>,
+    /// Schema 3 names a near miss's sender by its entry here.
+    pub ancestors: Vec<ProcIn>,
 }
+
+impl ReportIn {
+    /// A near miss's sender: in place (schema 2) or by `sender_id`.
+    pub fn miss_sender<'a>(&'a self, n: &'a MissIn) -> &'a ProcIn {
+        n.sender
+            .as_ref()
+            .or_else(|| n.sender_id.and_then(|i| self.ancestors.get(i)))
+            .unwrap_or(&NO_PROC)
+    }
+}
+
+static NO_PROC: ProcIn = ProcIn {
+    pid: 0,
+    command: String::new(),
+    argv: Vec::new(),
+};
 
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(default)]
@@ -77,7 +95,10 @@ pub struct KillerIn {
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(default)]
 pub struct MissIn {
-    pub sender: ProcIn,
+    pub sender: Option<ProcIn>,
+    pub sender_id: Option<usize>,
+    /// Identical calls folded into this one (schema 3; 1 before).
+    pub count: Option<u64>,
     pub syscall: String,
     pub sig_name: String,
     pub target_arg: i64,

@@ -107,7 +107,12 @@ struct Acc {
 
 impl Acc {
     fn hit(&mut self, run: usize, example: &str) {
-        self.count += 1;
+        self.hit_n(run, example, 1);
+    }
+
+    /// `n` occurrences in one run (a report that folded them already).
+    fn hit_n(&mut self, run: usize, example: &str, n: u64) {
+        self.count += n as usize;
         self.runs.insert(run);
         if self.example.as_ref().is_none_or(|(r, _)| run < *r) {
             self.example = Some((run, example.to_string()));
@@ -175,10 +180,13 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 n.probe,
                 format!("{}({group}<pid>)", n.syscall),
                 n.errno.clone().unwrap_or_else(|| "failed".into()),
-                shape::command(&n.sender.argv, &n.sender.command),
+                {
+                    let sender = doc.miss_sender(n);
+                    shape::command(&sender.argv, &sender.command)
+                },
             );
             let acc = misses.entry(key).or_default();
-            acc.hit(i, "");
+            acc.hit_n(i, "", n.count.unwrap_or(1));
             acc.signals.insert(n.sig_name.clone());
         }
         for l in doc.leftovers.iter().filter(|l| l.orphaned) {

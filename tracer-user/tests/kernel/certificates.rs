@@ -104,8 +104,9 @@ fn sibling_killed_by_a_process_group_kill() {
         .iter()
         .find(|n| n["target_arg"] == NO_SUCH_PID)
         .expect("near miss");
+    let sender = &rep["ancestors"][miss["sender_id"].as_u64().unwrap() as usize];
     assert_eq!(
-        (&miss["sender"]["pid"], &miss["errno"], &miss["sig_name"]),
+        (&sender["pid"], &miss["errno"], &miss["sig_name"]),
         (&json!(a), &json!("ESRCH"), &json!("SIGKILL"))
     );
     assert!(markdown(&r).contains(&format!("`kill({NO_SUCH_PID}, SIGKILL)`")));

@@ -348,3 +348,52 @@ fn a_pid_that_is_gone_is_a_note_not_a_panic() {
         vec![format!("pid {pid} vanished before it was read")]
     );
 }
+
+/// Round 3, finding 5: a process's threads and fds were read without
+/// bound (each thread four /proc reads and up to 64 stack frames in the
+/// log). At most `MAX_THREADS_SHOWN` threads and the lowest `MAX_FDS_SHOWN`
+/// fds are read now; the rest are counted, and the rendering says so.
+#[test]
+fn threads_and_fds_past_the_caps_are_counted_not_read() {
+    require_root();
+    let (threads, fds) = (
+        snapshot::MAX_THREADS_SHOWN + 100,
+        snapshot::MAX_FDS_SHOWN + 500,
+    );
+    let mut py = Py::spawn(&format!(
+        r#"import os, resource, threading
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, {fds} + 64), max(hard, {fds} + 64)))
+held = [os.open("/dev/null", os.O_RDONLY) for _ in range({fds})]
+stop = threading.Event()
+for _ in range({threads}):
+    threading.Thread(target=stop.wait, daemon=True).start()
+print(len(held), threading.active_count(), flush=True)
+stop.wait()
+"#
+    ));
+    let got = py.ints();
+    assert_eq!(got, [fds as i64, threads as i64 + 1]);
+    let snap = snapshot::take(&[py.pid()]);
+    let p = snap
+        .processes
+        .iter()
+        .find(|p| p.pid == py.pid())
+        .expect("the process");
+    assert_eq!(p.threads.len(), snapshot::MAX_THREADS_SHOWN);
+    assert_eq!(p.threads_left_out as usize, threads + 1 - p.threads.len());
+    assert_eq!(p.fds.len(), snapshot::MAX_FDS_SHOWN);
+    // stdio and the handful python opens besides the ones it made.
+    let total = p.fds.len() + p.fds_left_out as usize;
+    assert!((fds..fds + 16).contains(&total), "{total} fds");
+    assert!(
+        p.fds.windows(2).all(|w| w[0].fd < w[1].fd) && p.fds[0].fd == 0,
+        "the lowest"
+    );
+    let text = snapshot::render_text(&snap);
+    assert!(
+        text.contains(&format!("… {} more threads, not read", p.threads_left_out)),
+        "{text}"
+    );
+    assert!(text.contains(&format!("… {} more fds, not read", p.fds_left_out)));
+}

@@ -120,7 +120,10 @@ fn esrch_near_miss_and_foreign_signal_are_reported() {
         .analysis
         .near_misses
         .iter()
-        .map(|n| (n.target_arg, n.errno.as_deref(), n.sender.pid))
+        .map(|n| {
+            let sender = r.analysis.entry(n.sender_id).expect("sender entry");
+            (n.target_arg, n.errno.as_deref(), sender.pid)
+        })
         .collect();
     assert_eq!(miss, [(4141, Some("ESRCH"), 4100)]);
     let f = &r.analysis.foreign_signals;

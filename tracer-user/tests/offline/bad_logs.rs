@@ -1,33 +1,9 @@
 //! Bad input to `tracer report`: corrupt, truncated, empty, binary and
 //! future-version logs get a clear one-line error or a flagged partial
 //! report, never a panic.
-use std::{
-    fs,
-    path::Path,
-    process::{Command, Output},
-};
+use std::{fs, path::Path};
 
-/// `tracer report LOG --output OUT`.
-fn report_cmd(log: &Path, out: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tracer"))
-        .arg("report")
-        .arg(log)
-        .arg("--output")
-        .arg(out)
-        .output()
-        .expect("run tracer report")
-}
-
-/// Neither a panic nor a death by signal: a clean exit, error or not.
-fn no_panic(out: &Output) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        !stderr.contains("panicked") && out.status.code().is_some(),
-        "tracer panicked or died of a signal ({:?}): {stderr}",
-        out.status
-    );
-    stderr
-}
+use crate::common::{no_panic, report_cmd};
 
 fn fixture_header() -> String {
     let text = fs::read_to_string(
@@ -138,4 +114,71 @@ fn broken_logs_get_a_clear_error_or_a_flagged_report() {
         assert_ne!(out.status.code(), Some(0), "{name}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
     }
+}
+
+// ---------------------------------------------------------------------------
+// privileges and hooks
+
+/// Round 3, finding 5: one line over the reader's 64 MiB limit (a snapshot
+/// of 48 processes sharing a 1.5 MB argv, as older tracers wrote it) lost
+/// every report of the run. It is skipped and counted; the rest is read.
+#[test]
+fn a_line_over_the_limit_is_skipped_and_counted() {
+    let lines = fixture_lines();
+    let max = tracer_user::eventlog::MAX_LINE_BYTES;
+    let huge = format!(
+        "{{\"type\":\"snapshot\",\"seq\":2,\"reason\":\"timeout\",\"pad\":\"{}\"}}",
+        "x".repeat(max + 10)
+    );
+    let mut log = String::with_capacity(max + (1 << 20));
+    for (i, l) in lines.iter().enumerate() {
+        log.push_str(l);
+        log.push('\n');
+        if i == 1 {
+            log.push_str(&huge);
+            log.push('\n');
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("events.ndjson");
+    fs::write(&path, &log).unwrap();
+    let clean = tmp.path().join("clean.ndjson");
+    fs::write(
+        &clean,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let out = report_cmd(&path, &tmp.path().join("out"));
+    let stderr = no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let rep: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("out/report.json")).unwrap())
+            .unwrap();
+    assert_eq!(rep["log"]["lines_skipped"], 1);
+    assert_eq!(rep["log"]["complete"], false);
+    let md = fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
+    assert!(
+        md.contains("1 line over the 64 MiB line limit skipped"),
+        "{md}"
+    );
+    assert!(
+        stderr.contains("1 line over the 64 MiB line limit skipped"),
+        "{stderr}"
+    );
+    // Everything else is read: the same deaths as without the line.
+    let out = report_cmd(&clean, &tmp.path().join("clean-out"));
+    assert_eq!(out.status.code(), Some(0));
+    let want: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("clean-out/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rep["certificates"], want["certificates"]);
+    assert!(!want["certificates"].as_array().unwrap().is_empty());
+
+    // Before any header, nothing says the file is a log at all.
+    fs::write(&path, format!("{huge}\n{}\n", lines.join("\n"))).unwrap();
+    let out = report_cmd(&path, &tmp.path().join("out2"));
+    let stderr = no_panic(&out);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("before any header"), "{stderr}");
 }

@@ -11,7 +11,9 @@
 mod analysis_fixtures;
 mod bad_logs;
 mod caught_fixtures;
+mod common;
 mod field_fixtures;
 mod html_chromium;
 mod output_fuzz;
+mod report_scale;
 mod summarize;

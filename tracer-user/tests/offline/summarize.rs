@@ -141,8 +141,9 @@ fn no_report_is_an_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no readable report.json"));
 }
 
-/// A schema-1 report (every ancestry chain inline) of the same run as a
-/// schema-2 one (chains by id in `ancestors`): both shapes fold the same.
+/// A schema-1 report (every ancestry chain and near-miss sender inline) of
+/// the same run as a current one (chains and senders by id in
+/// `ancestors`): both shapes fold the same.
 fn as_schema_1(json: &str) -> String {
     use serde_json::Value;
     let mut v: Value = serde_json::from_str(json).unwrap();
@@ -175,6 +176,20 @@ fn as_schema_1(json: &str) -> String {
     for l in v["leftovers"].as_array_mut().unwrap() {
         inline(l);
     }
+    // Near misses one per call, each naming its sender in place.
+    for n in v["near_misses"].as_array_mut().unwrap() {
+        let id = n["sender_id"].as_u64().unwrap() as usize;
+        let mut sender = table[id].clone();
+        let s = sender.as_object_mut().unwrap();
+        s.remove("id");
+        s.remove("parent_id");
+        let o = n.as_object_mut().unwrap();
+        assert_eq!(o["count"], 1, "one call each");
+        for k in ["sender_id", "count", "last_seq", "last_time"] {
+            o.remove(k);
+        }
+        o.insert("sender".into(), sender);
+    }
     let o = v.as_object_mut().unwrap();
     o.remove("ancestors");
     o.insert("report_schema".into(), 1.into());
@@ -182,7 +197,7 @@ fn as_schema_1(json: &str) -> String {
 }
 
 #[test]
-fn reports_of_schema_1_and_2_fold_alike() {
+fn reports_of_schema_1_and_3_fold_alike() {
     let new = report_json("seed000_group_kill.ndjson");
     assert!(new.contains("\"ancestry_id\""), "the fixture cites chains");
     let old = as_schema_1(&new);

@@ -302,6 +302,7 @@ impl Wire {
                 group: r.group != 0,
                 result: result_name(r.result),
                 sender_argv: None,
+                sender_argv_truncated: false,
                 seccomp_syscall: (r.seccomp_seen != 0).then_some(i64::from(r.seccomp_nr)),
                 call: (r.syscall != 0).then(|| CallRef {
                     id: r.call_id,

@@ -49,15 +49,26 @@ fn table(o: &mut String, id: &str, title: &str, head: &[&str], rows: Vec<Vec<Str
 
 pub(super) fn side_findings(o: &mut String, r: &Report) {
     let a = &r.analysis;
-    let probes = a.near_misses.iter().filter(|n| n.probe).count();
+    let probes: u64 = a
+        .near_misses
+        .iter()
+        .filter(|n| n.probe)
+        .map(|n| n.count)
+        .sum();
     let misses = a
         .near_misses
         .iter()
         .filter(|n| !n.probe)
-        .map(|n| {
+        .filter_map(|n| Some((n, a.entry(n.sender_id)?)))
+        .map(|(n, sender)| {
+            // Folded calls: how many, and when the last one was.
+            let time = match n.count {
+                1 => esc(&n.time),
+                c => format!("{} (×{c}, last {})", esc(&n.time), esc(&n.last_time)),
+            };
             vec![
-                esc(&n.time),
-                proc_cell(&n.sender),
+                time,
+                proc_cell(sender),
                 format!(
                     "<code>{}</code>",
                     esc(&w::call_notation(
@@ -83,7 +94,21 @@ pub(super) fn side_findings(o: &mut String, r: &Report) {
         let _ = writeln!(
             o,
             "<p class=\"note\">{} (signal 0) not listed.</p>",
-            w::plural(probes, "failed liveness probe", "failed liveness probes")
+            w::plural(
+                probes as usize,
+                "failed liveness probe",
+                "failed liveness probes"
+            )
+        );
+    }
+    let left = a.near_misses_left_out;
+    if !left.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">{} ({}) not listed, not even in report.json: it keeps the first {}.</p>",
+            w::plural(left.entries, "more kind of failed call", "more kinds of failed calls"),
+            w::plural(left.events as usize, "call", "calls"),
+            crate::analysis::MAX_NEAR_MISSES
         );
     }
     let foreign = a
@@ -194,7 +219,7 @@ fn snapshots(o: &mut String, r: &Report) {
             .processes
             .iter()
             .map(|p| {
-                let waits: Vec<String> = p
+                let mut waits: Vec<String> = p
                     .threads
                     .iter()
                     .map(|t| {
@@ -206,6 +231,9 @@ fn snapshots(o: &mut String, r: &Report) {
                         )
                     })
                     .collect();
+                if p.threads_left_out > 0 {
+                    waits.push(format!("… {} more, not read", p.threads_left_out));
+                }
                 vec![
                     p.pid.to_string(),
                     format!(

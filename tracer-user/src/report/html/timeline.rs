@@ -95,10 +95,19 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
         .iter()
         .filter_map(|n| {
             let t = cx.seq_t(n.seq)?;
+            let sender = r.analysis.entry(n.sender_id)?;
             let call = w::call_notation(&n.syscall, n.target_arg, n.tid_arg, &n.sig_name);
             let errno = n.errno.as_deref().unwrap_or("failed");
             let probe = if n.probe { " (liveness probe)" } else { "" };
-            Some((&n.sender, t, format!("near miss: {call} → {errno}{probe}")))
+            let times = match n.count {
+                1 => String::new(),
+                c => format!(" ×{c}, the first drawn"),
+            };
+            Some((
+                sender,
+                t,
+                format!("near miss: {call} → {errno}{probe}{times}"),
+            ))
         })
         .collect();
     let snaps: Vec<(u64, String)> = r

@@ -34,8 +34,11 @@ pub struct Session {
     /// The rotated files of this log that tracer knows are its own (a
     /// daemon's; `record` never rotates): the only ones ever read back.
     series: Series,
-    /// Records of earlier (rotated) files that could not be written.
+    /// Records of earlier (rotated) files that could not be written, that
+    /// were too large for a line, that were cut to fit one.
     unwritten_before: u64,
+    too_large_before: u64,
+    cut_before: u64,
     undecodable: u64,
     last_words: LastWordsStore,
     existing: Vec<tracer_common::ExistingRecord>,
@@ -91,6 +94,8 @@ impl Session {
             out,
             series: Series::default(),
             unwritten_before: 0,
+            too_large_before: 0,
+            cut_before: 0,
             undecodable: 0,
             last_words: LastWordsStore::new(last_words_bytes),
             existing: Vec::new(),
@@ -286,6 +291,8 @@ impl Session {
                 task_read_failed,
                 unwritten: self.unwritten_before + self.writer.unwritten(),
                 write_error: self.writer.error().map(|e| e.to_string()),
+                too_large: self.too_large_before + self.writer.too_large(),
+                cut_to_fit: self.cut_before + self.writer.cut_to_fit(),
                 per_cpu,
             },
             command_status,
@@ -318,6 +325,8 @@ impl Session {
             .create_replacing(live)
             .map_err(|source| self.output_error(live, source))?;
         self.unwritten_before += self.writer.unwritten();
+        self.too_large_before += self.writer.too_large();
+        self.cut_before += self.writer.cut_to_fit();
         self.writer = LogWriter::continuing(file, header, next);
         Ok(())
     }

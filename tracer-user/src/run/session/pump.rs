@@ -107,7 +107,10 @@ impl Session {
                 if s.sender.pid != self.me && !self.named.contains(&s.sender.key()) =>
             {
                 self.named.insert(s.sender.key());
-                s.sender_argv = procs::argv_of(s.sender.key());
+                if let Some((argv, cut)) = procs::argv_of(s.sender.key()) {
+                    s.sender_argv = Some(argv);
+                    s.sender_argv_truncated = cut;
+                }
             }
             _ => {}
         }

@@ -262,3 +262,154 @@ fn summarize_measured(scratch: &Path, args: &[&Path]) -> (Output, u64) {
     };
     (out, peak.kib())
 }
+
+/// Round 3, finding 6: a job calling `kill(tracer, SIGTERM)` in a loop (as
+/// `nobody`, so each fails with EPERM) got one near miss per call, each with
+/// its sender in full: 200,000 of them cost 376 MiB and a 164 MB
+/// report.json. Identical calls are one entry with a count now, and the
+/// sender is named once, in the ancestors table.
+#[test]
+fn a_flood_of_failed_kills_of_the_tracer_is_one_entry() {
+    const CALLS: u64 = 50_000;
+    let script = format!(
+        r#"import os, sys
+tracer, failed = os.getppid(), 0
+for _ in range({CALLS}):
+    try:
+        os.kill(tracer, 15)
+    except PermissionError:
+        failed += 1
+sys.exit(0 if failed == {CALLS} else 9)
+"#
+    );
+    let r = record(&["--user", "nobody"], &["python3", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "every kill failed: {}", r.stderr());
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(r.path("report.json")).unwrap()).unwrap();
+    let misses = rep["near_misses"].as_array().unwrap();
+    assert_eq!(misses.len(), 1, "one entry for the identical calls");
+    let n = &misses[0];
+    assert_eq!(n["target_arg"], r.log.header.tracer_pid);
+    assert_eq!(
+        (&n["errno"], &n["sig_name"]),
+        (&"EPERM".into(), &"SIGTERM".into())
+    );
+    let lost = rep["log"]["lost_total"].as_u64().unwrap();
+    let count = n["count"].as_u64().unwrap();
+    assert!(
+        count <= CALLS && count + lost >= CALLS,
+        "{count} calls folded, {lost} events lost, of {CALLS}"
+    );
+    let sender = &rep["ancestors"][n["sender_id"].as_u64().unwrap() as usize];
+    assert_eq!(sender["argv"][0], "python3");
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    assert!(md.contains(&format!("| {count} |")), "{md}");
+    let json = size(&r, "report.json");
+    assert!(json < 256 << 10, "report.json is {json} bytes");
+}
+
+/// A Python child that sleeps with `MB` MB of argv: 12 arguments of 125 KiB
+/// (one argument may be at most 128 KiB), as a Java classpath can be.
+const BIG_ARGV_CHILD: &str = r#"
+import subprocess, sys, time
+n, leak = int(sys.argv[1]), sys.argv[2] == "leak"
+args = ["python3", "-c", "import time; time.sleep(120)"]
+args += [("cp%02d:" % i) + "j" * (125 * 1024) for i in range(12)]
+kids = [subprocess.Popen(args, start_new_session=leak) for _ in range(n)]
+time.sleep(0.5)
+if not leak:
+    time.sleep(120)
+"#;
+
+/// The bytes of a cut argv, as /proc lays them out (NUL-separated).
+fn argv_bytes(argv: &[String]) -> usize {
+    argv.iter().map(|a| a.len() + 1).sum::<usize>() - 1
+}
+
+/// Round 3, finding 5: /proc argv was read whole. 48 processes sharing a
+/// 1.5 MB argv made a `--timeout` snapshot one 72 MB line, over the
+/// reader's 64 MiB limit: every report of the run was lost. argv is read
+/// from /proc as an exec's is captured now (4 KiB, flagged cut), and every
+/// line tracer writes fits 16 MiB.
+#[test]
+fn a_timeout_snapshot_of_processes_with_huge_argvs_stays_readable() {
+    let r = record(
+        &["--user", "nobody", "--timeout", "10s", "--kill-grace", "2s"],
+        &["python3", "-c", BIG_ARGV_CHILD, "48", "hang"],
+    );
+    let snap = r
+        .events()
+        .find_map(|e| match e {
+            tracer_user::eventlog::Record::Snapshot(s) => Some(s),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a snapshot; tracer stderr:\n{}", r.stderr()));
+    let big: Vec<_> = snap
+        .snapshot
+        .processes
+        .iter()
+        .filter(|p| p.argv.iter().any(|a| a.starts_with("cp00:")))
+        .collect();
+    assert_eq!(
+        big.len(),
+        48,
+        "every child is in the snapshot: {:?}",
+        snap.snapshot.notes
+    );
+    for p in big {
+        assert!(p.argv_truncated, "pid {} flagged cut", p.pid);
+        assert!(
+            argv_bytes(&p.argv) <= tracer_common::ARGV_LEN,
+            "{}",
+            argv_bytes(&p.argv)
+        );
+    }
+    let log = std::fs::read(r.path("events.ndjson")).unwrap();
+    let longest = log.split(|&b| b == b'\n').map(<[u8]>::len).max().unwrap();
+    assert!(
+        longest <= tracer_user::eventlog::MAX_RECORD_BYTES,
+        "{longest}"
+    );
+    // The reports were written, and name the hang.
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(r.path("report.json")).unwrap()).unwrap();
+    assert!(
+        rep["verdict"].as_str().unwrap().starts_with("Timed out"),
+        "{}",
+        rep["verdict"]
+    );
+    assert!(size(&r, "report.json") < 8 << 20);
+}
+
+/// The same argv on processes that outlive the command: each leak record
+/// read it whole (80 such leaks cost 375 MiB). Read as an exec's now.
+#[test]
+fn leaked_processes_with_huge_argvs_are_recorded_cut() {
+    let r = record(
+        &["--user", "nobody", "--leaks", "kill", "--leak-grace", "1s"],
+        &["python3", "-c", BIG_ARGV_CHILD, "8", "leak"],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let leaks: Vec<_> = r
+        .events()
+        .filter_map(|e| match e {
+            tracer_user::eventlog::Record::Leak(l) => Some(l),
+            _ => None,
+        })
+        .filter(|l| l.argv.iter().any(|a| a.starts_with("cp00:")))
+        .collect();
+    assert_eq!(leaks.len(), 8, "{}", r.stderr());
+    for l in &leaks {
+        assert!(l.argv_truncated);
+        assert!(argv_bytes(&l.argv) <= tracer_common::ARGV_LEN);
+    }
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(r.path("report.json")).unwrap()).unwrap();
+    let listed = rep["leftovers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["leak"]["argv_truncated"] == true)
+        .count();
+    assert_eq!(listed, 8);
+}

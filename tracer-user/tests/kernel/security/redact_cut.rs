@@ -57,6 +57,36 @@ sys.exit(3)
 }
 
 #[test]
+fn a_secret_cut_by_the_proc_argv_read_leaks_no_prefix() {
+    // Processes that outlive the command: their leak records read argv from
+    // /proc, cut as an exec's at ARGV_LEN bytes, one of them 1..10 bytes
+    // into the secret.
+    let script = format!(
+        r#"import subprocess, sys
+cap = {cap}
+sleep = "import time; time.sleep(60)"
+for k in range(1, 11):
+    # /proc/PID/cmdline: "python3\0-c\0" + sleep + "\0" + pad + "\0" + secret
+    pad = cap - len("python3 -c " + sleep + " ") - 1 - k
+    subprocess.Popen(["python3", "-c", sleep, "p" * pad, "{SECRET}"], start_new_session=True)
+sys.exit(3)
+"#,
+        cap = tracer_common::ARGV_LEN
+    );
+    let r = record(
+        &["--redact", PATTERN, "--leaks", "kill", "--leak-grace", "1s"],
+        &["python3", "-c", &script],
+    );
+    assert_eq!(r.code(), Some(3), "{}", r.stderr());
+    let cut = r
+        .events()
+        .filter(|e| matches!(e, tracer_user::eventlog::Record::Leak(l) if l.argv_truncated))
+        .count();
+    assert_eq!(cut, 10, "the leaks' argvs were not cut ({cut})");
+    assert_no_fragment(r.dir.path(), &r.stderr());
+}
+
+#[test]
 fn a_secret_straddling_the_last_words_cut_leaks_no_suffix() {
     // The secret, then enough bytes that a 256-byte tail starts inside it.
     let script = format!("printf '%s%0250d\\n' {SECRET} 0 >&2; exit 1");
