@@ -52,7 +52,7 @@ fn tracepoint_rung_sees_kill_calls() {
 }
 
 /// fentry is refused on the farm's Firecracker kernels (`-fc-` releases,
-/// DESIGN.md "kernel facts"): there the test checks the refusal is reported,
+/// docs/kernels.md): there the test checks the refusal is reported,
 /// anywhere else (the VM matrix's distribution kernels) fentry must attach
 /// and see the calls.
 #[test]
