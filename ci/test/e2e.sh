@@ -200,13 +200,15 @@ section_gitlab() {
         check_report "$dir" "$([ $job = test ] && echo record || echo daemon)"
         jq -e '.tracer[0].external_link.url | test("^https://gitlab.invalid/group/project/-/jobs/[0-9]+/artifacts/file/tracer-report/report.html$")' \
             "$dir/gitlab-annotations.json" >/dev/null || fail "gitlab $job: annotations link"
+        "$python" "$repo/ci/test/junit.py" "$dir/junit.xml" >/dev/null || fail "gitlab $job: junit.xml is not valid junit-10.xsd"
         "$python" - "$dir/junit.xml" <<'EOF' || fail "gitlab $job: junit.xml"
 import sys, xml.etree.ElementTree as ET
 suite = ET.parse(sys.argv[1]).getroot().find("testsuite")
 failures = [c for c in suite.iter("testcase") if c.find("failure") is not None]
 assert suite.get("failures") == "1" and len(failures) == 1, "one failure"
-assert failures[0].get("name").startswith("sleep 300 (pid "), failures[0].get("name")
-assert "a sibling" in failures[0].find("failure").get("message")
+# Named by its signature: the same in every run, no pid.
+assert failures[0].get("name").startswith("sleep <n> killed by SIGKILL from a sibling"), failures[0].get("name")
+assert "(pid " in failures[0].find("failure").get("message")
 EOF
         pass "gitlab $job: failed with 86, artifacts declared exist, annotations link, junit failure"
     done

@@ -1,6 +1,8 @@
 //! Command "shapes": a command line with its volatile parts (pids, numbers,
 //! temp paths, hex ids, uuids, ports) replaced by placeholders, so the same
-//! defect in different runs reads the same.
+//! defect in different runs reads the same; and the death signature built
+//! from them, which names a death the same way in every run (JUnit test
+//! cases, `tracer summarize`).
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -56,19 +58,75 @@ pub fn normalize(s: &str) -> String {
     r.num.replace_all(&s, "<n>").into_owned()
 }
 
-/// The shape of a command: the program's basename, then its arguments,
-/// normalized. Falls back to the joined command when argv is unknown.
+/// The shape of a command: its short name (as headlines name it:
+/// [`super::command::abbreviate`]) with the volatile parts of each argument
+/// replaced. Falls back to the joined command when argv is unknown.
 pub fn command(argv: &[String], joined: &str) -> String {
-    let text = match argv.split_first() {
-        Some((prog, rest)) => {
-            let base = prog.rsplit('/').next().unwrap_or(prog);
-            let mut v = vec![base.to_string()];
-            v.extend(rest.iter().cloned());
-            v.join(" ")
-        }
-        None => joined.to_string(),
+    let Some((prog, rest)) = argv.split_first() else {
+        return cut(&normalize(joined));
     };
-    cut(&normalize(&text))
+    // Each argument normalized before it is shortened: a temp path is
+    // `<tmp>` whole, not the last components of a random directory.
+    let mut v = vec![super::command::program(prog).to_string()];
+    v.extend(rest.iter().map(|a| normalize(a)));
+    cut(&normalize(&super::command::abbreviate(&v)))
+}
+
+/// What a death signature is made of, each part already a stable string
+/// (shapes, names of kinds and relations as report.json spells them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Death<'a> {
+    /// The victim's shape ([`command`]).
+    pub victim: &'a str,
+    /// `cause.kind` (`killed_in_run`, `oom`, ...).
+    pub cause: &'a str,
+    /// The fatal signal's name.
+    pub signal: Option<&'a str>,
+    /// The exit code, for a death without a signal.
+    pub exit_code: Option<i32>,
+    /// The killer's relation to the victim (`sibling`, `self`, ...).
+    pub relation: Option<&'a str>,
+    /// The killer's shape.
+    pub killer: Option<&'a str>,
+}
+
+/// A death named by what stays the same from run to run: the victim's
+/// short name, the cause, the killer's relation and short name; never a
+/// pid, a time or a temp path. `sleep <n> killed by SIGKILL from a sibling
+/// (sh -c <n>)`, `a.out died of SIGSEGV (fault)`, `make exited 2 (nonzero
+/// exit)`.
+pub fn death(d: &Death) -> String {
+    let words = d.cause.replace('_', " ");
+    match (d.relation, d.signal) {
+        (Some(rel), sig) => {
+            let sig = sig.unwrap_or("a signal");
+            let from = match (rel, d.killer) {
+                ("self", _) => "itself".to_string(),
+                ("tracer", _) => "tracer".to_string(),
+                (rel, killer) => {
+                    let who = match rel {
+                        "parent" => "its parent",
+                        "ancestor" => "an ancestor",
+                        "sibling" => "a sibling",
+                        "descendant" => "a descendant",
+                        "unrelated_in_run" => "an unrelated process of the run",
+                        "outside_run" => "a process outside the run",
+                        other => other,
+                    };
+                    match killer {
+                        Some(k) if !k.is_empty() => format!("{who} ({k})"),
+                        _ => who.to_string(),
+                    }
+                }
+            };
+            format!("{} killed by {sig} from {from}", d.victim)
+        }
+        (None, Some(sig)) => format!("{} died of {sig} ({words})", d.victim),
+        (None, None) => match d.exit_code {
+            Some(code) => format!("{} exited {code} ({words})", d.victim),
+            None => format!("{} ({words})", d.victim),
+        },
+    }
 }
 
 /// A kill-family call with its pids replaced: `kill(-<pid>, SIGKILL)`.
@@ -127,6 +185,52 @@ mod tests {
             "python3 seed0.py deadbeef"
         );
         assert_eq!(command(&[], "[kworker/0:1]"), "[kworker/<n>:<n>]");
+    }
+
+    #[test]
+    fn short_names_leave_interpreter_flags_out() {
+        assert_eq!(
+            command(
+                &argv("/usr/bin/node --max-old-space-size=4096 /home/ci/w/node_modules/vitest/dist/workers/forks.js"),
+                ""
+            ),
+            "node …/vitest/dist/workers/forks.js"
+        );
+    }
+
+    #[test]
+    fn death_signatures_name_no_pid() {
+        let d = Death {
+            victim: "sleep <n>",
+            cause: "killed_in_run",
+            signal: Some("SIGKILL"),
+            relation: Some("sibling"),
+            killer: Some("sh -c <n>"),
+            ..Default::default()
+        };
+        assert_eq!(
+            death(&d),
+            "sleep <n> killed by SIGKILL from a sibling (sh -c <n>)"
+        );
+        let oom = Death {
+            victim: "node worker.js",
+            cause: "oom",
+            signal: Some("SIGKILL"),
+            ..Default::default()
+        };
+        assert_eq!(death(&oom), "node worker.js died of SIGKILL (oom)");
+        let exit = Death {
+            victim: "make",
+            cause: "nonzero_exit",
+            exit_code: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(death(&exit), "make exited 2 (nonzero exit)");
+        let itself = Death {
+            relation: Some("self"),
+            ..d
+        };
+        assert_eq!(death(&itself), "sleep <n> killed by SIGKILL from itself");
     }
 
     #[test]

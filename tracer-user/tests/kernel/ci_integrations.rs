@@ -183,3 +183,228 @@ fn install_from_a_url_verifies_the_checksum_first() {
         "installed despite the mismatch"
     );
 }
+
+/// `python ci/test/junit.py [--names] FILES`: junit-10.xsd validation
+/// (xmlschema), and the test cases as `classname\tname\tfailed|passed`.
+fn junit_py(names: bool, files: &[PathBuf]) -> String {
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("ci/test/junit.py"));
+    if names {
+        cmd.arg("--names");
+    }
+    let out = cmd.args(files).output().expect("run ci/test/junit.py");
+    assert!(out.status.success(), "ci/test/junit.py:\n{}", both(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every fixture's JUnit file (`tracer report --junit`) is valid against
+/// Jenkins' junit-10.xsd, and a schema-invalid file is caught (the
+/// validator is not a formality).
+#[test]
+fn tracer_junit_files_are_valid_junit_10() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixtures = repo().join("tracer-user/tests/fixtures");
+    let mut files = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ndjson"))
+        .collect();
+    names.sort();
+    for log in names {
+        let stem = log.file_stem().unwrap().to_string_lossy().into_owned();
+        let out_dir = tmp.path().join(&stem);
+        let junit = out_dir.join("junit.xml");
+        let out = Command::new(env!("CARGO_BIN_EXE_tracer"))
+            .arg("report")
+            .arg(&log)
+            .arg("--output")
+            .arg(&out_dir)
+            .arg("--junit")
+            .arg(&junit)
+            .output()
+            .unwrap();
+        // A fixture tracer refuses to read (bad logs) has no JUnit file.
+        if out.status.success() {
+            files.push(junit);
+        }
+    }
+    assert!(files.len() > 30, "only {} fixtures rendered", files.len());
+    junit_py(false, &files);
+    // With hostile strings in every record, still valid.
+    let seed = std::fs::read_to_string(fixtures.join("seed000_group_kill.ndjson")).unwrap();
+    let hostile = seed.replace("worker.js", "w\\u001b[31m\\u0007\\ufffe<o>&\\\"\\u202e.js");
+    let dir = tmp.path().join("hostile");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("events.ndjson"), hostile).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tracer"))
+        .arg("report")
+        .arg(dir.join("events.ndjson"))
+        .arg("--junit")
+        .arg(dir.join("junit.xml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", both(&out));
+    let listed = junit_py(true, &[dir.join("junit.xml")]);
+    assert!(
+        listed.contains("w\\e[31m\\x07\\u{fffe}<o>&\"\\u{202e}.js"),
+        "{listed}"
+    );
+    // The canary: a suite without its required `errors` is refused.
+    let bad = tmp.path().join("bad.xml");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    std::fs::write(&bad, text.replacen(" errors=\"0\" skipped", " skipped", 1)).unwrap();
+    let out = Command::new(python())
+        .arg(repo().join("ci/test/junit.py"))
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "an invalid file passed:\n{}",
+        both(&out)
+    );
+}
+
+/// Two runs of one scenario (a worker SIGKILLed by its sibling: the CI
+/// test's workload) give identical test-case names: no pid, time or temp
+/// path in them, so a CI system's history of a test builds up.
+#[test]
+fn two_runs_of_one_scenario_give_the_same_junit_names() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut listed = Vec::new();
+    let mut files = Vec::new();
+    for run in ["first", "second"] {
+        let dir = tmp.path().join(run);
+        std::fs::create_dir(&dir).unwrap();
+        let junit = tmp.path().join(format!("{run}.xml"));
+        let out = Command::new(env!("CARGO_BIN_EXE_tracer"))
+            .args(["record", "--output"])
+            .arg(dir.join("tracer-report"))
+            .arg("--junit")
+            .arg(&junit)
+            .arg("--")
+            .arg("sh")
+            .arg(repo().join("ci/test/workload.sh"))
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("tracer-report/report.json")).unwrap(),
+        )
+        .unwrap();
+        let pids: Vec<String> = report["certificates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["victim"]["pid"].to_string())
+            .collect();
+        let names = junit_py(true, std::slice::from_ref(&junit));
+        for pid in &pids {
+            assert!(
+                !names.contains(pid.as_str()),
+                "pid {pid} in a name:\n{names}"
+            );
+        }
+        assert!(
+            names.contains("tracer.unexpected_death\tsleep <n> killed by SIGKILL from a sibling"),
+            "{names}"
+        );
+        listed.push(names);
+        files.push(junit);
+    }
+    assert_eq!(listed[0], listed[1], "the names differ between runs");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.contains("(pid "),
+        "the pid belongs in the message:\n{text}"
+    );
+}
+
+/// A flaky-death dashboard's input: the same scenario in three CI runs,
+/// each a test that signals a pid written into it (above pid_max here, so
+/// it can only fail: ESRCH, whoever runs it). `tracer summarize` keeps the
+/// literal pid and flags it, and lists each run with the CI context that
+/// `record` read from the CI's environment into the log header.
+#[test]
+fn summarize_flags_a_hard_coded_pid_across_ci_runs() {
+    require_root();
+    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let pid = (max + 4242).to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    for attempt in 1..=3 {
+        let dir = tmp.path().join(format!("run-{attempt}"));
+        let out = Command::new(env!("CARGO_BIN_EXE_tracer"))
+            .args(["record", "--output"])
+            .arg(&dir)
+            .args(["--", "sh", "-c", "kill -TERM \"$0\" 2>/dev/null; exit 0"])
+            .arg(&pid)
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_SERVER_URL", "https://github.example")
+            .env("GITHUB_REPOSITORY", "team/app")
+            .env("GITHUB_RUN_ID", "7001")
+            .env("GITHUB_RUN_ATTEMPT", attempt.to_string())
+            .env("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+            .env("GITHUB_REF_NAME", "main")
+            .env("GITHUB_HEAD_REF", "")
+            .env("GITHUB_JOB", "test")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+    }
+    let summarize = |format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tracer"))
+            .args(["summarize", "--format", format])
+            .arg(tmp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v: serde_json::Value = serde_json::from_str(&summarize("json")).unwrap();
+    let miss = v["near_misses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["errno"] == "ESRCH")
+        .unwrap_or_else(|| panic!("no ESRCH near miss: {v:#}"));
+    assert_eq!(miss["call_shape"], "kill(<pid>)");
+    assert_eq!(
+        miss["repeated_targets"],
+        serde_json::json!([{ "call": format!("kill({pid})"), "runs": 3, "of": 3 }])
+    );
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for (i, r) in runs.iter().enumerate() {
+        let ci = &r["ci"];
+        assert_eq!(ci["commit"], "0123456789abcdef0123456789abcdef01234567");
+        assert_eq!(ci["branch"], "main");
+        assert_eq!(ci["job"], "test");
+        assert_eq!(ci["attempt"], (i + 1).to_string());
+        assert_eq!(
+            ci["run_url"],
+            format!(
+                "https://github.example/team/app/actions/runs/7001/attempts/{}",
+                i + 1
+            )
+        );
+        // A date to the second, not the log's nanoseconds.
+        let at = r["started_at"].as_str().unwrap();
+        assert!(at.len() == 20 && at.ends_with('Z'), "{at}");
+    }
+    let md = summarize("md");
+    assert!(
+        md.contains(&format!("kill({pid}) in 3/3 runs: a hard-coded pid?")),
+        "{md}"
+    );
+    assert!(
+        md.contains("[run-1](https://github.example/team/app/actions/runs/7001/attempts/1)"),
+        "{md}"
+    );
+}

@@ -89,7 +89,8 @@ fn report_fail_on_a_daemon_log_refuses_what_it_cannot_judge() {
     for refused in ["leak", "foreign-signal"] {
         let out = report_fail_on("daemon.ndjson", refused);
         let stderr = no_panic(&out);
-        assert_eq!(out.status.code(), Some(70), "{stderr}");
+        // A usage error (EX_USAGE).
+        assert_eq!(out.status.code(), Some(64), "{stderr}");
         assert!(
             stderr.contains(&format!("--fail-on {refused} is not supported")),
             "{stderr}"
