@@ -102,7 +102,7 @@ pub enum TracerError {
     SudoIdNotNumeric { name: &'static str, value: String },
     #[error("SUDO_UID={0} is not in the user database and SUDO_GID is not set; pass --user USER (or --user root)")]
     SudoUserUnknown(String),
-    #[error("--fail-on {0} is not supported for a daemon's log (use oom or unexpected-death, or `tracer record --fail-on {0}` around the command)")]
+    #[error("--fail-on {0} is not supported for a daemon's log (use oom, unexpected-death or foreign-signal, or `tracer record --fail-on {0}` around the command)")]
     FailOnDaemon(&'static str),
 }
 

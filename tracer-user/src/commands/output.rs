@@ -140,7 +140,7 @@ pub fn judge(
     log: &LogSummary,
     analysis: &Analysis,
 ) -> Vec<(fail_on::Condition, usize)> {
-    let met = fail_on::met(conditions, log.leaks, analysis);
+    let met = fail_on::met(conditions, log, analysis);
     for (c, n) in &met {
         crate::say!("tracer: --fail-on {}: {n} found", c.name());
     }

@@ -26,7 +26,7 @@ pub struct ReportArgs {
     pub output: Option<PathBuf>,
     /// Exit 86 if any of these happened, as `record --fail-on` would:
     /// foreign-signal, leak, oom, unexpected-death (comma-separated). A
-    /// daemon's log supports oom and unexpected-death only.
+    /// daemon's log supports foreign-signal, oom and unexpected-death.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
     pub fail_on: Vec<fail_on::Condition>,
     #[command(flatten)]

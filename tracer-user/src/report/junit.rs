@@ -166,10 +166,11 @@ pub fn render(r: &Report) -> String {
         .filter(|c| c.rank == Rank::Unexpected)
         .map(|c| death_case(c, &mut names))
         .collect();
+    let daemon = r.run.mode == "daemon";
     cases.extend(
         a.foreign_signals
             .iter()
-            .filter(|f| !f.sender_is_tracer)
+            .filter(|f| f.counted(daemon))
             .map(|f| foreign_case(f, &mut names)),
     );
     let failures = cases.len();

@@ -42,6 +42,7 @@ static NO_PROC: ProcIn = ProcIn {
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(default)]
 pub struct RunFactsIn {
+    pub mode: String,
     pub started_at: String,
     pub hostname: String,
     pub ci: Option<CiIn>,
@@ -141,6 +142,7 @@ pub struct ForeignIn {
     pub signal: SignalIn,
     pub sender: ProcIn,
     pub sender_is_tracer: bool,
+    pub target_is_tracer: bool,
     pub target: ProcIn,
     pub call: Option<String>,
 }

@@ -301,7 +301,14 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 .or_default()
                 .insert(i);
         }
-        for f in doc.foreign_signals.iter().filter(|f| !f.sender_is_tracer) {
+        // What --fail-on foreign-signal counts: not tracer's own signals,
+        // nor a daemon's stop.
+        let daemon = doc.run.mode == "daemon";
+        for f in doc
+            .foreign_signals
+            .iter()
+            .filter(|f| !(f.sender_is_tracer || daemon && f.target_is_tracer))
+        {
             let key = (
                 f.direction.clone(),
                 f.signal.sig_name.clone(),

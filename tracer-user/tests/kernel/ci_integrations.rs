@@ -408,3 +408,181 @@ fn summarize_flags_a_hard_coded_pid_across_ci_runs() {
         "{md}"
     );
 }
+
+/// A release tarball laid out as `cargo xtask dist` makes it, with this
+/// build's tracer in it, under `srv/vVERSION/`; returns its SHA-256.
+fn serve_release(srv: &Path, version: &str) -> String {
+    let name = format!("tracer-{version}-x86_64-linux-musl");
+    let dir = srv.join(format!("v{version}"));
+    let stage = dir.join(&name);
+    std::fs::create_dir_all(&stage).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_tracer"), stage.join("tracer")).unwrap();
+    std::fs::copy(repo().join("README.md"), stage.join("README.md")).unwrap();
+    let tarball = dir.join(format!("{name}.tar.gz"));
+    let tar = Command::new("tar")
+        .arg("-czf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&dir)
+        .arg(&name)
+        .output()
+        .unwrap();
+    assert!(tar.status.success(), "{}", both(&tar));
+    std::fs::remove_dir_all(&stage).unwrap();
+    let sum = Command::new("sha256sum").arg(&tarball).output().unwrap();
+    String::from_utf8_lossy(&sum.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// The GitHub Action as a job uses it, through ci/test/gha.py: by default it
+/// installs the release its commit pins (ci/release.env: version, URL,
+/// checksum) from a real HTTP server with a real tarball, verified first;
+/// `version` + `sha256-x86_64` install another; a wrong pinned checksum
+/// installs nothing and fails the step. The matrix legs upload distinct
+/// artifacts without being told a name.
+#[test]
+fn the_action_installs_a_pinned_release_verified_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = tmp.path().join("srv");
+    let pinned = serve_release(&srv, "0.1.0");
+    let other = serve_release(&srv, "0.2.0");
+    let served = Served::dir(&srv);
+    let base = format!("http://127.0.0.1:{}", served.port);
+    // The action's own checkout, with ci/release.env pinning the served one.
+    let src = tmp.path().join("src");
+    let cp = Command::new("cp")
+        .arg("-r")
+        .arg(repo().join("ci"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(cp.status.success(), "{}", both(&cp));
+    let pin = |sha: &str| {
+        let env = std::fs::read_to_string(repo().join("ci/release.env")).unwrap();
+        let env: String = env
+            .lines()
+            .map(|l| {
+                if l.starts_with("TRACER_RELEASE_URL=") {
+                    format!("TRACER_RELEASE_URL={base}\n")
+                } else if l.starts_with("TRACER_RELEASE_SHA256_X86_64=") {
+                    format!("TRACER_RELEASE_SHA256_X86_64={sha}\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        std::fs::write(src.join("release.env"), env).unwrap();
+    };
+    let fixture = repo().join("tracer-user/tests/fixtures/seed000_group_kill.ndjson");
+    let workflow = tmp.path().join("wf.yml");
+    std::fs::write(
+        &workflow,
+        format!(
+            r#"name: action test
+on: push
+jobs:
+  pinned:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        leg: [a, b]
+    steps:
+      - id: tracer
+        uses: OWNER/tracer/ci/github@<commit-sha>
+        with:
+          mode: install
+      - run: |
+          tracer --version
+          test "$(command -v tracer)" = "${{{{ steps.tracer.outputs.tracer }}}}"
+          tracer report {fixture} --output "$GITHUB_WORKSPACE/tracer-report" 2>/dev/null
+      - uses: OWNER/tracer/ci/github@<commit-sha>
+        if: always()
+        with:
+          mode: report
+          fail-on: ''
+  explicit:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: OWNER/tracer/ci/github@<commit-sha>
+        with:
+          mode: install
+          version: 0.2.0
+          sha256-x86_64: {other}
+      - run: tracer --version
+"#,
+            fixture = fixture.display(),
+        ),
+    )
+    .unwrap();
+    let gha = |work: &Path| {
+        std::fs::create_dir_all(work).unwrap();
+        let result = work.join("result.json");
+        let out = Command::new(python())
+            .arg(repo().join("ci/test/gha.py"))
+            .arg("--workflow")
+            .arg(&workflow)
+            .arg("--work")
+            .arg(work)
+            .arg("--result")
+            .arg(&result)
+            .arg("--action")
+            .arg(format!(
+                "OWNER/tracer/ci/github@<commit-sha>={}",
+                src.join("github").display()
+            ))
+            .env("TMPDIR", work)
+            .env_remove("TRACER_RELEASES")
+            .output()
+            .unwrap();
+        let log = both(&out);
+        let result: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&result).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("no result ({e}):\n{log}"));
+        (result, log)
+    };
+
+    pin(&pinned);
+    let work = tmp.path().join("good");
+    let (r, log) = gha(&work);
+    for job in ["pinned (a)", "pinned (b)", "explicit"] {
+        assert_eq!(r[job]["conclusion"], "success", "{job}:\n{log}");
+    }
+    assert!(log.contains("downloading http://127.0.0.1:"), "{log}");
+    assert!(
+        log.contains("/v0.2.0/tracer-0.2.0-x86_64-linux-musl.tar.gz"),
+        "{log}"
+    );
+    for name in ["tracer-report-pinned-1", "tracer-report-pinned-2"] {
+        assert!(
+            work.join("artifacts")
+                .join(name)
+                .join("report.json")
+                .exists(),
+            "no artifact {name}:\n{log}"
+        );
+    }
+
+    // The pinned checksum off by one digit: nothing is installed.
+    let wrong = format!(
+        "{}{}",
+        &pinned[..63],
+        if pinned.ends_with('0') { '1' } else { '0' }
+    );
+    pin(&wrong);
+    let (r, log) = gha(&tmp.path().join("bad"));
+    let job = &r["pinned (a)"];
+    assert_eq!(job["conclusion"], "failure", "{log}");
+    let install = job["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "install" && s["outcome"] != "skipped")
+        .unwrap_or_else(|| panic!("no install step:\n{log}"));
+    assert_eq!(install["outcome"], "failure", "{log}");
+    assert!(log.contains("checksum mismatch"), "{log}");
+    let bin = std::path::PathBuf::from(job["temp"].as_str().unwrap()).join("tracer-bin/tracer");
+    assert!(!bin.exists(), "installed despite the mismatch");
+}

@@ -66,8 +66,9 @@ pub struct DaemonArgs {
     /// `memcg` label (deeper ones name single pods or jobs).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub metrics_memcg_depth: usize,
-    /// Exit 86 at stop if any of these happened: oom, unexpected-death
-    /// (comma-separated). The daemon's own judgement, from the log it wrote:
+    /// Exit 86 at stop if any of these happened: foreign-signal (a signal
+    /// across the watched scope's boundary, the daemon's own stop excepted),
+    /// oom, unexpected-death (comma-separated). The daemon's own judgement, from the log it wrote:
     /// CI scripts use this status rather than re-reading a directory the
     /// job could have written into.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
