@@ -387,6 +387,21 @@ section_container() {
     env -i "$work/image/busybox" sh -c 'for t in 1 2; do sleep 0; done; echo finished' | grep -q finished ||
         fail "container: the image's shell cannot run the sidecar's loop"
     pass "container: the build stage's script builds the static tracer and a static shell, nothing else"
+
+    # The release image's context, from a release tarball of that static
+    # tracer: made only when the checksum matches, static binaries only.
+    local rel=$work/release name=tracer-0.0.0-x86_64-linux-musl sha
+    mkdir -p "$rel/$name"
+    cp "$work/image/tracer" "$rel/$name/tracer"
+    tar -czf "$rel/$name.tar.gz" -C "$rel" "$name"
+    sha=$(sha256sum "$rel/$name.tar.gz" | cut -d' ' -f1)
+    ! "$repo/ci/container/release-context.sh" "$rel/$name.tar.gz" "$(printf '%064d' 0)" "$rel/bad" \
+        "$work/image/busybox" 2>/dev/null || fail "container: release-context.sh took a wrong checksum"
+    [ ! -e "$rel/bad/tracer" ] || fail "container: release-context.sh unpacked despite the mismatch"
+    "$repo/ci/container/release-context.sh" "$rel/$name.tar.gz" "$sha" "$rel/ctx" "$work/image/busybox" >/dev/null ||
+        fail "container: release-context.sh"
+    [ "$(cd "$rel/ctx" && echo *)" = "busybox tracer" ] || fail "container: release context: $(cd "$rel/ctx" && echo *)"
+    pass "container: the release image's context holds the verified static tracer and busybox, nothing else"
 }
 
 for s in "${sections[@]}"; do

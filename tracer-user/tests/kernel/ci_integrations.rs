@@ -586,3 +586,61 @@ jobs:
     let bin = std::path::PathBuf::from(job["temp"].as_str().unwrap()).join("tracer-bin/tracer");
     assert!(!bin.exists(), "installed despite the mismatch");
 }
+
+/// `tracer daemon --junit FILE`: written on the daemon's stop path, valid
+/// junit-10.xsd, naming the death the watched job had.
+#[test]
+fn the_daemon_writes_its_junit_file_when_it_stops() {
+    use std::io::{BufRead, BufReader};
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let go = tmp.path().join("go");
+    // The job: waits to be watched, then loses a worker to its sibling.
+    let mut job = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "while [ ! -e {go} ]; do sleep 0.05; done; sh {workload}",
+            go = go.display(),
+            workload = repo().join("ci/test/workload.sh").display()
+        ))
+        .current_dir(tmp.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = tmp.path().join("out");
+    let junit = tmp.path().join("junit.xml");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_tracer"))
+        .args(["daemon", "--root-pid", &job.id().to_string(), "--output"])
+        .arg(&out)
+        .arg("--junit")
+        .arg(&junit)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(daemon.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("daemon watching") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "the daemon ended early"
+        );
+    }
+    std::fs::write(&go, "").unwrap();
+    assert!(job.wait().unwrap().success());
+    assert!(!junit.exists(), "written before the stop");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let status = daemon.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let names = junit_py(true, &[junit]);
+    assert!(
+        names.contains("tracer.unexpected_death\tsleep <n> killed by SIGKILL from a sibling"),
+        "{names}"
+    );
+    // Its own stop is not a foreign signal of the job.
+    assert!(!names.contains("tracer.foreign_signal"), "{names}");
+}
