@@ -50,7 +50,9 @@ export PATH
 
 work=$(mktemp -d /tmp/tracer-ci-e2e.XXXXXX)
 chmod 755 "$work"
-user='tracer-ci-e2e'
+# Its own user: another run of this script on the machine (another
+# checkout's suite) must not delete this run's user or sudoers entry.
+user=tracer-ci-e2e-$$
 made_user=
 http_pid=
 
