@@ -7,7 +7,8 @@
 # Idempotent: a daemon already stopped is not signalled again, so a job can
 # stop it at the end of its script (with --fail-on, to fail the job) and again
 # in an always-run clean-up step. --fail-on (TRACER_FAIL_ON) takes the
-# conditions a daemon's log can judge: unexpected-death, oom; exit 86 when
+# conditions a daemon's log can judge: unexpected-death, oom,
+# foreign-signal (its own stop excepted); exit 86 when
 # one is met. TRACER_STOP_TIMEOUT (600 s) bounds the wait: a long job's
 # report takes a while to render. The state directory is TRACER_STATE_DIR,
 # else $RUNNER_TEMP/tracer-daemon; without either, pass the one

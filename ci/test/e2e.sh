@@ -35,7 +35,9 @@
 # daemon this script started is stopped, and the user it made is removed.
 set -euo pipefail
 
-python=$(realpath "$1")
+# Not realpath: the venv's bin/python is a link to the interpreter, and
+# only through the link does it find the venv's packages (xmlschema).
+python=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 tracer=$(realpath "$2")
 shift 2
 sections=("$@")
@@ -48,8 +50,11 @@ export PATH
 
 work=$(mktemp -d /tmp/tracer-ci-e2e.XXXXXX)
 chmod 755 "$work"
-user='tracer-ci-e2e'
+# Its own user: another run of this script on the machine (another
+# checkout's suite) must not delete this run's user or sudoers entry.
+user=tracer-ci-e2e-$$
 made_user=
+http_pid=
 
 fail() {
     echo "e2e: FAIL: $*" >&2
@@ -77,6 +82,7 @@ stop_daemons() {
 cleanup() {
     local status=$?
     stop_daemons
+    [ -z "${http_pid:-}" ] || kill "$http_pid" 2>/dev/null || true
     if [ -n "$made_user" ]; then
         rm -f "/etc/sudoers.d/$user"
         userdel -r "$user" 2>/dev/null || true
@@ -121,6 +127,28 @@ wait_for_line() { # FILE PATTERN: bounded wait for the daemon's own words
     fail "no '$2' in $1 after 60 s"
 }
 
+# A release of $tracer under DIR/v0.1.0/, served by python's http.server
+# on 127.0.0.1 (stopped on exit): sets release_url and release_sha.
+serve_release() {
+    local dir=$1 name version port
+    version=$(sed -n 's/^TRACER_RELEASE_VERSION=//p' "$repo/ci/release.env")
+    name=tracer-$version-x86_64-linux-musl
+    mkdir -p "$dir/v$version/$name"
+    cp "$tracer" "$dir/v$version/$name/tracer"
+    cp "$repo/README.md" "$dir/v$version/$name/"
+    tar -czf "$dir/v$version/$name.tar.gz" -C "$dir/v$version" "$name"
+    release_sha=$(sha256sum "$dir/v$version/$name.tar.gz" | cut -d' ' -f1)
+    "$python" -u -m http.server --bind 127.0.0.1 0 --directory "$dir" >"$work/http.log" 2>&1 &
+    http_pid=$!
+    for _ in $(seq 100); do
+        port=$(sed -n 's/.* port \([0-9]*\) .*/\1/p' "$work/http.log")
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || fail "the release server did not start"
+    release_url=http://127.0.0.1:$port
+}
+
 section_github() {
     make_user
     local uid src gh result
@@ -135,14 +163,14 @@ section_github() {
         --substitute "make test=sh $src/ci/test/workload.sh")
     mkdir -p "$work/github"
 
-    # The build job, as root: install.sh builds from the checkout the action
-    # is in (cargo xtask build; the dev profile here, release by default).
-    "$python" "$repo/ci/test/gha.py" "${gh[@]}" --job tracer \
-        --action "OWNER/tracer/ci/github@<commit-sha>=$repo/ci/github" \
-        --env TRACER_PROFILE=debug --result "$work/github-build.json"
-    [ "$(jq -r .tracer.conclusion "$work/github-build.json")" = success ] || fail "github: build job"
-    [ -f "$work/github/artifacts/tracer-binary/tracer" ] || fail "github: no tracer-binary artifact"
-    pass "github: build job built tracer from source and uploaded it"
+    # The release the action's copy pins: this tracer in a tarball laid out
+    # as `cargo xtask dist` makes it, served on 127.0.0.1, its URL and
+    # checksum written into the copy's ci/release.env. The jobs install it
+    # as a real job would, by default, verified first.
+    serve_release "$work/releases"
+    sed -i -e "s|^TRACER_RELEASE_URL=.*|TRACER_RELEASE_URL=$release_url|" \
+        -e "s|^TRACER_RELEASE_SHA256_X86_64=.*|TRACER_RELEASE_SHA256_X86_64=$release_sha|" \
+        "$src/ci/release.env"
 
     # The daemon and record jobs, steps as $user, under a Runner.Worker.
     "$python" "$repo/ci/test/gha.py" "${gh[@]}" --job daemon --job record --user "$user" \
@@ -170,19 +198,53 @@ section_github() {
         done
         pass "github $job: summary, ::error annotation, artifact, files owned by $user"
     done
-    # How each failed: the daemon job in the action's report step (86, after
-    # the summary); the record job in its Tests step (tracer-record: 86).
+    # How each failed: the daemon job in the action's stop step (86: judged
+    # as root before the reports are handed back, the verdict the job's
+    # files cannot forge), and again in its report step (86, after the
+    # summary); the record job in its Tests step (tracer-record: 86).
+    jq -e '.daemon.steps | map(select(.id == "stop" and .outcome != "skipped")) | .[0].exit_code == 86' "$result" >/dev/null ||
+        fail "github daemon: the stop step did not exit 86"
     jq -e '.daemon.steps | map(select(.id == "report" and .outcome != "skipped")) | .[0].exit_code == 86' "$result" >/dev/null ||
         fail "github daemon: the report step did not exit 86"
-    jq -e '.daemon.steps | map(select(.id == "stop" and .outcome != "skipped")) | .[0].outcome == "success"' "$result" >/dev/null ||
-        fail "github daemon: the stop step failed"
     jq -e '.record.steps | map(select(.name == "Tests")) | .[0].exit_code == 86' "$result" >/dev/null ||
         fail "github record: the Tests step did not exit 86"
     [ "$(cat "$(jq -r .daemon.temp "$result")/tracer-daemon/rc")" = 0 ] || fail "github daemon: daemon exit status"
     jq -e --arg u "$user" '.run.command_user | startswith($u + " (uid ")' \
         "$(jq -r .record.workspace "$result")/tracer-report/report.json" >/dev/null ||
         fail "github record: the command did not run as $user"
-    pass "github: the daemon job failed in its report step (86), the record job in its Tests step (86)"
+    pass "github: the daemon job failed in its stop and report steps (86), the record job in its Tests step (86)"
+
+    # The fallback, `build: 'true'`, twice, as root: the first job builds
+    # tracer from the action's own checkout (this one; the dev profile
+    # here) and saves it in the cache, the second restores it and builds
+    # nothing.
+    cat >"$work/build.yml" <<'EOF'
+name: build fallback
+on: push
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - id: tracer
+        uses: OWNER/tracer/ci/github@<commit-sha>
+        with:
+          mode: install
+          build: 'true'
+      - run: tracer --version
+EOF
+    local n log
+    for n in 1 2; do
+        log=$work/build-$n.log
+        "$python" "$repo/ci/test/gha.py" --workflow "$work/build.yml" --work "$work/github-build" \
+            --action "OWNER/tracer/ci/github@<commit-sha>=$repo/ci/github" \
+            --env TRACER_PROFILE=debug --result "$work/build-$n.json" >"$log" 2>&1 || { cat "$log"; fail "github build $n"; }
+        [ "$(jq -r .build.conclusion "$work/build-$n.json")" = success ] || { cat "$log"; fail "github build $n"; }
+    done
+    grep -q "building tracer from" "$work/build-1.log" || fail "github build 1 did not build"
+    grep -q "cache: saved" "$work/build-1.log" || fail "github build 1 saved no cache"
+    grep -q "cache: restored" "$work/build-2.log" || fail "github build 2 restored no cache"
+    ! grep -q "building tracer from" "$work/build-2.log" || fail "github build 2 built again"
+    pass "github: build: 'true' built from source once, the next job restored it from the cache"
 }
 
 section_gitlab() {
@@ -200,13 +262,15 @@ section_gitlab() {
         check_report "$dir" "$([ $job = test ] && echo record || echo daemon)"
         jq -e '.tracer[0].external_link.url | test("^https://gitlab.invalid/group/project/-/jobs/[0-9]+/artifacts/file/tracer-report/report.html$")' \
             "$dir/gitlab-annotations.json" >/dev/null || fail "gitlab $job: annotations link"
+        "$python" "$repo/ci/test/junit.py" "$dir/junit.xml" >/dev/null || fail "gitlab $job: junit.xml is not valid junit-10.xsd"
         "$python" - "$dir/junit.xml" <<'EOF' || fail "gitlab $job: junit.xml"
 import sys, xml.etree.ElementTree as ET
 suite = ET.parse(sys.argv[1]).getroot().find("testsuite")
 failures = [c for c in suite.iter("testcase") if c.find("failure") is not None]
 assert suite.get("failures") == "1" and len(failures) == 1, "one failure"
-assert failures[0].get("name").startswith("sleep 300 (pid "), failures[0].get("name")
-assert "a sibling" in failures[0].find("failure").get("message")
+# Named by its signature: the same in every run, no pid.
+assert failures[0].get("name").startswith("sleep <n> killed by SIGKILL from a sibling"), failures[0].get("name")
+assert "(pid " in failures[0].find("failure").get("message")
 EOF
         pass "gitlab $job: failed with 86, artifacts declared exist, annotations link, junit failure"
     done
@@ -325,6 +389,21 @@ section_container() {
     env -i "$work/image/busybox" sh -c 'for t in 1 2; do sleep 0; done; echo finished' | grep -q finished ||
         fail "container: the image's shell cannot run the sidecar's loop"
     pass "container: the build stage's script builds the static tracer and a static shell, nothing else"
+
+    # The release image's context, from a release tarball of that static
+    # tracer: made only when the checksum matches, static binaries only.
+    local rel=$work/release name=tracer-0.0.0-x86_64-linux-musl sha
+    mkdir -p "$rel/$name"
+    cp "$work/image/tracer" "$rel/$name/tracer"
+    tar -czf "$rel/$name.tar.gz" -C "$rel" "$name"
+    sha=$(sha256sum "$rel/$name.tar.gz" | cut -d' ' -f1)
+    ! "$repo/ci/container/release-context.sh" "$rel/$name.tar.gz" "$(printf '%064d' 0)" "$rel/bad" \
+        "$work/image/busybox" 2>/dev/null || fail "container: release-context.sh took a wrong checksum"
+    [ ! -e "$rel/bad/tracer" ] || fail "container: release-context.sh unpacked despite the mismatch"
+    "$repo/ci/container/release-context.sh" "$rel/$name.tar.gz" "$sha" "$rel/ctx" "$work/image/busybox" >/dev/null ||
+        fail "container: release-context.sh"
+    [ "$(cd "$rel/ctx" && echo *)" = "busybox tracer" ] || fail "container: release context: $(cd "$rel/ctx" && echo *)"
+    pass "container: the release image's context holds the verified static tracer and busybox, nothing else"
 }
 
 for s in "${sections[@]}"; do

@@ -17,7 +17,11 @@ looks like a runner's.
 
 What it stands in for: actions/checkout (the workspace starts empty; steps
 use absolute paths), actions/upload-artifact and actions/download-artifact
-(a local directory of artifacts). Any other `uses:` is an error.
+(a local directory of artifacts), actions/cache/restore and
+actions/cache/save (a local directory of caches, by key). A job's
+`strategy.matrix` (lists of values, no include/exclude) runs one leg per
+combination, named `JOB (v1, v2)`, with the matrix and strategy contexts.
+Any other `uses:` is an error.
 
 --substitute OLD=NEW replaces text in the workflow's own `run:` scripts (not
 the action's): the test swaps `make test` for its workload that way.
@@ -224,10 +228,12 @@ def read_kv_file(path):
 
 
 class Job:
-    def __init__(self, runner, name, spec, workdir):
+    def __init__(self, runner, name, spec, workdir, leg=None):
         self.runner = runner
         self.name = name
         self.spec = spec
+        # (matrix values, job-index, job-total) of a matrix leg.
+        self.matrix, self.index, self.total = leg or ({}, 0, 1)
         self.temp = os.path.join(workdir, "temp")
         self.workspace = os.path.join(workdir, "workspace")
         os.makedirs(self.temp)
@@ -246,10 +252,12 @@ class Job:
             {
                 "GITHUB_ACTIONS": "true",
                 "CI": "true",
-                "GITHUB_JOB": name,
+                "GITHUB_JOB": spec.get("__id", name),
+                "GITHUB_RUN_ATTEMPT": runner.base_env.get("GITHUB_RUN_ATTEMPT", "1"),
                 "GITHUB_WORKSPACE": self.workspace,
                 "RUNNER_TEMP": self.temp,
                 "RUNNER_OS": "Linux",
+                "RUNNER_ARCH": "X64",
             }
         )
         for k, v in (runner.workflow.get("env") or {}).items():
@@ -261,7 +269,8 @@ class Job:
         self.counter = 0
 
     def github(self, action_path=None):
-        g = {"job": self.name, "workspace": self.workspace, "action_path": action_path or ""}
+        g = {"job": self.spec.get("__id", self.name), "workspace": self.workspace,
+             "action_path": action_path or "", "run_attempt": self.env["GITHUB_RUN_ATTEMPT"]}
         return g
 
     def run(self):
@@ -287,7 +296,9 @@ class Job:
             "inputs": inputs,
             "steps": ctx_steps,
             "github": self.github(action_path),
-            "runner": {"temp": self.temp, "os": "Linux"},
+            "runner": {"temp": self.temp, "os": "Linux", "arch": "X64"},
+            "strategy": {"job-index": self.index, "job-total": self.total},
+            "matrix": self.matrix,
             "env": dict(self.env),
         }
 
@@ -420,6 +431,30 @@ class Job:
                         os.chown(os.path.join(root, n), self.runner.user.pw_uid,
                                  self.runner.user.pw_gid)
             return True, 0, {"download-path": dest}
+        if name in ("actions/cache/restore", "actions/cache/save"):
+            key = with_["key"]
+            if "/" in key or key.startswith("."):
+                raise ValueError(f"cache key {key!r}")
+            stored = os.path.join(self.runner.caches, key)
+            path = with_["path"]
+            if name.endswith("restore"):
+                if not os.path.isdir(stored):
+                    print(f"cache: no entry for {key}")
+                    return True, 0, {"cache-hit": "false"}
+                shutil.copytree(stored, path, dirs_exist_ok=True)
+                if self.runner.user:
+                    for root, dirs, names in os.walk(path):
+                        for n in dirs + names + [""]:
+                            os.chown(os.path.join(root, n), self.runner.user.pw_uid,
+                                     self.runner.user.pw_gid)
+                print(f"cache: restored {key} into {path}")
+                return True, 0, {"cache-hit": "true", "cache-matched-key": key}
+            if os.path.isdir(stored):
+                print(f"cache: {key} exists already, not saved")
+                return True, 0, {}
+            shutil.copytree(path, stored)
+            print(f"cache: saved {path} as {key}")
+            return True, 0, {"cache-id": "1"}
         raise ValueError(f"no stand-in for `uses: {ref}`")
 
     def composite(self, action_dir, with_, scope):
@@ -461,6 +496,8 @@ class Runner:
         self.work = os.path.abspath(args.work)
         self.artifacts = os.path.join(self.work, "artifacts")
         os.makedirs(self.artifacts, exist_ok=True)
+        self.caches = os.path.join(self.work, "caches")
+        os.makedirs(self.caches, exist_ok=True)
         # Steps run as this user (GitHub's hosted runners: `runner`, with
         # passwordless sudo); the stand-in itself stays root.
         self.user = pwd.getpwnam(args.user) if args.user else None
@@ -493,12 +530,29 @@ class Runner:
             visit(name)
         return out
 
+    def legs(self, name, spec):
+        """(name, leg) per matrix combination, or the job itself."""
+        matrix = (spec.get("strategy") or {}).get("matrix")
+        if not matrix:
+            return [(name, None)]
+        keys = list(matrix)
+        if any(not isinstance(matrix[k], list) for k in keys):
+            raise ValueError(f"job {name}: only a matrix of lists is supported")
+        combos = [[]]
+        for k in keys:
+            combos = [c + [v] for c in combos for v in matrix[k]]
+        return [(f"{name} ({', '.join(str(v) for v in c)})", (dict(zip(keys, c)), i, len(combos)))
+                for i, c in enumerate(combos)]
+
     def run(self, wanted):
         results = {}
-        for name in self.order(wanted):
-            workdir = tempfile.mkdtemp(prefix=f"job-{name}-", dir=self.work)
+        legs = [(job_id, name, leg) for job_id in self.order(wanted)
+                for name, leg in self.legs(job_id, self.workflow["jobs"][job_id])]
+        for job_id, name, leg in legs:
+            workdir = tempfile.mkdtemp(prefix=f"job-{job_id}-", dir=self.work)
             os.chmod(workdir, 0o755)
-            job = Job(self, name, self.workflow["jobs"][name], workdir)
+            spec = dict(self.workflow["jobs"][job_id], __id=job_id)
+            job = Job(self, name, spec, workdir, leg)
             conclusion = job.run()
             results[name] = {
                 "conclusion": conclusion,

@@ -5,9 +5,11 @@ ci/test/venv.sh makes (its tools are pinned in requirements.txt):
     VENV/bin/python ci/test/lint.py
 
 What is checked, and against what:
-- yamllint (ci/.yamllint.yml) on every YAML file under ci/.
+- yamllint (ci/.yamllint.yml) on every YAML file under ci/ and
+  .github/workflows/.
 - check-jsonschema's bundled SchemaStore schemas: ci/github/action.yml
-  against vendor.github-actions, the example workflow against
+  against vendor.github-actions, the example workflow and this
+  repository's own workflows (.github/workflows/: the release) against
   vendor.github-workflows, both GitLab files against vendor.gitlab-ci, and
   also the pipeline GitLab would run: the example with the template
   included, extends and !reference resolved (glci.py --dump-merged).
@@ -24,8 +26,18 @@ What is checked, and against what:
   docs/metrics.md (tracer-user/tests/kernel/metrics.rs runs each query against a
   real Prometheus).
 - shellcheck on every script under ci/, and on the shell embedded in the
-  YAML: the action's and the workflow's `run:` steps, the GitLab jobs'
+  YAML: the action's and every workflow's `run:` steps, the GitLab jobs'
   script lines, the CI pod's container commands.
+- the release workflow's shape: it runs on version tags only, reads by
+  default (`permissions: contents: read`), and each job asks only for what
+  its steps need (id-token and attestations where provenance is attested,
+  packages where the image is pushed, contents: write where the release is
+  made); every tarball is attested and uploaded with its .sha256.
+- ci/release.env, the release every integration installs by default: the
+  four keys, its version the workspace's, each checksum 64 hex digits, or
+  `unpublished` / an empty one (no such build), listed as to fill in.
+- ci/container/release.Containerfile: `scratch` only, copying exactly what
+  release-context.sh puts in its context.
 - the Containerfile, by reading it (there is no engine here to build it):
   each COPY --from names an earlier stage, each RUN'd script and COPY'd
   source exists, and .dockerignore keeps target/ out of the context.
@@ -289,6 +301,102 @@ def check_dashboard(dash, documented):
     return problems
 
 
+WORKFLOWS = os.path.join(ROOT, ".github", "workflows")
+
+
+def own_workflows():
+    if not os.path.isdir(WORKFLOWS):
+        return []
+    return sorted(os.path.join(WORKFLOWS, n) for n in os.listdir(WORKFLOWS)
+                  if n.endswith((".yml", ".yaml")))
+
+
+def steps_of(job):
+    return job.get("steps") or []
+
+
+def check_release_workflow(wf):
+    """The release workflow's triggers and permissions, job by job."""
+    problems = []
+    on = wf.get("on") or wf.get(True) or {}
+    if set(on) != {"push"} or set(on["push"]) != {"tags"}:
+        problems.append(f"runs on {sorted(on)}: a release runs on version tags only")
+    if wf.get("permissions") != {"contents": "read"}:
+        problems.append(f"top-level permissions {wf.get('permissions')}: contents: read by default")
+    for name, job in wf.get("jobs", {}).items():
+        perms = job.get("permissions") or {}
+        uses = [st.get("uses", "").split("@")[0] for st in steps_of(job)]
+        runs = "\n".join(st.get("run", "") for st in steps_of(job))
+        attests = "actions/attest-build-provenance" in uses
+        want = {"contents": "read"}
+        if attests:
+            want.update({"id-token": "write", "attestations": "write"})
+        if "docker buildx" in runs and "push=true" in runs:
+            want["packages"] = "write"
+        if "gh release create" in runs:
+            want["contents"] = "write"
+        if perms != want and not (not perms and want == {"contents": "read"}):
+            problems.append(f"job {name}: permissions {perms}, its steps need exactly {want}")
+        for st in steps_of(job):
+            if st.get("uses", "").startswith("actions/upload-artifact") and name == "dist":
+                if not attests:
+                    problems.append(f"job {name} uploads a build it did not attest")
+        if name == "dist":
+            if "cargo xtask dist" not in runs:
+                problems.append("job dist does not build with cargo xtask dist")
+            if "sha256" not in runs:
+                problems.append("job dist ships no .sha256 files")
+    return problems
+
+
+RELEASE_KEYS = ("TRACER_RELEASE_VERSION", "TRACER_RELEASE_URL", "TRACER_RELEASE_SHA256_X86_64",
+                "TRACER_RELEASE_SHA256_AARCH64")
+
+
+def check_release_env(text, workspace_version):
+    problems, placeholders = [], []
+    values = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Z0-9_]+)=([^\s'\"$`;&|<>()]*)", line)
+        if not m:
+            problems.append(f"line {n}: not a NAME=VALUE line a shell reads as data: {line}")
+            continue
+        values[m.group(1)] = m.group(2)
+    if tuple(sorted(values)) != tuple(sorted(RELEASE_KEYS)):
+        problems.append(f"keys {sorted(values)}, expected {sorted(RELEASE_KEYS)}")
+        return problems, placeholders
+    if values["TRACER_RELEASE_VERSION"] != workspace_version:
+        problems.append(f"version {values['TRACER_RELEASE_VERSION']}, the workspace's is {workspace_version}")
+    url = values["TRACER_RELEASE_URL"]
+    if not re.fullmatch(r"https://[\w.-]+/[\w./-]+", url):
+        problems.append(f"releases URL {url!r} is not https://HOST/PATH")
+    elif "/OWNER/" in url:
+        placeholders.append(f"TRACER_RELEASE_URL={url}")
+    for key in RELEASE_KEYS[2:]:
+        v = values[key]
+        if v == "unpublished" or v == "":
+            placeholders.append(f"{key}={v or '(empty: no build for it)'}")
+        elif not re.fullmatch(r"[0-9a-f]{64}", v):
+            problems.append(f"{key}={v}: not 64 lowercase hex digits")
+    return problems, placeholders
+
+
+def check_release_containerfile(text, context_script):
+    problems = []
+    froms = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    if froms != ["scratch"]:
+        problems.append(f"FROM {froms}: the release image is scratch alone")
+    copies = re.findall(r"^COPY\s+(?!--)(\S+)\s", text, re.M)
+    for src in copies:
+        if f'"$out/{src}"' not in context_script:
+            problems.append(f"COPY {src}: release-context.sh puts no such file in the context")
+    if sorted(copies) != ["busybox", "tracer"]:
+        problems.append(f"copies {copies}: exactly tracer and busybox")
+    return problems
+
+
 def report(label, problems, placeholders=()):
     (failures if problems else passed).append(label)
     print(("FAIL  " if problems else "ok    ") + label + "".join(f"\n      {p}" for p in problems)
@@ -298,7 +406,7 @@ def report(label, problems, placeholders=()):
 def main():
     tmp = tempfile.mkdtemp(prefix="ci-lint-")
     snippet = 0
-    yamls = files("", ".yml", ".yaml")
+    yamls = files("", ".yml", ".yaml") + own_workflows()
 
     # --- yamllint
     run("yamllint ci/", [tool("yamllint"), "-s", "-c", os.path.join(CI, ".yamllint.yml")] + yamls)
@@ -322,9 +430,55 @@ def main():
     broken["jobs"]["daemon"]["runs_on"] = broken["jobs"]["daemon"].pop("runs-on")
     run("workflow with runs_on: vendor.github-workflows",
         [cj, "--builtin-schema", "vendor.github-workflows", dump(broken, tmp, "wf.yml")], False)
+    for wf in own_workflows():
+        run(f"{rel(wf)}: vendor.github-workflows",
+            [cj, "--builtin-schema", "vendor.github-workflows", wf])
+    release = os.path.join(WORKFLOWS, "release.yml")
+    broken = yaml.safe_load(open(release))
+    del broken["jobs"]["dist"]["runs-on"]
+    run("release workflow with a job lacking runs-on: vendor.github-workflows",
+        [cj, "--builtin-schema", "vendor.github-workflows", dump(broken, tmp, "release.yml")], False)
+    release_wf = yaml.safe_load(open(release))
+    report("release workflow: version tags only, least privilege per job, attested and checksummed",
+           check_release_workflow(release_wf))
+    for canary, edit_ in (("write-all permissions",
+                           lambda b: b.update(permissions="write-all")),
+                          ("a pull_request trigger",
+                           lambda b: (b.get("on") or b[True]).update(pull_request=None)),
+                          ("the attestation step removed",
+                           lambda b: b["jobs"]["dist"]["steps"].pop(
+                               next(i for i, st in enumerate(b["jobs"]["dist"]["steps"])
+                                    if "attest" in st.get("uses", "")))),
+                          ("packages: write on the dist job",
+                           lambda b: b["jobs"]["dist"]["permissions"].update(packages="write"))):
+        broken = copy.deepcopy(release_wf)
+        edit_(broken)
+        report(f"release workflow with {canary} (canary: must be rejected)",
+               [] if check_release_workflow(broken) else ["accepted"])
+    cargo_version = re.search(r'^version = "(.*)"', open(os.path.join(ROOT, "Cargo.toml")).read(),
+                              re.M).group(1)
+    pinned = open(os.path.join(CI, "release.env")).read()
+    report("ci/release.env: the pinned release, its version the workspace's",
+           *check_release_env(pinned, cargo_version))
+    for canary, text in (("a shell command", pinned + "TRACER_RELEASE_URL=$(id)\n"),
+                         ("a short checksum", pinned.replace(
+                             "TRACER_RELEASE_SHA256_AARCH64=", "TRACER_RELEASE_SHA256_AARCH64=abc123")),
+                         ("another version", pinned.replace(
+                             f"TRACER_RELEASE_VERSION={cargo_version}", "TRACER_RELEASE_VERSION=9.9.9"))):
+        problems, _ = check_release_env(text, cargo_version)
+        report(f"ci/release.env with {canary} (canary: must be rejected)",
+               [] if problems else ["accepted"])
+    release_cf = open(os.path.join(CI, "container", "release.Containerfile")).read()
+    context_sh = open(os.path.join(CI, "container", "release-context.sh")).read()
+    report("release.Containerfile: scratch, exactly what release-context.sh makes",
+           check_release_containerfile(release_cf, context_sh))
+    report("release.Containerfile with a base image (canary: must be rejected)",
+           [] if check_release_containerfile("FROM debian\n" + release_cf, context_sh)
+           else ["accepted"])
     for doc, where in ((yaml.safe_load(open(action))["runs"]["steps"], "action.yml"),
-                       *((job["steps"], f"workflow job {name}") for name, job in
-                         yaml.safe_load(open(workflow))["jobs"].items())):
+                       *((job["steps"], f"{rel(path)} job {name}")
+                         for path in [workflow] + own_workflows()
+                         for name, job in yaml.safe_load(open(path))["jobs"].items())):
         for step in doc:
             if "run" in step:
                 snippet += 1
@@ -428,7 +582,7 @@ def main():
     report("Containerfile: stages, COPY sources, RUN scripts, .dockerignore", problems)
 
     # --- pins
-    for path in (action, workflow, os.path.join(CI, "README.md")):
+    for path in (action, workflow, os.path.join(CI, "README.md"), *own_workflows()):
         report(f"pins: every `uses:` of {rel(path)} by commit SHA", *check_uses(open(path).read()))
     images = containerfile_images(containerfile)
     for path in manifests:

@@ -1,7 +1,10 @@
 //! Command-line interface: parse, then dispatch to `commands`.
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{
+    error::{ContextKind, ContextValue, ErrorKind},
+    Parser, Subcommand,
+};
 
 use crate::{
     commands::{
@@ -10,7 +13,7 @@ use crate::{
         report::{self, ReportArgs},
         summarize::{self, SummarizeArgs},
     },
-    error::TracerError,
+    error::{TracerError, EXIT_USAGE},
 };
 
 /// `tracer --version`: the release, the commit, and the embedded eBPF
@@ -62,6 +65,61 @@ pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
         Command::Report(args) => report::run(&args),
         Command::Daemon(args) => daemon::run(&args),
         Command::Summarize(args) => summarize::run(&args),
+    }
+}
+
+/// A command line clap refused: its message (help and version go to stdout
+/// and exit 0), a hint when a command was given without `--`, and
+/// [`EXIT_USAGE`] — not clap's 2, which `make` and many test runners also
+/// use, so a CI step cannot tell a typo from a failing suite. Nothing here
+/// panics on a closed stdout or stderr.
+pub fn usage_error(e: &clap::Error, args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
+    let _ = e.print();
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return ExitCode::SUCCESS,
+        _ => {}
+    }
+    let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    if let Some(hint) = hint(e, &args) {
+        crate::say!("tracer: hint: {hint}");
+    }
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// `tracer record true`: clap sees `true` as an unexpected argument (the
+/// command must follow `--`, so a mistyped option is never run as one).
+/// Say where it goes, with the command line as it would be.
+fn hint(e: &clap::Error, args: &[String]) -> Option<String> {
+    if args.first().map(String::as_str) != Some("record") || args.iter().any(|a| a == "--") {
+        return None;
+    }
+    let given = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    match e.kind() {
+        ErrorKind::UnknownArgument => {
+            let bad = given(ContextKind::InvalidArg)?;
+            if bad.starts_with('-') {
+                return None;
+            }
+            let at = args.iter().rposition(|a| *a == bad)?;
+            let options = crate::text::terminal::line(&args[1..at].join(" "));
+            let command = crate::text::terminal::line(&args[at..].join(" "));
+            let options = if options.is_empty() {
+                String::new()
+            } else {
+                format!("{options} ")
+            };
+            Some(format!(
+                "the command to run goes after `--`: tracer record {options}-- {command}"
+            ))
+        }
+        ErrorKind::MissingRequiredArgument => Some(
+            "give the command to run after `--`: tracer record [OPTIONS] -- COMMAND [ARGS]..."
+                .into(),
+        ),
+        _ => None,
     }
 }
 

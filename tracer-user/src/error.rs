@@ -16,6 +16,12 @@ use crate::eventlog::LogError;
 /// passed through otherwise). Distinct from common shell statuses.
 pub const EXIT_TRACER_FAILED: u8 = 70;
 
+/// Exit status for a command line tracer refuses (an unknown option, a
+/// command without `--`, an invalid `--redact` pattern, an unknown `--user`):
+/// `EX_USAGE` of sysexits.h. Not clap's 2, which `make`, `grep`, `diff` and
+/// many test runners also return: a CI step must tell a typo from a failure.
+pub const EXIT_USAGE: u8 = 64;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TracerError {
     #[error("tracer needs root with CAP_BPF and CAP_PERFMON (uid 0 in a container holding just those is enough) to load eBPF programs; run it with sudo")]
@@ -96,7 +102,7 @@ pub enum TracerError {
     SudoIdNotNumeric { name: &'static str, value: String },
     #[error("SUDO_UID={0} is not in the user database and SUDO_GID is not set; pass --user USER (or --user root)")]
     SudoUserUnknown(String),
-    #[error("--fail-on {0} is not supported for a daemon's log (use oom or unexpected-death, or `tracer record --fail-on {0}` around the command)")]
+    #[error("--fail-on {0} is not supported for a daemon's log (use oom, unexpected-death or foreign-signal, or `tracer record --fail-on {0}` around the command)")]
     FailOnDaemon(&'static str),
 }
 
@@ -173,8 +179,38 @@ impl<T> WriteContext<T> for io::Result<T> {
 }
 
 pub fn report_error(err: &TracerError) -> ExitCode {
-    eprintln!("tracer: error: {err}");
+    crate::say!("tracer: error: {err}");
     ExitCode::from(spawn_exit_code(err))
+}
+
+impl TracerError {
+    /// The command line itself is wrong: nothing was loaded or run.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::UnknownUser(_)
+                | Self::BadRedact { .. }
+                | Self::NoCommand
+                | Self::UserNeedsRoot(_)
+                | Self::SudoIdNotNumeric { .. }
+                | Self::FailOnDaemon(_)
+                | Self::OutDir(crate::outdir::OutDirError::NotAFile { .. })
+        )
+    }
+
+    /// tracer cannot load its eBPF side on this machine (not root, no BTF,
+    /// an unsupported kernel, a required hook refused): what `record
+    /// --fail-open` runs the command untraced for.
+    pub fn is_load_failure(&self) -> bool {
+        matches!(
+            self,
+            Self::NotPrivileged
+                | Self::NoBtf
+                | Self::MissingKernelType(_)
+                | Self::Load(_)
+                | Self::RequiredHook { .. }
+        )
+    }
 }
 
 /// The exit status for `err`: as a shell would for a command that cannot be
@@ -183,6 +219,7 @@ pub fn spawn_exit_code(err: &TracerError) -> u8 {
     match err {
         TracerError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
         TracerError::Spawn { .. } => 126,
+        e if e.is_usage() => EXIT_USAGE,
         _ => EXIT_TRACER_FAILED,
     }
 }

@@ -3,6 +3,24 @@
 //! Data flows one way: kernel (`capture`) -> event log (`eventlog`) ->
 //! process model (`model`) -> cause-of-death analysis (`analysis`) ->
 //! renderers (`report`).
+//!
+//! Nothing here prints with `println!`/`eprintln!`: they panic when the
+//! stream is a pipe whose reader has gone (EPIPE), and a wrapper must pass
+//! its command's status through whatever became of its own output. Lines go
+//! through [`say!`] (stderr) instead, which drops what cannot be written.
+#![deny(clippy::print_stderr, clippy::print_stdout)]
+
+/// `eprintln!` that never panics: a line for stderr, dropped if stderr is a
+/// closed pipe (EPIPE) or otherwise unwritable. tracer's status must not
+/// depend on whether anyone still reads its messages.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod analysis;
 pub mod capture;
 pub mod cli;

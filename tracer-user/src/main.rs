@@ -5,12 +5,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracer_user::{cli::Cli, error::report_error};
+use tracer_user::{
+    cli::{self, Cli},
+    error::report_error,
+};
 
 fn main() -> ExitCode {
-    tracer_user::cli::init_logging();
-    let cli = Cli::parse();
-    match tracer_user::cli::run(cli) {
+    cli::init_logging();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cli::usage_error(&e, std::env::args_os().skip(1)),
+    };
+    match cli::run(cli) {
         Ok(code) => code,
         Err(err) => report_error(&err),
     }

@@ -161,6 +161,7 @@ pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
                 sender: cx.proc_ref(s.sender, s.ev.at.t),
                 sender_tid: s.ev.sender.tid,
                 sender_is_tracer: cx.m.is_tracer(s.sender),
+                target_is_tracer: cx.m.is_tracer(s.target),
                 target: cx.proc_ref(s.target, s.ev.at.t),
                 call: cx
                     .call_of(s)

@@ -110,11 +110,24 @@ pub struct ForeignSignal {
     pub sender_tid: u32,
     /// Sent by the tracer itself (forwarding or timeout).
     pub sender_is_tracer: bool,
+    /// Sent to the tracer itself (a daemon's stop, a `kill` of tracer).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub target_is_tracer: bool,
     /// The target process.
     pub target: ProcRef,
     /// The call in C notation, if captured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
+}
+
+impl ForeignSignal {
+    /// Whether `--fail-on foreign-signal` counts it: never tracer's own
+    /// (forwarding a cancellation, `--timeout`, `--leaks kill`), and for a
+    /// daemon never one sent to the daemon itself (the CI step that stops
+    /// it is one of the watched processes).
+    pub fn counted(&self, daemon: bool) -> bool {
+        !(self.sender_is_tracer || daemon && self.target_is_tracer)
+    }
 }
 
 /// A run process still alive when the command exited (`leak` record), or,

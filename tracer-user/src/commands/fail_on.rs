@@ -4,6 +4,7 @@
 use crate::{
     analysis::{Analysis, CauseKind},
     error::TracerError,
+    eventlog::LogSummary,
 };
 
 /// The run's exit status when a `--fail-on` condition is met and the command
@@ -32,18 +33,21 @@ impl Condition {
         }
     }
 
-    /// How many times it happened in this run; `leaks`: the log's `leak` records.
-    pub fn count(self, leaks: usize, a: &Analysis) -> usize {
+    /// How many times it happened in this run; `log`: the log's header
+    /// (its mode) and its count of `leak` records.
+    pub fn count(self, log: &LogSummary, a: &Analysis) -> usize {
         match self {
             // The tracer's own signals (forwarding, --timeout, --leaks kill)
-            // are not the suite breaking its boundary.
-            Self::ForeignSignal => a
-                .foreign_signals
-                .iter()
-                .filter(|f| !f.sender_is_tracer)
-                .count(),
+            // are not the suite breaking its boundary, nor is a daemon's stop.
+            Self::ForeignSignal => {
+                let daemon = log.header.mode == "daemon";
+                a.foreign_signals
+                    .iter()
+                    .filter(|f| f.counted(daemon))
+                    .count()
+            }
             // Outlived the command, even if `--leaks kill` ended it later.
-            Self::Leak => leaks.max(a.leftovers.len()),
+            Self::Leak => log.leaks.max(a.leftovers.len()),
             Self::Oom => a
                 .certificates
                 .iter()
@@ -54,26 +58,22 @@ impl Condition {
     }
 }
 
-/// A daemon's log has no boundary a leak or a foreign signal could be
-/// measured against: it has no leak records (every process still running
-/// when it stopped would count), and the signal that stops it comes from the
-/// watched processes themselves (the CI step that stops it).
+/// A daemon's log has no leak records: every process still running when
+/// it stopped would count. A foreign signal it can judge: one the watched
+/// processes sent outside the scope (or received from outside), the signal
+/// that stops the daemon itself excepted.
 pub fn daemon_supports(conditions: &[Condition]) -> Result<(), TracerError> {
-    match conditions
-        .iter()
-        .find(|c| matches!(c, Condition::Leak | Condition::ForeignSignal))
-    {
+    match conditions.iter().find(|c| matches!(c, Condition::Leak)) {
         Some(c) => Err(TracerError::FailOnDaemon(c.name())),
         None => Ok(()),
     }
 }
 
-/// The conditions met, with counts, in the order asked; `leaks`: the
-/// log's count of `leak` records.
-pub fn met(conditions: &[Condition], leaks: usize, a: &Analysis) -> Vec<(Condition, usize)> {
+/// The conditions met, with counts, in the order asked.
+pub fn met(conditions: &[Condition], log: &LogSummary, a: &Analysis) -> Vec<(Condition, usize)> {
     conditions
         .iter()
-        .map(|&c| (c, c.count(leaks, a)))
+        .map(|&c| (c, c.count(log, a)))
         .filter(|&(_, n)| n > 0)
         .collect()
 }

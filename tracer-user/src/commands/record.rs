@@ -60,6 +60,13 @@ pub struct RecordArgs {
     /// on as given.
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
+    /// When tracer cannot load on this machine (not root, no BTF, an
+    /// unsupported kernel, a required hook refused), run the command anyway,
+    /// untraced, after one line on stderr saying so: the exit status is the
+    /// command's, and no log or report is written. For a fleet with a few
+    /// odd runners; off by default, where such a machine fails the step (70).
+    #[arg(long)]
+    pub fail_open: bool,
     /// The command to run, after `--` (required, so a mistyped option is an
     /// error rather than a command).
     #[arg(required = true, last = true, value_name = "COMMAND")]
@@ -101,17 +108,24 @@ async fn record(
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = getpid().as_raw() as u32;
-    let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;
+    let capture = match capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))
+    {
+        Ok(capture) => capture,
+        Err(e) if args.fail_open && e.is_load_failure() => {
+            return Err(untraced(args, &run_as, &e));
+        }
+        Err(e) => return Err(e),
+    };
     phase(t0, "loaded and attached");
     // The output directory, held from here on: an unsafe one is refused
     // before the command runs.
-    let out = OutDir::open(
-        &args.output,
-        Policy {
-            owner: run_as.owner(),
-            any_owner: false,
-        },
-    )?;
+    let policy = Policy {
+        owner: run_as.owner(),
+        any_owner: false,
+    };
+    let out = OutDir::open(&args.output, policy)?;
+    // --junit's directory too, checked and held before the command runs.
+    let junit = args.report.open_junit(policy)?;
     let mut header = header::header(
         "record",
         args.command.clone(),
@@ -170,7 +184,7 @@ async fn record(
                 session.set_command_error(source.to_string());
             }
             let status = ExitStatus::Exited { code: code.into() };
-            deliver(session.finish(Some(status))?, &args.report);
+            deliver(session.finish(Some(status))?, &args.report, junit.as_ref());
             return Err(err);
         }
     };
@@ -222,13 +236,13 @@ async fn record(
     }
     let closed = session.finish(Some(command_status.clone()))?;
     phase(t0, "log closed, hooks detached");
-    let delivered = deliver(closed, &args.report);
+    let delivered = deliver(closed, &args.report, junit.as_ref());
     phase(t0, "reports written");
     // --fail-on fails closed: a run whose log could not be read back is not
     // judged "nothing found" (a job that spoiled its own log would pass).
     let unjudged = delivered.is_none() && !args.fail_on.is_empty();
     if unjudged {
-        eprintln!(
+        crate::say!(
             "tracer: error: --fail-on cannot be judged: this run's reports could not be produced; failing the step (exit {})",
             crate::error::EXIT_TRACER_FAILED
         );
@@ -247,6 +261,41 @@ async fn record(
     Ok(ExitCode::from(code))
 }
 
+/// `--fail-open`: tracer cannot load here, so the command runs as it would
+/// without tracer: exec'd in tracer's place (its status, signal deaths
+/// included, is the step's), as the user it would have run as, with its own
+/// RLIMIT_NOFILE. One loud line first. Returns only if the exec failed.
+fn untraced(args: &RecordArgs, run_as: &RunAs, why: &TracerError) -> TracerError {
+    use std::os::unix::process::CommandExt;
+    crate::say!(
+        "tracer: error: {why} -- --fail-open: running the command UNTRACED, no report will be written"
+    );
+    let Some((program, rest)) = args.command.split_first() else {
+        return TracerError::NoCommand;
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest);
+    run_as.set_env(&mut cmd);
+    let creds = run_as.clone();
+    let nofile = crate::run::nofile::for_child();
+    // SAFETY: only async-signal-safe calls between fork (there is none:
+    // exec replaces this process) and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(soft) = nofile {
+                crate::run::nofile::restore(soft);
+            }
+            creds.drop_privileges()
+        });
+    }
+    let source = cmd.exec();
+    TracerError::Spawn {
+        cmd: crate::text::terminal::line(&args.command.join(" ")),
+        as_user: String::new(),
+        source,
+    }
+}
+
 /// Write the reports of a finished run and hand its files over. From here on
 /// nothing may cost the command's status: what cannot be written is said on
 /// stderr. Returns the summary of the log the reports were written from, and
@@ -254,22 +303,23 @@ async fn record(
 fn deliver(
     closed: session::Closed,
     flags: &ReportFlags,
+    junit: Option<&std::sync::Arc<crate::outdir::OutFile>>,
 ) -> Option<(eventlog::LogSummary, crate::analysis::Analysis)> {
     if let Err(msg) = closed.out.check_in_place() {
-        eprintln!("tracer: error: {msg}");
+        crate::say!("tracer: error: {msg}");
     }
     closed.warn_if_log_failed();
     // The reports come from the log as tracer wrote it (read through its own
     // file), exactly as `tracer report` would read it: the two never disagree.
     // Streamed: the run's records are never all in memory.
     let lost = |e: TracerError| {
-        eprintln!(
+        crate::say!(
             "tracer: error: {e}; the reports of this run are lost, {LIVE} holds its evidence"
         );
     };
     let delivered = match closed.folded() {
         Ok(loaded) => {
-            let (log, analysis, written) = output::write_reports(loaded, &closed.out, flags);
+            let (log, analysis, written) = output::write_reports(loaded, &closed.out, flags, junit);
             if let Err(e) = written {
                 lost(e);
             }
@@ -289,12 +339,12 @@ fn deliver(
         .out
         .restore(LIVE, closed.writer.file(), closed.writer.reader())
     {
-        Ok(true) => eprintln!(
+        Ok(true) => crate::say!(
             "tracer: warning: {} was removed or replaced during the run; tracer's own copy was written back",
             closed.out.display(LIVE).display()
         ),
         Ok(false) => {}
-        Err(e) => eprintln!(
+        Err(e) => crate::say!(
             "tracer: error: {} was removed or replaced during the run and cannot be written back ({e})",
             closed.out.display(LIVE).display()
         ),

@@ -26,7 +26,7 @@ pub struct ReportArgs {
     pub output: Option<PathBuf>,
     /// Exit 86 if any of these happened, as `record --fail-on` would:
     /// foreign-signal, leak, oom, unexpected-death (comma-separated). A
-    /// daemon's log supports oom and unexpected-death only.
+    /// daemon's log supports foreign-signal, oom and unexpected-death.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
     pub fail_on: Vec<fail_on::Condition>,
     #[command(flatten)]
@@ -48,7 +48,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     // Streamed: a million-event log is never in memory as records.
     let loaded = report::load(&args.events, &redactor)?;
     if loaded.log.truncated {
-        eprintln!(
+        crate::say!(
             "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",
             args.events.display()
         );
@@ -61,14 +61,14 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     } else {
         out_dir
     };
-    let out = OutDir::open(
-        &out_dir,
-        Policy {
-            owner: None,
-            any_owner: true,
-        },
-    )?;
-    let (log, analysis, written) = output::write_reports(loaded, &out, &args.report);
+    let policy = Policy {
+        owner: None,
+        any_owner: true,
+    };
+    let out = OutDir::open(&out_dir, policy)?;
+    let junit = args.report.open_junit(policy)?;
+    let (log, analysis, written) =
+        output::write_reports(loaded, &out, &args.report, junit.as_ref());
     written?;
     if output::judge(&args.fail_on, &log, &analysis).is_empty() {
         Ok(ExitCode::SUCCESS)

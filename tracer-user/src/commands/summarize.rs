@@ -25,7 +25,7 @@ pub fn run(args: &SummarizeArgs) -> Result<ExitCode, TracerError> {
     let loaded = summarize::load(&args.reports);
     for s in &loaded.skipped {
         let t = crate::text::terminal::line;
-        eprintln!("tracer: skipped {}: {}", t(&s.path), t(&s.error));
+        crate::say!("tracer: skipped {}: {}", t(&s.path), t(&s.error));
     }
     if loaded.runs.is_empty() {
         return Err(TracerError::NothingToSummarize);

@@ -40,6 +40,10 @@ pub struct Header {
     /// this log (never the patterns: they may be the secrets). 0: none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub redactions: u32,
+    /// The CI run this capture belongs to, from the CI system's environment
+    /// when it started (docs/event-log.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<super::CiContext>,
 }
 
 /// A pid namespace: its depth (the host's is 0) and inode number, as

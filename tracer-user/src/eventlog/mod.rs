@@ -1,5 +1,6 @@
 //! The event log (`events.ndjson`): the one artifact capture produces and
 //! every analysis consumes. Format: docs/event-log.md.
+mod ci;
 mod fit;
 mod flat;
 mod frame;
@@ -13,6 +14,7 @@ mod walltime;
 mod writer;
 
 pub use crate::outdir::names::segment_name;
+pub use ci::CiContext;
 pub use names::{errno_name, si_code_name, signal_name};
 pub use parse::{from_line, peek_tag};
 pub use reader::{

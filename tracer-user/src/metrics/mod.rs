@@ -189,20 +189,105 @@ impl Metrics {
     }
 }
 
-/// The first `depth` components of a memcg path ("/" for the root): a
-/// pod's or a scope's own name would make a series per job.
+/// The first `depth` components of a memcg path ("/" for the root), each
+/// with the ids a container runtime, Kubernetes or systemd puts in cgroup
+/// names replaced ([`memcg_component`]): a container's or a job's own id
+/// would make a series per job (`/system.slice/docker-<64 hex>.scope` at
+/// the default depth 2 is one series per container, for ever, in a daemon
+/// that runs for days). What is left is the node's cgroup layout: the same
+/// few series whatever ran.
 pub fn memcg_label(path: Option<&str>, depth: usize) -> String {
     let Some(path) = path else {
         return "unknown".into();
     };
-    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let cut = &parts[..parts.len().min(depth)];
-    format!("/{}", cut.join("/"))
+    let parts: Vec<String> = path
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .take(depth)
+        .map(memcg_component)
+        .collect();
+    format!("/{}", parts.join("/"))
+}
+
+struct IdRules {
+    uuid: regex::Regex,
+    hex: regex::Regex,
+    num: regex::Regex,
+}
+
+fn id_rules() -> &'static IdRules {
+    static R: std::sync::OnceLock<IdRules> = std::sync::OnceLock::new();
+    R.get_or_init(|| IdRules {
+        // Kubernetes writes a pod's uid with `_` in systemd slice names.
+        uuid: regex::Regex::new(
+            r"[0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12}",
+        )
+        .expect("uuid pattern"),
+        // Container ids (64 hex), systemd's transient unit ids (32 hex).
+        hex: regex::Regex::new(r"[0-9a-fA-F]{12,}").expect("hex pattern"),
+        // session-12.scope, user-1000.slice, a GitLab job's numbered cgroup.
+        num: regex::Regex::new(r"\b[0-9]+\b").expect("number pattern"),
+    })
+}
+
+/// One cgroup name with its ids replaced: `docker-<id>.scope`,
+/// `cri-containerd-<id>.scope`, `kubepods-burstable-pod<id>.slice`,
+/// `pod<id>`, `session-<n>.scope`, `run-<id>.scope`.
+pub fn memcg_component(name: &str) -> String {
+    let r = id_rules();
+    let s = r.uuid.replace_all(name, "<id>");
+    let s = r.hex.replace_all(&s, "<id>");
+    r.num.replace_all(&s, "<n>").into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::memcg_label;
+
+    /// A CI node's container and job ids never reach the label: a hundred
+    /// containers, pods and sessions are one series each way they are laid
+    /// out, at any depth.
+    #[test]
+    fn container_and_job_ids_are_one_series() {
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..100u64 {
+            let id = format!("{:064x}", (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let pod = format!("{:08x}_1b2c_4d5e_8f90_{:012x}", i * 7919, i * 104_729 + 1);
+            for path in [
+                format!("/system.slice/docker-{id}.scope"),
+                format!("/docker/{id}"),
+                format!(
+                    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{pod}.slice/cri-containerd-{id}.scope"
+                ),
+                format!("/kubepods/besteffort/pod{}/{id}", pod.replace('_', "-")),
+                format!("/user.slice/user-{}.slice/session-{i}.scope", 1000 + i % 3),
+                format!("/system.slice/run-r{:032x}.scope", i + 1),
+            ] {
+                seen.insert(memcg_label(Some(&path), 8));
+            }
+        }
+        let want: std::collections::BTreeSet<String> = [
+            "/system.slice/docker-<id>.scope",
+            "/docker/<id>",
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<id>.slice/cri-containerd-<id>.scope",
+            "/kubepods/besteffort/pod<id>/<id>",
+            "/user.slice/user-<n>.slice/session-<n>.scope",
+            "/system.slice/run-r<id>.scope",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        assert_eq!(seen, want);
+        // Names without ids stay as they are.
+        assert_eq!(
+            memcg_label(Some("/system.slice/actions.runner.o-r.runner-1.service"), 4),
+            "/system.slice/actions.runner.o-r.runner-<n>.service"
+        );
+        assert_eq!(
+            memcg_label(Some("/ubuntu2204.slice"), 2),
+            "/ubuntu2204.slice"
+        );
+    }
 
     #[test]
     fn memcg_cut_to_depth() {

@@ -44,6 +44,8 @@ pub enum OutDirError {
     },
     #[error("output directory {path}: {reason}; choose a directory only root or the run's user can write (e.g. --output ./tracer-report)")]
     Unsafe { path: PathBuf, reason: String },
+    #[error("{path} names no file (it ends in `/`, `.` or `..`): give a file name, e.g. tracer-report/junit.xml")]
+    NotAFile { path: PathBuf },
 }
 
 /// Who may own the output directory, and who gets the files at the end.
@@ -222,8 +224,14 @@ impl OutDir {
     /// tracer holds (the command moved it away or put a link in its place).
     /// The files are still in the held directory, wherever it is now.
     pub fn check_in_place(&self) -> Result<(), String> {
-        let now = stat::lstat(&self.path)
+        // Walked again as `open` walked it: a root-made link to the
+        // directory (`--output /srv/reports`, a link only root could make)
+        // still leads to it, where `lstat` saw the link's own inode and
+        // warned of a swap that never happened. A link the command planted
+        // is refused by the walk, and so reported as a swap.
+        let now = walk::open_dir(&self.path, false)
             .ok()
+            .and_then(|w| stat::fstat(&w.fd).ok())
             .map(|st| (st.st_dev, st.st_ino));
         if now == Some(self.dev_ino) {
             return Ok(());
@@ -270,6 +278,65 @@ impl OutDir {
             let _ = unistd::unlinkat(&self.fd, tmp, UnlinkatFlags::NoRemoveDir);
             io::Error::from(e)
         })
+    }
+}
+
+/// One file tracer writes outside its output directory (`--junit PATH`):
+/// its parent directory is walked, checked and held exactly as an output
+/// directory is ([`OutDir::open`], with the same [`Policy`]), from before
+/// the command runs, and the file is written into it atomically, created
+/// `O_EXCL|O_NOFOLLOW` and renamed into place, `0600`, handed to the run's
+/// user: a link the command planted at the path, or at a directory above
+/// it, is replaced or refused, never followed.
+pub struct OutFile {
+    dir: OutDir,
+    name: String,
+}
+
+impl OutFile {
+    pub fn open(path: &Path, policy: Policy) -> Result<Self, OutDirError> {
+        let not_a_file = || OutDirError::NotAFile {
+            path: path.to_owned(),
+        };
+        // `file_name` is None for `..` and `/`; a trailing `/.` or `/` is
+        // a directory the user meant, not a file.
+        let raw = path.as_os_str().as_bytes();
+        if raw.ends_with(b"/") || raw.ends_with(b"/.") || raw == b"." {
+            return Err(not_a_file());
+        }
+        let name = path
+            .file_name()
+            .and_then(OsStr::to_str)
+            .ok_or_else(not_a_file)?
+            .to_owned();
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        Ok(Self {
+            dir: OutDir::open(parent, policy)?,
+            name,
+        })
+    }
+
+    /// The path as given, for messages.
+    pub fn display(&self) -> PathBuf {
+        self.dir.display(&self.name)
+    }
+
+    /// Write the whole file at once (a reader sees the old one or the new
+    /// one), handed to the run's user; directories the open created go to
+    /// that user too.
+    pub fn write(&self, data: &[u8]) -> io::Result<()> {
+        self.dir.write_atomic(&self.name, data)?;
+        self.dir.hand_over_dirs();
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for OutFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("OutFile").field(&self.display()).finish()
     }
 }
 

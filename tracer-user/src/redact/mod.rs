@@ -269,8 +269,14 @@ impl Redactor {
             pid_namespace: _,
             command_user: _,
             redactions,
+            ci,
         } = h;
         self.strings(command);
+        if let Some(ci) = ci {
+            for v in ci.values_mut() {
+                self.opt(v);
+            }
+        }
         *redactions += self.count();
         true
     }

@@ -105,6 +105,7 @@ fn header() -> Header {
         pid_namespace: None,
         command_user: Some("hunter (uid 1000)".into()),
         redactions: 0,
+        ci: None,
     }
 }
 

@@ -51,6 +51,10 @@ pub struct RunFacts {
     /// The pid namespace every pid is in, when not the host's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid_namespace: Option<crate::eventlog::PidNamespace>,
+    /// The CI run the capture belongs to (run URL, commit, branch, job,
+    /// attempt), as the CI system's environment said when it started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci: Option<crate::eventlog::CiContext>,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

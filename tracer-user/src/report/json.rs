@@ -184,6 +184,7 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         hooks: h.hooks.clone(),
         hooks_missing,
         pid_namespace: h.pid_namespace,
+        ci: h.ci.clone(),
     };
     let log_facts = LogFacts {
         events: log.events,

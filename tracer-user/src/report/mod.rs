@@ -5,6 +5,7 @@ mod chains;
 mod facts;
 pub mod html;
 pub(crate) mod json;
+pub mod junit;
 mod load;
 mod loss;
 mod markdown;
@@ -41,6 +42,9 @@ pub struct ReportOptions {
     pub watch: Vec<regex::Regex>,
     /// What became of the `--otlp-endpoint` export, for the loss section.
     pub export: Option<crate::otlp::ExportFacts>,
+    /// `--junit FILE`: where the JUnit file goes, its directory held from
+    /// the start.
+    pub junit: Option<std::sync::Arc<crate::outdir::OutFile>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,11 +110,16 @@ pub fn write_loaded_exporting(
     report.log.export = exported.or_else(|| opts.export.clone());
     let timeline = html::Context::from_model(&model, &report);
     drop(model);
-    let written = write_files(&report, &timeline, out);
+    let written = write_files(&report, &timeline, out, opts.junit.as_deref());
     (report.analysis, written)
 }
 
-fn write_files(report: &Report, timeline: &html::Context, out: &OutDir) -> io::Result<Rendered> {
+fn write_files(
+    report: &Report,
+    timeline: &html::Context,
+    out: &OutDir,
+    junit: Option<&crate::outdir::OutFile>,
+) -> io::Result<Rendered> {
     let json_path = out.display(JSON_FILE);
     let md_path = out.display(MD_FILE);
     let wrote = |name: &str, data: &[u8]| {
@@ -121,6 +130,10 @@ fn write_files(report: &Report, timeline: &html::Context, out: &OutDir) -> io::R
     wrote(MD_FILE, render_markdown(report).as_bytes())?;
     let html = html::render(report, timeline);
     wrote(HTML_FILE, html.as_bytes())?;
+    if let Some(file) = junit {
+        file.write(junit::render(report).as_bytes())
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display().display())))?;
+    }
     let summary = summary(report, &md_path, &json_path);
     Ok(Rendered {
         json_path,

@@ -37,6 +37,7 @@ pub fn header(
         pid_namespace: (capture.view.level > 0).then_some(capture.view),
         command_user: None,
         redactions: 0,
+        ci: crate::eventlog::CiContext::from_env(),
     }
 }
 

@@ -128,7 +128,7 @@ pub async fn settle(
         }
     }
     if !leaked.is_empty() {
-        eprintln!(
+        crate::say!(
             "tracer: {} process(es) of the run outlived the command",
             leaked.len()
         );

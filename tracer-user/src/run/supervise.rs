@@ -106,13 +106,13 @@ pub async fn supervise(
                 timeout = match timeout {
                     Timeout::Armed(_) => {
                         timed_out = true;
-                        eprintln!("tracer: --timeout expired: snapshot taken, sending SIGTERM to every process of the run");
+                        crate::say!("tracer: --timeout expired: snapshot taken, sending SIGTERM to every process of the run");
                         snapshot(session, "timeout")?;
                         leaks::signal_all(&session.tracked()?, NixSignal::SIGTERM);
                         Timeout::Terminating(Instant::now() + limits.kill_grace)
                     }
                     Timeout::Terminating(_) => {
-                        eprintln!("tracer: still running after the grace period: sending SIGKILL");
+                        crate::say!("tracer: still running after the grace period: sending SIGKILL");
                         leaks::signal_all(&session.tracked()?, NixSignal::SIGKILL);
                         Timeout::Done
                     }
@@ -131,13 +131,13 @@ pub async fn supervise(
 
 fn snapshot(session: &mut Session, reason: &str) -> Result<(), TracerError> {
     let s = session.log_snapshot(reason)?;
-    eprintln!(
+    crate::say!(
         "tracer: snapshot ({reason}) of {} process(es)",
         s.processes.len()
     );
     for f in &s.findings {
         let t = crate::text::terminal::line;
-        eprintln!("tracer:   {}: {}", t(&f.kind), t(&f.detail));
+        crate::say!("tracer:   {}: {}", t(&f.kind), t(&f.detail));
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ pub struct ReportIn {
     pub counts: CountsIn,
     pub certificates: Vec<CertIn>,
     pub near_misses: Vec<MissIn>,
+    pub foreign_signals: Vec<ForeignIn>,
     pub leftovers: Vec<LeftIn>,
     /// Schema 3 names a near miss's sender by its entry here.
     pub ancestors: Vec<ProcIn>,
@@ -41,8 +42,28 @@ static NO_PROC: ProcIn = ProcIn {
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(default)]
 pub struct RunFactsIn {
+    pub mode: String,
     pub started_at: String,
     pub hostname: String,
+    pub ci: Option<CiIn>,
+}
+
+/// report.json's `run.ci` (docs/report.md): the CI run a report came from.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct CiIn {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub system: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone, Default)]
@@ -61,12 +82,21 @@ pub struct ProcIn {
     pub argv: Vec<String>,
 }
 
+/// A certificate's victim: the process, and how it ended.
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct VictimIn {
+    #[serde(flatten)]
+    pub process: ProcIn,
+    pub status: VictimStatusIn,
+}
+
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(default)]
 pub struct CertIn {
     pub rank: String,
     pub headline: String,
-    pub victim: ProcIn,
+    pub victim: VictimIn,
     pub cause: CauseIn,
     pub killer: Option<KillerIn>,
 }
@@ -76,6 +106,18 @@ pub struct CertIn {
 pub struct CauseIn {
     pub kind: String,
     pub signal: Option<SignalIn>,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct VictimStatusIn {
+    pub exited: Option<ExitedIn>,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct ExitedIn {
+    pub code: i32,
 }
 
 #[derive(Deserialize, Debug, Clone, Default)]
@@ -90,6 +132,19 @@ pub struct KillerIn {
     pub process: ProcIn,
     pub relation: String,
     pub call: String,
+    pub target_arg: Option<i64>,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct ForeignIn {
+    pub direction: String,
+    pub signal: SignalIn,
+    pub sender: ProcIn,
+    pub sender_is_tracer: bool,
+    pub target_is_tracer: bool,
+    pub target: ProcIn,
+    pub call: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone, Default)]

@@ -1,21 +1,28 @@
 //! `tracer summarize`: many runs' report.json in, death signatures out. A
 //! signature is (rank, victim command shape, cause class, killer command
 //! shape); the same defect across runs lands in one signature with its
-//! count, the runs it hit and when it was first and last seen. Near misses
-//! and leaks fold the same way. Format: docs/summarize.md.
+//! count, the runs it hit (each with its CI run, commit, branch, job and
+//! attempt) and when it was first and last seen. Near misses, signals
+//! across the run's boundary and leaks fold the same way. A literal target
+//! pid that comes back run after run is kept and flagged: pids differ
+//! between runs, so one that does not is written into the test. Format:
+//! docs/summarize.md.
 mod input;
 mod render;
-pub mod shape;
+
+pub use crate::text::shape;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-pub use input::{load, Loaded, RunIn, Skipped};
+pub use input::{load, CiIn, Loaded, RunIn, Skipped};
 pub use render::markdown;
 
 /// Bumped on any incompatible change to the JSON output.
-pub const SUMMARIZE_SCHEMA_VERSION: u32 = 1;
+/// 2: dates to the second; `signature`, `repeated_targets`,
+/// `foreign_signals`, the runs' `ci`.
+pub const SUMMARIZE_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -24,6 +31,7 @@ pub struct Summary {
     pub skipped: Vec<Skipped>,
     pub signatures: Vec<Signature>,
     pub near_misses: Vec<MissFold>,
+    pub foreign_signals: Vec<ForeignFold>,
     pub leaks: Vec<LeakFold>,
 }
 
@@ -33,6 +41,9 @@ pub struct RunRow {
     pub path: String,
     pub started_at: String,
     pub hostname: String,
+    /// The CI run it came from, when report.json says (`run.ci`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci: Option<CiIn>,
     pub verdict: String,
     pub unexpected: usize,
     pub nonzero_exit: usize,
@@ -47,13 +58,41 @@ pub struct Seen {
     /// Distinct runs.
     pub runs: usize,
     pub run_ids: Vec<String>,
-    /// `run.started_at` of the earliest and latest run it was seen in.
+    /// `run.started_at` of the earliest and latest run it was seen in, to
+    /// the second.
     pub first_seen: String,
     pub last_seen: String,
+    /// Literal target pids that came back in several runs (pids of a new
+    /// run are new: one that repeats is most likely written into the
+    /// test), most runs first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repeated_targets: Vec<Repeated>,
+}
+
+/// One call, pid and all, seen in `runs` of the `of` runs its finding hit.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Repeated {
+    /// The call as made: `kill(4242, SIGKILL)`.
+    pub call: String,
+    pub runs: usize,
+    pub of: usize,
+}
+
+impl Repeated {
+    /// `kill(4242, SIGKILL) in 6/6 runs: a hard-coded pid?`
+    pub fn note(&self) -> String {
+        format!(
+            "{} in {}/{} runs: a hard-coded pid?",
+            self.call, self.runs, self.of
+        )
+    }
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Signature {
+    /// The death named as its JUnit test case is (`--junit`): short
+    /// command names, cause, killer relation.
+    pub signature: String,
     /// `unexpected`, `nonzero_exit` or `expected`.
     pub rank: String,
     /// `cause.kind` of the certificates.
@@ -87,6 +126,21 @@ pub struct MissFold {
     pub signals: Vec<String>,
 }
 
+/// Signals across the run's boundary (not tracer's own), folded by
+/// direction, signal and the two shapes.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct ForeignFold {
+    /// `run_to_outside` or `outside_to_run`.
+    pub direction: String,
+    pub signal: String,
+    pub sender_shape: String,
+    pub target_shape: String,
+    #[serde(flatten)]
+    pub seen: Seen,
+    /// Calls with pids replaced.
+    pub calls: Vec<String>,
+}
+
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct LeakFold {
     pub process_shape: String,
@@ -103,6 +157,8 @@ struct Acc {
     calls: BTreeSet<String>,
     relations: BTreeSet<String>,
     example: Option<(usize, String)>,
+    /// Calls as made (pids kept), and the runs each was made in.
+    literal: BTreeMap<String, BTreeSet<usize>>,
 }
 
 impl Acc {
@@ -119,17 +175,50 @@ impl Acc {
         }
     }
 
+    /// A call with its literal target, made in `run`.
+    fn call(&mut self, run: usize, literal: String) {
+        self.calls.insert(shape::call(&literal));
+        self.literal.entry(literal).or_default().insert(run);
+    }
+
     /// Runs are indexed in chronological order, so first/last are the ends.
     fn seen(&self, runs: &[RunIn]) -> Seen {
         let ids: Vec<String> = self.runs.iter().map(|&i| runs[i].id.clone()).collect();
-        let at = |i: Option<&usize>| i.map(|&i| runs[i].started_at.clone()).unwrap_or_default();
+        let at = |i: Option<&usize>| i.map(|&i| date(&runs[i].started_at)).unwrap_or_default();
+        let mut repeated: Vec<Repeated> = self
+            .literal
+            .iter()
+            .filter(|(_, r)| r.len() >= 2)
+            .map(|(call, r)| Repeated {
+                call: call.clone(),
+                runs: r.len(),
+                of: self.runs.len(),
+            })
+            .collect();
+        repeated.sort_by(|a, b| b.runs.cmp(&a.runs).then(a.call.cmp(&b.call)));
         Seen {
             count: self.count,
             runs: self.runs.len(),
             run_ids: ids,
             first_seen: at(self.runs.first()),
             last_seen: at(self.runs.last()),
+            repeated_targets: repeated,
         }
+    }
+}
+
+/// An RFC 3339 time to the second (`2026-08-18T17:27:05Z`): a summary
+/// spans days, and report.json's nanoseconds only make its columns wide.
+/// Anything else is kept as it is.
+pub fn date(rfc3339: &str) -> String {
+    match rfc3339.split_once('.') {
+        Some((secs, frac))
+            if frac.ends_with('Z')
+                && frac[..frac.len() - 1].bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            format!("{secs}Z")
+        }
+        _ => rfc3339.to_string(),
     }
 }
 
@@ -147,11 +236,14 @@ pub fn summarize(loaded: &Loaded) -> Summary {
     let runs = &loaded.runs;
     let mut sigs: BTreeMap<(u8, String, String, String, String), Acc> = BTreeMap::new();
     let mut misses: BTreeMap<(bool, String, String, String), Acc> = BTreeMap::new();
+    let mut foreign: BTreeMap<(String, String, String, String), Acc> = BTreeMap::new();
     let mut leaks: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut names: BTreeMap<(u8, String, String, String, String), String> = BTreeMap::new();
     for (i, run) in runs.iter().enumerate() {
         let doc = &run.doc;
         for c in &doc.certificates {
-            let victim = shape::command(&c.victim.argv, &c.victim.command);
+            let v = &c.victim.process;
+            let victim = shape::command(&v.argv, &v.command);
             let killer = c
                 .killer
                 .as_ref()
@@ -164,13 +256,28 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 c.cause.kind.clone(),
                 killer,
             );
+            names.entry(key.clone()).or_insert_with(|| {
+                shape::death(&shape::Death {
+                    victim: &key.2,
+                    cause: &c.cause.kind,
+                    signal: c.cause.signal.as_ref().map(|s| s.sig_name.as_str()),
+                    exit_code: c
+                        .cause
+                        .signal
+                        .is_none()
+                        .then(|| c.victim.status.exited.as_ref().map(|e| e.code))
+                        .flatten(),
+                    relation: c.killer.as_ref().map(|k| k.relation.as_str()),
+                    killer: c.killer.as_ref().map(|_| key.4.as_str()),
+                })
+            });
             let acc = sigs.entry(key).or_default();
             acc.hit(i, &c.headline);
             if let Some(s) = &c.cause.signal {
                 acc.signals.insert(s.sig_name.clone());
             }
             if let Some(k) = &c.killer {
-                acc.calls.insert(shape::call(&k.call));
+                acc.call(i, k.call.clone());
                 acc.relations.insert(k.relation.clone());
             }
         }
@@ -188,6 +295,31 @@ pub fn summarize(loaded: &Loaded) -> Summary {
             let acc = misses.entry(key).or_default();
             acc.hit_n(i, "", n.count.unwrap_or(1));
             acc.signals.insert(n.sig_name.clone());
+            // The pid as given: a fabricated one comes back every run.
+            acc.literal
+                .entry(format!("{}({})", n.syscall, n.target_arg))
+                .or_default()
+                .insert(i);
+        }
+        // What --fail-on foreign-signal counts: not tracer's own signals,
+        // nor a daemon's stop.
+        let daemon = doc.run.mode == "daemon";
+        for f in doc
+            .foreign_signals
+            .iter()
+            .filter(|f| !(f.sender_is_tracer || daemon && f.target_is_tracer))
+        {
+            let key = (
+                f.direction.clone(),
+                f.signal.sig_name.clone(),
+                shape::command(&f.sender.argv, &f.sender.command),
+                shape::command(&f.target.argv, &f.target.command),
+            );
+            let acc = foreign.entry(key).or_default();
+            acc.hit(i, "");
+            if let Some(call) = &f.call {
+                acc.call(i, call.clone());
+            }
         }
         for l in doc.leftovers.iter().filter(|l| l.orphaned) {
             let key = shape::command(&l.process.argv, &l.process.command);
@@ -197,17 +329,21 @@ pub fn summarize(loaded: &Loaded) -> Summary {
     let v = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>();
     let mut signatures: Vec<Signature> = sigs
         .into_iter()
-        .map(|((_, rank, victim, cause, killer), a)| Signature {
-            rank,
-            cause,
-            victim_shape: victim,
-            killer_shape: (!killer.is_empty()).then_some(killer),
-            seen: a.seen(runs),
-            signals: v(&a.signals),
-            calls: v(&a.calls),
-            relations: v(&a.relations),
-            example: a.example.map(|e| e.1).unwrap_or_default(),
-        })
+        .map(|(key, a)| (names.remove(&key).unwrap_or_default(), key, a))
+        .map(
+            |(signature, (_, rank, victim, cause, killer), a)| Signature {
+                signature,
+                rank,
+                cause,
+                victim_shape: victim,
+                killer_shape: (!killer.is_empty()).then_some(killer),
+                seen: a.seen(runs),
+                signals: v(&a.signals),
+                calls: v(&a.calls),
+                relations: v(&a.relations),
+                example: a.example.map(|e| e.1).unwrap_or_default(),
+            },
+        )
         .collect();
     // Within a rank: most runs hit first, then most occurrences; the map
     // order breaks ties, so the output is deterministic.
@@ -234,6 +370,23 @@ pub fn summarize(loaded: &Loaded) -> Summary {
             .then(b.seen.runs.cmp(&a.seen.runs))
             .then(b.seen.count.cmp(&a.seen.count))
     });
+    let mut foreign_signals: Vec<ForeignFold> = foreign
+        .into_iter()
+        .map(|((direction, signal, sender, target), a)| ForeignFold {
+            direction,
+            signal,
+            sender_shape: sender,
+            target_shape: target,
+            seen: a.seen(runs),
+            calls: v(&a.calls),
+        })
+        .collect();
+    foreign_signals.sort_by(|a, b| {
+        b.seen
+            .runs
+            .cmp(&a.seen.runs)
+            .then(b.seen.count.cmp(&a.seen.count))
+    });
     let mut leaks: Vec<LeakFold> = leaks
         .into_iter()
         .map(|(shape, a)| LeakFold {
@@ -249,8 +402,9 @@ pub fn summarize(loaded: &Loaded) -> Summary {
             .map(|r| RunRow {
                 id: r.id.clone(),
                 path: r.path.clone(),
-                started_at: r.started_at.clone(),
+                started_at: date(&r.started_at),
                 hostname: r.doc.run.hostname.clone(),
+                ci: r.doc.run.ci.clone(),
                 verdict: r.doc.verdict.clone(),
                 unexpected: r.doc.counts.unexpected,
                 nonzero_exit: r.doc.counts.nonzero_exit,
@@ -260,6 +414,7 @@ pub fn summarize(loaded: &Loaded) -> Summary {
         skipped: loaded.skipped.clone(),
         signatures,
         near_misses,
+        foreign_signals,
         leaks,
     }
 }

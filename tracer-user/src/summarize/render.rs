@@ -1,5 +1,6 @@
 //! The Markdown rendering of a summary: signatures first (unexpected deaths
-//! lead), then folded near misses, leaks, and the runs read.
+//! lead), then folded near misses, signals across the run's boundary,
+//! leaks, and the runs read with their CI context.
 use std::fmt::Write as _;
 
 use super::{Seen, Summary};
@@ -33,6 +34,59 @@ fn when(seen: &Seen) -> String {
     } else {
         format!("{} → {}", cell(&seen.first_seen), cell(&seen.last_seen))
     }
+}
+
+/// `kill(4242) in 6/6 runs: a hard-coded pid?`, one per repeated target.
+fn repeated(seen: &Seen) -> String {
+    seen.repeated_targets
+        .iter()
+        .map(|r| format!(" **{}**", md::text(&r.note())))
+        .collect()
+}
+
+/// The CI context of a run: a link to it, the commit, branch, job and
+/// attempt, whichever report.json has.
+fn ci(r: &super::RunRow) -> (String, String) {
+    let Some(c) = &r.ci else {
+        return (cell(&r.id), String::new());
+    };
+    let id = match &c.run_url {
+        // Only http(s) URLs become links; anything else stays text.
+        Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
+            format!("[{}]({})", cell(&r.id), link_target(url))
+        }
+        _ => cell(&r.id),
+    };
+    let mut parts = Vec::new();
+    if let Some(commit) = &c.commit {
+        let short: String = commit.chars().take(12).collect();
+        parts.push(code(&short));
+    }
+    if let Some(b) = &c.branch {
+        parts.push(code(b));
+    }
+    if let Some(j) = &c.job {
+        parts.push(format!("job {}", cell(j)));
+    }
+    if let Some(a) = &c.attempt {
+        parts.push(format!("attempt {}", cell(a)));
+    }
+    (id, parts.join(" "))
+}
+
+/// A URL from a report (anyone's file) as a Markdown link target: every
+/// byte but the unreserved and a few reserved ones percent-encoded, so no
+/// `)`, `|`, space, bracket or line break can end the link or the cell.
+fn link_target(url: &str) -> String {
+    let mut o = String::with_capacity(url.len());
+    for b in url.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~:/?#@!$&'*+,;=%".contains(&b) {
+            o.push(b as char);
+        } else {
+            let _ = write!(o, "%{b:02X}");
+        }
+    }
+    o
 }
 
 fn rank_word(rank: &str) -> &str {
@@ -98,7 +152,7 @@ pub fn markdown(s: &Summary) -> String {
             let calls: Vec<String> = g.calls.iter().map(|c| code(c)).collect();
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {}{} | {killer}{rel} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {}{} | {killer}{rel} | {}{} | {} | {} |",
                 i + 1,
                 rank_word(&g.rank),
                 g.seen.runs,
@@ -107,13 +161,20 @@ pub fn markdown(s: &Summary) -> String {
                 cell(&g.cause),
                 cell(&signals),
                 calls.join(" "),
+                repeated(&g.seen),
                 when(&g.seen),
                 ids(&g.seen)
             );
         }
-        o.push_str("\nFirst occurrence of each:\n\n");
+        o.push_str("\nEach signature (its JUnit test case's name) and its first occurrence:\n\n");
         for (i, g) in s.signatures.iter().enumerate() {
-            let _ = writeln!(o, "{}. {}", i + 1, md::inline(&g.example));
+            let _ = writeln!(
+                o,
+                "{}. {} — {}",
+                i + 1,
+                md::code(&g.signature),
+                md::inline(&g.example)
+            );
         }
         o.push('\n');
     }
@@ -126,15 +187,45 @@ pub fn markdown(s: &Summary) -> String {
             let probe = if m.probe { " (liveness probe)" } else { "" };
             let _ = writeln!(
                 o,
-                "| {} → {}{probe} | {} | {} | {} | {} | {} | {} |",
+                "| {} → {}{probe}{} | {} | {} | {} | {} | {} | {} |",
                 code(&m.call_shape),
                 cell(&m.errno),
+                repeated(&m.seen),
                 code(&m.sender_shape),
                 cell(&m.signals.join(", ")),
                 m.seen.runs,
                 m.seen.count,
                 when(&m.seen),
                 ids(&m.seen)
+            );
+        }
+        o.push('\n');
+    }
+
+    if !s.foreign_signals.is_empty() {
+        o.push_str("## Signals across the run's boundary\n\n");
+        o.push_str("| direction | signal | from | to | calls | runs | count | seen | run ids |\n");
+        o.push_str("|---|---|---|---|---|---|---|---|---|\n");
+        for f in &s.foreign_signals {
+            let direction = match f.direction.as_str() {
+                "run_to_outside" => "**run → outside**",
+                "outside_to_run" => "outside → run",
+                other => other,
+            };
+            let calls: Vec<String> = f.calls.iter().map(|c| code(c)).collect();
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {}{} | {} | {} | {} | {} |",
+                md::cell(direction),
+                cell(&f.signal),
+                code(&f.sender_shape),
+                code(&f.target_shape),
+                calls.join(" "),
+                repeated(&f.seen),
+                f.seen.runs,
+                f.seen.count,
+                when(&f.seen),
+                ids(&f.seen)
             );
         }
         o.push('\n');
@@ -157,13 +248,13 @@ pub fn markdown(s: &Summary) -> String {
         o.push('\n');
     }
 
-    o.push_str("## Runs\n\n| run | started | host | unexpected | non-zero | verdict |\n");
-    o.push_str("|---|---|---|---|---|---|\n");
+    o.push_str("## Runs\n\n| run | started | host | CI | unexpected | non-zero | verdict |\n");
+    o.push_str("|---|---|---|---|---|---|---|\n");
     for r in &s.runs {
+        let (id, context) = ci(r);
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} |",
-            cell(&r.id),
+            "| {id} | {} | {} | {context} | {} | {} | {} |",
             cell(&r.started_at),
             cell(&r.hostname),
             r.unexpected,

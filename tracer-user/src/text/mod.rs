@@ -6,14 +6,17 @@
 //! [`terminal`] (stderr lines). This module holds what they share: the
 //! visible form of a control character, ANSI removal, and how a line is kept
 //! from being read as a CI command. [`command`] shortens commands for
-//! headlines.
+//! headlines; [`shape`] makes them the same from run to run (signatures);
+//! [`xml`] escapes for JUnit files.
 pub mod command;
 pub mod html;
 pub mod invariants;
 pub mod markdown;
+pub mod shape;
 pub mod terminal;
 #[cfg(test)]
 mod tests;
+pub mod xml;
 
 use std::fmt::Write as _;
 

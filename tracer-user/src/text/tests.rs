@@ -284,3 +284,28 @@ fn short_paths_keep_the_file_and_fit() {
         "a b/c d/eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
     );
 }
+
+/// XML 1.0 admits no C0 but tab/LF/CR and no U+FFFE/U+FFFF, not even as a
+/// character reference: every such character is shown, and markup is
+/// entity-escaped, in attributes (one line) and element text.
+#[test]
+fn xml_escapes_markup_and_shows_what_xml_forbids() {
+    let hostile = "a\x1b[31m\x07\u{fffe}\u{ffff}<b>&\"'\u{202e}\nnext";
+    let attr = super::xml::attr(hostile);
+    let allowed = |c: char| {
+        matches!(c, '\t' | '\n' | '\r') || (c >= ' ' && c != '\u{fffe}' && c != '\u{ffff}')
+    };
+    assert!(attr.chars().all(allowed), "{attr:?}");
+    assert!(!attr.contains(['<', '>', '"', '\n']), "{attr}");
+    assert!(
+        attr.contains("\\e[31m\\x07\\u{fffe}\\u{ffff}&lt;b&gt;&amp;&quot;&apos;\\u{202e}\\nnext"),
+        "{attr}"
+    );
+    let text = super::xml::text(hostile);
+    assert!(text.chars().all(allowed), "{text:?}");
+    // Element text keeps its lines and loses its colour codes.
+    assert_eq!(
+        text,
+        "a\\x07\\u{fffe}\\u{ffff}&lt;b&gt;&amp;&quot;&apos;\\u{202e}\nnext"
+    );
+}

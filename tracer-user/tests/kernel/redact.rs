@@ -158,7 +158,8 @@ fn invalid_pattern_is_one_line_and_exit_70() {
         }
         let out = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(70), "{sub}: {stderr}");
+        // A usage error: EX_USAGE, before anything is loaded.
+        assert_eq!(out.status.code(), Some(64), "{sub}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{sub}: {stderr}");
         assert_eq!(
             stderr.trim_end(),

@@ -65,7 +65,7 @@ fn the_same_group_kill_in_two_runs_is_one_signature() {
         "{stderr}"
     );
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["summarize_schema"], 1);
+    assert_eq!(v["summarize_schema"], 2);
     assert_eq!(v["runs"].as_array().unwrap().len(), 3);
     assert_eq!(v["skipped"].as_array().unwrap().len(), 1);
     let first = &v["signatures"][0];

@@ -66,8 +66,9 @@ pub struct DaemonArgs {
     /// `memcg` label (deeper ones name single pods or jobs).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub metrics_memcg_depth: usize,
-    /// Exit 86 at stop if any of these happened: oom, unexpected-death
-    /// (comma-separated). The daemon's own judgement, from the log it wrote:
+    /// Exit 86 at stop if any of these happened: foreign-signal (a signal
+    /// across the watched scope's boundary, the daemon's own stop excepted),
+    /// oom, unexpected-death (comma-separated). The daemon's own judgement, from the log it wrote:
     /// CI scripts use this status rather than re-reading a directory the
     /// job could have written into.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
@@ -116,20 +117,21 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     // A daemon may write into a job's workspace (the CI user's directory):
     // every write is fd-relative and never follows a link, and the reports
     // go to the directory's owner. A world-writable directory is refused.
-    let out = OutDir::open(
-        &args.output,
-        Policy {
-            owner: None,
-            any_owner: true,
-        },
-    )?;
+    let policy = Policy {
+        owner: None,
+        any_owner: true,
+    };
+    let out = OutDir::open(&args.output, policy)?;
+    // Held from the start, as the output directory is: the stop path
+    // writes through it, never through the path as it is then.
+    let junit = args.report.open_junit(policy)?;
     // A restart loses nothing of its own: what an earlier daemon wrote is
     // adopted (and the live log it left becomes a segment). Any other file
     // in the directory may be the job's: listed, never read (docs/security.md).
     let mut series = Series::adopt(&out);
     series.adopt_live(&out)?;
     for why in series.ignored() {
-        eprintln!("tracer: warning: in {}: {why}", out.path().display());
+        crate::say!("tracer: warning: in {}: {why}", out.path().display());
     }
     let mut segment = series.next_number()?;
     let scope = args.scope();
@@ -157,7 +159,7 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
         _ => seed(&mut session, &scope, &mut known)?,
     }
     let mut live = Watch::start(args.live(), &mut session, &header)?;
-    eprintln!(
+    crate::say!(
         "tracer: daemon watching {} — log in {}",
         scope.describe(),
         log_path.display()
@@ -174,7 +176,7 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
             got = signals.recv() => {
                 for origin in got.map_err(TracerError::Signals)? {
                     if origin.signal == SIGUSR1 {
-                        interim_reports(&mut session, args)?;
+                        interim_reports(&mut session, args, junit.as_ref())?;
                     } else {
                         break 'run;
                     }
@@ -207,7 +209,8 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     let log = closed.folded()?;
     // Reports that cannot be written fail the daemon (70): --fail-on is
     // never judged "nothing found" by default.
-    let (summary, analysis) = write_reports_exported(log, &closed.out, &args.report, export)?;
+    let (summary, analysis) =
+        write_reports_exported(log, &closed.out, &args.report, junit.as_ref(), export)?;
     if output::judge(&args.fail_on, &summary, &analysis).is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -235,7 +238,11 @@ async fn tick(timer: &mut Option<Interval>) {
 
 /// Reports from the log so far; the log goes on. The OTLP export is the
 /// live one: nothing is exported again here.
-fn interim_reports(session: &mut Session, args: &DaemonArgs) -> Result<(), TracerError> {
+fn interim_reports(
+    session: &mut Session,
+    args: &DaemonArgs,
+    junit: Option<&std::sync::Arc<crate::outdir::OutFile>>,
+) -> Result<(), TracerError> {
     let log = session.loaded_so_far()?;
-    write_reports_exported(log, session.out(), &args.report, None).map(drop)
+    write_reports_exported(log, session.out(), &args.report, junit, None).map(drop)
 }

@@ -54,7 +54,7 @@ impl Watch {
             Some(addr) => {
                 let (metrics, registry, staged) = Metrics::new(header, args.memcg_depth);
                 let bound = server::serve(addr, registry, staged)?;
-                eprintln!("tracer: metrics on http://{bound}/metrics");
+                crate::say!("tracer: metrics on http://{bound}/metrics");
                 Some(metrics)
             }
             None => None,

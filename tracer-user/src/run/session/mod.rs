@@ -380,7 +380,7 @@ impl Closed {
     /// disk): the run went on, and the reports count the missing events.
     pub fn warn_if_log_failed(&self) {
         if let Some(e) = self.writer.error() {
-            eprintln!(
+            crate::say!(
                 "tracer: error: {} stopped being written ({e}); {} events are missing from it, the reports count them as lost",
                 self.out.display(LIVE).display(),
                 self.writer.unwritten()

@@ -77,10 +77,12 @@ fn hostile_argv_reaches_no_ci_runner_as_control_or_command() {
     let v = invariants::markdown(&md);
     assert!(v.is_empty(), "{v:#?}\n{md}");
 
+    // junit.xml is tracer's own (`tracer report --junit`).
     let gl = Command::new(repo().join("ci/scripts/gitlab-report.sh"))
         .arg(dir)
+        .env("TRACER", env!("CARGO_BIN_EXE_tracer"))
         .output()
-        .expect("run gitlab-report.sh (needs jq)");
+        .expect("run gitlab-report.sh");
     assert!(
         gl.status.success(),
         "{}",
@@ -93,4 +95,6 @@ fn hostile_argv_reaches_no_ci_runner_as_control_or_command() {
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
     no_hazard("junit.xml", &junit);
     assert!(junit.contains("<failure"), "{junit}");
+    // The argv's newline and ESC are shown, not passed: one name, one line.
+    assert!(junit.contains("\\e]0;title"), "{junit}");
 }

@@ -291,3 +291,78 @@ fn a_full_disk_costs_events_not_the_command_or_its_status() {
     let md = fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(md.contains("not written to the log"), "{md}");
 }
+
+/// `--junit PATH` outside the output directory, in a directory the command
+/// owns: a link planted at the file's name during the run is replaced,
+/// never followed (a plain write would have overwritten root's file), and
+/// the file is the run's user's, 0600; the directory moved away and
+/// replaced by a link to root's during the run gets nothing: tracer writes
+/// into the directory it held from the start.
+#[test]
+fn a_junit_file_outside_the_output_directory_gets_the_same_care() {
+    let s = stage();
+    fs::set_permissions(&s.victim, fs::Permissions::from_mode(0o644)).unwrap();
+    let jdir = s.work.join("junit");
+    fs::create_dir(&jdir).unwrap();
+    std::os::unix::fs::chown(&jdir, Some(NOBODY), Some(NOBODY)).unwrap();
+    let run = |script: &str| {
+        tracer()
+            .args(["record", "--user", &NOBODY.to_string(), "--output"])
+            .arg(&s.out)
+            .arg("--junit")
+            .arg(jdir.join("junit.xml"))
+            .args(["--", "bash", "-c", script])
+            .env("JDIR", &jdir)
+            .env("WORK", &s.work)
+            .env("VICTIM", &s.victim)
+            .env("SECRET", s.victim.parent().unwrap())
+            .output()
+            .unwrap()
+    };
+    let out = run(r#"ln -sf "$VICTIM" "$JDIR/junit.xml" || exit 99; exit 5"#);
+    let stderr = no_panic(&out);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert_victim_intact(&s);
+    let meta = fs::symlink_metadata(jdir.join("junit.xml")).unwrap();
+    assert!(
+        meta.file_type().is_file(),
+        "junit.xml is not a regular file"
+    );
+    assert_eq!((meta.mode() & 0o777, meta.uid()), (0o600, NOBODY));
+    assert!(fs::read_to_string(jdir.join("junit.xml"))
+        .unwrap()
+        .contains("<testsuites"));
+
+    fs::remove_file(jdir.join("junit.xml")).unwrap();
+    let out = run(r#"mv "$JDIR" "$WORK/moved" && ln -s "$SECRET" "$JDIR" || exit 99; exit 6"#);
+    let stderr = no_panic(&out);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert_victim_intact(&s);
+    assert!(
+        !s.victim.parent().unwrap().join("junit.xml").exists(),
+        "tracer wrote the JUnit file through the planted link"
+    );
+    assert!(s.work.join("moved/junit.xml").exists(), "{stderr}");
+}
+
+/// A `--junit` path through a link the command's user planted before the
+/// run is refused before the command runs, as `--output` would be.
+#[test]
+fn a_junit_path_through_a_planted_link_is_refused_up_front() {
+    let s = stage();
+    let link = s.work.join("j");
+    std::os::unix::fs::symlink(s.victim.parent().unwrap(), &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(NOBODY), Some(NOBODY)).unwrap();
+    let out = tracer()
+        .args(["record", "--user", &NOBODY.to_string(), "--output"])
+        .arg(&s.out)
+        .arg("--junit")
+        .arg(link.join("junit.xml"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = one_line_failure(&out);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(stderr.contains("symlink"), "{stderr}");
+    assert!(!s.victim.parent().unwrap().join("junit.xml").exists());
+}
