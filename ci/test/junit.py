@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Validate JUnit files against Jenkins' junit-10.xsd (vendored beside this
-file, MIT; see its header) with xmlschema, a maintained XSD 1.0/1.1
-validator (pinned in requirements.txt). Run with the venv venv.sh makes:
+"""Validate JUnit files against junit.xsd beside this file (the JUnit format
+as Jenkins, GitLab and GitHub's report actions read it, written for these
+tests) with xmlschema, a maintained XSD 1.0/1.1 validator (pinned in
+requirements.txt). Run with the venv venv.sh makes:
 
     VENV/bin/python ci/test/junit.py FILE...          # validate each
     VENV/bin/python ci/test/junit.py --names FILE     # and print its test
@@ -16,7 +17,7 @@ import xml.etree.ElementTree as ET
 
 import xmlschema
 
-XSD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "junit-10.xsd")
+XSD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "junit.xsd")
 
 
 def main(argv):

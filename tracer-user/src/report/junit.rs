@@ -1,6 +1,6 @@
 //! The JUnit file (`--junit FILE`): what a CI system's test view shows of a
-//! run, valid against the common schema (Jenkins' junit-10.xsd, which
-//! GitLab and GitHub's test-report actions read too).
+//! run, in the JUnit format as Jenkins, GitLab and GitHub's test-report
+//! actions read it (the suite validates it against ci/test/junit.xsd).
 //!
 //! One test case per unexpected death and per signal that crossed the
 //! run's boundary (what `--fail-on` counts), each named by its stable

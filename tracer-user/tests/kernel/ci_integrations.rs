@@ -184,7 +184,7 @@ fn install_from_a_url_verifies_the_checksum_first() {
     );
 }
 
-/// `python ci/test/junit.py [--names] FILES`: junit-10.xsd validation
+/// `python ci/test/junit.py [--names] FILES`: ci/test/junit.xsd validation
 /// (xmlschema), and the test cases as `classname\tname\tfailed|passed`.
 fn junit_py(names: bool, files: &[PathBuf]) -> String {
     let mut cmd = Command::new(python());
@@ -198,7 +198,7 @@ fn junit_py(names: bool, files: &[PathBuf]) -> String {
 }
 
 /// Every fixture's JUnit file (`tracer report --junit`) is valid against
-/// Jenkins' junit-10.xsd, and a schema-invalid file is caught (the
+/// ci/test/junit.xsd, and a schema-invalid file is caught (the
 /// validator is not a formality).
 #[test]
 fn tracer_junit_files_are_valid_junit_10() {
@@ -588,7 +588,7 @@ jobs:
 }
 
 /// `tracer daemon --junit FILE`: written on the daemon's stop path, valid
-/// junit-10.xsd, naming the death the watched job had.
+/// ci/test/junit.xsd, naming the death the watched job had.
 #[test]
 fn the_daemon_writes_its_junit_file_when_it_stops() {
     use std::io::{BufRead, BufReader};
