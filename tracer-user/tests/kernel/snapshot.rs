@@ -368,7 +368,7 @@ held = [os.open("/dev/null", os.O_RDONLY) for _ in range({fds})]
 stop = threading.Event()
 for _ in range({threads}):
     threading.Thread(target=stop.wait, daemon=True).start()
-print(len(held), threading.active_count(), flush=True)
+print('ready', len(held), threading.active_count(), flush=True)
 stop.wait()
 "#
     ));
