@@ -118,14 +118,17 @@ fn user_root_keeps_root_even_under_sudo() {
 }
 
 #[test]
-fn unknown_user_is_one_line_and_exit_70() {
+fn unknown_user_is_one_line_and_a_usage_error() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
     let out = record_command(&out_dir, &["--user", "no-such-user-tracer-test"], &["true"])
         .output()
         .unwrap();
-    let stderr = one_line_failure(&out);
+    // The command line is wrong: EX_USAGE (README's exit table), one line.
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
         stderr.starts_with("tracer: error: no such user: no-such-user-tracer-test"),
         "{stderr}"
