@@ -96,6 +96,19 @@ pub enum Direction {
     OutsideToRun,
 }
 
+impl Direction {
+    /// The snake_case name serde gives it (metric labels, OTLP).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn direction_as_str_is_the_serde_name() {
+    super::types::names::same(Direction::as_str);
+}
+
 /// A signal crossing the run's boundary, sent by a process (not the kernel).
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]

@@ -420,22 +420,16 @@ macro_rules! as_str {
         }
     )*};
 }
-as_str!(
-    Rank,
-    CauseKind,
-    Relation,
-    MechanismKind,
-    super::side_findings::Direction
-);
+as_str!(Rank, CauseKind, Relation, MechanismKind);
 
 #[cfg(test)]
-mod names {
+pub(crate) mod names {
     use strum::VariantArray;
 
     use super::*;
 
     /// One name per variant: what serde writes is what as_str says.
-    fn same<T: VariantArray + serde::Serialize + Copy>(as_str: fn(T) -> &'static str) {
+    pub(crate) fn same<T: VariantArray + serde::Serialize + Copy>(as_str: fn(T) -> &'static str) {
         for &v in T::VARIANTS {
             let serde = serde_json::to_value(v).unwrap();
             assert_eq!(serde.as_str(), Some(as_str(v)));
@@ -448,6 +442,5 @@ mod names {
         same(CauseKind::as_str);
         same(Relation::as_str);
         same(MechanismKind::as_str);
-        same(super::super::side_findings::Direction::as_str);
     }
 }

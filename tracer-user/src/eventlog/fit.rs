@@ -99,7 +99,7 @@ fn snapshot(s: &SnapshotTaken, limit: usize) -> Option<SnapshotTaken> {
     let mut note = format!(
         "the snapshot was cut to fit a log line of {} MiB: the threads and fds of {emptied} \
          process(es) are left out",
-        super::writer::MAX_RECORD_BYTES >> 20
+        limit >> 20
     );
     if dropped > 0 {
         note.push_str(&format!(", and the last {dropped} process(es) entirely"));

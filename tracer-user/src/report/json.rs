@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{
     facts::{LogFacts, RunFacts},
-    verdict::verdict,
+    verdict::{skipped_lines, verdict},
     ReportOptions,
 };
 use crate::{
@@ -222,15 +222,6 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         analysis,
         snapshots,
     }
-}
-
-/// "1 line over the 64 MiB line limit skipped", as the loss line says it.
-pub(crate) fn skipped_lines(n: u64) -> String {
-    format!(
-        "{} over the {} MiB line limit skipped",
-        w::plural(n as usize, "line", "lines"),
-        crate::eventlog::MAX_LINE_BYTES >> 20
-    )
 }
 
 pub(crate) fn loss_breakdown(l: &Loss) -> String {

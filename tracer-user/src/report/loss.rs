@@ -1,5 +1,8 @@
 //! The loss line: always present, in report.md and the stderr summary.
-use super::json::{loss_breakdown, skipped_lines, Report};
+use super::{
+    json::{loss_breakdown, Report},
+    verdict::skipped_lines,
+};
 use crate::analysis::wording as w;
 
 /// Always present, whatever the loss: a reader must never have to guess.

@@ -37,7 +37,7 @@ pub fn verdict(a: &Analysis, log: &LogFacts) -> String {
         let why = if log.truncated {
             "the log is truncated".to_string()
         } else if log.lost_total == log.lines_skipped {
-            super::json::skipped_lines(log.lines_skipped)
+            skipped_lines(log.lines_skipped)
         } else {
             w::plural(
                 log.lost_total as usize,
@@ -135,4 +135,13 @@ fn mentions<'a>(certs: impl Iterator<Item = &'a Certificate>) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// "1 line over the 64 MiB line limit skipped", as the loss line says it.
+pub(crate) fn skipped_lines(n: u64) -> String {
+    format!(
+        "{} over the {} MiB line limit skipped",
+        w::plural(n as usize, "line", "lines"),
+        crate::eventlog::MAX_LINE_BYTES >> 20
+    )
 }
