@@ -62,6 +62,7 @@ fn last_words(l: &LastWords, limit: usize) -> LastWords {
 /// Threads and fds left out of the largest processes first, then (if that
 /// is not enough) the last processes themselves; a note says so.
 fn snapshot(s: &SnapshotTaken, limit: usize) -> Option<SnapshotTaken> {
+    let line_limit = limit;
     // Room for the note this adds.
     let limit = limit.checked_sub(512)?;
     let mut cut = s.clone();
@@ -99,7 +100,7 @@ fn snapshot(s: &SnapshotTaken, limit: usize) -> Option<SnapshotTaken> {
     let mut note = format!(
         "the snapshot was cut to fit a log line of {} MiB: the threads and fds of {emptied} \
          process(es) are left out",
-        limit >> 20
+        line_limit >> 20
     );
     if dropped > 0 {
         note.push_str(&format!(", and the last {dropped} process(es) entirely"));
