@@ -82,6 +82,52 @@ pub const fn name(sig: i32) -> Option<&'static str> {
     }
 }
 
+/// What glibc's strsignal(3) calls signals 1..=31, indexed by number - 1:
+/// the words shells (`Killed`), make (`[all] Segmentation fault`), xargs and
+/// Go (`signal: killed`) print when a child dies of one.
+const DESCRIPTIONS: [&str; 31] = [
+    "Hangup",
+    "Interrupt",
+    "Quit",
+    "Illegal instruction",
+    "Trace/breakpoint trap",
+    "Aborted",
+    "Bus error",
+    "Floating point exception",
+    "Killed",
+    "User defined signal 1",
+    "Segmentation fault",
+    "User defined signal 2",
+    "Broken pipe",
+    "Alarm clock",
+    "Terminated",
+    "Stack fault",
+    "Child exited",
+    "Continued",
+    "Stopped (signal)",
+    "Stopped",
+    "Stopped (tty input)",
+    "Stopped (tty output)",
+    "Urgent I/O condition",
+    "CPU time limit exceeded",
+    "File size limit exceeded",
+    "Virtual timer expired",
+    "Profiling timer expired",
+    "Window changed",
+    "I/O possible",
+    "Power failure",
+    "Bad system call",
+];
+
+/// strsignal(3)'s description of a standard signal (1..=31).
+pub const fn description(sig: i32) -> Option<&'static str> {
+    if sig >= 1 && sig <= DESCRIPTIONS.len() as i32 {
+        Some(DESCRIPTIONS[(sig - 1) as usize])
+    } else {
+        None
+    }
+}
+
 /// Signals the kernel raises for a faulting instruction (with a positive
 /// si_code): ILL TRAP BUS FPE SEGV SYS.
 pub const FAULT_SIGS: [i32; 6] = [SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV, SIGSYS];

@@ -209,6 +209,8 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         history,
         last_words,
         evidence,
+        consequence_of: None,
+        consequences: Vec::new(),
     }
 }
 

@@ -2,6 +2,7 @@
 //! plus the cheap side findings (other exits, near misses, foreign signals,
 //! processes left running). Pure: same model, same output.
 mod ancestors;
+pub mod cascade;
 mod caught;
 mod cause;
 mod certificate;
@@ -111,6 +112,9 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
             small_exits.push(p.key);
         }
     }
+    // Which deaths follow from others (cascade.rs): ranks first, as the
+    // order depends on them; ids and sentences once the order is known.
+    let links = cascade::link(&cx, &mut certificates);
     // Within a rank, by the moment the cause happened (the fatal signal), so a
     // group kill's victims stay together in the order the kernel reached them.
     certificates.sort_by_key(|c| {
@@ -123,9 +127,11 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         match c.rank {
             Rank::Unexpected => counts.unexpected += 1,
             Rank::NonzeroExit => counts.nonzero_exit += 1,
+            Rank::Consequence => counts.consequence += 1,
             Rank::Expected => counts.expected += 1,
         }
     }
+    cascade::word(&mut certificates, &links);
     let other_exits = extras::other_exits(&cx, &small_exits);
     let foreign_signals = extras::foreign_signals(&cx);
     let leftovers = extras::leftovers(&cx);

@@ -212,6 +212,9 @@ pub struct DeathCounts {
     pub unexpected: usize,
     /// Workers that exited non-zero.
     pub nonzero_exit: usize,
+    /// Deaths that follow from another death of the report (rank
+    /// `consequence`): not counted under the ranks above.
+    pub consequence: usize,
     /// Expected stops.
     pub expected: usize,
 }

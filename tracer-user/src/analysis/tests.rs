@@ -37,12 +37,14 @@ fn real_process_group_kill_of_a_sibling() {
         ),
         (424242, Some("ESRCH"))
     );
-    // The pyenv shim exec'd the root several times; all execs are kept.
+    // The pyenv shim exec'd the root several times; all execs are kept. Its
+    // exit 1, 23 ms after its worker was killed, follows from that kill.
     let root = a
         .certificates
         .iter()
-        .find(|c| c.rank == Rank::NonzeroExit)
+        .find(|c| c.rank == Rank::Consequence)
         .unwrap();
+    assert_eq!(root.consequence_of.as_ref().map(|l| l.of), Some(un[0].id));
     assert!(root.victim.execs.len() >= 5, "{}", root.victim.execs.len());
     assert_eq!(
         root.victim.process.argv.last().map(String::as_str),
@@ -98,6 +100,7 @@ fn real_shell_stopping_its_child_is_expected() {
         DeathCounts {
             unexpected: 0,
             nonzero_exit: 1,
+            consequence: 0,
             expected: 1
         }
     );

@@ -58,6 +58,10 @@ pub enum Rank {
     Unexpected,
     /// A worker that exited non-zero on its own.
     NonzeroExit,
+    /// It follows from another death of the report, a process it was
+    /// waiting on (`consequence_of`): that death is the root cause, counted
+    /// and named in the verdict; this one is not counted again.
+    Consequence,
     /// An orderly stop: by its parent/ancestor, the tracer, or parent death.
     Expected,
 }
@@ -221,6 +225,9 @@ pub enum MechanismKind {
     /// PR_SET_PDEATHSIG fired by the exit of the parent's forking thread
     /// while the parent process lived on.
     ParentThreadExit,
+    /// The init (pid 1) of its pid namespace ended, and the kernel killed
+    /// what was left of the namespace (SIGKILL, SI_KERNEL).
+    PidNamespaceTeardown,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -389,6 +396,66 @@ pub struct Certificate {
     pub last_words: Option<LastWordsRef>,
     /// Sequence numbers of the events this certificate rests on.
     pub evidence: Vec<u64>,
+    /// This death follows from the death of another certificate's victim,
+    /// a process it was waiting on (docs/report.md, "Cascades").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consequence_of: Option<Consequence>,
+    /// The certificates whose `consequence_of.root` is this one, in the
+    /// order they died: the chain this death started.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consequences: Vec<usize>,
+}
+
+/// How a death follows from another: the link of a cascade.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Consequence {
+    /// `id` of the certificate of the death it follows from directly.
+    pub of: usize,
+    /// `id` of the chain's root: up the `of` links, the first certificate
+    /// not ranked `consequence` (the death reported in its own right).
+    pub root: usize,
+    /// What the process that died first was to this victim.
+    pub via: LinkVia,
+    /// What ties the two deaths.
+    pub evidence: LinkEvidence,
+    /// The tie in one sentence.
+    pub detail: String,
+}
+
+/// What the process whose death came first was to the victim.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkVia {
+    /// Its child: the process it forked and waited on.
+    Child,
+    /// A deeper descendant, forked by a process still running when the
+    /// victim exited (a fork server).
+    Descendant,
+    /// The reader of the pipe it wrote to (SIGPIPE).
+    PipeReader,
+    /// The init (pid 1) of its pid namespace.
+    NamespaceInit,
+}
+
+/// The evidence that ties a consequence to its cause.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkEvidence {
+    /// It exited 128+N after the other died of signal N (how a shell reports
+    /// a child killed by N), or passed such a status on.
+    ExitCode,
+    /// Its last words name the death: the pid, the signal, the exit code, or
+    /// a runtime's words for a lost worker.
+    LastWords,
+    /// It exited within the cascade window (5 s) of the death.
+    Window,
+    /// SIGPIPE: the pipe's reader had died first.
+    PipeReader,
+    /// The kernel killed it when the init of its pid namespace ended.
+    PidNamespace,
 }
 
 /// A process's last words: the end of its stderr, as the kernel saw it.

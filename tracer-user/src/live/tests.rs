@@ -93,7 +93,7 @@ fn otlp_request_round_trips_through_protobuf() {
         assert_eq!(r.event_name, "tracer.death");
         let want = match c.rank {
             crate::analysis::Rank::Unexpected => 17,
-            crate::analysis::Rank::NonzeroExit => 13,
+            crate::analysis::Rank::NonzeroExit | crate::analysis::Rank::Consequence => 13,
             crate::analysis::Rank::Expected => 9,
         };
         assert_eq!(r.severity_number, want);

@@ -146,7 +146,7 @@ impl Context {
 fn certificate(c: &Certificate, parent: Option<u32>, time: u64) -> LogRecord {
     let (severity, text) = match c.rank {
         Rank::Unexpected => (SeverityNumber::Error, "ERROR"),
-        Rank::NonzeroExit => (SeverityNumber::Warn, "WARN"),
+        Rank::NonzeroExit | Rank::Consequence => (SeverityNumber::Warn, "WARN"),
         Rank::Expected => (SeverityNumber::Info, "INFO"),
     };
     let mut a = process(&c.victim.process, parent);

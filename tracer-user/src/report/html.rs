@@ -192,6 +192,7 @@ fn rank_css(r: Rank) -> &'static str {
     match r {
         Rank::Unexpected => "unexpected",
         Rank::NonzeroExit => "nonzero",
+        Rank::Consequence => "consequence",
         Rank::Expected => "expected",
     }
 }

@@ -19,10 +19,13 @@ use crate::{
 /// 2: ancestry chains by id (`ancestry_id`, the top-level `ancestors`).
 /// 3: near misses folded (`count`, `last_seq`, `last_time`), their sender by
 /// entry (`sender_id`), the list capped (`near_misses_left_out`).
-pub const REPORT_SCHEMA_VERSION: u32 = 3;
+/// 4: cascades: the rank `consequence` (not counted under the others),
+/// `counts.consequence`, certificates linked by id (`consequence_of`,
+/// `consequences`).
+pub const REPORT_SCHEMA_VERSION: u32 = 4;
 
 pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that exited non-zero \
-on their own, then expected stops. A death is expected when the tracer stopped it (a cancellation \
+on their own, then the deaths that followed from those (consequences), then expected stops. A death is expected when the tracer stopped it (a cancellation \
 it forwarded, its timeout, `--leaks kill`), when it was a parent-death signal, or when its own \
 parent or ancestor sent SIGINT, SIGHUP, SIGTERM or SIGKILL (an orderly shutdown); a non-zero exit \
 after the run was cancelled is expected too. Every other signal death is unexpected: killed by a \
@@ -34,7 +37,10 @@ caught signal: it is ranked by that signal's sender. \
 Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`) and a terminal hang-up \
 caused by its own parent or ancestor are expected; a timeout(1) that fired ranks with the non-zero \
 exits; a parent-death signal fired by the exit of a parent thread while the parent lived on is \
-unexpected.";
+unexpected. A consequence follows from an unexpected death or a non-zero exit of a process it was \
+waiting on (its child exited 128+N after that child died of N, its last words name that death, or \
+it exited within 5 s of it; a SIGPIPE after its reader died; a kill by its pid namespace's end): \
+it is ranked after the non-zero exits and not counted again.";
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]

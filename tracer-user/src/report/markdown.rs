@@ -11,7 +11,7 @@ use super::{
 use crate::{
     analysis::{
         wording::{self as w, proc_phrase, relation_phrase},
-        Ancestor, Certificate, ProcRef, Rank,
+        Analysis, Certificate, ProcRef, Rank,
     },
     text::markdown as md,
 };
@@ -23,6 +23,7 @@ fn rank_name(r: Rank) -> &'static str {
     match r {
         Rank::Unexpected => "Unexpected",
         Rank::NonzeroExit => "Non-zero exit",
+        Rank::Consequence => "Consequence",
         Rank::Expected => "Expected",
     }
 }
@@ -33,6 +34,11 @@ pub(super) fn render(r: &Report) -> String {
     // Writing to a String cannot fail; `let _ =` keeps that out of the way.
     // `head -n 1 report.md` is a CI summary: one line, whatever the data.
     let _ = writeln!(o, "{}\n", md::inline(&r.verdict));
+    // The chains the verdict's root causes started, one line each, right
+    // under it: what followed, without reading on.
+    for line in super::verdict::then_lines(a) {
+        let _ = writeln!(o, "{}\n", md::inline(&line));
+    }
     let _ = writeln!(o, "{}  ", run_line(r));
     let _ = writeln!(o, "{}  ", loss_line(r));
     if !r.run.hooks_missing.is_empty() {
@@ -50,9 +56,18 @@ pub(super) fn render(r: &Report) -> String {
     {
         let _ = writeln!(o, "**Warning:** {}  ", md::text(warning));
     }
+    // Consequences are named only when there are some: a report without a
+    // cascade reads as it always did.
+    let consequences = match a.counts.consequence {
+        0 => String::new(),
+        n => format!(
+            ", {} (not counted again)",
+            w::plural(n, "consequence", "consequences")
+        ),
+    };
     let _ = writeln!(
         o,
-        "**Deaths:** {} unexpected, {}, {} expected; {} grouped below.\n",
+        "**Deaths:** {} unexpected, {}{consequences}, {} expected; {} grouped below.\n",
         a.counts.unexpected,
         w::plural(
             a.counts.nonzero_exit,
@@ -76,7 +91,7 @@ pub(super) fn render(r: &Report) -> String {
             md::inline(&r.ranking_rule)
         );
         for c in a.certificates.iter().take(MAX_DETAILED) {
-            certificate(&mut o, c, &a.ancestors);
+            certificate(&mut o, c, a);
         }
         // A cancelled `make -j` can leave hundreds of expected deaths: past
         // the first few, one line each keeps the report readable.
@@ -172,7 +187,8 @@ fn redacted_note(patterns: u32) -> String {
     )
 }
 
-fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
+fn certificate(o: &mut String, c: &Certificate, a: &Analysis) {
+    let anc = &a.ancestors[..];
     let rank = rank_name(c.rank);
     let v = &c.victim;
     let _ = writeln!(
@@ -187,6 +203,9 @@ fn certificate(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
         md::inline(&c.headline),
         md::inline(&c.rank_reason)
     );
+    if let Some(then) = crate::analysis::cascade::then_line(&a.certificates, c) {
+        let _ = writeln!(o, "{}\n", md::inline(&then));
+    }
     let _ = writeln!(o, "| | |\n|---|---|");
     let _ = writeln!(o, "| victim | {} |", proc_cell(&v.process));
     full_command(o, "command", &v.process);

@@ -146,6 +146,8 @@ fn write_files(
 /// Line prefixes `print_summary` colours by; part of the plain text too.
 const ITEM: &str = "  * ";
 const WARN: &str = "  ! ";
+/// A root's chain of consequences, under its item.
+const THEN: &str = "      ";
 const MAX_ITEMS: usize = 5;
 
 /// The stderr summary (public for the output-invariant tests).
@@ -155,14 +157,19 @@ pub fn summary(r: &Report, md: &Path, json: &Path) -> String {
     // command or an escape sequence, and the verdict stays one line.
     let t = crate::text::terminal::line;
     let mut lines = vec![format!("tracer: {}", t(&r.verdict))];
+    // A consequence is shown on its root's `then:` line, not as a death of
+    // its own.
     let shown: Vec<_> = r
         .analysis
         .certificates
         .iter()
-        .filter(|c| c.rank != Rank::Expected)
+        .filter(|c| !matches!(c.rank, Rank::Expected | Rank::Consequence))
         .collect();
     for c in shown.iter().take(MAX_ITEMS) {
         lines.push(format!("{ITEM}#{} {}", c.id, t(&c.headline)));
+        if let Some(then) = crate::analysis::cascade::then_line(&r.analysis.certificates, c) {
+            lines.push(format!("{THEN}{}", t(&then)));
+        }
     }
     if shown.len() > MAX_ITEMS {
         lines.push(format!(

@@ -1,6 +1,6 @@
 //! The verdict: the first line of every report.
 use super::facts::LogFacts;
-use crate::analysis::{wording as w, Analysis, Certificate, Leftover, Rank};
+use crate::analysis::{cascade, wording as w, Analysis, Certificate, Leftover, Rank};
 
 /// The first line of every report. Names at most two causes: the rest is a
 /// scroll away. Never claims "no unexpected deaths" on lossy data unqualified.
@@ -51,6 +51,44 @@ pub fn verdict(a: &Analysis, log: &LogFacts) -> String {
         );
     }
     v
+}
+
+/// The rank the verdict leads with: unexpected deaths, else non-zero exits.
+fn leading(a: &Analysis) -> Option<Rank> {
+    if a.counts.unexpected > 0 {
+        Some(Rank::Unexpected)
+    } else if a.counts.nonzero_exit > 0 {
+        Some(Rank::NonzeroExit)
+    } else {
+        None
+    }
+}
+
+/// The chains started by the deaths the verdict leads with, one `then:`
+/// line each (at most two, as the verdict names at most two causes): said
+/// right under the verdict in report.md and the stderr summary.
+pub(super) fn then_lines(a: &Analysis) -> Vec<String> {
+    let Some(rank) = leading(a) else {
+        return Vec::new();
+    };
+    let roots: Vec<&Certificate> = a
+        .certificates
+        .iter()
+        .filter(|c| c.rank == rank && !c.consequences.is_empty())
+        .take(2)
+        .collect();
+    let several = roots.len() > 1;
+    roots
+        .into_iter()
+        .filter_map(|c| {
+            let line = cascade::then_line(&a.certificates, c)?;
+            Some(if several {
+                format!("#{} {line}", c.id)
+            } else {
+                line
+            })
+        })
+        .collect()
 }
 
 /// The verdict's leak clause. `leak` records say exactly which processes

@@ -226,8 +226,9 @@ fn rank_order(rank: &str) -> u8 {
     match rank {
         "unexpected" => 0,
         "nonzero_exit" => 1,
-        "expected" => 2,
-        _ => 3,
+        "consequence" => 2,
+        "expected" => 3,
+        _ => 4,
     }
 }
 

@@ -93,6 +93,7 @@ fn rank_word(rank: &str) -> &str {
     match rank {
         "unexpected" => "**unexpected**",
         "nonzero_exit" => "non-zero exit",
+        "consequence" => "consequence of another death",
         other => other,
     }
 }

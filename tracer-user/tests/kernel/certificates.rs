@@ -91,12 +91,14 @@ fn sibling_killed_by_a_process_group_kill() {
         "(the same call also killed pid {})",
         other["victim"]["pid"]
     )));
-    // The runner's own exit 3 is a worker's non-zero exit, ranked last.
+    // The runner's own exit 3, right after its child B was killed, follows
+    // from that kill: a consequence, ranked last, pointing back to B.
     assert_ranked(&rep);
     let last = certs(&rep).last().unwrap();
     assert_eq!(last["victim"]["pid"], root(&r).pid);
     assert_eq!(last["victim"]["status"], json!({"exited": {"code": 3}}));
-    assert_eq!(last["rank"], "nonzero_exit");
+    assert_eq!(last["rank"], "consequence");
+    assert_eq!(last["consequence_of"]["root"], c["id"]);
     // The fabricated pid left only a failed call: a near miss.
     let miss = rep["near_misses"]
         .as_array()

@@ -80,6 +80,26 @@ fn report_fail_on_judges_a_recorded_log() {
     assert_eq!(out.status.code(), Some(86), "{}", no_panic(&out));
 }
 
+/// A cascade is one unexpected death: a worker SIGKILLed, then its runner,
+/// `sh -c` and npx each exiting 1 because of it. The root is counted once.
+#[test]
+fn report_fail_on_counts_a_cascade_once() {
+    let out = report_fail_on("real_cascade_npx.ndjson", "unexpected-death");
+    let stderr = no_panic(&out);
+    assert_eq!(out.status.code(), Some(86), "{stderr}");
+    assert!(
+        stderr.contains("--fail-on unexpected-death: 1 found"),
+        "{stderr}"
+    );
+    // The stderr summary names the root and folds the chain under it.
+    let items: Vec<&str> = stderr.lines().filter(|l| l.starts_with("  * ")).collect();
+    assert_eq!(items.len(), 1, "{stderr}");
+    assert!(
+        stderr.contains("      then: `node /tmp/rc/npxpkg/node_modules/.bin/runme`"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn report_fail_on_a_daemon_log_refuses_what_it_cannot_judge() {
     let out = report_fail_on("daemon.ndjson", "unexpected-death,oom");

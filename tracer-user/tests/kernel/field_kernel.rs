@@ -71,7 +71,7 @@ fn producer_head_sigpipe_is_the_normal_end_of_a_pipeline() {
 }
 
 #[test]
-fn sigpipe_after_the_reader_crashed_stays_unexpected_and_names_it() {
+fn sigpipe_after_the_reader_crashed_names_it_and_follows_from_it() {
     let reader = "import os, sys; sys.stdin.buffer.read(10); os.abort()";
     let r = record(
         &[],
@@ -84,9 +84,14 @@ fn sigpipe_after_the_reader_crashed_stays_unexpected_and_names_it() {
     assert_no_loss(&r);
     let rep = report(&r);
     let c = cert(&rep, "yes");
+    // The reader's abort is the root cause; the writer's SIGPIPE follows.
     assert_eq!(
         (c.cause.kind, c.rank),
-        (CauseKind::Sigpipe, Rank::Unexpected)
+        (CauseKind::Sigpipe, Rank::Consequence)
+    );
+    assert_eq!(
+        c.consequence_of.as_ref().map(|l| l.of),
+        Some(cert(&rep, "python3").id)
     );
     let reader = mechanism(c).process.as_ref().unwrap();
     assert!(reader.argv[0].ends_with("python3"), "{:?}", reader.argv);

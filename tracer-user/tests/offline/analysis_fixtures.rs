@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use tracer_user::{
-    analysis::{CauseKind, Certificate, Direction, Rank, Relation},
+    analysis::{CauseKind, Certificate, Direction, LinkEvidence, Rank, Relation},
     eventlog::{read_log, EventLog, ExitStatus, ProcKey},
     model::Model,
     report::{build_report, render_markdown, Report, ReportOptions},
@@ -90,8 +90,23 @@ fn seed000_group_kill_names_the_sibling_and_the_process_group() {
     );
     assert_eq!(grandchild.killer.as_ref().unwrap().call_seq, k.call_seq);
     assert_eq!(cert(&r, 4244).cause.kind, CauseKind::KilledInRun);
-    // The wrapped command's own exit 1 is a non-zero exit, ranked after.
-    assert_eq!(cert(&r, 4000).rank, Rank::NonzeroExit);
+    // The wrapped command's own exit 1 follows from its worker's death
+    // (within the cascade window): a consequence, ranked after, pointing
+    // back to the kill, and not a second death in the verdict.
+    let root = cert(&r, 4000);
+    assert_eq!(root.rank, Rank::Consequence);
+    let link = root.consequence_of.as_ref().expect("linked to its cause");
+    assert_eq!((link.of, link.root), (c.id, c.id));
+    assert!(
+        root.headline.contains(&format!(
+            "exited with code 1 because its child `node worker.js` (pid 4242) was killed by SIGKILL from `node runner-session.test` (pid 4100) (see #{})",
+            c.id
+        )),
+        "{}",
+        root.headline
+    );
+    assert_eq!(c.consequences, [root.id]);
+    assert_eq!(r.analysis.counts.consequence, 1);
     assert_eq!(
         r.analysis.certificates.last().unwrap().victim.process.pid,
         4000
@@ -165,8 +180,19 @@ fn oom_blames_the_kernel_never_the_allocating_task() {
     assert!(c.history[0].raised_by_kernel && c.history[0].relation.is_none());
     let md = render_markdown(&r);
     assert!(md.contains("it is **not** the culprit"), "{md}");
-    // bash reporting its child's SIGKILL as 137 gets a hint, not a signal hunt.
-    assert!(cert(&r, 200).headline.contains("128+SIGKILL"));
+    // bash reporting its child's SIGKILL as 137 points back to the OOM kill.
+    let bash = cert(&r, 200);
+    assert_eq!(bash.rank, Rank::Consequence);
+    assert!(
+        bash.headline.contains(
+            "exited with code 137 because its child `python3 train.py --epochs 3` (pid 210) was killed by the kernel OOM killer"
+        ),
+        "{}",
+        bash.headline
+    );
+    let link = bash.consequence_of.as_ref().unwrap();
+    assert_eq!(link.evidence, LinkEvidence::ExitCode);
+    assert_eq!(r.analysis.counts.unexpected, 1);
 }
 
 #[test]
@@ -328,7 +354,14 @@ fn pid_reuse_never_merges_two_processes() {
 fn nonzero_exits_workers_summary_watch_and_leaks() {
     let r = report("exits.ndjson");
     assert_eq!(cert(&r, 710).cause.kind, CauseKind::NonzeroExit);
-    assert_eq!(cert(&r, 700).rank, Rank::NonzeroExit);
+    // cargo's 101 came 4.9 s after its child's exit 1: within the cascade
+    // window, so it follows from it and is not a second non-zero exit.
+    let cargo = cert(&r, 700);
+    assert_eq!(cargo.rank, Rank::Consequence);
+    assert_eq!(
+        cargo.consequence_of.as_ref().map(|l| l.evidence),
+        Some(LinkEvidence::Window)
+    );
     assert!(r
         .analysis
         .certificates
@@ -341,7 +374,7 @@ fn nonzero_exits_workers_summary_watch_and_leaks() {
         .map(|g| (g.program.as_str(), g.count))
         .collect();
     assert_eq!(groups, [("grep", 5), ("eslint", 1)]);
-    assert!(r.verdict.starts_with("No unexpected deaths; 2 non-zero exits: `node server/dist/index.js` (pid 710) exited with code 1"), "{}", r.verdict);
+    assert!(r.verdict.starts_with("No unexpected deaths; 1 non-zero exit: `node server/dist/index.js` (pid 710) exited with code 1"), "{}", r.verdict);
     // The seed-001 shape: a daemon outliving the test that spawned it.
     let leak: Vec<_> = r
         .analysis

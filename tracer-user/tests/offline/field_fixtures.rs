@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use tracer_user::{
-    analysis::{CauseKind, Certificate, MechanismKind, Rank},
+    analysis::{CauseKind, Certificate, LinkEvidence, LinkVia, MechanismKind, Rank},
     eventlog::read_log,
     report::{build_report, Report, ReportOptions},
 };
@@ -50,13 +50,23 @@ fn sigpipe_of_yes_head_is_expected_with_head_as_reader() {
 }
 
 #[test]
-fn sigpipe_after_the_reader_died_is_unexpected() {
+fn sigpipe_after_the_reader_died_follows_from_the_reader() {
     let r = report("sigpipe_reader_died");
     let c = cert(&r, "yes");
+    // The reader's crash is the root cause (counted once); the writer's
+    // SIGPIPE follows from it.
     assert_eq!(
         (c.cause.kind, c.rank),
-        (CauseKind::Sigpipe, Rank::Unexpected)
+        (CauseKind::Sigpipe, Rank::Consequence)
     );
+    let reader = cert(&r, "python3");
+    assert_eq!(reader.rank, Rank::Unexpected);
+    let link = c.consequence_of.as_ref().expect("linked to the reader");
+    assert_eq!(
+        (link.of, link.via, link.evidence),
+        (reader.id, LinkVia::PipeReader, LinkEvidence::PipeReader)
+    );
+    assert_eq!(r.analysis.counts.unexpected, 1, "{}", r.verdict);
     assert!(
         mech(c).1.process.as_ref().unwrap().argv[0].ends_with("python3"),
         "the sibling reader, not the parent shell"

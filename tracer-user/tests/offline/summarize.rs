@@ -81,7 +81,8 @@ fn the_same_group_kill_in_two_runs_is_one_signature() {
     assert_eq!(first["first_seen"], "2026-08-18T17:27:00Z");
     assert_eq!(first["last_seen"], "2026-08-19T09:00:00Z");
     assert_eq!(first["calls"], serde_json::json!(["kill(-<pid>, SIGKILL)"]));
-    // Unexpected signatures all come before the non-zero exits.
+    // Unexpected signatures all come before the non-zero exits, then the
+    // consequences (the runners' exits after their workers died).
     let ranks: Vec<&str> = v["signatures"]
         .as_array()
         .unwrap()
@@ -92,10 +93,11 @@ fn the_same_group_kill_in_two_runs_is_one_signature() {
     sorted.sort_by_key(|r| match *r {
         "unexpected" => 0,
         "nonzero_exit" => 1,
-        _ => 2,
+        "consequence" => 2,
+        _ => 3,
     });
     assert_eq!(ranks, sorted);
-    assert!(ranks.contains(&"unexpected") && ranks.contains(&"nonzero_exit"));
+    assert!(ranks.contains(&"unexpected") && ranks.contains(&"consequence"));
     // The OOM kill is its own signature, with no killer.
     let oom = v["signatures"]
         .as_array()

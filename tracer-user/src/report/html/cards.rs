@@ -100,11 +100,26 @@ pub(super) fn run_facts(o: &mut String, r: &Report) {
         o,
         "deaths",
         &format!(
-            "<a href=\"#certificates\">{} unexpected, {} non-zero exits, {} expected</a>",
-            c.unexpected, c.nonzero_exit, c.expected
+            "<a href=\"#certificates\">{} unexpected, {} non-zero exits, {}{} expected</a>",
+            c.unexpected,
+            c.nonzero_exit,
+            consequences(c.consequence),
+            c.expected
         ),
     );
     o.push_str("</table>\n");
+}
+
+/// "2 consequences, " when deaths followed from others (none: nothing, so
+/// a report without cascades reads as before).
+fn consequences(n: usize) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    format!(
+        "{}, ",
+        crate::analysis::wording::plural(n, "consequence", "consequences")
+    )
 }
 
 pub(super) fn certificates(o: &mut String, r: &Report) {

@@ -228,7 +228,9 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
         let class = match (c.cause.kind, c.rank) {
             (CauseKind::Oom, _) => EndClass::Oom,
             (_, Rank::Unexpected) => EndClass::Unexpected,
-            (_, Rank::NonzeroExit) => EndClass::NonzeroExit,
+            // A consequence ends as the non-zero exit (or kill) it is; the
+            // card and the chain say what it followed from.
+            (_, Rank::NonzeroExit | Rank::Consequence) => EndClass::NonzeroExit,
             (_, Rank::Expected) => EndClass::Expected,
         };
         cert_of

@@ -138,7 +138,7 @@ pub(crate) fn s(v: &Value) -> &str {
 /// Ranks never go back up the list: unexpected deaths come first.
 pub(crate) fn assert_ranked(report: &Value) {
     let order = |r: &str| {
-        ["unexpected", "nonzero_exit", "expected"]
+        ["unexpected", "nonzero_exit", "consequence", "expected"]
             .iter()
             .position(|x| *x == r)
     };

@@ -1,0 +1,549 @@
+//! Cascades: a death that follows from the abnormal death of a process the
+//! victim was waiting on — the shell that exits 137 after its child was
+//! SIGKILLed, the Python parent whose pool broke, `make` exiting 2 after a
+//! recipe died, the wrapper (`sh -c`, npx, unshare) passing a status on, the
+//! writer whose pipe's reader died. Such a certificate points back to the
+//! death that started the chain (`consequence_of`), ranks `consequence`
+//! when that chain's first failure is reported on its own, and is not
+//! counted again. Rules stated in docs/report.md ("Cascades").
+//!
+//! Two steps, as certificate ids exist only after ranking: [`link`] finds
+//! the links and sets the ranks; [`word`] writes ids and sentences.
+use std::collections::BTreeMap;
+
+use super::{
+    types::*,
+    wording::{self as w, proc_phrase},
+    Ctx,
+};
+use crate::eventlog::{ExitStatus, ProcKey};
+
+/// A non-zero exit this soon after the death of a process it waited on is
+/// that death's doing, whatever the exit code: a runner that reports a lost
+/// worker and exits 1, a wrapper passing a status on. Stated in
+/// docs/report.md.
+pub const CASCADE_WINDOW_NS: u64 = 5_000_000_000;
+/// Processes one certificate's search below it visits at most: the walk
+/// goes through processes still running (a fork server), so a fork-bomb
+/// log cannot make it quadratic.
+const MAX_WALK: usize = 4096;
+/// A runtime's words for a worker that vanished under it (Python's
+/// `BrokenProcessPool: A process in the process pool was terminated
+/// abruptly`, tinypool's `Worker exited unexpectedly`), lower case.
+const LOST_WORKER: [&str; 5] = [
+    "brokenprocesspool",
+    "terminated abruptly",
+    "exited unexpectedly",
+    "died unexpectedly",
+    "worker exited",
+];
+/// A quoted line of last words in a link's detail is cut to this.
+const QUOTE_MAX: usize = 100;
+/// A `then:` line names this many consequences, then counts the rest.
+const THEN_MAX: usize = 4;
+
+/// A link found by [`link`], before certificates have ids.
+pub(crate) struct Link {
+    /// The victim of the death it follows from.
+    cause: ProcKey,
+    via: LinkVia,
+    evidence: LinkEvidence,
+    detail: String,
+}
+
+fn key(c: &Certificate) -> ProcKey {
+    ProcKey {
+        pid: c.victim.process.pid,
+        start: c.victim.process.start,
+    }
+}
+
+/// A failure reported in its own right: what a chain's consequences are
+/// not counted beside.
+fn is_failure(r: Rank) -> bool {
+    matches!(r, Rank::Unexpected | Rank::NonzeroExit | Rank::Consequence)
+}
+
+/// Finds every consequence among `certs` (not yet sorted, no ids) and
+/// ranks it `consequence` when its chain starts at a failure; returns the
+/// links by victim.
+pub(crate) fn link(cx: &Ctx, certs: &mut [Certificate]) -> BTreeMap<ProcKey, Link> {
+    let by_key: BTreeMap<ProcKey, usize> =
+        certs.iter().enumerate().map(|(i, c)| (key(c), i)).collect();
+    // Causes die first: deciding in order of death settles each cause's
+    // own chain before its consequences are looked at.
+    let mut order: Vec<usize> = (0..certs.len()).collect();
+    order.sort_by_key(|&i| (certs[i].victim.end_seq, i));
+    // The rank a chain is reported under, per certificate: a chain whose
+    // first death was expected (the SIGPIPE of `producer | head` under
+    // `set -o pipefail`) is reported from its first failure on.
+    let mut chain_rank: Vec<Rank> = certs.iter().map(|c| c.rank).collect();
+    let mut links = BTreeMap::new();
+    for i in order {
+        let c = &certs[i];
+        let found = match (c.cause.kind, c.cause.mechanism.as_ref().map(|m| m.kind)) {
+            (CauseKind::NonzeroExit, _) if c.rank == Rank::NonzeroExit => {
+                waited_on(cx, certs, &by_key, i)
+            }
+            (CauseKind::Sigpipe, Some(MechanismKind::PipeReaderGone)) => {
+                pipe_reader(certs, &by_key, i)
+            }
+            (_, Some(MechanismKind::PidNamespaceTeardown)) => namespace_init(certs, &by_key, i),
+            _ => None,
+        };
+        let Some((j, l)) = found else { continue };
+        if is_failure(chain_rank[j]) {
+            chain_rank[i] = chain_rank[j];
+            certs[i].rank = Rank::Consequence;
+        }
+        links.insert(key(&certs[i]), l);
+    }
+    links
+}
+
+/// The child (or a fork server's worker) whose death a non-zero exit
+/// follows from: the last of them to fail before the victim exited — a
+/// child that exited non-zero or died of a signal the victim did not send
+/// itself (a pool's own shutdown of its other workers is no failure) —
+/// when it has a certificate, the victim ran the same program from before
+/// that death to its exit, and one piece of evidence ties the two.
+fn waited_on(
+    cx: &Ctx,
+    certs: &[Certificate],
+    by_key: &BTreeMap<ProcKey, usize>,
+    i: usize,
+) -> Option<(usize, Link)> {
+    let v = &certs[i];
+    let vk = key(v);
+    let ExitStatus::Exited { code } = v.victim.status else {
+        return None;
+    };
+    let end_seq = v.victim.end_seq;
+    let killed_by_v = |k: &ProcKey| {
+        by_key
+            .get(k)
+            .and_then(|&j| certs[j].killer.as_ref())
+            .is_some_and(|kr| kr.process.pid == vk.pid && kr.process.start == vk.start)
+    };
+    let mut stack: Vec<(ProcKey, bool)> =
+        cx.m.proc(vk)?
+            .children
+            .iter()
+            .rev()
+            .map(|&k| (k, true))
+            .collect();
+    let mut last: Option<(u64, ProcKey, bool)> = None;
+    let mut budget = MAX_WALK;
+    while let Some((k, direct)) = stack.pop() {
+        if budget == 0 {
+            break;
+        }
+        budget -= 1;
+        let Some(p) = cx.m.proc(k) else { continue };
+        match &p.end {
+            // It ended before the victim: a failure, or a success that
+            // absorbed whatever happened below it.
+            Some(e) if e.seq < end_seq => {
+                let failed = !matches!(e.status, ExitStatus::Exited { code: 0 });
+                if failed && !killed_by_v(&k) && last.is_none_or(|(s, ..)| e.seq > s) {
+                    last = Some((e.seq, k, direct));
+                }
+            }
+            // Still running when the victim exited: the processes it forked
+            // may be the ones the victim waited on (a fork server's workers).
+            _ => stack.extend(p.children.iter().rev().map(|&g| (g, false))),
+        }
+    }
+    let (_, ck, direct) = last?;
+    let j = *by_key.get(&ck)?;
+    // The program that exited must be the one that waited: a shell that
+    // exec'd its last command (`bash -c '…; grep -q x f'`) after the death
+    // exits with that command's status, not the dead child's.
+    let exec_after =
+        cx.m.proc(vk)?
+            .last_exec()
+            .is_some_and(|e| e.t > certs[j].victim.end_t);
+    if exec_after {
+        return None;
+    }
+    let via = if direct {
+        LinkVia::Child
+    } else {
+        LinkVia::Descendant
+    };
+    let (evidence, detail) = evidence(code, v, &certs[j], via)?;
+    Some((
+        j,
+        Link {
+            cause: ck,
+            via,
+            evidence,
+            detail,
+        },
+    ))
+}
+
+/// What ties a non-zero exit `code` of `v` to the death of `c`: its exit
+/// code (128+N after a death by N, or such a status passed on), its last
+/// words naming the death, or the time between the two.
+fn evidence(
+    code: i32,
+    v: &Certificate,
+    c: &Certificate,
+    via: LinkVia,
+) -> Option<(LinkEvidence, String)> {
+    let who = via_phrase(via);
+    let shell_status = match &c.victim.status {
+        ExitStatus::Signaled { signal, .. } => 128 + signal,
+        ExitStatus::Exited { code } => *code,
+    };
+    if code > 128 && code == shell_status {
+        let detail = match &c.victim.status {
+            ExitStatus::Signaled { name, .. } => {
+                format!(
+                    "it exited {code} = 128+{name}, as a shell reports a child killed by {name}"
+                )
+            }
+            ExitStatus::Exited { .. } => {
+                format!("it exited {code}, the status {who} exited with")
+            }
+        };
+        return Some((LinkEvidence::ExitCode, detail));
+    }
+    if let Some(line) = naming_line(v, c) {
+        return Some((
+            LinkEvidence::LastWords,
+            format!(
+                "its last words name that death: {}",
+                crate::text::markdown::code(&line)
+            ),
+        ));
+    }
+    let gap = v.victim.end_t.saturating_sub(c.victim.end_t);
+    (gap <= CASCADE_WINDOW_NS).then(|| {
+        (
+            LinkEvidence::Window,
+            format!(
+                "it exited {} after {who} died (within {})",
+                w::duration(gap),
+                w::duration(CASCADE_WINDOW_NS)
+            ),
+        )
+    })
+}
+
+/// The last line of `v`'s last words that names `c`'s death: its pid, its
+/// signal (name, number, or strsignal's words, as shells, make, xargs and
+/// Go print it), its exit code, or a runtime's words for a lost worker.
+fn naming_line(v: &Certificate, c: &Certificate) -> Option<String> {
+    let lw = v.last_words.as_ref()?;
+    let mut needles: Vec<String> = vec![c.victim.process.pid.to_string()];
+    needles.extend(c.victim.process.ns_pid.map(|n| n.pid.to_string()));
+    match &c.victim.status {
+        ExitStatus::Signaled { signal, name, .. } => {
+            needles.push(name.to_lowercase());
+            needles.push(format!("signal {signal}"));
+            needles.extend(tracer_common::signals::description(*signal).map(|d| d.to_lowercase()));
+        }
+        ExitStatus::Exited { code } => {
+            for word in ["code", "code=", "status", "error"] {
+                let sep = if word.ends_with('=') { "" } else { " " };
+                needles.push(format!("{word}{sep}{code}"));
+            }
+        }
+    }
+    needles.extend(LOST_WORKER.iter().map(|s| s.to_string()));
+    crate::text::display_text(&lw.text)
+        .lines()
+        .rev()
+        .find(|l| {
+            let lower = l.to_lowercase();
+            needles.iter().any(|n| has_word(&lower, n))
+        })
+        .map(|l| crate::text::one_line_cut(l.trim(), QUOTE_MAX))
+}
+
+/// `needle` occurs in `hay` not glued to a letter or digit on either side
+/// (pid 42 is not in 4242; "killed" is not in "unkilled").
+fn has_word(hay: &str, needle: &str) -> bool {
+    let glued = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric());
+    hay.match_indices(needle).any(|(at, _)| {
+        let before = hay[..at].chars().next_back();
+        let after = hay[at + needle.len()..].chars().next();
+        let first = needle.chars().next();
+        let last = needle.chars().next_back();
+        !(glued(first) && glued(before)) && !(glued(last) && glued(after))
+    })
+}
+
+/// A SIGPIPE whose reader died: the reader's certificate is the cause.
+fn pipe_reader(
+    certs: &[Certificate],
+    by_key: &BTreeMap<ProcKey, usize>,
+    i: usize,
+) -> Option<(usize, Link)> {
+    let reader = certs[i].cause.mechanism.as_ref()?.process.as_ref()?;
+    let rk = ProcKey {
+        pid: reader.pid,
+        start: reader.start,
+    };
+    let j = *by_key.get(&rk)?;
+    if matches!(certs[j].victim.status, ExitStatus::Exited { code: 0 }) {
+        return None;
+    }
+    Some((
+        j,
+        Link {
+            cause: rk,
+            via: LinkVia::PipeReader,
+            evidence: LinkEvidence::PipeReader,
+            detail: "the reader of the pipe it wrote to had died first".into(),
+        },
+    ))
+}
+
+/// Killed when its pid namespace's init ended: the init's certificate, if
+/// it has one, is the cause.
+fn namespace_init(
+    certs: &[Certificate],
+    by_key: &BTreeMap<ProcKey, usize>,
+    i: usize,
+) -> Option<(usize, Link)> {
+    let init = certs[i].cause.mechanism.as_ref()?.process.as_ref()?;
+    let ik = ProcKey {
+        pid: init.pid,
+        start: init.start,
+    };
+    let j = *by_key.get(&ik)?;
+    Some((
+        j,
+        Link {
+            cause: ik,
+            via: LinkVia::NamespaceInit,
+            evidence: LinkEvidence::PidNamespace,
+            detail: "the kernel kills every process left in a pid namespace when its init ends"
+                .into(),
+        },
+    ))
+}
+
+fn via_phrase(via: LinkVia) -> &'static str {
+    match via {
+        LinkVia::Child => "its child",
+        LinkVia::Descendant => "its descendant",
+        LinkVia::PipeReader => "its pipe's reader",
+        LinkVia::NamespaceInit => "its pid namespace's init",
+    }
+}
+
+/// How a death ended, as a clause after the process's name: "was killed by
+/// SIGKILL from `pkill -f x` (pid 7)", "exited with code 1".
+pub fn fate(c: &Certificate) -> String {
+    let sig = || {
+        c.cause.signal.as_ref().map_or_else(
+            || match &c.victim.status {
+                ExitStatus::Signaled { name, .. } => name.clone(),
+                ExitStatus::Exited { .. } => "a signal".into(),
+            },
+            |s| s.sig_name.clone(),
+        )
+    };
+    let from = c
+        .killer
+        .as_ref()
+        .map(|k| format!(" from {}", proc_phrase(&k.process)))
+        .unwrap_or_default();
+    match (c.cause.kind, c.cause.handled_then_exited) {
+        (_, Some(code)) if c.killer.is_some() => {
+            format!("exited with code {code} after catching {}{from}", sig())
+        }
+        (CauseKind::KilledInRun | CauseKind::KilledOutsideRun | CauseKind::Tracer, _) => {
+            format!("was killed by {}{from}", sig())
+        }
+        (CauseKind::SelfInflicted, _) => format!("killed itself with {}", sig()),
+        (CauseKind::OwnGroupKill, _) => format!("was killed by {} from its own group kill", sig()),
+        (CauseKind::Oom, _) => "was killed by the kernel OOM killer".into(),
+        (CauseKind::Fault | CauseKind::Seccomp, _) => format!("crashed with {}", sig()),
+        (CauseKind::Sigpipe, _) => {
+            let reader = c
+                .cause
+                .mechanism
+                .as_ref()
+                .and_then(|m| m.process.as_ref())
+                .map(|r| format!(" when its pipe's reader {} was gone", proc_phrase(r)))
+                .unwrap_or_default();
+            format!("was killed by SIGPIPE{reader}")
+        }
+        _ => match &c.victim.status {
+            ExitStatus::Exited { .. } => w::status_phrase(&c.victim.status),
+            ExitStatus::Signaled { .. } => format!("was killed by {}", sig()),
+        },
+    }
+}
+
+/// The short form of a death for a `then:` line: "exited 1", "was killed
+/// by SIGPIPE".
+fn short_fate(c: &Certificate) -> String {
+    match &c.victim.status {
+        ExitStatus::Exited { code } => format!("exited {code}"),
+        ExitStatus::Signaled { name, .. } => format!("was killed by {name}"),
+    }
+}
+
+/// Writes the links into the ranked certificates (ids assigned): each
+/// consequence's `consequence_of`, headline, summary and rank reason, and
+/// each root's `consequences`.
+pub(crate) fn word(certs: &mut [Certificate], links: &BTreeMap<ProcKey, Link>) {
+    let n = certs.len();
+    let idx: BTreeMap<ProcKey, usize> =
+        certs.iter().enumerate().map(|(i, c)| (key(c), i)).collect();
+    let of: Vec<Option<(usize, &Link)>> = certs
+        .iter()
+        .map(|c| {
+            let l = links.get(&key(c))?;
+            Some((*idx.get(&l.cause)?, l))
+        })
+        .collect();
+    // Up the links to the first certificate not ranked a consequence;
+    // bounded by the number of certificates (causes die first: no cycle).
+    let root_of = |i: usize| {
+        let (mut j, _) = of[i]?;
+        for _ in 0..n {
+            match (certs[j].rank, of[j]) {
+                (Rank::Consequence, Some((k, _))) => j = k,
+                _ => break,
+            }
+        }
+        Some(j)
+    };
+    let roots: Vec<Option<usize>> = (0..n).map(root_of).collect();
+    let words: Vec<Option<(Consequence, String, String)>> = (0..n)
+        .map(|i| {
+            let (j, l) = of[i]?;
+            let r = roots[i]?;
+            Some(words_for(certs, i, j, r, l))
+        })
+        .collect();
+    for (i, wd) in words.into_iter().enumerate() {
+        let Some((link, summary, reason)) = wd else {
+            continue;
+        };
+        let c = &mut certs[i];
+        c.headline = format!("{} {summary}", proc_phrase(&c.victim.process));
+        c.cause.summary = summary;
+        c.rank_reason = reason;
+        c.consequence_of = Some(link);
+    }
+    let mut chains: Vec<(usize, u64, usize)> = (0..n)
+        .filter_map(|i| Some((roots[i]?, certs[i].victim.end_seq, certs[i].id)))
+        .collect();
+    chains.sort_unstable();
+    for (r, _, id) in chains {
+        certs[r].consequences.push(id);
+    }
+}
+
+/// The link of certificate `i` to `j` (root `r`) in words: the
+/// `consequence_of` object, the new summary, the rank reason.
+fn words_for(
+    certs: &[Certificate],
+    i: usize,
+    j: usize,
+    r: usize,
+    l: &Link,
+) -> (Consequence, String, String) {
+    let (v, c, root) = (&certs[i], &certs[j], &certs[r]);
+    let after_root = if r == j {
+        String::new()
+    } else {
+        format!(
+            " (#{}), after {} {}",
+            c.id,
+            proc_phrase(&root.victim.process),
+            fate(root)
+        )
+    };
+    let see = format!("(see #{})", root.id);
+    let summary = match l.via {
+        LinkVia::Child | LinkVia::Descendant => format!(
+            "{} because {} {} {}{after_root} {see}",
+            w::status_phrase(&v.victim.status),
+            via_phrase(l.via),
+            proc_phrase(&c.victim.process),
+            fate(c)
+        ),
+        // The mechanism's own sentence names the reader or the init.
+        LinkVia::PipeReader | LinkVia::NamespaceInit => {
+            format!("{}{after_root} {see}", v.cause.summary)
+        }
+    };
+    let reason = if v.rank == Rank::Consequence {
+        format!("follows from the death of #{}: {}", c.id, l.detail)
+    } else {
+        format!(
+            "follows from #{}, an expected death, so it is reported in its own right: {}",
+            c.id, l.detail
+        )
+    };
+    (
+        Consequence {
+            of: c.id,
+            root: root.id,
+            via: l.via,
+            evidence: l.evidence,
+            detail: l.detail.clone(),
+        },
+        summary,
+        reason,
+    )
+}
+
+/// "then: `bash -c …` (pid 7) exited 137 → `npx vitest` (pid 5) exited 1":
+/// the deaths that followed from `root`, in order, on one line; `None` when
+/// none did.
+pub fn then_line(certs: &[Certificate], root: &Certificate) -> Option<String> {
+    if root.consequences.is_empty() {
+        return None;
+    }
+    let by_id = |id: usize| certs.iter().find(|c| c.id == id);
+    let mut line = String::from("then: ");
+    let mut prev = root.id;
+    for (k, &id) in root.consequences.iter().enumerate() {
+        if k == THEN_MAX {
+            let rest = root.consequences.len() - THEN_MAX;
+            line.push_str(&format!(
+                "; and {} (see report.json)",
+                w::plural(rest, "more", "more")
+            ));
+            break;
+        }
+        let Some(c) = by_id(id) else { continue };
+        if k > 0 {
+            let chained = c.consequence_of.as_ref().is_some_and(|l| l.of == prev);
+            line.push_str(if chained { " → " } else { "; " });
+        }
+        line.push_str(&format!(
+            "{} {} (#{id})",
+            proc_phrase(&c.victim.process),
+            short_fate(c)
+        ));
+        prev = id;
+    }
+    Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_word;
+
+    #[test]
+    fn a_word_is_not_part_of_a_longer_one() {
+        assert!(has_word("bash: line 1: 31338 killed  sleep 30", "31338"));
+        assert!(!has_word("pid 431338 exited", "31338"));
+        assert!(has_word("xargs: sh: terminated by signal 9", "signal 9"));
+        assert!(!has_word("got signal 90", "signal 9"));
+        assert!(has_word("make: *** [makefile:2: a] error 2", "error 2"));
+        assert!(!has_word("error 21", "error 2"));
+        assert!(has_word("worker died: code=1, signal=null", "code=1"));
+    }
+}
