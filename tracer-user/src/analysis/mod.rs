@@ -26,6 +26,7 @@ use serde::Serialize;
 
 pub use ancestors::{chain, Ancestor};
 pub use extras::MAX_NEAR_MISSES;
+pub(crate) use mechanism::READER_EXIT_AFTER_NS;
 pub use side_findings::*;
 pub use types::*;
 

@@ -13,7 +13,10 @@
 //! every report uses, unchanged.
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use crate::eventlog::{EventLog, Header, ProcKey, Record};
+use crate::{
+    analysis::READER_EXIT_AFTER_NS,
+    eventlog::{EventLog, ExitStatus, Header, ProcKey, Record},
+};
 
 /// Signals kept per live process for the next looks (a SIGTERM caught long
 /// before the SIGKILL that ends it still names the first sender).
@@ -29,7 +32,11 @@ const OOMS_KEPT: usize = 64;
 /// Signals waiting for their call at most: past that the oldest waits are
 /// dropped (the signal stays, without its syscall's details).
 const AWAITING_MAX: usize = 4096;
-use tracer_common::signals::SIGCHLD;
+/// How deep a chain of last failed children is kept below a kept process:
+/// a runner's death names its worker's, a wrapper's the runner's
+/// (analysis/cascade.rs), whichever look each came in.
+const FAILED_CHAIN_KEPT: usize = 8;
+use tracer_common::signals::{SIGCHLD, SIGPIPE};
 
 /// One process's records that outlive the interval they came in.
 #[derive(Default, Debug)]
@@ -59,6 +66,17 @@ struct Context {
     end: Option<Record>,
     /// The parent's identity, when known.
     parent: Option<ProcKey>,
+    /// Its latest child to fail (exit non-zero or die of a signal it did
+    /// not send itself): kept while it is, as a later exit of its may
+    /// follow from that death (a cascade), and the analysis must see the
+    /// last failure before it to say so. One per process: bounded by what
+    /// is live.
+    failed_child: Option<ProcKey>,
+    /// Its latest child to end, however it ended.
+    ended_child: Option<ProcKey>,
+    /// Died of SIGPIPE: the sibling that had ended last before it, the
+    /// pipe's likeliest reader (analysis/mechanism/idioms.rs), kept with it.
+    reader_before: Option<ProcKey>,
     /// Still running (no `exit` with `group_dead` yet).
     alive: bool,
     /// The look its end came in: it stays one more look, when its
@@ -155,6 +173,29 @@ impl Window {
                 }
             }
             self.absorb(rec);
+        }
+        // A SIGPIPE's reader may end just after it (within the analysis's
+        // slack): its writer waits while new records keep coming that
+        // soon after its death, so the reader's end is there when it is
+        // certified. A look with nothing new lets it go.
+        let newest = new.iter().filter_map(|r| r.stamp().map(|s| s.t)).max();
+        for (key, ctx) in &mut self.procs {
+            let waits = match (&ctx.end, newest) {
+                (Some(Record::Exit(e)), Some(now)) => {
+                    matches!(
+                        e.status,
+                        ExitStatus::Signaled {
+                            signal: SIGPIPE,
+                            ..
+                        }
+                    ) && e.at.t + READER_EXIT_AFTER_NS > now
+                }
+                _ => false,
+            };
+            if waits {
+                pending.insert(*key);
+                ctx.ended_in = Some(self.looks);
+            }
         }
         self.evict();
         self.before = new;
@@ -254,10 +295,34 @@ impl Window {
             Record::LastWords(l) => self.entry(l.task.key()).last_words = Some(rec.clone()),
             Record::Exit(e) if e.group_dead => {
                 let look = self.looks;
-                if let Some(ctx) = self.procs.get_mut(&e.task.key()) {
+                let key = e.task.key();
+                let mut failed_under = None;
+                if let Some(ctx) = self.procs.get_mut(&key) {
                     ctx.alive = false;
                     ctx.end = Some(rec.clone());
                     ctx.ended_in = Some(look);
+                    let failed = !matches!(e.status, ExitStatus::Exited { code: 0 });
+                    failed_under = ctx.parent.map(|p| (p, failed && !stopped_by(ctx, p)));
+                }
+                if let Some((parent, failed)) = failed_under {
+                    let before = self.procs.get_mut(&parent).and_then(|parent| {
+                        let before = parent.ended_child.replace(key);
+                        if failed {
+                            parent.failed_child = Some(key);
+                        }
+                        before
+                    });
+                    if matches!(
+                        e.status,
+                        ExitStatus::Signaled {
+                            signal: SIGPIPE,
+                            ..
+                        }
+                    ) {
+                        if let Some(ctx) = self.procs.get_mut(&key) {
+                            ctx.reader_before = before;
+                        }
+                    }
                 }
             }
             Record::Exit(e) => {
@@ -308,7 +373,50 @@ impl Window {
                 at = self.procs.get(&k).and_then(|c| c.parent);
             }
         }
+        // Below each kept process, its chain of last failed children and its
+        // last child to end; then the sender of each one's latest signal (a
+        // victim certified a look after its killer ended still names it).
+        let roots: Vec<ProcKey> = keep.iter().copied().collect();
+        for root in roots {
+            let ctx = self.procs.get(&root);
+            let near = ctx.map(|c| [c.ended_child, c.reader_before]);
+            keep.extend(
+                near.into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|k| self.procs.contains_key(k)),
+            );
+            let mut at = ctx.and_then(|c| c.failed_child);
+            for _ in 0..FAILED_CHAIN_KEPT {
+                let Some(k) = at.filter(|k| self.procs.contains_key(k)) else {
+                    break;
+                };
+                keep.insert(k);
+                at = self.procs.get(&k).and_then(|c| c.failed_child);
+            }
+        }
+        let senders: Vec<ProcKey> = keep
+            .iter()
+            .filter_map(|k| last_sender(self.procs.get(k)?))
+            .filter(|k| self.procs.contains_key(k))
+            .collect();
+        keep.extend(senders);
         self.procs.retain(|k, _| keep.contains(k));
         self.by_pid.retain(|_, k| keep.contains(k));
     }
+}
+
+/// The sender of its latest delivered signal (SIGCHLD aside).
+fn last_sender(ctx: &Context) -> Option<ProcKey> {
+    ctx.signals.iter().rev().find_map(|r| match r {
+        Record::Signal(s) if s.result == "delivered" => Some(s.sender.key()),
+        _ => None,
+    })
+}
+
+/// Its last signal (SIGCHLD aside) came from `parent`: a death its parent
+/// caused (a pool stopping its workers), which no later exit of the
+/// parent's follows from.
+fn stopped_by(ctx: &Context, parent: ProcKey) -> bool {
+    last_sender(ctx) == Some(parent)
 }

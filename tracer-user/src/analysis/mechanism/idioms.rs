@@ -18,11 +18,6 @@ use tracer_common::signals::{SIGALRM, SIGCONT};
 /// coreutils timeout(1)'s exit status when its time limit fired.
 const TIMEOUT_STATUS: i32 = 124;
 
-/// How far after the SIGPIPE the reader's exit may come: a reader closes
-/// its end on the way out (`head` flushes and closes stdin), and its exit
-/// record can follow the writer's SIGPIPE by microseconds.
-const READER_EXIT_AFTER_NS: u64 = 100_000_000;
-
 /// SIGPIPE: the kernel raised it because the pipe's read end was closed.
 /// The reader is inferred from the pipeline's shape: a sibling or child of
 /// the writer that lived alongside it and ended closest before the SIGPIPE,
@@ -43,7 +38,7 @@ pub(super) fn pipe_reader(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refine
         .chain(p.parent.map(|k| (k, 1u8)))
         .filter(|&(k, _)| k != key)
         .filter_map(|(k, tier)| Some((k, tier, m.proc(k)?.end.as_ref()?)))
-        .filter(|(_, _, e)| e.t >= key.start && e.t <= t + READER_EXIT_AFTER_NS)
+        .filter(|(_, _, e)| e.t >= key.start && e.t <= t + super::READER_EXIT_AFTER_NS)
         .min_by_key(|(_, tier, e)| (*tier, e.t > t, e.t.abs_diff(t), e.seq))
         .map(|(k, _, e)| (k, e))?;
     let r = cx.proc_ref(rk, end.t);

@@ -20,6 +20,12 @@ use tracer_common::signals::{
     SIGHUP, SIGKILL, SIGSYS, SIGXCPU, SIGXFSZ, SI_KERNEL, SI_USER, SYS_SECCOMP,
 };
 
+/// How far after the SIGPIPE the reader's exit may come: a reader closes
+/// its end on the way out (`head` flushes and closes stdin), and its exit
+/// record can follow the writer's SIGPIPE by microseconds. A daemon's live
+/// look waits as long before it certifies a SIGPIPE (live/window.rs).
+pub(crate) const READER_EXIT_AFTER_NS: u64 = 100_000_000;
+
 /// What `refine` found: a new class, and what to say instead of the
 /// generic wording.
 pub(crate) struct Refined {
