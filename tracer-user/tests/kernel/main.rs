@@ -13,6 +13,7 @@
 mod common;
 
 mod capture;
+mod cascades;
 /// Helpers of the caught-then-re-raised scenarios (field_caught, field_cancel).
 mod caught {
     pub(crate) mod support;
