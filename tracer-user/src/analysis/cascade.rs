@@ -272,7 +272,9 @@ fn has_word(hay: &str, needle: &str) -> bool {
         let after = hay[at + needle.len()..].chars().next();
         let first = needle.chars().next();
         let last = needle.chars().next_back();
-        !(glued(first) && glued(before)) && !(glued(last) && glued(after))
+        let glued_before = glued(first) && glued(before);
+        let glued_after = glued(last) && glued(after);
+        !glued_before && !glued_after
     })
 }
 
@@ -364,6 +366,11 @@ pub fn fate(c: &Certificate) -> String {
         (CauseKind::OwnGroupKill, _) => format!("was killed by {} from its own group kill", sig()),
         (CauseKind::Oom, _) => "was killed by the kernel OOM killer".into(),
         (CauseKind::Fault | CauseKind::Seccomp, _) => format!("crashed with {}", sig()),
+        (CauseKind::TerminalInterrupt, _) => format!("was {}", c.cause.summary),
+        (CauseKind::OwnTimer, _) => format!("was killed by {} when its own timer fired", sig()),
+        (CauseKind::PidNamespaceTeardown, _) => {
+            "was killed by SIGKILL when its pid namespace's init ended".into()
+        }
         (CauseKind::Sigpipe, _) => {
             let reader = c
                 .cause
@@ -384,6 +391,9 @@ pub fn fate(c: &Certificate) -> String {
 /// The short form of a death for a `then:` line: "exited 1", "was killed
 /// by SIGPIPE".
 fn short_fate(c: &Certificate) -> String {
+    if c.cause.kind == CauseKind::PidNamespaceTeardown {
+        return "went down with its pid namespace".into();
+    }
     match &c.victim.status {
         ExitStatus::Exited { code } => format!("exited {code}"),
         ExitStatus::Signaled { name, .. } => format!("was killed by {name}"),

@@ -18,6 +18,12 @@ use crate::{
 pub(super) const CAUGHT_EXIT_WINDOW_NS: u64 = 5_000_000_000;
 /// Requests to stop: a non-zero exit soon after catching one is its doing.
 const SHUTDOWN_SIGS: [i32; 4] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM];
+
+/// A request to stop (SIGHUP, SIGINT, SIGQUIT, SIGTERM), which a process
+/// may catch or ignore where it cannot a SIGKILL.
+pub(super) fn is_shutdown(sig: i32) -> bool {
+    SHUTDOWN_SIGS.contains(&sig)
+}
 /// Signals whose default action does not end a process: catching one says
 /// nothing about a death.
 const HARMLESS_SIGS: [i32; 8] = [
@@ -76,6 +82,35 @@ pub(super) fn caught(
     })
 }
 
+/// The last delivery of `sig` to `key` before event `before_seq` that `key`
+/// sent itself with a kill of its own group (kill(0, …), kill(-pgid, …),
+/// kill(-1, …)) and survived: a shell's `trap 'kill 0' EXIT` reaches the
+/// shell too, which catches it and re-raises it once its trap is done.
+pub(super) fn caught_own_group_kill(
+    m: &Model,
+    key: ProcKey,
+    before_seq: u64,
+    sig: i32,
+) -> Option<usize> {
+    let p = m.proc(key)?;
+    p.signals_in().iter().copied().rev().find(|&i| {
+        let s = &m.signals[i];
+        let call =
+            s.ev.call
+                .as_ref()
+                .map(|c| (c.syscall, c.target_arg))
+                .or_else(|| {
+                    s.kill_call()
+                        .map(|k| (m.kill_calls[k].ev.syscall, m.kill_calls[k].ev.target_arg))
+                });
+        s.ev.at.seq < before_seq
+            && s.sender == key
+            && s.ev.sig == sig
+            && s.ev.result == "delivered"
+            && call.is_some_and(|(sc, arg)| sc.as_str() == "kill" && arg <= 0)
+    })
+}
+
 /// The last fault `sig` the kernel raised in `key` before event
 /// `before_seq`. Only a re-raise of the same signal ties a death to it: a
 /// JVM takes and handles SIGSEGV faults all day long.
@@ -98,6 +133,26 @@ pub(super) fn caught_fault(m: &Model, key: ProcKey, before_seq: u64, sig: i32) -
 /// cancellation (a later `requested` snapshot does not undo it).
 pub(super) fn cancelled_before(m: &Model, seq: u64) -> bool {
     snapshot_before(m, seq, "cancelled")
+}
+
+/// The signal that "cancelled" the run, when a process of the run sent it:
+/// the last SIGINT/SIGTERM/SIGHUP/SIGQUIT a run process sent the tracer
+/// before event `seq` (a `pkill -f` whose pattern matches tracer's command
+/// line). The tracer takes any of them for a cancellation and forwards it,
+/// so what it sends after is that; a CI's own cancellation comes from
+/// outside the run, where the log sees no sender. Index into
+/// `Model::signals`.
+pub(super) fn cancellation_from_run(m: &Model, seq: u64) -> Option<usize> {
+    // A daemon forwards nothing: the job's signal to it only stops it.
+    if m.daemon {
+        return None;
+    }
+    m.signals.iter().rposition(|s| {
+        s.ev.at.seq < seq
+            && m.is_tracer(s.target)
+            && m.in_run(s.sender)
+            && SHUTDOWN_SIGS.contains(&s.ev.sig)
+    })
 }
 
 /// A snapshot taken for `reason` precedes event `seq`.

@@ -1,7 +1,10 @@
 //! Which signal ended a process, what kind of cause that is, how the sender
 //! relates to the victim, and how the death ranks.
 use super::{
-    caught::{cancelled_before, caught, caught_exit, caught_fault, snapshot_before},
+    caught::{
+        cancellation_from_run, cancelled_before, caught, caught_exit, caught_fault,
+        caught_own_group_kill, snapshot_before,
+    },
     CauseKind, Ctx, Relation,
 };
 use crate::{
@@ -40,6 +43,9 @@ pub(crate) struct Classified {
     pub cancelled: bool,
     /// The tracer's signal came after its `--timeout` expired.
     pub timed_out: bool,
+    /// The "cancellation" was a signal a process of the run sent the
+    /// tracer (index into `Model::signals`): no CI cancellation.
+    pub forwarded_from: Option<usize>,
 }
 
 impl Classified {
@@ -54,6 +60,7 @@ impl Classified {
             caught_earlier: None,
             cancelled: false,
             timed_out: false,
+            forwarded_from: None,
         }
     }
 }
@@ -79,6 +86,20 @@ pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
             .is_some_and(|e| cancelled_before(m, e.seq)),
         _ => false,
     };
+    // The run signalled the tracer itself: whatever the tracer sent after,
+    // and whatever exited after, is the run's own doing, not a CI
+    // cancellation (decided without the snapshot, which a daemon's live
+    // window may no longer hold).
+    let after = match c.kind {
+        CauseKind::Tracer => c.fatal.map(|i| m.signals[i].ev.at.seq),
+        CauseKind::NonzeroExit => m.proc(key).and_then(|p| p.end.as_ref()).map(|e| e.seq),
+        _ => None,
+    };
+    if let Some(i) = after.and_then(|seq| cancellation_from_run(m, seq)) {
+        c.cancelled = false;
+        c.timed_out = false;
+        c.forwarded_from = Some(i);
+    }
     c
 }
 
@@ -108,7 +129,8 @@ fn classify_end(m: &Model, key: ProcKey) -> Classified {
             if own.kind == CauseKind::SelfInflicted {
                 let s = &m.signals[i];
                 let j = caught(m, key, s.ev.at.seq, Some(&[signal]), None)
-                    .or_else(|| caught_fault(m, key, s.ev.at.seq, signal));
+                    .or_else(|| caught_fault(m, key, s.ev.at.seq, signal))
+                    .or_else(|| caught_own_group_kill(m, key, s.ev.at.seq, signal));
                 if let Some(j) = j {
                     return Classified {
                         reraised: Some(i),

@@ -111,7 +111,51 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
             s.ev.at.t,
         )
     });
+    // A SIGKILL that came after a request to stop the victim survived (it
+    // caught or ignored a SIGTERM): the headline says so, or the reader
+    // wonders why a SIGKILL was needed.
+    let survived = fatal
+        .filter(|s| s.ev.sig == cause::SIGKILL && cause::sent_by_process(s))
+        .and_then(|k| {
+            p.signals_in()
+                .iter()
+                .rev()
+                .map(|&i| &m.signals[i])
+                .find(|s| {
+                    s.ev.at.seq < k.ev.at.seq
+                        && cause::sent_by_process(s)
+                        && super::caught::is_shutdown(s.ev.sig)
+                        && matches!(s.ev.result.as_str(), "delivered" | "ignored")
+                })
+        })
+        .map(|s| {
+            // The killer is named just before: the same sender is its pid.
+            let who = if fatal.is_some_and(|k| k.sender == s.sender) {
+                format!("pid {}", s.sender.pid)
+            } else if m.is_tracer(s.sender) {
+                format!("the tracer (pid {})", s.sender.pid)
+            } else {
+                proc_phrase(&cx.proc_ref(s.sender, s.ev.at.t))
+            };
+            let gap = fatal.map_or(0, |k| k.ev.at.t.saturating_sub(s.ev.at.t));
+            let how = if s.ev.result.as_str() == "ignored" {
+                "that it ignored"
+            } else {
+                "that it caught and survived"
+            };
+            format!(
+                ", {} after a {} from {who} {how}",
+                w::duration(gap),
+                s.ev.sig_name
+            )
+        });
+    let forwarded_from = cls.forwarded_from.map(|i| {
+        let s = &m.signals[i];
+        (cx.proc_ref(s.sender, s.ev.at.t), s.ev.sig_name.to_string())
+    });
     let facts = summary::Facts {
+        forwarded_from: forwarded_from.as_ref(),
+        survived: survived.as_deref(),
         victim: &victim,
         fatal,
         killer: killer.as_ref(),
@@ -144,6 +188,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         handled_then_exited: cls.handled_then_exited,
         reraised: reraised.map(|s| signal_ref(cx.m, s)),
         cancelled: cls.cancelled,
+        forwarded_from: forwarded_from.map(|(p, _)| p),
         mechanism: refined
             .as_ref()
             .and_then(|r| r.mechanism.clone())
@@ -294,10 +339,14 @@ fn history(cx: &Ctx, key: ProcKey, end_t: u64, fatal: Option<usize>) -> Vec<Hist
         .map(|i| {
             let s = &m.signals[i];
             let by_kernel = !cause::sent_by_process(s);
+            // A timer of its own fires from whichever task is on the CPU:
+            // the sender is the victim's timer, never that bystander.
+            let own_timer = super::timer_source(s.ev.sig, s.ev.code).is_some();
+            let sender = if own_timer { key } else { s.sender };
             HistoryEntry {
                 signal: signal_ref(m, s),
                 since_start_ns: s.ev.at.t.saturating_sub(key.start),
-                sender: cx.proc_ref(s.sender, s.ev.at.t),
+                sender: cx.proc_ref(sender, s.ev.at.t),
                 raised_by_kernel: by_kernel,
                 relation: (!by_kernel).then(|| cause::relation(m, s.sender, key)),
                 call: cx

@@ -9,6 +9,7 @@ use super::{
     wording as w, Ctx,
 };
 use crate::eventlog::{ExitStatus, ProcKey};
+use tracer_common::signals::{SIGHUP, SIGINT, SIGKILL, SIGQUIT, SIGTERM};
 
 const GROUP_SAMPLE: usize = 10;
 
@@ -145,6 +146,10 @@ pub(crate) fn near_misses(cx: &Ctx) -> (Vec<NearMiss>, LeftOut) {
 /// Process-sent signals whose ends are on different sides of the run's
 /// boundary. Kernel-raised ones (OOM, faults, timers) have an arbitrary
 /// "sender" and SIGCHLD is noise, so neither is listed.
+/// Signals whose default action ends a process, as a run sends them to
+/// stop one: sent outside the run, they lead the verdict.
+const OUTBOUND_KILL_SIGS: [i32; 5] = [SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT];
+
 pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
     cx.m.signals
         .iter()
@@ -163,6 +168,11 @@ pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
                 sender_is_tracer: cx.m.is_tracer(s.sender),
                 target_is_tracer: cx.m.is_tracer(s.target),
                 target: cx.proc_ref(s.target, s.ev.at.t),
+                // A daemon is stopped by the job it watches (a CI step's
+                // `kill -TERM`): that is no kill leaving the run.
+                outbound_kill: direction == Direction::RunToOutside
+                    && OUTBOUND_KILL_SIGS.contains(&s.ev.sig)
+                    && !(cx.m.daemon && cx.m.is_tracer(s.target)),
                 call: cx
                     .call_of(s)
                     .map(|(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name)),

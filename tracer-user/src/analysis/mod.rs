@@ -28,6 +28,7 @@ pub use ancestors::{chain, Ancestor};
 pub use extras::MAX_NEAR_MISSES;
 pub(crate) use mechanism::READER_EXIT_AFTER_NS;
 pub use side_findings::*;
+pub use sigfacts::{terminal_key, timer_source};
 pub use types::*;
 
 use crate::{

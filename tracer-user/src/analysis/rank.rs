@@ -22,6 +22,17 @@ pub(crate) fn rank(
     let stop_sig = sig.is_some_and(|s| STOP_SIGS.contains(&s));
     let chain = cls.reraised.is_some() || cls.handled_then_exited.is_some();
     let (rank, reason) = match (cls.kind, relation) {
+        (CauseKind::Tracer, _) if cls.forwarded_from.is_some() => (
+            Rank::Unexpected,
+            "stopped by its own run: a process of the run signalled the tracer, which forwarded \
+             the signal to the job as it does a cancellation"
+                .into(),
+        ),
+        (CauseKind::NonzeroExit, _) if cls.forwarded_from.is_some() => (
+            Rank::NonzeroExit,
+            "exited non-zero after a process of the run signalled the tracer, which stopped the run"
+                .into(),
+        ),
         (CauseKind::Tracer, _) if cls.cancelled => (
             Rank::Expected,
             "the run was cancelled: the tracer forwarded the cancellation to the job".into(),
@@ -82,7 +93,10 @@ pub(crate) fn rank(
             | CauseKind::KernelExit
             | CauseKind::TerminalHangup
             | CauseKind::OwnGroupKill
-            | CauseKind::TimeoutFired,
+            | CauseKind::TimeoutFired
+            | CauseKind::PidNamespaceTeardown
+            | CauseKind::TerminalInterrupt
+            | CauseKind::OwnTimer,
             _,
         ) => (
             Rank::Unexpected,

@@ -128,6 +128,11 @@ pub struct ForeignSignal {
     pub target_is_tracer: bool,
     /// The target process.
     pub target: ProcRef,
+    /// A signal that ends a process (SIGKILL, SIGTERM, SIGINT, SIGHUP,
+    /// SIGQUIT) sent by the run to a process outside it: the verdict leads
+    /// with it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub outbound_kill: bool,
     /// The call in C notation, if captured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,

@@ -19,6 +19,11 @@ pub(super) struct Facts<'a> {
     pub earlier: Option<&'a (String, ProcRef, u64)>,
     /// The command could not be run.
     pub not_run: Option<&'a crate::model::NotRun>,
+    /// The run's own process that signalled the tracer, and the signal.
+    pub forwarded_from: Option<&'a (ProcRef, String)>,
+    /// ", 2.0 s after a SIGTERM from X that it caught and survived": the
+    /// request to stop a fatal SIGKILL followed.
+    pub survived: Option<&'a str>,
 }
 
 /// The cause in one clause, following the victim's name in the headline.
@@ -78,7 +83,7 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
             format!("{lead} {}, {}", by_process(k), ended())
         }
         (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) => {
-            format!("{lead} {}", by_process(k))
+            format!("{lead} {}{}", by_process(k), f.survived.unwrap_or(""))
         }
         (CauseKind::Tracer, Some(k)) => {
             let via = k
@@ -86,8 +91,17 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
                 .as_ref()
                 .map(|_| format!(" via {}", k.call))
                 .unwrap_or_default();
+            let inside = f.forwarded_from.map(|(p, sig)| {
+                format!(
+                    "it forwarded the {sig} that {}, a process of the run, sent to the tracer \
+                     (no CI cancellation)",
+                    proc_phrase(p)
+                )
+            });
             let why = if f.leaked {
                 "it outlived the command and `--leaks kill` removed it"
+            } else if let Some(inside) = &inside {
+                inside
             } else if cls.cancelled {
                 "the run was cancelled (a signal to the tracer, forwarded to the job)"
             } else if cls.timed_out {
@@ -98,7 +112,7 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
             let then = if chain {
                 format!(", {}", ended())
             } else {
-                String::new()
+                f.survived.unwrap_or("").to_string()
             };
             format!(
                 "{lead} from the tracer (pid {}){via}{then}: {why}",
@@ -180,6 +194,14 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
                     w::duration(v.end_t.saturating_sub(*t))
                 ),
                 None if cls.cancelled => ", after the run was cancelled".into(),
+                None if f.forwarded_from.is_some() => {
+                    let (p, sig) = f.forwarded_from.expect("checked");
+                    format!(
+                        ", after {}, a process of the run, sent {sig} to the tracer, which \
+                         stopped the run",
+                        proc_phrase(p)
+                    )
+                }
                 None => ", no signal involved".into(),
             };
             format!(
@@ -196,8 +218,15 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
                 _ => "",
             };
             let program = nr.command.first().map_or("", String::as_str);
+            // The tracer's own explanation ("its interpreter … was not
+            // found") reads as a sentence; an OS error as what it failed with.
+            let how = if nr.reason.starts_with("its ") {
+                ": "
+            } else {
+                " with "
+            };
             format!(
-                "could not be run: executing `{}` failed with {}{shell}",
+                "could not be run: executing `{}` failed{how}{}{shell}",
                 w::short_command(program),
                 nr.reason
             )

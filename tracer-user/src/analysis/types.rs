@@ -102,6 +102,13 @@ pub enum CauseKind {
     /// timeout(1) itself, after its time limit fired: exit 124, or killed by
     /// its own group kill (`-s KILL`).
     TimeoutFired,
+    /// SIGKILL from the kernel because the init (pid 1) of its pid namespace
+    /// ended: what was still running in a container when its init exited.
+    PidNamespaceTeardown,
+    /// SIGINT/SIGQUIT from its terminal: ^C or ^\ typed (or written) at it.
+    TerminalInterrupt,
+    /// One of its own timers fired: alarm(2), setitimer(2), a POSIX timer.
+    OwnTimer,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -170,6 +177,11 @@ pub struct Cause {
     /// exit came after one.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// The process of the run whose signal to the tracer (a `pkill -f`
+    /// matching tracer's command line) the tracer forwarded to the job as a
+    /// cancellation: the run stopped itself, no CI cancellation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forwarded_from: Option<ProcRef>,
     /// The kernel path or idiom behind the death, when one was recognised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mechanism: Option<Mechanism>,
@@ -228,6 +240,11 @@ pub enum MechanismKind {
     /// The init (pid 1) of its pid namespace ended, and the kernel killed
     /// what was left of the namespace (SIGKILL, SI_KERNEL).
     PidNamespaceTeardown,
+    /// The terminal's line discipline sent SIGINT (^C) or SIGQUIT (^\) to
+    /// its foreground process group.
+    TerminalInterrupt,
+    /// The process's own timer fired (alarm, setitimer, timer_create).
+    Timer,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

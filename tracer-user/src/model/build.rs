@@ -24,6 +24,7 @@ impl Builder {
         Builder {
             m: Model {
                 tracer_pid: header.tracer_pid,
+                daemon: header.mode == "daemon",
                 boot_to_wall_ns: header.boot_to_wall_ns,
                 root: None,
                 procs: BTreeMap::new(),

@@ -83,6 +83,9 @@ pub struct OomEv {
 #[derive(Debug, Clone)]
 pub struct Model {
     pub tracer_pid: u32,
+    /// A `tracer daemon`'s log: the tracer watches a scope, and a signal
+    /// to it from that scope is how a CI step stops it.
+    pub daemon: bool,
     /// The log header's offset: wall-clock ns = `t` + this.
     pub boot_to_wall_ns: i64,
     /// The wrapped command's process (forked by the tracer), if seen.

@@ -70,6 +70,7 @@ mod tests {
         procs.insert(b.key, Box::new(b));
         let m = Model {
             tracer_pid: 1,
+            daemon: false,
             boot_to_wall_ns: 0,
             odd_times: Default::default(),
             intern: Default::default(),

@@ -112,7 +112,8 @@ pub use crate::text::html::esc;
 /// The whole page.
 pub fn render(r: &Report, cx: &Context) -> String {
     let mut o = String::with_capacity(64 * 1024);
-    let verdict_class = if r.analysis.counts.unexpected > 0 {
+    let outbound = r.analysis.foreign_signals.iter().any(|f| f.outbound_kill);
+    let verdict_class = if r.analysis.counts.unexpected > 0 || outbound {
         "unexpected"
     } else if r.analysis.counts.nonzero_exit > 0 || !r.log.complete {
         "nonzero"

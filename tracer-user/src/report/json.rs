@@ -34,10 +34,12 @@ unobserved signal. A process that caught a signal from another process (it ran o
 delivery) and then raised the same signal on itself, exited 128+N, or exited non-zero within 5 s \
 of a caught SIGINT, SIGHUP, SIGQUIT or SIGTERM (any time after, for the tracer's own) died of the \
 caught signal: it is ranked by that signal's sender. \
-Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`) and a terminal hang-up \
-caused by its own parent or ancestor are expected; a timeout(1) that fired ranks with the non-zero \
-exits; a parent-death signal fired by the exit of a parent thread while the parent lived on is \
-unexpected. A consequence follows from an unexpected death or a non-zero exit of a process it was \
+Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`), a terminal hang-up \
+caused by its own parent or ancestor, ^C at its terminal, a shell's kill of its own process group \
+(its cleanup) and a kill at the end of its pid namespace after the init exited normally are \
+expected; a timeout(1) that fired, or a timer of its own, ranks with the non-zero exits; a \
+parent-death signal fired by the exit of a parent thread while the parent lived on, and a kill the \
+tracer forwarded for a process of the run, are unexpected. A consequence follows from an unexpected death or a non-zero exit of a process it was \
 waiting on (its child exited 128+N after that child died of N, its last words name that death, or \
 it exited within 5 s of it; a SIGPIPE after its reader died; a kill by its pid namespace's end): \
 it is ranked after the non-zero exits and not counted again.";
@@ -214,8 +216,21 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         c.cause.summary = crate::text::one_line(&c.cause.summary);
     }
     let mut verdict = verdict(&analysis, &log_facts);
-    if let Some(hang) = super::snapshots::verdict_clause(&snapshots) {
+    let outbound = super::verdict::outbound_clause(&analysis);
+    // A kill that left the run comes first: never "No unexpected deaths."
+    // on its own while one happened.
+    if outbound.is_some() {
+        verdict = format!("Inside the run: {}", lower_first(&verdict));
+    }
+    let stopped_itself = analysis
+        .foreign_signals
+        .iter()
+        .any(|f| f.outbound_kill && f.target_is_tracer);
+    if let Some(hang) = super::snapshots::verdict_clause(&snapshots, stopped_itself) {
         verdict = format!("{hang}. {verdict}");
+    }
+    if let Some(out) = outbound {
+        verdict = format!("{out}. {verdict}");
     }
     let verdict = crate::text::one_line(&verdict);
     Report {
@@ -227,6 +242,15 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         log: log_facts,
         analysis,
         snapshots,
+    }
+}
+
+/// "No unexpected deaths." → "no unexpected deaths.", after a colon.
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) if f.is_ascii_uppercase() => f.to_ascii_lowercase().to_string() + c.as_str(),
+        _ => s.to_string(),
     }
 }
 

@@ -10,6 +10,7 @@ use super::{
 };
 use crate::{
     analysis::{
+        terminal_key, timer_source,
         wording::{self as w, proc_phrase, relation_phrase},
         Analysis, Certificate, ProcRef, Rank,
     },
@@ -313,9 +314,14 @@ fn certificate(o: &mut String, c: &Certificate, a: &Analysis) {
         );
         for h in &c.history {
             let fatal = if h.fatal { " **(fatal)**" } else { "" };
-            let from = match h.relation {
-                Some(rel) => format!("{}, {}", proc_cell(&h.sender), relation_phrase(rel)),
-                None => format!("the kernel (while {} ran)", proc_cell(&h.sender)),
+            let (sig, si_code) = (h.signal.sig, h.signal.code);
+            let from = match (h.relation, timer_source(sig, si_code)) {
+                (Some(rel), _) => format!("{}, {}", proc_cell(&h.sender), relation_phrase(rel)),
+                (None, Some(which)) => format!("its own timer ({})", cell(which)),
+                (None, None) => match terminal_key(sig, si_code, h.signal.group) {
+                    Some(key) => format!("its terminal ({})", cell(key)),
+                    None => format!("the kernel (while {} ran)", proc_cell(&h.sender)),
+                },
             };
             let _ = writeln!(
                 o,

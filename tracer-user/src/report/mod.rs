@@ -54,6 +54,9 @@ pub struct Rendered {
     /// Plain text, a few lines: the verdict, the unexpected deaths, the loss.
     pub summary: String,
     pub unexpected_deaths: usize,
+    /// Killing signals the run sent to processes outside it (they lead the
+    /// verdict, which is then never painted as clean).
+    pub outbound_kills: usize,
 }
 
 /// report.json, pretty-printed, newline-terminated.
@@ -140,6 +143,12 @@ fn write_files(
         md_path,
         summary,
         unexpected_deaths: report.analysis.counts.unexpected,
+        outbound_kills: report
+            .analysis
+            .foreign_signals
+            .iter()
+            .filter(|f| f.outbound_kill)
+            .count(),
     })
 }
 
@@ -218,7 +227,7 @@ pub fn print_summary(r: &Rendered, to: &mut dyn Write, color: bool) -> io::Resul
     const RESET: &str = "\x1b[0m";
     for (i, line) in r.summary.lines().enumerate() {
         let paint = if i == 0 {
-            if r.unexpected_deaths > 0 {
+            if r.unexpected_deaths > 0 || r.outbound_kills > 0 {
                 RED
             } else if line.contains("non-zero") || line.contains("incomplete") {
                 YELLOW

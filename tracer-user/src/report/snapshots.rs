@@ -45,14 +45,16 @@ const LEADS: [&str; 3] = [
     crate::snapshot::STOPPED,
 ];
 
-/// Leads the verdict of a run that hung or was cancelled.
-pub(super) fn verdict_clause(snaps: &[SnapshotReport]) -> Option<String> {
+/// Leads the verdict of a run that hung or was cancelled. `stopped_itself`:
+/// the "cancellation" was a signal a process of the run sent the tracer.
+pub(super) fn verdict_clause(snaps: &[SnapshotReport], stopped_itself: bool) -> Option<String> {
     let s = snaps
         .iter()
         .find(|s| s.reason == "timeout")
         .or_else(|| snaps.iter().find(|s| s.reason == "cancelled"))?;
     let what = match s.reason.as_str() {
         "timeout" => "Timed out",
+        _ if stopped_itself => "Stopped",
         _ => "Cancelled",
     };
     // A stuck process's own state (leaked writer, frozen, stopped) says
@@ -213,7 +215,7 @@ mod tests {
                 invariants::skeleton(&plain),
                 "{s:?}\n{o}"
             );
-            let verdict = verdict_clause(&[snap(s)]).unwrap();
+            let verdict = verdict_clause(&[snap(s)], false).unwrap();
             assert!(!verdict.contains('\n'), "{verdict}");
         }
     }

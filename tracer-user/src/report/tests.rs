@@ -124,9 +124,13 @@ fn summary_is_plain_and_colour_is_opt_in() {
     )
     .unwrap();
     assert_eq!(r.unexpected_deaths, 3);
+    // Its SIGTERM to a postgres outside the run comes first.
     assert!(
-        r.summary
-            .starts_with("tracer: 3 unexpected deaths: `node worker.js` (pid 4242)"),
+        r.summary.starts_with(
+            "tracer: `node runner-session.test` (pid 4100) in the run sent SIGTERM to `[postgres]` \
+             (pid 4343), outside the run, via kill(4343, SIGTERM). Inside the run: 3 unexpected \
+             deaths: `node worker.js` (pid 4242)"
+        ),
         "{}",
         r.summary
     );
@@ -140,7 +144,7 @@ fn summary_is_plain_and_colour_is_opt_in() {
     print_summary(&r, &mut coloured, true).unwrap();
     let coloured = String::from_utf8(coloured).unwrap();
     assert!(
-        coloured.starts_with("\x1b[1;31mtracer: 3 unexpected deaths"),
+        coloured.starts_with("\x1b[1;31mtracer: `node runner-session.test` (pid 4100) in the run"),
         "{coloured}"
     );
     assert!(!use_color(false), "never colour a non-terminal");
@@ -271,7 +275,7 @@ fn workers_with_the_same_flags_are_named_apart() {
         c.headline,
         "`node …/vitest/dist/workers/forks.js` (pid 4242) killed by SIGKILL from \
          `node …/vitest/dist/workers/forks.js` (pid 4100), a sibling, via kill(-4242, SIGKILL) \
-         — a process-group kill of group 4242"
+         — a process-group kill of group 4242, 5.0 s after a SIGTERM from pid 4100 that it ignored"
     );
     assert!(!r.verdict.contains("--experimental"), "{}", r.verdict);
     let md = render_markdown(&r);

@@ -1,6 +1,8 @@
 //! The verdict: the first line of every report.
 use super::facts::LogFacts;
-use crate::analysis::{cascade, wording as w, Analysis, Certificate, Leftover, Rank};
+use crate::analysis::{
+    cascade, wording as w, Analysis, Certificate, ForeignSignal, Leftover, Rank,
+};
 
 /// The first line of every report. Names at most two causes: the rest is a
 /// scroll away. Never claims "no unexpected deaths" on lossy data unqualified.
@@ -51,6 +53,46 @@ pub fn verdict(a: &Analysis, log: &LogFacts) -> String {
         );
     }
     v
+}
+
+/// The verdict's first clause when the run sent a killing signal to a
+/// process outside it (a fabricated pid that was someone else's, a
+/// `kill -9 $pid` of a stranger, a `pkill -f` matching the tracer): what a
+/// shared runner most needs to know comes before everything else.
+pub(super) fn outbound_clause(a: &Analysis) -> Option<String> {
+    let out: Vec<&ForeignSignal> = a
+        .foreign_signals
+        .iter()
+        .filter(|f| f.outbound_kill)
+        .collect();
+    let f = out.first()?;
+    let target = if f.target_is_tracer {
+        format!("the tracer (pid {})", f.target.pid)
+    } else {
+        w::proc_phrase(&f.target)
+    };
+    let via = f
+        .call
+        .as_ref()
+        .map(|c| format!(", via {c}"))
+        .unwrap_or_default();
+    let more = match out.len() {
+        1 => String::new(),
+        n => format!(
+            " (and {} outside the run)",
+            w::plural(n - 1, "more such signal", "more such signals")
+        ),
+    };
+    let tracer = if f.target_is_tracer {
+        ": no CI cancellation, the run stopped itself through the tracer"
+    } else {
+        ""
+    };
+    Some(format!(
+        "{} in the run sent {} to {target}, outside the run{via}{more}{tracer}",
+        w::proc_phrase(&f.sender),
+        f.signal.sig_name
+    ))
 }
 
 /// The rank the verdict leads with: unexpected deaths, else non-zero exits.

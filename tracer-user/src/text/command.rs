@@ -35,6 +35,12 @@ fn family(prog: &str) -> Option<Family> {
     })
 }
 
+/// `prog` (a path or a name) is a POSIX-family shell: sh, bash, dash, zsh,
+/// ksh, mksh, ash.
+pub fn is_shell(prog: &str) -> bool {
+    family(program(prog)) == Some(Family::Shell)
+}
+
 /// Interpreter flags whose value is the next argument.
 fn takes_value(f: Family, flag: &str) -> bool {
     match f {

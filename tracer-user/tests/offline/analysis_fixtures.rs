@@ -53,11 +53,16 @@ fn seed000_group_kill_names_the_sibling_and_the_process_group() {
     );
     assert_eq!(k.aimed_at, "process group 4242");
     assert_eq!(k.deliveries, Some(3));
+    // The runner's SIGTERM to a postgres outside the run leads the verdict;
+    // the worker's SIGKILL came 5 s after a SIGTERM it ignored.
     assert!(
         r.verdict.starts_with(
-            "3 unexpected deaths: `node worker.js` (pid 4242) killed by SIGKILL from \
-             `node runner-session.test` (pid 4100), a sibling, via kill(-4242, SIGKILL) — a \
-             process-group kill of group 4242 (the same call also killed pids 4243, 4244)"
+            "`node runner-session.test` (pid 4100) in the run sent SIGTERM to `[postgres]` (pid \
+             4343), outside the run, via kill(4343, SIGTERM). Inside the run: 3 unexpected deaths: \
+             `node worker.js` (pid 4242) killed by SIGKILL from `node runner-session.test` (pid \
+             4100), a sibling, via kill(-4242, SIGKILL) — a process-group kill of group 4242, 5.0 s \
+             after a SIGTERM from pid 4100 that it ignored (the same call also killed pids 4243, \
+             4244)"
         ),
         "verdict: {}",
         r.verdict
@@ -221,12 +226,27 @@ fn crashes_are_told_apart() {
             (320, CauseKind::SelfInflicted),
             (330, CauseKind::Sigpipe),
             (340, CauseKind::GroupExit),
-            (350, CauseKind::Kernel),
+            // Its own alarm: the kernel fired it while `make` was on the CPU.
+            (350, CauseKind::OwnTimer),
             // A complete log (trailer, no loss, every hook attached) with
             // no signal event: the kernel ended it, nothing was missed.
             (360, CauseKind::KernelExit),
         ]
     );
+    let alarm = cert(&r, 350);
+    assert!(
+        alarm
+            .headline
+            .contains("killed by SIGALRM: its own timer fired")
+            && !alarm.headline.contains("make"),
+        "{}",
+        alarm.headline
+    );
+    assert_eq!(
+        alarm.history[0].sender.pid, 350,
+        "the timer is its own, not make's"
+    );
+    assert_eq!(alarm.rank, Rank::NonzeroExit);
     let segv = cert(&r, 310);
     assert!(segv.victim.core_dumped && segv.killer.is_none());
     assert!(segv.headline.contains("SEGV_MAPERR"), "{}", segv.headline);

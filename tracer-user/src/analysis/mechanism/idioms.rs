@@ -80,7 +80,17 @@ pub(super) fn pipe_reader(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refine
 }
 
 /// kill(0, …), kill(-pgid, …) or kill(-1, …) that reached the caller too.
-pub(super) fn own_group_kill(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
+/// A shell's kill of its own group is its cleanup (`trap 'kill 0' EXIT`,
+/// `kill -- -$$`): expected, as the shell meant to stop its jobs and
+/// itself; any other program killing its own group is a mistake worth a
+/// look. A shell catches the signal while its trap runs and re-raises it
+/// after (bash): the re-raise is said, as for any caught signal.
+pub(super) fn own_group_kill(
+    cx: &Ctx,
+    key: ProcKey,
+    cls: &Classified,
+    s: &SignalEv,
+) -> Option<Refined> {
     let (sc, arg, tid) = cx.call_of(s)?;
     if sc != "kill" || arg > 0 {
         return None;
@@ -91,12 +101,50 @@ pub(super) fn own_group_kill(cx: &Ctx, s: &SignalEv) -> Option<Refined> {
     } else {
         "a kill of its own process group, which includes itself"
     };
+    let reraised = cls.reraised.map(|i| {
+        let r = &cx.m.signals[i];
+        let how = cx.call_of(r).map_or_else(
+            || "an uncaptured call".to_string(),
+            |(sc, a, t)| w::call_notation(&sc, a, t, &r.ev.sig_name),
+        );
+        format!("; it caught it and re-raised it on itself via {how}")
+    });
+    let end_t = cx.m.proc(key)?.end.as_ref()?.t;
+    let shell = runs_shell(cx, key, end_t);
+    let (rank, cleanup) = if shell {
+        (
+            (
+                Rank::Expected,
+                "cleanup: a shell's kill of its own process group (as `trap 'kill 0' EXIT` does) stops its jobs and the shell",
+            ),
+            ": the shell's cleanup of its jobs (as `trap 'kill 0' EXIT` does)",
+        )
+    } else {
+        (
+            (Rank::Unexpected, "killed by its own process-group kill"),
+            "",
+        )
+    };
     Some(refined(
         CauseKind::OwnGroupKill,
-        (Rank::Unexpected, "killed by its own process-group kill"),
-        format!("killed by {} from its own {call} — {what}", s.ev.sig_name),
+        rank,
+        format!(
+            "killed by {} from its own {call} — {what}{cleanup}{}",
+            s.ev.sig_name,
+            reraised.unwrap_or_default()
+        ),
         mech(MechanismKind::OwnGroupKill, format!("{call}: {what}")),
     ))
+}
+
+/// The program `key` runs at `t` is a shell (by its exec'd file or argv[0]);
+/// a shell's subshell (a fork that never exec'd) runs its parent's shell.
+fn runs_shell(cx: &Ctx, key: ProcKey, t: u64) -> bool {
+    let r = cx.proc_ref(key, t);
+    r.filename
+        .as_deref()
+        .or(r.argv.first().map(String::as_str))
+        .is_some_and(crate::text::command::is_shell)
 }
 
 fn is_timeout(cx: &Ctx, key: ProcKey, t: u64) -> bool {

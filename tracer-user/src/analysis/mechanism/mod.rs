@@ -17,7 +17,7 @@ use crate::{
 };
 
 use tracer_common::signals::{
-    SIGHUP, SIGKILL, SIGSYS, SIGXCPU, SIGXFSZ, SI_KERNEL, SI_USER, SYS_SECCOMP,
+    SIGHUP, SIGINT, SIGKILL, SIGQUIT, SIGSYS, SIGXCPU, SIGXFSZ, SI_KERNEL, SI_USER, SYS_SECCOMP,
 };
 
 /// How far after the SIGPIPE the reader's exit may come: a reader closes
@@ -88,7 +88,7 @@ pub(crate) fn refine(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<Refined
             Some(seccomp(s))
         }
         (CauseKind::Unknown, None) if cx.m.coverage.signals => Some(no_signal(cx, key)),
-        (CauseKind::SelfInflicted, Some(s)) => idioms::own_group_kill(cx, s).or_else(|| {
+        (CauseKind::SelfInflicted, Some(s)) => idioms::own_group_kill(cx, key, cls, s).or_else(|| {
             let (_, call, m) = uncaptured_call(cx, s)?;
             (m.kind == MechanismKind::CgroupKill).then(|| {
                 refined(
@@ -124,10 +124,15 @@ pub(crate) fn refine(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<Refined
 
 /// Kernel-raised (SI_KERNEL) signals with a recognisable path.
 fn kernel_raised(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refined> {
+    if let Some(which) = super::timer_source(s.ev.sig, s.ev.code) {
+        return Some(own_timer(key, s, which));
+    }
     if s.ev.code != SI_KERNEL {
         return None;
     }
     match s.ev.sig {
+        SIGINT | SIGQUIT => super::terminal_key(s.ev.sig, s.ev.code, s.ev.group)
+            .map(|key| terminal_interrupt(s, key)),
         SIGXCPU => {
             let mut m = mech(
                 MechanismKind::Rlimit,
@@ -169,9 +174,105 @@ fn kernel_raised(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refined> {
                 m,
             ))
         }
+        SIGKILL => pid_ns_teardown(cx, key, s),
         SIGHUP => Some(terminal_hangup(cx, key, s)),
         _ => None,
     }
+}
+
+/// A timer of its own: whatever task the kernel ran the timer from is no
+/// sender, and the headline never names it.
+fn own_timer(key: ProcKey, s: &SignalEv, which: &str) -> Refined {
+    let after = w::duration(s.ev.at.t.saturating_sub(key.start));
+    refined(
+        CauseKind::OwnTimer,
+        (
+            Rank::NonzeroExit,
+            "a timer it set itself fired: a time limit of its own",
+        ),
+        format!(
+            "killed by {}: its own timer fired ({which}), {after} after it started",
+            s.ev.sig_name
+        ),
+        mech(
+            MechanismKind::Timer,
+            format!(
+                "{} with si_code {}: sent by the kernel when the process's own timer expired ({which}); the task that was on the CPU then is no sender",
+                s.ev.sig_name, s.ev.code_name
+            ),
+        ),
+    )
+}
+
+/// SIGINT (^C) or SIGQUIT (^\) with SI_KERNEL to a whole thread group: the
+/// terminal's line discipline signalling its foreground process group.
+/// The kernel runs that from the task (often a kworker) that processed the
+/// input: no sender to name.
+fn terminal_interrupt(s: &SignalEv, key: &str) -> Refined {
+    refined(
+        CauseKind::TerminalInterrupt,
+        (Rank::Expected, "interrupted at its terminal"),
+        format!(
+            "killed by {sig}: the terminal sent {sig} ({key}) to its foreground process group",
+            sig = s.ev.sig_name
+        ),
+        mech(
+            MechanismKind::TerminalInterrupt,
+            format!(
+                "{} with SI_KERNEL to the process group: the tty layer's answer to {key} typed (or written) at the terminal",
+                s.ev.sig_name
+            ),
+        ),
+    )
+}
+
+/// How long before the SIGKILL the init's exit record may come: the kernel
+/// kills the namespace from the init's exit path (exit_notify →
+/// zap_pid_ns_processes), after the exit tracepoint; a large address space
+/// takes a while to tear down in between.
+const NS_INIT_EXIT_BEFORE_NS: u64 = 1_000_000_000;
+
+/// SIGKILL with SI_KERNEL sent by the init (pid 1) of the victim's own pid
+/// namespace as it exits: the kernel ends whatever is left of a namespace
+/// whose init ends. Ranked with the init's end: expected here, and a
+/// consequence of the init's death when that is a failure (cascade.rs).
+fn pid_ns_teardown(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refined> {
+    let init = cx.m.proc(s.sender)?;
+    let ns = init.ns.filter(|ns| ns.pid == 1)?;
+    if cx.m.proc(key)?.ns.map(|v| v.inum) != Some(ns.inum) {
+        return None;
+    }
+    let end = init.end.as_ref()?;
+    if end.seq > s.ev.at.seq || end.t + NS_INIT_EXIT_BEFORE_NS < s.ev.at.t {
+        return None;
+    }
+    let r = cx.proc_ref(s.sender, end.t);
+    let fate = match &end.status {
+        ExitStatus::Exited { code } => format!("exited with code {code}"),
+        ExitStatus::Signaled { name, .. } => format!("was killed by {name}"),
+    };
+    let mut m = mech(
+        MechanismKind::PidNamespaceTeardown,
+        "SIGKILL with SI_KERNEL from the exiting init (pid 1) of its pid namespace: the kernel \
+         kills every process left in a namespace whose init ends (zap_pid_ns_processes)"
+            .into(),
+    );
+    m.process = Some(r.clone());
+    let mut out = refined(
+        CauseKind::PidNamespaceTeardown,
+        (
+            Rank::Expected,
+            "it was still running when its pid namespace's init ended: ranked with that end",
+        ),
+        format!(
+            "killed by SIGKILL, still running when its pid namespace's init {} {fate}: the kernel \
+             ends what is left of a pid namespace whose init ends",
+            proc_phrase(&r)
+        ),
+        m,
+    );
+    out.evidence.push(end.seq);
+    Some(out)
 }
 
 /// The tty layer's hangup runs in whichever task closed the terminal (the

@@ -79,7 +79,12 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
             from: key(&f.sender),
             to: key(&f.target),
             t: s.t,
-            class: "arrow foreign".to_string(),
+            // A kill that left the run is drawn solid, as a fatal one is.
+            class: if f.outbound_kill {
+                "arrow foreign outbound".to_string()
+            } else {
+                "arrow foreign".to_string()
+            },
             title: format!(
                 "{} {} from pid {} → pid {} (crosses the run's boundary)",
                 s.sig_name,
