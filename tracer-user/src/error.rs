@@ -34,12 +34,16 @@ pub enum TracerError {
     Load(#[from] LoadError),
     #[error("required hook {hook} could not be attached: {detail}")]
     RequiredHook { hook: String, detail: String },
-    #[error("cannot run `{cmd}`{as_user}: {source}")]
+    #[error("cannot run `{cmd}`{as_user}: {}", why.as_deref().map_or_else(|| source.to_string(), |w| format!("{w} ({source})")))]
     Spawn {
         cmd: String,
         /// ` as alice (uid 1000)` when the command was to run as another user.
         as_user: String,
         source: std::io::Error,
+        /// What the error means when the OS's words mislead: "its
+        /// interpreter /nonexistent/python (the script's `#!` line) was not
+        /// found" for an ENOENT about a script that exists.
+        why: Option<String>,
     },
     #[error("no such user: {0} (--user takes a user name or a numeric uid known to this system)")]
     UnknownUser(String),
@@ -217,6 +221,9 @@ impl TracerError {
 /// run (127 not found, 126 not executable), else the tracer's own failure.
 pub fn spawn_exit_code(err: &TracerError) -> u8 {
     match err {
+        // A script found but not runnable (its interpreter is missing) is
+        // 126, as shells say "bad interpreter".
+        TracerError::Spawn { why: Some(_), .. } => 126,
         TracerError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
         TracerError::Spawn { .. } => 126,
         e if e.is_usage() => EXIT_USAGE,

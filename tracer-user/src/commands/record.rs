@@ -173,15 +173,19 @@ async fn record(
     phase(t0, "command spawned");
     let child = match spawned {
         Ok(child) => child,
-        Err(err) => {
+        Err(mut err) => {
             // Nothing ran: nothing for the watchdog to end.
             watchdog.disarm();
             run_cgroup.as_ref().map(RunCgroup::remove);
             // The log stays complete (header + trailer) even when CMD never
             // ran, and says why, so the reports can carry a certificate.
             let code = crate::error::spawn_exit_code(&err);
-            if let TracerError::Spawn { source, .. } = &err {
-                session.set_command_error(source.to_string());
+            // The explanation may name a path from the command (a script's
+            // interpreter): masked as the command itself is, in the log and
+            // on stderr.
+            if let TracerError::Spawn { source, why, .. } = &mut err {
+                *why = why.as_deref().map(|w| session.redact_text(w));
+                session.set_command_error(why.clone().unwrap_or_else(|| source.to_string()));
             }
             let status = ExitStatus::Exited { code: code.into() };
             deliver(session.finish(Some(status))?, &args.report, junit.as_ref());
@@ -290,6 +294,9 @@ fn untraced(args: &RecordArgs, run_as: &RunAs, why: &TracerError) -> TracerError
     }
     let source = cmd.exec();
     TracerError::Spawn {
+        why: (source.kind() == std::io::ErrorKind::NotFound)
+            .then(|| crate::run::interpreter::missing_interpreter(program, run_as))
+            .flatten(),
         cmd: crate::text::terminal::line(&args.command.join(" ")),
         as_user: String::new(),
         source,

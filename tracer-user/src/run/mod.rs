@@ -4,6 +4,7 @@
 pub mod clock;
 pub mod event_loop;
 pub mod header;
+pub mod interpreter;
 pub mod last_words;
 pub mod leaks;
 pub mod nofile;

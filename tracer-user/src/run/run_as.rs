@@ -100,6 +100,41 @@ impl RunAs {
         self.change.as_ref().map(|c| (self.uid, c.gid))
     }
 
+    /// Whether the command's user may read a file of `uid`:`gid` with
+    /// `mode`, by its permission bits (the tracer's own user, unchanged,
+    /// reads what the tracer reads). Root reads everything.
+    pub fn may_read(&self, uid: u32, gid: u32, mode: u32) -> bool {
+        let Some(c) = &self.change else {
+            return true;
+        };
+        if self.uid.is_root() {
+            return true;
+        }
+        if self.uid.as_raw() == uid {
+            return mode & 0o400 != 0;
+        }
+        let in_group = c.gid.as_raw() == gid || c.groups.iter().any(|g| g.as_raw() == gid);
+        if in_group {
+            return mode & 0o040 != 0;
+        }
+        mode & 0o004 != 0
+    }
+
+    /// Another user, for tests of what that user may see: `uid`, primary
+    /// group `gid`, no other group.
+    #[cfg(test)]
+    pub(crate) fn for_test(uid: u32, gid: u32) -> Self {
+        Self {
+            uid: Uid::from_raw(uid),
+            name: None,
+            change: Some(Change {
+                gid: Gid::from_raw(gid),
+                groups: vec![Gid::from_raw(gid)],
+                env: Vec::new(),
+            }),
+        }
+    }
+
     /// Whether the command runs with other credentials than the tracer.
     pub fn changes_user(&self) -> bool {
         self.change.is_some()

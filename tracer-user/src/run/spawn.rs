@@ -12,7 +12,7 @@ use crate::{
     capture::Capture,
     error::TracerError,
     run::{
-        nofile,
+        interpreter, nofile,
         run_as::RunAs,
         run_cgroup,
         terminal::{self, Foreground},
@@ -90,6 +90,9 @@ pub fn spawn_adopted(
     let spawned = cmd.spawn();
     capture.set_config(RuntimeConfig::default())?;
     spawned.map_err(|source| TracerError::Spawn {
+        why: (source.kind() == std::io::ErrorKind::NotFound)
+            .then(|| interpreter::missing_interpreter(program, run_as))
+            .flatten(),
         cmd: shown.join(" "),
         as_user: if run_as.changes_user() {
             format!(" as {}", run_as.describe())

@@ -131,6 +131,11 @@ impl Session {
         self.command_error = Some(reason);
     }
 
+    /// `s` with `--redact` patterns masked, as the log would keep it.
+    pub fn redact_text(&self, s: &str) -> String {
+        self.redactor.text(s).into_owned()
+    }
+
     /// Mask `--redact` patterns in every record written from now on.
     pub fn redact_with(&mut self, redactor: crate::redact::Redactor) {
         if redactor.is_active() {
