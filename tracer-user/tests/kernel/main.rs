@@ -45,3 +45,4 @@ mod security;
 mod signal_floods;
 mod snapshot;
 mod teardown;
+mod whole_truth;

@@ -18,3 +18,4 @@ mod html_chromium;
 mod output_fuzz;
 mod report_scale;
 mod summarize;
+mod verdict_fixtures;
