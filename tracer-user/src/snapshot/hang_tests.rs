@@ -173,3 +173,73 @@ fn a_reader_whose_only_writer_was_leaked_names_it() {
         f[1].detail
     );
 }
+
+/// A client blocked reading a unix socket whose other end only a detached
+/// daemon holds (it left the session with setsid and never answers): named
+/// as the pipe case is, with where the daemon is. A peer still in the
+/// reader's session, with its parent alive, is no finding.
+#[test]
+fn a_reader_whose_socket_peer_is_a_detached_daemon_names_it() {
+    let unix = |fd: i32, inode: u64, peer: u64, holders: Vec<Holder>| FdEntry {
+        fd,
+        target: format!("socket:[{inode}]"),
+        access: None,
+        kind: FdKind::Unix {
+            inode,
+            sock_type: "stream".into(),
+            name: None,
+            peer: Some(peer),
+            peer_holders: holders,
+        },
+    };
+    let holder = |pid: u32, fd: i32| Holder {
+        pid,
+        comm: "device-daemon".into(),
+        fd,
+        access: None,
+    };
+    let mut client = proc_(
+        10,
+        900,
+        "python3 client.py",
+        thread(
+            10,
+            'S',
+            "unix_stream_read_generic",
+            Some(("recvfrom", 45, 3)),
+        ),
+    );
+    client.fds = vec![unix(3, 81, 82, vec![holder(40, 4)])];
+    let mut daemon = proc_(
+        40,
+        900,
+        "device-daemon --foreground",
+        thread(40, 'S', "inet_csk_accept", Some(("accept4", 288, 5))),
+    );
+    daemon.fds = vec![unix(4, 82, 81, vec![holder(10, 3)])];
+    // Still in the client's session, its parent alive: no finding.
+    let s = Snapshot {
+        findings: Vec::new(),
+        processes: vec![client.clone(), daemon.clone()],
+        notes: Vec::new(),
+    };
+    assert!(with_log_facts(&s, &LogFacts::default()).is_empty());
+    // It setsid'd: detached.
+    daemon.sid = 40;
+    let s = Snapshot {
+        findings: Vec::new(),
+        processes: vec![client, daemon],
+        notes: Vec::new(),
+    };
+    let f = with_log_facts(&s, &LogFacts::default());
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!((f[0].kind.as_str(), f[0].pid), (HELD_BY_LEAKED, 10));
+    assert_eq!(
+        f[0].detail,
+        "thread 10 of pid 10 (python3 client.py) blocked in unix_stream_read_generic reading a \
+         unix socket (fd 3) whose other end is held only by a leaked or detached process: pid 40 \
+         (device-daemon --foreground, fd 4; detached: its own session, in accept4) — the read \
+         ends only when that process writes, exits or closes it"
+    );
+    assert_eq!(f[0].related_pids, [40]);
+}

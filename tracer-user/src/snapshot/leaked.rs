@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::{
     syscalls::READS_FD_ARG0,
-    threads::{arg, command, sleeps_in, syscall_name, PIPE_READ_WAITS},
+    threads::{arg, command, sleeps_in, syscall_name, PIPE_READ_WAITS, SOCKET_READ_WAITS},
     FdKind, Finding, ProcSnapshot, Snapshot, HELD_BY_LEAKED, ORPHANED, STOPPED,
 };
 
@@ -46,6 +46,7 @@ pub fn with_log_facts(s: &Snapshot, facts: &LogFacts) -> Vec<Finding> {
             out.push(f);
         }
         out.extend(held_by_leaked(p, &s.processes, facts));
+        out.extend(socket_held_by_leaked(p, &s.processes, facts));
     }
     out.sort_by(|a, b| (a.pid, a.tid, &a.kind).cmp(&(b.pid, b.tid, &b.kind)));
     out
@@ -143,6 +144,107 @@ fn held_by_leaked(p: &ProcSnapshot, procs: &[ProcSnapshot], facts: &LogFacts) ->
                     if writers.len() == 1 { "a leaked process" } else { "leaked processes" },
                     names.join(", "),
                     if writers.len() == 1 { "that process" } else { "they all" },
+                ),
+                fds: std::iter::once(f.fd).collect(),
+                related_pids: related,
+            });
+            break;
+        }
+    }
+    out
+}
+
+/// A thread blocked reading a unix or TCP socket whose other end is held
+/// only by leaked or detached processes (their parent exited, or they left
+/// the reader's session with setsid): a daemon a test started and left
+/// behind, which holds the connection and never answers. The read ends
+/// only when that process writes, exits or closes its end.
+fn socket_held_by_leaked(
+    p: &ProcSnapshot,
+    procs: &[ProcSnapshot],
+    facts: &LogFacts,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for t in &p.threads {
+        let Some(wait) = sleeps_in(t, SOCKET_READ_WAITS) else {
+            continue;
+        };
+        let exact = syscall_name(t)
+            .filter(|n| READS_FD_ARG0.contains(n))
+            .and_then(|_| p.fd(arg(t, 0)? as i32));
+        let candidates: Vec<_> = match exact {
+            Some(f) => vec![f],
+            None => p
+                .fds
+                .iter()
+                .filter(|f| matches!(f.kind, FdKind::Unix { .. } | FdKind::Inet { .. }))
+                .collect(),
+        };
+        for f in candidates {
+            let (what, holders) = match &f.kind {
+                FdKind::Unix { peer_holders, .. } => ("unix socket", peer_holders),
+                FdKind::Inet {
+                    proto,
+                    peer_holders,
+                    ..
+                } => (proto.as_str(), peer_holders),
+                _ => continue,
+            };
+            let others: Vec<_> = holders.iter().filter(|h| h.pid != p.pid).collect();
+            let why = |pid: u32| -> Option<String> {
+                let q = procs.iter().find(|q| q.pid == pid);
+                // It left the reader's session (setsid, or a child of a
+                // process that did): a daemon on its own.
+                let detached = q.is_some_and(|q| q.sid != p.sid);
+                let orphan = facts
+                    .orphans
+                    .get(&pid)
+                    .map(|parent| format!("its parent {parent} exited"));
+                let reparented = q.is_some_and(|q| q.ppid == 1 && q.pid != 1);
+                match (detached, orphan) {
+                    (true, Some(o)) => Some(format!("detached: its own session; {o}")),
+                    (true, None) => Some("detached: its own session".into()),
+                    (false, Some(o)) => Some(o),
+                    (false, None) if reparented => Some("re-parented to init".into()),
+                    _ => None,
+                }
+            };
+            if others.is_empty() || !others.iter().all(|h| why(h.pid).is_some()) {
+                continue;
+            }
+            let names: Vec<String> = others
+                .iter()
+                .map(|h| {
+                    let q = procs.iter().find(|q| q.pid == h.pid);
+                    let cmd = q.map_or_else(|| h.comm.clone(), command);
+                    let doing = q
+                        .and_then(|q| q.threads.first())
+                        .and_then(|t| syscall_name(t).map(str::to_string))
+                        .map(|sc| format!(", in {sc}"))
+                        .unwrap_or_default();
+                    format!(
+                        "pid {} ({cmd}, fd {}; {}{doing})",
+                        h.pid,
+                        h.fd,
+                        why(h.pid).unwrap_or_default()
+                    )
+                })
+                .collect();
+            let mut related: Vec<u32> = others.iter().map(|h| h.pid).collect();
+            related.dedup();
+            out.push(Finding {
+                kind: HELD_BY_LEAKED.into(),
+                pid: p.pid,
+                tid: Some(t.tid),
+                detail: format!(
+                    "thread {} of pid {} ({}) blocked in {wait} reading a {what} (fd {}) whose other end is held only by {}: {} — the read ends only when {} writes, exits or closes it",
+                    t.tid,
+                    p.pid,
+                    command(p),
+                    f.fd,
+                    if others.len() == 1 { "a leaked or detached process" } else { "leaked or detached processes" },
+                    names.join(", "),
+                    if others.len() == 1 { "that process" } else { "one of them" },
                 ),
                 fds: std::iter::once(f.fd).collect(),
                 related_pids: related,

@@ -82,6 +82,58 @@ fn a_reader_held_open_by_a_leaked_grandchild_names_the_holder() {
     rerenders_the_same(&r);
 }
 
+/// A client blocked reading a unix socket whose other end a detached daemon
+/// (setsid, then a fork) accepted and holds without answering: the
+/// `device-daemon` a test starts and leaves behind.
+const SOCKET_DAEMON: &str = r#"
+import os, socket, sys, time
+path = sys.argv[1]
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(path); srv.listen(1)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        conn, _ = srv.accept()
+        time.sleep(60)
+        os._exit(0)
+    os._exit(0)
+srv.close()
+time.sleep(0.2)
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.connect(path)
+c.recv(1)
+"#;
+
+#[test]
+fn a_reader_whose_socket_peer_is_a_detached_daemon_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("daemon.sock");
+    let r = record(
+        &["--timeout", "2s", "--kill-grace", "2s", "--leaks", "kill"],
+        &["python3", "-c", SOCKET_DAEMON, sock.to_str().unwrap()],
+    );
+    assert_eq!(r.code(), Some(124), "{}", r.stderr());
+    let rep = report(&r);
+    let held = find(&rep, "held_by_leaked");
+    assert!(
+        held.detail
+            .contains("blocked in unix_stream_read_generic reading a unix socket")
+            && held
+                .detail
+                .contains("held only by a leaked or detached process: pid")
+            && held.detail.contains("detached: its own session"),
+        "{}",
+        held.detail
+    );
+    assert!(
+        rep.verdict.starts_with("Timed out while blocked: thread")
+            && rep.verdict.contains("reading a unix socket"),
+        "{}",
+        rep.verdict
+    );
+    rerenders_the_same(&r);
+}
+
 #[test]
 fn a_stopped_process_is_said_stopped_and_by_whom() {
     let r = record(

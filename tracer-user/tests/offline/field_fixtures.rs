@@ -258,3 +258,24 @@ fn pidfd_calls_are_resolved_when_they_delivered() {
     );
     assert_eq!(r.analysis.near_misses[0].aimed_at, "pidfd 4 (unresolved)");
 }
+
+/// A client blocked on a unix socket whose other end a detached daemon
+/// holds (recorded from the kernel tests' field_hangs scenario): the
+/// finding is derived from the log's snapshot and leads the verdict.
+#[test]
+fn a_socket_held_by_a_detached_daemon_explains_the_hang() {
+    let r = report("hang_socket_daemon");
+    let f = finding(&r, "held_by_leaked");
+    assert!(
+        f.detail.contains("reading a unix socket (fd 3) whose other end is held only by a leaked or detached process")
+            && f.detail.contains("detached: its own session")
+            && f.detail.contains(", in clock_nanosleep)"),
+        "{}",
+        f.detail
+    );
+    assert!(
+        r.verdict.starts_with("Timed out while blocked: ") && r.verdict.contains("unix socket"),
+        "{}",
+        r.verdict
+    );
+}
