@@ -1,5 +1,6 @@
 //! Embed the eBPF object built by `cargo xtask build-ebpf`, and what
-//! `tracer --version` says of this build: the commit and the object's SHA-256.
+//! `tracer --version` says of this build: the target, the commit and the
+//! object's SHA-256.
 //!
 //! Without the object the crate still builds (unit tests need no eBPF
 //! toolchain), but the binary then refuses to record with a message saying
@@ -21,6 +22,12 @@ fn main() {
     println!("cargo:rerun-if-changed=../.git/HEAD");
     println!("cargo:rerun-if-changed=../.git/refs/heads");
     println!("cargo:rustc-env=TRACER_GIT_COMMIT={}", commit());
+    // `tracer --version` names what it was built for: an x86_64 and an
+    // aarch64 release are otherwise the same text.
+    println!(
+        "cargo:rustc-env=TRACER_TARGET={}",
+        env::var("TARGET").unwrap()
+    );
     match fs::read(&src) {
         Ok(bytes) => {
             let hash: String = Sha256::digest(&bytes)

@@ -16,11 +16,14 @@ use crate::{
     error::{TracerError, EXIT_USAGE},
 };
 
-/// `tracer --version`: the release, the commit, and the embedded eBPF
-/// object's SHA-256 (what a downloaded binary is checked against).
+/// `tracer --version`: the release, its target (`aarch64-unknown-linux-musl`),
+/// the commit, and the embedded eBPF object's SHA-256 (what a downloaded
+/// binary is checked against).
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
-    " (commit ",
+    " (",
+    env!("TRACER_TARGET"),
+    ", commit ",
     env!("TRACER_GIT_COMMIT"),
     ", eBPF object sha256 ",
     env!("TRACER_EBPF_SHA256"),

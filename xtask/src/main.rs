@@ -82,8 +82,11 @@ enum Command {
         #[arg(long, default_value_t = 300, value_name = "SECONDS")]
         soak_secs: u64,
     },
-    /// A static, stripped x86_64 `tracer` with its SHA-256 and a tarball (target/dist/).
+    /// A static, stripped `tracer` with its SHA-256 and a tarball (target/dist/).
     Dist {
+        /// x86_64-unknown-linux-musl or aarch64-unknown-linux-musl (default: this machine's).
+        #[arg(long)]
+        target: Option<String>,
         /// Then run the core kernel scenarios of the integration suite with that binary (root).
         #[arg(long)]
         check: bool,
@@ -148,7 +151,13 @@ fn run(cli: Cli) -> Result<()> {
         Command::Build { release } => build::run(&ws, release).map(drop),
         Command::Run { release, args } => run::run(&ws, release, &args),
         Command::Test { release, args } => test::run(&ws, release, &args),
-        Command::Dist { check } => dist::run(&ws, check).map(drop),
+        Command::Dist { target, check } => {
+            let target = match target {
+                Some(name) => dist::Target::named(&name)?,
+                None => dist::Target::host()?,
+            };
+            dist::run(&ws, target, check).map(drop)
+        }
         Command::Bench {
             reps,
             quick,

@@ -63,7 +63,10 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     let tracer = build::run(ws, false)?;
     let mut tests = test_binaries(ws, &opts.tests)?;
     if opts.dist {
-        tests.push(("static".into(), crate::dist::build_static(ws)?));
+        tests.push((
+            "static".into(),
+            crate::dist::build_static(ws, &crate::dist::X86_64)?,
+        ));
     }
 
     let mirror = match &opts.mirror {
