@@ -5,7 +5,7 @@
 //! numbers through [`KillAbi`] (handed over by user space as a global, since
 //! a BPF object is built once for every architecture); user space names
 //! records, tracepoints and fentry targets from [`KillSyscall::name`] and
-//! [`StderrSyscall::name`].
+//! [`StderrSyscall::name`], and the entry symbols from [`SyscallArch`].
 
 /// The kill-family syscalls, numbered independently of the architecture
 /// (this number is what a `KillCallRecord` carries on the wire).
@@ -92,25 +92,51 @@ pub struct KillAbi {
     /// Offset in `struct pt_regs` of the syscall number at exit
     /// (`orig_ax` / `syscallno`; read as 32 bits).
     pub regs_nr: u32,
+    /// The bit of the task's [`SyscallArch::compat_word`] (its low 32 bits)
+    /// that marks a compat syscall, numbered and laid out another way:
+    /// raw_syscalls must not read it as a native one.
+    pub compat_mask: u32,
+    pub _pad: u32,
+}
+
+/// What tracer needs of the architecture it runs on besides the numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallArch {
+    pub abi: KillAbi,
+    /// Prefix of its syscall entry symbols (fentry targets, `__x64_sys_kill`).
+    pub entry_prefix: &'static str,
+    /// The `struct thread_info` field (first in `task_struct`) holding
+    /// [`KillAbi::compat_mask`].
+    pub compat_word: &'static str,
 }
 
 impl KillAbi {
     /// x86-64: `arch/x86/entry/syscalls/syscall_64.tbl`; pt_regs is the
-    /// ptrace ABI (di 112, si 104, dx 96, orig_ax 120).
+    /// ptrace ABI (di 112, si 104, dx 96, orig_ax 120). A 32-bit syscall
+    /// (`int 0x80`, sysenter: ia32 numbers, arguments in bx, cx, dx) sets
+    /// `TS_COMPAT` (0x2) in `thread_info.status` from entry to return.
     pub const X86_64: Self = Self {
         nr: [62, 200, 234, 129, 297, 424],
         stderr_nr: [1, 20],
         regs_arg: [112, 104, 96],
         regs_nr: 120,
+        compat_mask: 0x2,
+        _pad: 0,
     };
     /// arm64: the generic table (`include/uapi/asm-generic/unistd.h`);
     /// pt_regs starts with `regs[31]`, then sp, pc, pstate, orig_x0 (272)
-    /// and `s32 syscallno` (280).
+    /// and `s32 syscallno` (280). Arguments are read at entry only: by the
+    /// exit, x0 holds the return value (the first argument survives only in
+    /// orig_x0). An AArch32 task (`TIF_32BIT`, bit 22 of
+    /// `thread_info.flags`) makes its syscalls with arm's EABI numbers
+    /// (kill 37, write 4; 64 there is getppid).
     pub const AARCH64: Self = Self {
         nr: [129, 130, 131, 138, 240, 424],
         stderr_nr: [64, 66],
         regs_arg: [0, 8, 16],
         regs_nr: 280,
+        compat_mask: 1 << 22,
+        _pad: 0,
     };
     /// Matches nothing: the eBPF default until user space fills it in.
     pub const NONE: Self = Self {
@@ -118,6 +144,8 @@ impl KillAbi {
         stderr_nr: [-1; 2],
         regs_arg: [0; 3],
         regs_nr: 0,
+        compat_mask: 0,
+        _pad: 0,
     };
 
     /// The kill-family syscall numbered `nr` on this architecture.
@@ -160,17 +188,29 @@ impl KillAbi {
             None
         }
     }
+}
 
-    /// The ABI of the architecture this code was built for, and the prefix
-    /// of its syscall entry symbols (fentry targets, `__x64_sys_kill`).
-    /// `None` where the table has no entry: the kill hooks then fall back
-    /// to the per-syscall tracepoints, which need no numbers.
+impl SyscallArch {
+    pub const X86_64: Self = Self {
+        abi: KillAbi::X86_64,
+        entry_prefix: "__x64_sys_",
+        compat_word: "status",
+    };
+    pub const AARCH64: Self = Self {
+        abi: KillAbi::AARCH64,
+        entry_prefix: "__arm64_sys_",
+        compat_word: "flags",
+    };
+
+    /// The architecture this code was built for. `None` where the table has
+    /// no entry: the kill hooks then fall back to the per-syscall
+    /// tracepoints, which need no numbers.
     #[cfg(target_arch = "x86_64")]
-    pub const HOST: Option<(Self, &'static str)> = Some((Self::X86_64, "__x64_sys_"));
+    pub const HOST: Option<Self> = Some(Self::X86_64);
     #[cfg(target_arch = "aarch64")]
-    pub const HOST: Option<(Self, &'static str)> = Some((Self::AARCH64, "__arm64_sys_"));
+    pub const HOST: Option<Self> = Some(Self::AARCH64);
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    pub const HOST: Option<(Self, &'static str)> = None;
+    pub const HOST: Option<Self> = None;
 }
 
 #[cfg(test)]
@@ -198,5 +238,29 @@ mod tests {
         assert_eq!(KillAbi::X86_64.syscall(0), None);
         assert_eq!(KillAbi::NONE.syscall(-1), None);
         assert_eq!(KillSyscall::try_from(7), Err(7));
+    }
+
+    /// arm's EABI numbers an AArch32 task uses: none of the kill family or
+    /// write/writev but pidfd_send_signal (424 on every architecture) is
+    /// the same call under arm64's number, so raw_syscalls must tell such
+    /// a task apart (getppid, 64, would read as arm64's write).
+    #[test]
+    fn aarch32_numbers_mean_other_calls() {
+        // arch/arm/tools/syscall.tbl: kill, tkill, tgkill, rt_sigqueueinfo,
+        // rt_tgsigqueueinfo, pidfd_send_signal; write, writev.
+        let eabi = ([37, 238, 268, 178, 363, 424], [4, 146]);
+        let arm64 = KillAbi::AARCH64;
+        for (i, nr) in eabi.0.iter().enumerate() {
+            assert_eq!(
+                arm64.syscall(*nr).is_some(),
+                KILL_SYSCALLS[i] == KillSyscall::PidfdSendSignal
+            );
+        }
+        assert_eq!(arm64.stderr_syscall(64), Some(StderrSyscall::Write));
+        for nr in eabi.1 {
+            assert_eq!(arm64.stderr_syscall(nr), None);
+        }
+        assert_ne!(KillAbi::AARCH64.compat_mask, 0);
+        assert_ne!(KillAbi::X86_64.compat_mask, 0);
     }
 }

@@ -59,7 +59,7 @@ impl TryFrom<u32> for RecordKind {
 mod kill;
 mod offsets;
 mod signal_counts;
-pub use kill::{KillAbi, KillSyscall, StderrSyscall, KILL_SYSCALLS, STDERR_SYSCALLS};
+pub use kill::{KillAbi, KillSyscall, StderrSyscall, SyscallArch, KILL_SYSCALLS, STDERR_SYSCALLS};
 pub use offsets::{KernelOffsets, OFFSET_NONE};
 pub use signal_counts::{
     SignalCounts, SignalSlot, SignalSummaryRecord, SIGNAL_FIRST_INDIVIDUAL, SIGNAL_SLOTS,

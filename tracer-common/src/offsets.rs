@@ -47,6 +47,9 @@ pub struct KernelOffsets {
     pub upid_nr: u32,
     pub upid_ns: u32,
     pub pidns_inum: u32,
+    /// `task->thread_info.<SyscallArch::compat_word>`: marks a compat
+    /// (ia32, AArch32) syscall or task.
+    pub task_compat_word: u32,
     /// Offsets into the classic `oom:mark_victim` record (format file).
     pub oom_total_vm: u32,
     pub oom_anon_rss: u32,
@@ -96,6 +99,7 @@ impl KernelOffsets {
         upid_nr: OFFSET_NONE,
         upid_ns: OFFSET_NONE,
         pidns_inum: OFFSET_NONE,
+        task_compat_word: OFFSET_NONE,
         oom_total_vm: OFFSET_NONE,
         oom_anon_rss: OFFSET_NONE,
         oom_file_rss: OFFSET_NONE,

@@ -10,8 +10,11 @@ use aya_ebpf::{
 use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind, StderrSyscall};
 
 use crate::{
-    maps::{batched_submit, count_drop, is_tracked, Inflight, EVENTS, INFLIGHT, TRACKED},
-    task::{comm, current, header, task_id, Ptr},
+    maps::{
+        batched_submit, count_drop, count_drop_unlogged, is_tracked, off, Inflight, EVENTS,
+        INFLIGHT, TRACKED,
+    },
+    task::{comm, current, header, read, task_id, Ptr},
 };
 
 /// The running architecture's syscall numbers and pt_regs layout
@@ -42,7 +45,7 @@ pub(crate) fn on_enter(ctx: &TracePointContext) -> Result<u32, ()> {
         return Ok(0);
     };
     let arg = |i: usize| -> i64 { unsafe { ctx.read_at::<i64>(TP_ARG0 + 8 * i) }.unwrap_or(0) };
-    enter(syscall, arg(0), arg(1), arg(2));
+    enter::<true>(syscall, arg(0), arg(1), arg(2));
     Ok(0)
 }
 
@@ -88,19 +91,48 @@ pub(crate) enum RawEnter {
 }
 
 /// Runs on every syscall: the number is compared before anything else.
+/// A compat syscall (ia32, AArch32) is numbered and laid out another way:
+/// one that shares a native number (ia32's getgid32 is x86-64's tkill) is
+/// another call, so it is left alone rather than misread. For write/writev
+/// the stderr programs ask, after the fd: every write of the machine comes
+/// through here, and a read of the task for each would tax them all.
+///
+/// Makes no bpf-to-bpf call (no aya-log call: a full inflight map is counted
+/// here, not logged): `raw_sys_enter` tail-calls, and arm64 kernels before
+/// 6.0 refuse a program with both ("tail_calls are not allowed in programs
+/// with bpf-to-bpf calls"); tests/loader check the object for it.
 #[inline(always)]
 pub(crate) fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
     let id: i64 = ctx.arg(1);
     let abi: KillAbi = unsafe { core::ptr::read_volatile(&KILL_ABI) };
     if let Some(syscall) = abi.syscall(id) {
+        if is_compat(abi.compat_mask) {
+            return RawEnter::Other;
+        }
         let (a0, a1, a2) = regs_args(ctx.arg(0));
-        enter(syscall, a0, a1, a2);
+        enter::<false>(syscall, a0, a1, a2);
         return RawEnter::Kill;
     }
     match abi.stderr_syscall(id) {
         Some(s) => RawEnter::Stderr(s),
         None => RawEnter::Other,
     }
+}
+
+/// Whether the current syscall is a compat one: x86-64's `TS_COMPAT` (set
+/// for an `int 0x80` or sysenter syscall, even from a 64-bit process), or
+/// arm64's `TIF_32BIT` (an AArch32 task). False when the kernel's BTF did
+/// not say where the word is.
+#[inline(always)]
+pub(crate) fn is_compat(mask: u32) -> bool {
+    let at = off(|o| &o.task_compat_word);
+    mask != 0 && read::<u32>(current(), at).is_some_and(|w| w & mask != 0)
+}
+
+/// [`is_compat`] with the running architecture's mask.
+#[inline(always)]
+pub(crate) fn current_is_compat() -> bool {
+    is_compat(unsafe { core::ptr::read_volatile(&KILL_ABI.compat_mask) })
 }
 
 pub(crate) fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
@@ -120,7 +152,7 @@ pub(crate) fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
 pub(crate) fn on_fentry(ctx: &FEntryContext, syscall: KillSyscall) -> Result<u32, ()> {
     let regs: Ptr = ctx.arg(0);
     let (a0, a1, a2) = regs_args(regs);
-    enter(syscall, a0, a1, a2);
+    enter::<true>(syscall, a0, a1, a2);
     Ok(0)
 }
 
@@ -133,8 +165,9 @@ pub(crate) fn on_fexit(ctx: &FExitContext) -> Result<u32, ()> {
 }
 
 /// Arguments are raw register values: narrow the int ones before use.
+/// `LOG`: a full inflight map is also logged (`--debug-ebpf`).
 #[inline(always)]
-fn enter(syscall: KillSyscall, a0: i64, a1: i64, a2: i64) {
+fn enter<const LOG: bool>(syscall: KillSyscall, a0: i64, a1: i64, a2: i64) {
     let (target_arg, tid_arg, sig) = match syscall {
         KillSyscall::Kill | KillSyscall::Tkill => (a0 as i32 as i64, 0, a1 as i32),
         KillSyscall::Tgkill | KillSyscall::RtTgsigqueueinfo => {
@@ -157,7 +190,11 @@ fn enter(syscall: KillSyscall, a0: i64, a1: i64, a2: i64) {
     // Stored for every caller: an outsider's kill(-pgid) into the run is
     // joined to its deliveries too. Kill calls are rare, so this is cheap.
     if INFLIGHT.insert(&tid, &call, 0).is_err() {
-        count_drop(DropReason::InflightMapFull);
+        if LOG {
+            count_drop(DropReason::InflightMapFull);
+        } else {
+            count_drop_unlogged(DropReason::InflightMapFull);
+        }
     }
 }
 

@@ -118,7 +118,7 @@ pub(crate) fn raw_sys_exit(ctx: BtfTracePointContext) -> u32 {
 /// processes. No RCU grace period at teardown, no perf record per call.
 #[fentry]
 pub(crate) fn stderr_fentry_write(ctx: FEntryContext) -> u32 {
-    stderr::on_write_regs(ctx.arg(0)).unwrap_or(0)
+    stderr::on_write_regs::<false>(ctx.arg(0)).unwrap_or(0)
 }
 
 #[fentry]
@@ -131,7 +131,7 @@ pub(crate) fn stderr_fentry_writev(ctx: FEntryContext) -> u32 {
 /// them for write and writev (`stderr::STDERR_RAW`).
 #[btf_tracepoint(function = "sys_enter")]
 pub(crate) fn stderr_raw_write(ctx: BtfTracePointContext) -> u32 {
-    stderr::on_write_regs(ctx.arg(0)).unwrap_or(0)
+    stderr::on_write_regs::<true>(ctx.arg(0)).unwrap_or(0)
 }
 
 #[btf_tracepoint(function = "sys_enter")]

@@ -242,11 +242,18 @@ pub(crate) struct Inflight {
 
 #[inline(always)]
 pub(crate) fn count_drop(reason: DropReason) {
-    if let Some(p) = DROPS.get_ptr_mut(reason as u32) {
-        unsafe { *p += 1 };
-    }
+    count_drop_unlogged(reason);
     if !matches!(reason, DropReason::RingBufFull) {
         crate::diag::map_full(reason);
+    }
+}
+
+/// Counted, never logged: for a program that tail-calls, where aya-log's
+/// call (a bpf-to-bpf call) must not be (see `raw_sys_enter`).
+#[inline(always)]
+pub(crate) fn count_drop_unlogged(reason: DropReason) {
+    if let Some(p) = DROPS.get_ptr_mut(reason as u32) {
+        unsafe { *p += 1 };
     }
 }
 

@@ -20,7 +20,7 @@ use tracer_common::{
 };
 
 use crate::{
-    kill_calls::regs_arg,
+    kill_calls::{current_is_compat, regs_arg},
     maps::{
         batched_output, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask,
         EVENTS, STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
@@ -68,20 +68,28 @@ pub(crate) fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
-/// write(2) from the `struct pt_regs` of the syscall's entry (fentry, raw_syscalls).
+/// write(2) from the `struct pt_regs` of the syscall's entry (fentry, or
+/// raw_syscalls when `RAW`). On raw_syscalls a compat syscall is another
+/// call under write's number (ia32's exit, AArch32's getppid): left alone.
+/// fentry on `__arm64_sys_write` sees an AArch32 task's own write, laid out
+/// as a native one: kept.
 #[inline(always)]
-pub(crate) fn on_write_regs(regs: Ptr) -> Result<u32, ()> {
-    if !is_stderr(regs_arg::<0>(regs) as u64) {
+pub(crate) fn on_write_regs<const RAW: bool>(regs: Ptr) -> Result<u32, ()> {
+    if !is_stderr(regs_arg::<0>(regs) as u64) || (RAW && current_is_compat()) {
         return Ok(0);
     }
     write(regs_arg::<1>(regs) as u64, regs_arg::<2>(regs) as u64);
     Ok(0)
 }
 
-/// writev(2) from the `struct pt_regs` of the syscall's entry.
+/// writev(2) from the `struct pt_regs` of the syscall's entry. A compat
+/// one is left alone on both rungs: on raw_syscalls it is another call
+/// (ia32's getpid), and an AArch32 task's writev reaches arm64's
+/// `__arm64_sys_writev` with 8-byte compat iovecs this would read as
+/// 16-byte ones.
 #[inline(always)]
 pub(crate) fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
-    if !is_stderr(regs_arg::<0>(regs) as u64) {
+    if !is_stderr(regs_arg::<0>(regs) as u64) || current_is_compat() {
         return Ok(0);
     }
     let Some((id, tail)) = caller() else {

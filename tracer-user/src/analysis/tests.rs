@@ -341,3 +341,33 @@ fn a_leak_that_execs_after_the_leak_record_is_named_by_its_exec() {
         "one name for one process"
     );
 }
+
+/// `si_syscall` is in the traced machine's numbering (the header's `arch`):
+/// the same getpid forbidden on arm64 (172) is named as getpid, and 39 there
+/// is umount2, not x86-64's getpid. A log without `arch` is x86-64's.
+#[test]
+fn seccomp_syscall_is_named_in_the_logs_architecture() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real_field_seccomp.ndjson");
+    let named = |arch: Option<&str>, nr: i64| {
+        let mut log = read_log(&path).unwrap();
+        log.header.arch = arch.map(str::to_string);
+        for e in &mut log.events {
+            if let crate::eventlog::Record::Signal(s) = e {
+                if s.seccomp_syscall.is_some() {
+                    s.seccomp_syscall = Some(nr);
+                }
+            }
+        }
+        let a = analyze(&log, &AnalysisOptions::default()).1;
+        let c = cert_where(&a, CauseKind::Seccomp);
+        let m = c.cause.mechanism.as_ref().unwrap();
+        (m.syscall.clone(), c.cause.summary.clone())
+    };
+    assert_eq!(named(None, 39).0.as_deref(), Some("getpid"));
+    assert_eq!(named(Some("x86_64"), 39).0.as_deref(), Some("getpid"));
+    let (name, summary) = named(Some("aarch64"), 172);
+    assert_eq!(name.as_deref(), Some("getpid"));
+    assert!(summary.contains("getpid (172)"), "{summary}");
+    assert_eq!(named(Some("aarch64"), 39).0.as_deref(), Some("umount2"));
+}

@@ -203,7 +203,8 @@ pub struct Mechanism {
     /// `RLIMIT_FSIZE`, `RLIMIT_CPU`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
-    /// The syscall seccomp forbade: number (x86-64) and name.
+    /// The syscall seccomp forbade: number (the traced machine's
+    /// numbering, the log header's `arch`) and name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub syscall_nr: Option<i64>,
     /// Its name.

@@ -9,7 +9,7 @@ use aya::{
     programs::{BtfTracePoint, FEntry, FExit, TracePoint},
     Btf, Ebpf,
 };
-use tracer_common::{KillAbi, KILL_SYSCALLS, STDERR_SYSCALLS};
+use tracer_common::{SyscallArch, KILL_SYSCALLS, STDERR_SYSCALLS};
 
 use crate::eventlog::HookStatus;
 
@@ -147,7 +147,9 @@ type Attach<'a> = dyn Fn(&mut Ebpf, &Btf, bool) -> Result<(), String> + 'a;
 type Undo = fn(&mut Ebpf);
 
 fn kill_fentry(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
-    let (_, prefix) = KillAbi::HOST.ok_or("no syscall table for this architecture")?;
+    let prefix = SyscallArch::HOST
+        .ok_or("no syscall table for this architecture")?
+        .entry_prefix;
     for s in KILL_SYSCALLS {
         let target = format!("{prefix}{}", s.name());
         let p: &mut FEntry = program(ebpf, &format!("kill_fentry_{}", s.name()))?;
@@ -176,7 +178,7 @@ fn undo_fentry(ebpf: &mut Ebpf) {
 }
 
 fn kill_raw(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
-    KillAbi::HOST.ok_or("no syscall table for this architecture")?;
+    SyscallArch::HOST.ok_or("no syscall table for this architecture")?;
     attach_btf(ebpf, btf, "raw_sys_enter", "sys_enter")?;
     attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit")
 }
@@ -256,7 +258,9 @@ pub fn attach_last_words(
 }
 
 fn stderr_fentry(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
-    let (_, prefix) = KillAbi::HOST.ok_or("no syscall table for this architecture")?;
+    let prefix = SyscallArch::HOST
+        .ok_or("no syscall table for this architecture")?
+        .entry_prefix;
     for s in STDERR_SYSCALLS {
         let target = format!("{prefix}{}", s.name());
         let p: &mut FEntry = program(ebpf, &format!("stderr_fentry_{}", s.name()))?;

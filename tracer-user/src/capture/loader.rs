@@ -4,7 +4,9 @@ use aya::{
     maps::{Array, MapData, PerCpuArray, RingBuf},
     Btf, Ebpf, EbpfLoader,
 };
-use tracer_common::{DropReason, FailReason, KillAbi, RuntimeConfig, DROP_REASONS, FAIL_REASONS};
+use tracer_common::{
+    DropReason, FailReason, KillAbi, RuntimeConfig, SyscallArch, DROP_REASONS, FAIL_REASONS,
+};
 
 use super::{
     ebpf_log,
@@ -89,7 +91,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         loader.map_max_entries("AYA_LOGS", ebpf_log::off_ring_bytes());
     }
     let btf = Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
-    let abi = KillAbi::HOST.map_or(KillAbi::NONE, |(abi, _)| abi);
+    let abi = SyscallArch::HOST.map_or(KillAbi::NONE, |arch| arch.abi);
 
     let log_level = ebpf_log::level(log_on);
     let (per_write, all_signals) = (
@@ -410,4 +412,56 @@ impl Capture {
 
 fn map_err(map: &'static str) -> impl Fn(aya::maps::MapError) -> LoadError {
     move |source| LoadError::Map { map, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+
+    /// `call` with src_reg 1 (BPF_PSEUDO_CALL): a bpf-to-bpf call.
+    fn is_pseudo_call(insn: &[u8]) -> bool {
+        insn[0] == 0x85 && insn[1] >> 4 == 1
+    }
+
+    /// `call 12`: the bpf_tail_call helper.
+    fn is_tail_call(insn: &[u8]) -> bool {
+        insn[0] == 0x85 && insn[1] >> 4 == 0 && insn[4..8] == 12i32.to_le_bytes()
+    }
+
+    /// arm64 kernels before 6.0 (and any JIT without
+    /// `bpf_jit_supports_subprog_tailcalls`) refuse a program that both
+    /// tail-calls and makes bpf-to-bpf calls: `raw_sys_enter` would not
+    /// load, and the kill family would lose its raw_syscalls rung there.
+    /// An aya-log call is such a call (each log site is a subprogram).
+    #[test]
+    fn programs_that_tail_call_make_no_bpf_to_bpf_call() {
+        assert!(
+            !super::OBJECT.is_empty(),
+            "no eBPF object embedded: build it first (cargo xtask build-ebpf)"
+        );
+        let file = object::File::parse(super::OBJECT).unwrap();
+        let mut tail_callers = Vec::new();
+        for sym in file.symbols() {
+            let Some(index) = sym.section_index() else {
+                continue;
+            };
+            let section = file.section_by_index(index).unwrap();
+            // Programs: global functions outside .text (their own sections).
+            if sym.kind() != SymbolKind::Text || !sym.is_global() || section.name() == Ok(".text") {
+                continue;
+            }
+            let data = section.data().unwrap();
+            let (at, len) = (sym.address() as usize, sym.size() as usize);
+            let insns: Vec<&[u8]> = data[at..at + len].chunks(8).collect();
+            if insns.iter().any(|i| is_tail_call(i)) {
+                let name = sym.name().unwrap().to_string();
+                assert!(
+                    !insns.iter().any(|i| is_pseudo_call(i)),
+                    "{name} tail-calls and makes a bpf-to-bpf call"
+                );
+                tail_callers.push(name);
+            }
+        }
+        assert_eq!(tail_callers, ["raw_sys_enter"]);
+    }
 }

@@ -93,6 +93,7 @@ pub const LAYOUT: &[Field] = layout!(
     upid_nr,
     upid_ns,
     pidns_inum,
+    task_compat_word,
     oom_total_vm,
     oom_anon_rss,
     oom_file_rss,

@@ -151,8 +151,25 @@ pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
             (ns, inum) if ns != OFFSET_NONE && inum != OFFSET_NONE => ns + inum,
             _ => OFFSET_NONE,
         },
+        task_compat_word: compat_word(btf),
         ..KernelOffsets::NONE
     })
+}
+
+/// `task_struct.thread_info.<compat word>` (thread_info is the task's first
+/// member on x86-64 and arm64, both `THREAD_INFO_IN_TASK`). Unknown: every
+/// syscall reads as native, as before this check existed.
+fn compat_word(btf: &Btf) -> u32 {
+    let Some(arch) = tracer_common::SyscallArch::HOST else {
+        return OFFSET_NONE;
+    };
+    match (
+        member_offset(btf, "task_struct", "thread_info"),
+        member_offset(btf, "thread_info", arch.compat_word),
+    ) {
+        (Some(ti), Some(word)) => ti + word,
+        _ => OFFSET_NONE,
+    }
 }
 
 /// The `oom:mark_victim` record's fields, from its tracefs format file.
@@ -227,6 +244,13 @@ mod tests {
         assert_eq!(o.ksigaction_handler, 0);
         assert_eq!(o.ksigaction_size, 32);
         assert_ne!(o.task_sighand, OFFSET_NONE);
+        // x86-64: thread_info { flags, syscall_work, status, cpu } first in
+        // the task (5.11+; 5.10 has no syscall_work).
+        assert!(
+            matches!(o.task_compat_word, 8 | 16),
+            "{}",
+            o.task_compat_word
+        );
         assert_ne!(o.sighand_action, OFFSET_NONE);
     }
 }

@@ -10,6 +10,11 @@ pub struct Header {
     pub tracer_version: String,
     /// `uname -r` of the traced machine.
     pub kernel: String,
+    /// The traced machine's architecture, as `uname -m` says it (`x86_64`,
+    /// `aarch64`): whose syscall numbers the log's `seccomp_syscall` is in.
+    /// Absent in logs written before it existed, which are all x86_64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
     pub hostname: String,
     /// `record` (one wrapped command) or `daemon`.
     pub mode: String,

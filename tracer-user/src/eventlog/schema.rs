@@ -170,7 +170,7 @@ pub struct Signal {
     #[serde(default, skip_serializing_if = "is_false")]
     pub sender_argv_truncated: bool,
     /// SIGSYS with SYS_SECCOMP: the syscall number the filter forbade
-    /// (`si_syscall`, x86-64 numbering).
+    /// (`si_syscall`, in the numbering of the header's `arch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seccomp_syscall: Option<i64>,
 }

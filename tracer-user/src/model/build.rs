@@ -26,6 +26,7 @@ impl Builder {
                 tracer_pid: header.tracer_pid,
                 daemon: header.mode == "daemon",
                 boot_to_wall_ns: header.boot_to_wall_ns,
+                arch: header.arch.clone().unwrap_or_else(|| "x86_64".into()),
                 root: None,
                 procs: BTreeMap::new(),
                 signals: Vec::new(),

@@ -88,6 +88,9 @@ pub struct Model {
     pub daemon: bool,
     /// The log header's offset: wall-clock ns = `t` + this.
     pub boot_to_wall_ns: i64,
+    /// The traced machine's architecture (the header's `arch`; `x86_64`
+    /// for a log from before it was recorded): whose syscall numbers.
+    pub arch: String,
     /// The wrapped command's process (forked by the tracer), if seen.
     pub root: Option<ProcKey>,
     /// Boxed: the map's nodes stay small (a fork storm's model holds

@@ -72,6 +72,7 @@ mod tests {
             tracer_pid: 1,
             daemon: false,
             boot_to_wall_ns: 0,
+            arch: "x86_64".into(),
             odd_times: Default::default(),
             intern: Default::default(),
             root: None,

@@ -254,6 +254,7 @@ impl Redactor {
             schema: _,
             tracer_version: _,
             kernel: _,
+            arch: _,
             hostname: _,
             mode: _,
             command,

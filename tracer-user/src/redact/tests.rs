@@ -91,6 +91,7 @@ fn header() -> Header {
         schema: 1,
         tracer_version: "0".into(),
         kernel: "k".into(),
+        arch: None,
         hostname: "h".into(),
         mode: "record".into(),
         command: vec!["deploy".into(), "--password=hunter22".into()],

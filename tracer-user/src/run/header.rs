@@ -21,6 +21,9 @@ pub fn header(
         kernel: nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default(),
+        // The tracer's own: its syscall tables (tracer_common's, the
+        // snapshot's) are this architecture's.
+        arch: Some(std::env::consts::ARCH.into()),
         hostname: nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
             .unwrap_or_default(),

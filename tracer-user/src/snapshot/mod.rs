@@ -34,7 +34,7 @@ pub use findings::analyze;
 pub use leaked::{with_log_facts, LogFacts};
 pub use procread::{count_fds, read_argv};
 pub use render::render_text;
-pub use syscalls::syscall_name;
+pub use syscalls::{syscall_name, syscall_name_on};
 pub use take::{take, take_for};
 pub use withhold::{creds_of, foreign, Viewer};
 
@@ -157,11 +157,11 @@ pub enum SyscallState {
     None,
     /// Unreadable (permission, or the thread exited).
     Unknown,
-    /// Blocked inside syscall `nr`; `name` for common x86-64 ones.
+    /// Blocked inside syscall `nr`, named on x86-64 and arm64.
     Syscall {
         /// The syscall number.
         nr: i64,
-        /// Its name, for common x86-64 ones.
+        /// Its name in the table of the machine's architecture.
         name: Option<String>,
         /// Its six argument registers.
         args: [u64; 6],

@@ -1,9 +1,10 @@
-//! Syscall numbers -> names (x86-64): the call a hung thread is in, and the
-//! syscall a seccomp filter forbade. The whole table, generated from the
-//! kernel's asm/unistd_64.h (Linux UAPI headers, Debian's linux-libc-dev).
+//! Syscall numbers -> names, per architecture: the call a hung thread is
+//! in, and the syscall a seccomp filter forbade. Whole tables: x86-64's
+//! generated from the kernel's asm/unistd_64.h (Linux UAPI headers, Debian's
+//! linux-libc-dev), arm64's below. Both are compiled into every build, so a
+//! log recorded on one is named right when rendered on the other.
 
-#[cfg(target_arch = "x86_64")]
-const TABLE: &[(i64, &str)] = &[
+const X86_64: &[(i64, &str)] = &[
     (0, "read"),
     (1, "write"),
     (2, "open"),
@@ -386,13 +387,360 @@ const TABLE: &[(i64, &str)] = &[
     (467, "open_tree_attr"),
 ];
 
-// Numbers differ per architecture; elsewhere we report numbers only and the
-// rules fall back to wchan/stack (see findings.rs).
-#[cfg(not(target_arch = "x86_64"))]
-const TABLE: &[(i64, &str)] = &[];
+/// arm64's: the generic table (`include/uapi/asm-generic/unistd.h` as
+/// arm64's `asm/unistd.h` configures it: renameat, newfstatat and fstat,
+/// getrlimit, clone3, memfd_secret; no open, poll, select, epoll_wait,
+/// pipe, fork or wait for child but wait4/waitid). Generated with
+/// `aarch64-linux-gnu-gcc -E -dM` from Debian's linux-libc-dev-arm64-cross
+/// (6.1), then the calls numbered from 451 on, which every architecture
+/// shares (as x86-64's table above has them).
+const AARCH64: &[(i64, &str)] = &[
+    (0, "io_setup"),
+    (1, "io_destroy"),
+    (2, "io_submit"),
+    (3, "io_cancel"),
+    (4, "io_getevents"),
+    (5, "setxattr"),
+    (6, "lsetxattr"),
+    (7, "fsetxattr"),
+    (8, "getxattr"),
+    (9, "lgetxattr"),
+    (10, "fgetxattr"),
+    (11, "listxattr"),
+    (12, "llistxattr"),
+    (13, "flistxattr"),
+    (14, "removexattr"),
+    (15, "lremovexattr"),
+    (16, "fremovexattr"),
+    (17, "getcwd"),
+    (18, "lookup_dcookie"),
+    (19, "eventfd2"),
+    (20, "epoll_create1"),
+    (21, "epoll_ctl"),
+    (22, "epoll_pwait"),
+    (23, "dup"),
+    (24, "dup3"),
+    (25, "fcntl"),
+    (26, "inotify_init1"),
+    (27, "inotify_add_watch"),
+    (28, "inotify_rm_watch"),
+    (29, "ioctl"),
+    (30, "ioprio_set"),
+    (31, "ioprio_get"),
+    (32, "flock"),
+    (33, "mknodat"),
+    (34, "mkdirat"),
+    (35, "unlinkat"),
+    (36, "symlinkat"),
+    (37, "linkat"),
+    (38, "renameat"),
+    (39, "umount2"),
+    (40, "mount"),
+    (41, "pivot_root"),
+    (42, "nfsservctl"),
+    (43, "statfs"),
+    (44, "fstatfs"),
+    (45, "truncate"),
+    (46, "ftruncate"),
+    (47, "fallocate"),
+    (48, "faccessat"),
+    (49, "chdir"),
+    (50, "fchdir"),
+    (51, "chroot"),
+    (52, "fchmod"),
+    (53, "fchmodat"),
+    (54, "fchownat"),
+    (55, "fchown"),
+    (56, "openat"),
+    (57, "close"),
+    (58, "vhangup"),
+    (59, "pipe2"),
+    (60, "quotactl"),
+    (61, "getdents64"),
+    (62, "lseek"),
+    (63, "read"),
+    (64, "write"),
+    (65, "readv"),
+    (66, "writev"),
+    (67, "pread64"),
+    (68, "pwrite64"),
+    (69, "preadv"),
+    (70, "pwritev"),
+    (71, "sendfile"),
+    (72, "pselect6"),
+    (73, "ppoll"),
+    (74, "signalfd4"),
+    (75, "vmsplice"),
+    (76, "splice"),
+    (77, "tee"),
+    (78, "readlinkat"),
+    (79, "newfstatat"),
+    (80, "fstat"),
+    (81, "sync"),
+    (82, "fsync"),
+    (83, "fdatasync"),
+    (84, "sync_file_range"),
+    (85, "timerfd_create"),
+    (86, "timerfd_settime"),
+    (87, "timerfd_gettime"),
+    (88, "utimensat"),
+    (89, "acct"),
+    (90, "capget"),
+    (91, "capset"),
+    (92, "personality"),
+    (93, "exit"),
+    (94, "exit_group"),
+    (95, "waitid"),
+    (96, "set_tid_address"),
+    (97, "unshare"),
+    (98, "futex"),
+    (99, "set_robust_list"),
+    (100, "get_robust_list"),
+    (101, "nanosleep"),
+    (102, "getitimer"),
+    (103, "setitimer"),
+    (104, "kexec_load"),
+    (105, "init_module"),
+    (106, "delete_module"),
+    (107, "timer_create"),
+    (108, "timer_gettime"),
+    (109, "timer_getoverrun"),
+    (110, "timer_settime"),
+    (111, "timer_delete"),
+    (112, "clock_settime"),
+    (113, "clock_gettime"),
+    (114, "clock_getres"),
+    (115, "clock_nanosleep"),
+    (116, "syslog"),
+    (117, "ptrace"),
+    (118, "sched_setparam"),
+    (119, "sched_setscheduler"),
+    (120, "sched_getscheduler"),
+    (121, "sched_getparam"),
+    (122, "sched_setaffinity"),
+    (123, "sched_getaffinity"),
+    (124, "sched_yield"),
+    (125, "sched_get_priority_max"),
+    (126, "sched_get_priority_min"),
+    (127, "sched_rr_get_interval"),
+    (128, "restart_syscall"),
+    (129, "kill"),
+    (130, "tkill"),
+    (131, "tgkill"),
+    (132, "sigaltstack"),
+    (133, "rt_sigsuspend"),
+    (134, "rt_sigaction"),
+    (135, "rt_sigprocmask"),
+    (136, "rt_sigpending"),
+    (137, "rt_sigtimedwait"),
+    (138, "rt_sigqueueinfo"),
+    (139, "rt_sigreturn"),
+    (140, "setpriority"),
+    (141, "getpriority"),
+    (142, "reboot"),
+    (143, "setregid"),
+    (144, "setgid"),
+    (145, "setreuid"),
+    (146, "setuid"),
+    (147, "setresuid"),
+    (148, "getresuid"),
+    (149, "setresgid"),
+    (150, "getresgid"),
+    (151, "setfsuid"),
+    (152, "setfsgid"),
+    (153, "times"),
+    (154, "setpgid"),
+    (155, "getpgid"),
+    (156, "getsid"),
+    (157, "setsid"),
+    (158, "getgroups"),
+    (159, "setgroups"),
+    (160, "uname"),
+    (161, "sethostname"),
+    (162, "setdomainname"),
+    (163, "getrlimit"),
+    (164, "setrlimit"),
+    (165, "getrusage"),
+    (166, "umask"),
+    (167, "prctl"),
+    (168, "getcpu"),
+    (169, "gettimeofday"),
+    (170, "settimeofday"),
+    (171, "adjtimex"),
+    (172, "getpid"),
+    (173, "getppid"),
+    (174, "getuid"),
+    (175, "geteuid"),
+    (176, "getgid"),
+    (177, "getegid"),
+    (178, "gettid"),
+    (179, "sysinfo"),
+    (180, "mq_open"),
+    (181, "mq_unlink"),
+    (182, "mq_timedsend"),
+    (183, "mq_timedreceive"),
+    (184, "mq_notify"),
+    (185, "mq_getsetattr"),
+    (186, "msgget"),
+    (187, "msgctl"),
+    (188, "msgrcv"),
+    (189, "msgsnd"),
+    (190, "semget"),
+    (191, "semctl"),
+    (192, "semtimedop"),
+    (193, "semop"),
+    (194, "shmget"),
+    (195, "shmctl"),
+    (196, "shmat"),
+    (197, "shmdt"),
+    (198, "socket"),
+    (199, "socketpair"),
+    (200, "bind"),
+    (201, "listen"),
+    (202, "accept"),
+    (203, "connect"),
+    (204, "getsockname"),
+    (205, "getpeername"),
+    (206, "sendto"),
+    (207, "recvfrom"),
+    (208, "setsockopt"),
+    (209, "getsockopt"),
+    (210, "shutdown"),
+    (211, "sendmsg"),
+    (212, "recvmsg"),
+    (213, "readahead"),
+    (214, "brk"),
+    (215, "munmap"),
+    (216, "mremap"),
+    (217, "add_key"),
+    (218, "request_key"),
+    (219, "keyctl"),
+    (220, "clone"),
+    (221, "execve"),
+    (222, "mmap"),
+    (223, "fadvise64"),
+    (224, "swapon"),
+    (225, "swapoff"),
+    (226, "mprotect"),
+    (227, "msync"),
+    (228, "mlock"),
+    (229, "munlock"),
+    (230, "mlockall"),
+    (231, "munlockall"),
+    (232, "mincore"),
+    (233, "madvise"),
+    (234, "remap_file_pages"),
+    (235, "mbind"),
+    (236, "get_mempolicy"),
+    (237, "set_mempolicy"),
+    (238, "migrate_pages"),
+    (239, "move_pages"),
+    (240, "rt_tgsigqueueinfo"),
+    (241, "perf_event_open"),
+    (242, "accept4"),
+    (243, "recvmmsg"),
+    (260, "wait4"),
+    (261, "prlimit64"),
+    (262, "fanotify_init"),
+    (263, "fanotify_mark"),
+    (264, "name_to_handle_at"),
+    (265, "open_by_handle_at"),
+    (266, "clock_adjtime"),
+    (267, "syncfs"),
+    (268, "setns"),
+    (269, "sendmmsg"),
+    (270, "process_vm_readv"),
+    (271, "process_vm_writev"),
+    (272, "kcmp"),
+    (273, "finit_module"),
+    (274, "sched_setattr"),
+    (275, "sched_getattr"),
+    (276, "renameat2"),
+    (277, "seccomp"),
+    (278, "getrandom"),
+    (279, "memfd_create"),
+    (280, "bpf"),
+    (281, "execveat"),
+    (282, "userfaultfd"),
+    (283, "membarrier"),
+    (284, "mlock2"),
+    (285, "copy_file_range"),
+    (286, "preadv2"),
+    (287, "pwritev2"),
+    (288, "pkey_mprotect"),
+    (289, "pkey_alloc"),
+    (290, "pkey_free"),
+    (291, "statx"),
+    (292, "io_pgetevents"),
+    (293, "rseq"),
+    (294, "kexec_file_load"),
+    (424, "pidfd_send_signal"),
+    (425, "io_uring_setup"),
+    (426, "io_uring_enter"),
+    (427, "io_uring_register"),
+    (428, "open_tree"),
+    (429, "move_mount"),
+    (430, "fsopen"),
+    (431, "fsconfig"),
+    (432, "fsmount"),
+    (433, "fspick"),
+    (434, "pidfd_open"),
+    (435, "clone3"),
+    (436, "close_range"),
+    (437, "openat2"),
+    (438, "pidfd_getfd"),
+    (439, "faccessat2"),
+    (440, "process_madvise"),
+    (441, "epoll_pwait2"),
+    (442, "mount_setattr"),
+    (443, "quotactl_fd"),
+    (444, "landlock_create_ruleset"),
+    (445, "landlock_add_rule"),
+    (446, "landlock_restrict_self"),
+    (447, "memfd_secret"),
+    (448, "process_mrelease"),
+    (449, "futex_waitv"),
+    (450, "set_mempolicy_home_node"),
+    (451, "cachestat"),
+    (452, "fchmodat2"),
+    (453, "map_shadow_stack"),
+    (454, "futex_wake"),
+    (455, "futex_wait"),
+    (456, "futex_requeue"),
+    (457, "statmount"),
+    (458, "listmount"),
+    (459, "lsm_get_self_attr"),
+    (460, "lsm_set_self_attr"),
+    (461, "lsm_list_modules"),
+    (462, "mseal"),
+    (463, "setxattrat"),
+    (464, "getxattrat"),
+    (465, "listxattrat"),
+    (466, "removexattrat"),
+    (467, "open_tree_attr"),
+];
 
+/// The table of the architecture the tracer runs on (`std::env::consts::ARCH`,
+/// the event log header's `arch`): a hung thread's syscall is named when the
+/// snapshot is taken, a seccomp-forbidden one from the log's own `arch`.
+pub(super) fn table(arch: &str) -> &'static [(i64, &'static str)] {
+    match arch {
+        "x86_64" => X86_64,
+        "aarch64" => AARCH64,
+        // Numbers only elsewhere: the rules fall back to wchan/stack
+        // (see findings.rs).
+        _ => &[],
+    }
+}
+
+/// The name of syscall `nr` on this machine.
 pub fn syscall_name(nr: i64) -> Option<&'static str> {
-    TABLE.iter().find(|(n, _)| *n == nr).map(|(_, s)| *s)
+    syscall_name_on(std::env::consts::ARCH, nr)
+}
+
+/// The name of syscall `nr` on architecture `arch` (as `uname -m` says it).
+pub fn syscall_name_on(arch: &str, nr: i64) -> Option<&'static str> {
+    table(arch).iter().find(|(n, _)| *n == nr).map(|(_, s)| *s)
 }
 
 /// Syscalls whose first argument is the fd being read: the precise answer
@@ -409,14 +757,77 @@ mod tests {
 
     #[test]
     fn names_common_blocking_calls() {
-        if cfg!(target_arch = "x86_64") {
-            assert_eq!(syscall_name(0), Some("read"));
-            assert_eq!(syscall_name(45), Some("recvfrom"));
-            assert_eq!(syscall_name(61), Some("wait4"));
-            assert_eq!(syscall_name(202), Some("futex"));
-            assert_eq!(syscall_name(39), Some("getpid"));
-            assert_eq!(syscall_name(435), Some("clone3"));
-            assert_eq!(syscall_name(99999), None);
+        let on = syscall_name_on;
+        assert_eq!(on("x86_64", 0), Some("read"));
+        assert_eq!(on("x86_64", 45), Some("recvfrom"));
+        assert_eq!(on("x86_64", 61), Some("wait4"));
+        assert_eq!(on("x86_64", 202), Some("futex"));
+        assert_eq!(on("x86_64", 39), Some("getpid"));
+        assert_eq!(on("x86_64", 435), Some("clone3"));
+        assert_eq!(on("x86_64", 99999), None);
+        assert_eq!(syscall_name(63), on(std::env::consts::ARCH, 63));
+    }
+
+    /// What a hung thread sits in on arm64 (arch/arm64's syscall numbers,
+    /// the generic table): none of x86-64's numbers.
+    #[test]
+    fn names_arm64_calls() {
+        let arm = |nr| syscall_name_on("aarch64", nr);
+        for (nr, name) in [
+            (56, "openat"),
+            (63, "read"),
+            (64, "write"),
+            (66, "writev"),
+            (73, "ppoll"),
+            (72, "pselect6"),
+            (22, "epoll_pwait"),
+            (98, "futex"),
+            (101, "nanosleep"),
+            (115, "clock_nanosleep"),
+            (129, "kill"),
+            (172, "getpid"),
+            (207, "recvfrom"),
+            (212, "recvmsg"),
+            (260, "wait4"),
+            (95, "waitid"),
+            (220, "clone"),
+            (221, "execve"),
+            (435, "clone3"),
+            (441, "epoll_pwait2"),
+            (462, "mseal"),
+        ] {
+            assert_eq!(arm(nr), Some(name), "arm64 syscall {nr}");
+        }
+        // x86-64-only calls have no arm64 number at all.
+        for name in ["open", "poll", "select", "epoll_wait", "pipe", "fork"] {
+            assert!(!AARCH64.iter().any(|(_, n)| *n == name), "{name}");
+        }
+        assert_eq!(arm(0), Some("io_setup"));
+        assert_eq!(
+            arm(244),
+            None,
+            "244..259 are arch-specific, unused on arm64"
+        );
+        assert_eq!(syscall_name_on("riscv64", 63), None);
+    }
+
+    /// Every name the snapshot rules match on exists on both
+    /// architectures, and numbers are unique within a table.
+    #[test]
+    fn rule_names_exist_on_every_table() {
+        for arch in ["x86_64", "aarch64"] {
+            let t = table(arch);
+            for name in READS_FD_ARG0
+                .iter()
+                .chain(WAITS_FOR_CHILD)
+                .chain(super::super::threads::TIMED_SLEEP_CALLS)
+            {
+                assert!(t.iter().any(|(_, n)| n == name), "{arch}: {name}");
+            }
+            let mut nrs: Vec<i64> = t.iter().map(|(nr, _)| *nr).collect();
+            nrs.sort_unstable();
+            nrs.dedup();
+            assert_eq!(nrs.len(), t.len(), "{arch}: a number twice");
         }
     }
 }

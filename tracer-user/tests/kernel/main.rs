@@ -20,6 +20,7 @@ mod caught {
 }
 mod certificates;
 mod ci_integrations;
+mod compat;
 mod daemon;
 mod debug_ebpf;
 mod errors;

@@ -85,7 +85,7 @@ pub(crate) fn refine(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<Refined
         }
         (CauseKind::Kernel, Some(s)) => kernel_raised(cx, key, s),
         (CauseKind::Fault, Some(s)) if s.ev.sig == SIGSYS && s.ev.code == SYS_SECCOMP => {
-            Some(seccomp(s))
+            Some(seccomp(s, &cx.m.arch))
         }
         (CauseKind::Unknown, None) if cx.m.coverage.signals => Some(no_signal(cx, key)),
         (CauseKind::SelfInflicted, Some(s)) => idioms::own_group_kill(cx, key, cls, s).or_else(|| {
@@ -313,9 +313,10 @@ fn terminal_hangup(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Refined {
     )
 }
 
-fn seccomp(s: &SignalEv) -> Refined {
+/// `arch`: the traced machine's, whose numbers `si_syscall` is in.
+fn seccomp(s: &SignalEv, arch: &str) -> Refined {
     let nr = s.ev.seccomp_syscall;
-    let name = nr.and_then(crate::snapshot::syscall_name);
+    let name = nr.and_then(|nr| crate::snapshot::syscall_name_on(arch, nr));
     let what = match (nr, name) {
         (Some(n), Some(name)) => format!("the syscall {name} ({n})"),
         (Some(n), None) => format!("syscall number {n}"),
