@@ -31,6 +31,9 @@ pub(crate) struct Target {
     /// architecture the shim is compiled by musl's gcc wrapper (musl-tools),
     /// against musl's own headers, and the C compiler links.
     cross_cc: (&'static str, &'static [(&'static str, &'static str)]),
+    /// `strip` for its ELF files (the VM's initramfs strips debug info;
+    /// this machine's `strip` reads no other architecture's).
+    pub(crate) strip: &'static str,
     /// What runs one of its executables on this machine (`qemu-aarch64`) when
     /// it is not this machine's architecture.
     emulator: (&'static str, &'static str),
@@ -50,6 +53,7 @@ pub(crate) const X86_64: Target = Target {
             ),
         ],
     ),
+    strip: "x86_64-linux-gnu-strip",
     emulator: ("qemu-x86_64", "qemu-user"),
 };
 
@@ -74,6 +78,8 @@ pub(crate) const AARCH64: Target = Target {
             ),
         ],
     ),
+    // binutils-aarch64-linux-gnu, which gcc-aarch64-linux-gnu brings.
+    strip: "aarch64-linux-gnu-strip",
     emulator: ("qemu-aarch64", "qemu-user"),
 };
 
@@ -364,9 +370,9 @@ fn write_checksum(file: &Path) -> Result<()> {
 
 /// The core kernel scenarios, with every test's `tracer` being the dist binary.
 fn check_with(ws: &Workspace, bin: &Path) -> Result<()> {
-    let tests = kernel_tests::build(ws)?;
+    let tests = kernel_tests::build(ws, None)?;
     let modules: Vec<String> = CHECK_TESTS.iter().map(|m| m.to_string()).collect();
-    let names = kernel_tests::select(&tests, &modules)?;
+    let names = kernel_tests::select(&tests, None, &modules)?;
     cmd::run(
         Command::new(&tests)
             .current_dir(ws.root.join("tracer-user"))

@@ -8,14 +8,15 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{cmd, workspace::Workspace};
+use crate::{cmd, dist, workspace::Workspace};
 
 /// Cargo's name of the test target.
 pub(crate) const TARGET: &str = "kernel";
 
-/// Builds the kernel test binary (`cargo test --no-run`); its path from
-/// cargo's JSON messages.
-pub(crate) fn build(ws: &Workspace) -> Result<PathBuf> {
+/// Builds the kernel test binary (`cargo test --no-run`; for `cross`'s
+/// target when given, static, without debug info); its path from cargo's
+/// JSON messages.
+pub(crate) fn build(ws: &Workspace, cross: Option<&dist::Target>) -> Result<PathBuf> {
     let mut cargo = Command::new("cargo");
     cargo.current_dir(&ws.root).args([
         "test",
@@ -26,8 +27,17 @@ pub(crate) fn build(ws: &Workspace) -> Result<PathBuf> {
         TARGET,
         "--message-format=json-render-diagnostics",
     ]);
-    if let Some((key, value)) = ws.ebpf_object_env() {
-        cargo.env(key, value);
+    match cross {
+        Some(target) => {
+            cargo.args(["--target", target.triple]);
+            cargo.env("CARGO_PROFILE_DEV_DEBUG", crate::vm::NO_DEBUG_INFO);
+            dist::cross_env(ws, target, &mut cargo)?;
+        }
+        None => {
+            if let Some((key, value)) = ws.ebpf_object_env() {
+                cargo.env(key, value);
+            }
+        }
     }
     cargo.stderr(Stdio::inherit());
     let out = cmd::output(&mut cargo)?;
@@ -45,9 +55,18 @@ pub(crate) fn build(ws: &Workspace) -> Result<PathBuf> {
 /// The exact names of the tests in `modules` (libtest's own filters match a
 /// substring anywhere in a name, so `oom` alone would also pick
 /// `certificates::memcg_oom_kill_blames_the_kernel`). A module without tests
-/// is an error: a misspelt name must not pass by running nothing.
-pub(crate) fn select(bin: &Path, modules: &[String]) -> Result<Vec<String>> {
-    let out = cmd::output(Command::new(bin).args(["--list", "--format", "terse"]))?;
+/// is an error: a misspelt name must not pass by running nothing. A `cross`
+/// binary is listed under qemu's user-mode emulator.
+pub(crate) fn select(
+    bin: &Path,
+    cross: Option<&dist::Target>,
+    modules: &[String],
+) -> Result<Vec<String>> {
+    let mut list = match cross {
+        Some(target) => target.runner(bin)?,
+        None => Command::new(bin),
+    };
+    let out = cmd::output(list.args(["--list", "--format", "terse"]))?;
     if !out.status.success() {
         bail!("`{} --list` failed", bin.display());
     }

@@ -16,6 +16,7 @@ mod run;
 mod test;
 mod test_deps;
 mod vm;
+mod vm_arch;
 mod vm_initramfs;
 mod vm_kernel;
 mod vm_qemu;
@@ -102,7 +103,11 @@ enum Command {
     },
     /// Run the kernel tests in qemu VMs on other kernels, and on the host (docs/kernels.md).
     VmTest {
-        /// Kernel to boot: 5.10, 6.1, 6.12 (Debian packages) or a bzImage path; repeatable.
+        /// Architecture of the VMs: x86_64 (this machine's; KVM when it has it) or arm64
+        /// (Debian's arm64 kernels under qemu-system-aarch64, TCG; a cross-built userland).
+        #[arg(long, default_value = "x86_64")]
+        arch: String,
+        /// Kernel to boot: 5.10, 6.1, 6.12 (Debian packages; arm64: 6.1, 6.12) or an image path; repeatable.
         #[arg(long = "kernel", value_name = "VERSION")]
         kernels: Vec<String>,
         /// Module of the kernel test binary to run (default: capture oom fallback errors leaks
@@ -112,9 +117,9 @@ enum Command {
         /// Skip the host column.
         #[arg(long)]
         no_host: bool,
-        /// Seconds per kernel before the VM is killed.
-        #[arg(long, default_value_t = 1800)]
-        timeout: u64,
+        /// Seconds per kernel before the VM is killed (default 1800; arm64 5400).
+        #[arg(long)]
+        timeout: Option<u64>,
         /// VM memory in MiB.
         #[arg(long, default_value_t = 2048)]
         memory: u32,
@@ -177,6 +182,7 @@ fn run(cli: Cli) -> Result<()> {
             },
         ),
         Command::VmTest {
+            arch,
             kernels,
             tests,
             no_host,
@@ -194,13 +200,15 @@ fn run(cli: Cli) -> Result<()> {
                     v
                 }
             };
+            let arch = vm_arch::VmArch::named(&arch)?;
             vm::run(
                 &ws,
                 vm::Options {
-                    kernels: or(kernels, vm::DEFAULT_KERNELS),
+                    arch,
+                    kernels: or(kernels, arch.default_kernels),
                     tests: or(tests, vm::CORE_TESTS),
                     no_host,
-                    timeout: Duration::from_secs(timeout),
+                    timeout: Duration::from_secs(timeout.unwrap_or(arch.default_timeout)),
                     memory_mb: memory,
                     cpus,
                     mirror,

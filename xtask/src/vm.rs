@@ -11,7 +11,8 @@ use std::{
 use anyhow::{bail, Context, Result};
 
 use crate::{
-    bootstrap, build, cmd, kernel_tests, privilege,
+    bootstrap, build, cmd, dist, kernel_tests, privilege,
+    vm_arch::VmArch,
     vm_initramfs::{self, Initramfs},
     vm_kernel::{self, Kernel, Mirror},
     vm_qemu::{self, Run, Vm},
@@ -31,10 +32,13 @@ pub(crate) const CORE_TESTS: &[&str] = &[
     // Loads every program with its aya-log calls live: the verifiers must
     // accept those too, not only the default (logging off, dead code).
     "debug_ebpf",
+    // Compat syscalls on the raw rung: ia32 on x86-64, AArch32 on arm64.
+    "compat",
 ];
-pub(crate) const DEFAULT_KERNELS: &[&str] = &["5.10", "6.1", "6.12"];
 
 pub(crate) struct Options {
+    /// Which VMs: x86-64 (this machine's kind) or arm64 (cross-built, TCG).
+    pub arch: &'static VmArch,
     pub kernels: Vec<String>,
     pub tests: Vec<String>,
     pub no_host: bool,
@@ -51,23 +55,14 @@ pub(crate) struct Options {
 
 pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     let started = Instant::now();
-    let vm_dir = ws.target_dir.join("vm");
+    let arch = opts.arch;
+    let vm_dir = arch.dir(&ws.target_dir.join("vm"));
     fs::create_dir_all(&vm_dir)?;
     if opts.report_only {
         return report_from_logs(&vm_dir, &opts);
     }
-    let qemu = tool("qemu-system-x86_64", "qemu-system-x86")?;
-    let busybox = tool("busybox", "busybox-static")?;
-    eprintln!("xtask: qemu {}, accel {}", qemu.display(), vm_qemu::accel());
-
-    let tracer = build::run(ws, false)?;
-    let mut tests = test_binaries(ws, &opts.tests)?;
-    if opts.dist {
-        tests.push((
-            "static".into(),
-            crate::dist::build_static(ws, &crate::dist::X86_64)?,
-        ));
-    }
+    let qemu = tool(arch.qemu.0, arch.qemu.1)?;
+    eprintln!("xtask: qemu {}, accel {}", qemu.display(), arch.accel());
 
     let mirror = match &opts.mirror {
         Some(uri) => Some(Mirror {
@@ -78,21 +73,61 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
             .map_err(|e| eprintln!("xtask: {e:#}"))
             .ok(),
     };
+    // This machine's busybox, or Debian's static one for the VM's
+    // architecture (listed under qemu's user-mode emulator).
+    let (busybox, busybox_runner) = match arch.cross {
+        None => {
+            let b = tool("busybox", "busybox-static")?;
+            (b.clone(), Command::new(b))
+        }
+        Some(target) => {
+            let b = vm_kernel::busybox(&vm_dir, "bookworm", mirror.as_ref(), arch.debian)?;
+            let runner = target.runner(&b)?;
+            (b, runner)
+        }
+    };
+
+    let tracer = match arch.cross {
+        None => build::run(ws, false)?,
+        Some(target) => cross_tracer(ws, target)?,
+    };
+    let mut tests = test_binaries(ws, &opts.tests, arch.cross)?;
+    if opts.dist {
+        let target = arch.cross.unwrap_or(&dist::X86_64);
+        tests.push(("static".into(), dist::build_static(ws, target)?));
+    }
+
     let mut kernels = Vec::new();
     for version in &opts.kernels {
-        let k = vm_kernel::get(&vm_dir, version, mirror.as_ref())?;
-        check_config(&k);
+        let k = vm_kernel::get(&vm_dir, version, mirror.as_ref(), arch.debian)?;
+        check_config(&k, arch);
         kernels.push(k);
     }
 
     let initrd = vm_dir.join("initramfs.cpio");
     let mut args = vec![tracer.to_string_lossy().into_owned()];
     args.extend(tests.iter().map(|(n, p)| format!("{n}={}", p.display())));
-    let size = initramfs(ws, &vm_dir, &busybox, &tracer, &tests, &args)?.write(&initrd)?;
+    let strip = arch.cross.map_or("strip", |t| t.strip);
+    let size = initramfs(
+        ws,
+        &vm_dir,
+        (&busybox, busybox_runner),
+        &tracer,
+        &tests,
+        &args,
+        strip,
+    )?
+    .write(&initrd)?;
     eprintln!("xtask: initramfs {} ({} MiB)", initrd.display(), size >> 20);
 
     let mut runs: Vec<(String, Run)> = Vec::new();
-    if !opts.no_host {
+    if !opts.no_host && arch.cross.is_some() {
+        eprintln!(
+            "xtask: no host column: this machine is {}, the VMs {}",
+            std::env::consts::ARCH,
+            arch.name
+        );
+    } else if !opts.no_host {
         if privilege::is_root()? {
             eprintln!("xtask: host kernel");
             let log = vm_dir.join("host.log");
@@ -108,6 +143,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     for k in &kernels {
         eprintln!("xtask: kernel {} ({})", k.label, k.origin);
         let vm = Vm {
+            arch,
             vmlinuz: &k.vmlinuz,
             initrd: &initrd,
             memory_mb: opts.memory_mb,
@@ -131,7 +167,7 @@ fn console_log(vm_dir: &Path, label: &str) -> PathBuf {
 fn report_from_logs(vm_dir: &Path, opts: &Options) -> Result<()> {
     let mut runs = Vec::new();
     let mut secs = 0;
-    if !opts.no_host {
+    if !opts.no_host && opts.arch.cross.is_none() {
         runs.push((
             "host".to_string(),
             vm_qemu::from_log(&vm_dir.join("host.log"))?,
@@ -185,25 +221,52 @@ fn tool(name: &str, package: &str) -> Result<PathBuf> {
         .with_context(|| format!("{name} still missing after installing {package}"))
 }
 
-/// The kernel test binary, once for each module `wanted` (`suite.sh` runs
-/// each module apart: a row of the table). Checks every module exists.
-fn test_binaries(ws: &Workspace, wanted: &[String]) -> Result<Vec<(String, PathBuf)>> {
-    let bin = kernel_tests::build(ws)?;
-    kernel_tests::select(&bin, wanted)?;
+/// The cross-built dev profile without debug info: the initramfs strips it
+/// anyway, and with it the test binaries took gigabytes of a shared disk
+/// (one build ran out of space). A panic still names its file and line.
+pub(crate) const NO_DEBUG_INFO: &str = "0";
+
+/// The debug `tracer` for another architecture: static (musl), the release
+/// eBPF object embedded, at the path the cross-built tests name
+/// (`target/<triple>/debug/tracer`).
+fn cross_tracer(ws: &Workspace, target: &dist::Target) -> Result<PathBuf> {
+    let mut cargo = Command::new("cargo");
+    cargo
+        .current_dir(&ws.root)
+        .args(["build", "-p", "tracer-user", "--target", target.triple]);
+    dist::cross_env(ws, target, &mut cargo)?;
+    cmd::run(cargo.env("CARGO_PROFILE_DEV_DEBUG", NO_DEBUG_INFO))?;
+    let bin = ws.target_dir.join(target.triple).join("debug/tracer");
+    crate::workspace::require_file(&bin, "cross-built tracer")?;
+    Ok(bin)
+}
+
+/// The kernel test binary (for `cross`'s target when given: static, as the
+/// VM has no libc), once for each module `wanted` (`suite.sh` runs each
+/// module apart: a row of the table). Checks every module exists.
+fn test_binaries(
+    ws: &Workspace,
+    wanted: &[String],
+    cross: Option<&dist::Target>,
+) -> Result<Vec<(String, PathBuf)>> {
+    let bin = kernel_tests::build(ws, cross)?;
+    kernel_tests::select(&bin, cross, wanted)?;
     Ok(wanted.iter().map(|m| (m.clone(), bin.clone())).collect())
 }
 
+/// `busybox`: its path and a command that runs it here (to list its applets).
 fn initramfs(
     ws: &Workspace,
     vm_dir: &Path,
-    busybox: &Path,
+    busybox: (&Path, Command),
     tracer: &Path,
     tests: &[(String, PathBuf)],
     args: &[String],
+    strip: &str,
 ) -> Result<Initramfs> {
     let stage = vm_dir.join("stage");
     let mut img = Initramfs::default();
-    img.busybox(busybox)?;
+    img.busybox(busybox.0, busybox.1)?;
     for dir in ["proc", "sys", "dev", "tmp", "root", "run", "etc", "mnt"] {
         img.dir(dir);
     }
@@ -222,7 +285,7 @@ fn initramfs(
         }
     }
     for bin in dynamic {
-        img.elf_from(bin, &vm_initramfs::stripped(bin, &stage)?)?;
+        img.elf_from(bin, &vm_initramfs::stripped(bin, &stage, strip)?)?;
     }
     let read = |f: &str| {
         let p = ws.root.join("vm").join(f);
@@ -235,15 +298,19 @@ fn initramfs(
 }
 
 /// Warn about config options the tracer or the VM boot needs.
-fn check_config(k: &Kernel) {
+fn check_config(k: &Kernel, arch: &VmArch) {
     if k.config.is_none() {
         return;
     }
+    let console = match arch.cross {
+        None => "CONFIG_SERIAL_8250_CONSOLE",
+        Some(_) => "CONFIG_SERIAL_AMBA_PL011_CONSOLE", // -M virt's UART
+    };
     let need = [
         ("CONFIG_DEBUG_INFO_BTF", "BTF: tp_btf programs and offsets"),
         ("CONFIG_BPF_SYSCALL", "eBPF"),
         ("CONFIG_BPF_EVENTS", "tracepoint programs"),
-        ("CONFIG_SERIAL_8250_CONSOLE", "the serial console"),
+        (console, "the serial console"),
         ("CONFIG_DEVTMPFS", "/dev"),
         ("CONFIG_MEMCG", "the memcg OOM test"),
     ];
@@ -252,6 +319,16 @@ fn check_config(k: &Kernel) {
         if value != "y" {
             eprintln!("xtask: warning: kernel {}: {name}={value} ({why})", k.label);
         }
+    }
+    if k.config_value("CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS")
+        .as_deref()
+        != Some("y")
+    {
+        eprintln!(
+            "xtask: kernel {}: no DYNAMIC_FTRACE_WITH_DIRECT_CALLS: fentry cannot attach, \
+             expect the raw_syscalls rungs",
+            k.label
+        );
     }
     if k.config_value("CONFIG_MEMCG_V1").as_deref() == Some("n") {
         eprintln!(

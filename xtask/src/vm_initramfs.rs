@@ -87,11 +87,12 @@ impl Initramfs {
         Ok(())
     }
 
-    /// busybox at /bin/busybox and a symlink for each applet it lists.
-    pub(crate) fn busybox(&mut self, busybox: &Path) -> Result<()> {
+    /// busybox at /bin/busybox and a symlink for each applet it lists
+    /// (`run` runs it here: itself, or under qemu's user-mode emulator).
+    pub(crate) fn busybox(&mut self, busybox: &Path, mut run: Command) -> Result<()> {
         self.add("bin/busybox", Node::File(busybox.into(), 0o755));
         self.libraries(busybox)?;
-        let out = Command::new(busybox).arg("--list-full").output()?;
+        let out = cmd::output(run.arg("--list-full"))?;
         if !out.status.success() {
             bail!("{} --list-full failed", busybox.display());
         }
@@ -142,11 +143,13 @@ impl Initramfs {
 }
 
 /// `strip --strip-debug` into `dir` (test binaries shrink ~10x); a plain
-/// copy when strip is missing.
-pub(crate) fn stripped(bin: &Path, dir: &Path) -> Result<PathBuf> {
+/// copy when strip is missing. `strip`: the program for the binary's
+/// architecture (`aarch64-linux-gnu-strip`: this machine's strip does not
+/// read arm64 ELF files).
+pub(crate) fn stripped(bin: &Path, dir: &Path, strip: &str) -> Result<PathBuf> {
     fs::create_dir_all(dir)?;
     let out = dir.join(bin.file_name().context("binary without a name")?);
-    let mut strip = Command::new("strip");
+    let mut strip = Command::new(strip);
     strip.arg("--strip-debug").arg("-o").arg(&out).arg(bin);
     if cmd::output(&mut strip)
         .map(|o| o.status.success())

@@ -63,8 +63,15 @@ pub(crate) struct Mirror {
     pub signed_by: Option<String>,
 }
 
-/// `version` is a known version ("6.1") or the path of a bzImage.
-pub(crate) fn get(vm_dir: &Path, version: &str, mirror: Option<&Mirror>) -> Result<Kernel> {
+/// `version` is a known version ("6.1") or the path of a kernel image.
+/// `arch` is Debian's name of the architecture (`amd64`, `arm64`); its
+/// kernels and apt state live under `vm_dir` (one per architecture).
+pub(crate) fn get(
+    vm_dir: &Path,
+    version: &str,
+    mirror: Option<&Mirror>,
+    arch: &str,
+) -> Result<Kernel> {
     if Path::new(version).is_file() {
         return Ok(Kernel {
             label: version.into(),
@@ -75,7 +82,7 @@ pub(crate) fn get(vm_dir: &Path, version: &str, mirror: Option<&Mirror>) -> Resu
     }
     let Some((_, suites)) = KNOWN.iter().find(|(v, _)| *v == version) else {
         let known: Vec<_> = KNOWN.iter().map(|(v, _)| *v).collect();
-        bail!("unknown kernel {version}: use one of {known:?} or a bzImage path");
+        bail!("unknown kernel {version}: use one of {known:?} or a kernel image path");
     };
     let mut errors = Vec::new();
     for suite in *suites {
@@ -85,7 +92,7 @@ pub(crate) fn get(vm_dir: &Path, version: &str, mirror: Option<&Mirror>) -> Resu
             return Ok(k);
         }
         let mirror = mirror.context("no Debian mirror (see --mirror)")?;
-        match fetch(vm_dir, &dir, version, suite, mirror) {
+        match fetch(vm_dir, &dir, version, suite, mirror, arch) {
             Ok(()) => {
                 if let Some(k) = extracted(&dir, version, suite)? {
                     return Ok(k);
@@ -119,62 +126,128 @@ fn extracted(dir: &Path, version: &str, suite: &str) -> Result<Option<Kernel>> {
     Ok(None)
 }
 
-fn fetch(vm_dir: &Path, dir: &Path, version: &str, suite: &str, mirror: &Mirror) -> Result<()> {
-    let apt = vm_dir.join("apt").join(suite);
-    for sub in ["lists/partial", "cache/archives/partial", "debs"] {
-        fs::create_dir_all(apt.join(sub))?;
+fn fetch(
+    vm_dir: &Path,
+    dir: &Path,
+    version: &str,
+    suite: &str,
+    mirror: &Mirror,
+    arch: &str,
+) -> Result<()> {
+    let apt = Apt::new(vm_dir, suite, mirror, arch)?;
+    apt.update()?;
+    let meta = format!("linux-image-{arch}");
+    let out = cmd::output(apt.opts(&mut Command::new("apt-cache")).args([
+        "show",
+        "--no-all-versions",
+        &meta,
+    ]))?;
+    if !out.status.success() {
+        bail!("apt-cache show {meta} failed in {suite}");
     }
-    let list = apt.join("sources.sources");
-    fs::write(&list, sources_entry(mirror, suite))?;
-    let opts = |cmd: &mut Command| {
-        cmd.arg(format!("-oDir::Etc::SourceList={}", list.display()))
+    let package = image_package(&String::from_utf8_lossy(&out.stdout))
+        .with_context(|| format!("{meta} depends on no linux-image-* package"))?;
+    if !package.starts_with(&format!("linux-image-{version}.")) {
+        bail!("{suite} ships {package}, not {version}");
+    }
+    let deb = apt.download(&package)?;
+    extract(&deb, dir, "./boot")
+}
+
+/// Debian's static busybox for `arch` (the VM's userland, when it is not
+/// this machine's architecture), from `suite`: its `bin/busybox`, cached.
+pub(crate) fn busybox(
+    vm_dir: &Path,
+    suite: &str,
+    mirror: Option<&Mirror>,
+    arch: &str,
+) -> Result<PathBuf> {
+    let dir = vm_dir.join("busybox").join(suite);
+    let bin = dir.join("bin/busybox");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let mirror = mirror.context("no Debian mirror for busybox-static (see --mirror)")?;
+    let apt = Apt::new(vm_dir, suite, mirror, arch)?;
+    apt.update()?;
+    let deb = apt.download("busybox-static")?;
+    extract(&deb, &dir, "./bin/busybox")?;
+    crate::workspace::require_file(&bin, "busybox from busybox-static")?;
+    Ok(bin)
+}
+
+/// A private apt state for one suite and architecture: its own sources
+/// list, lists and cache under `vm_dir/apt/<suite>/` (the machine's apt
+/// state is untouched; `APT::Architecture` picks the packages' architecture,
+/// whatever this machine's is).
+struct Apt {
+    dir: PathBuf,
+    list: PathBuf,
+    arch: String,
+}
+
+impl Apt {
+    fn new(vm_dir: &Path, suite: &str, mirror: &Mirror, arch: &str) -> Result<Self> {
+        let dir = vm_dir.join("apt").join(suite);
+        for sub in ["lists/partial", "cache/archives/partial", "debs"] {
+            fs::create_dir_all(dir.join(sub))?;
+        }
+        let list = dir.join("sources.sources");
+        fs::write(&list, sources_entry(mirror, suite))?;
+        Ok(Self {
+            dir,
+            list,
+            arch: arch.into(),
+        })
+    }
+
+    fn opts<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.arg(format!("-oDir::Etc::SourceList={}", self.list.display()))
             .arg("-oDir::Etc::SourceParts=/dev/null")
             .arg(format!(
                 "-oDir::State::Lists={}",
-                apt.join("lists").display()
+                self.dir.join("lists").display()
             ))
-            .arg(format!("-oDir::Cache={}", apt.join("cache").display()))
+            .arg(format!("-oDir::Cache={}", self.dir.join("cache").display()))
+            .arg(format!("-oAPT::Architecture={}", self.arch))
+            .arg(format!("-oAPT::Architectures={}", self.arch))
             .arg("-oAPT::Sandbox::User=root");
         for target in ["DEP-11", "DEP-11-icons", "DEP-11-icons-small", "CNF"] {
             cmd.arg(format!(
                 "-oAcquire::IndexTargets::deb::{target}::DefaultEnabled=false"
             ));
         }
-    };
-    let mut update = Command::new("apt-get");
-    opts(&mut update);
-    cmd::run(update.args(["-q", "update"]))?;
+        cmd
+    }
 
-    let mut show = Command::new("apt-cache");
-    opts(&mut show);
-    let out = cmd::output(show.args(["show", "--no-all-versions", "linux-image-amd64"]))?;
-    if !out.status.success() {
-        bail!("apt-cache show linux-image-amd64 failed in {suite}");
+    fn update(&self) -> Result<()> {
+        cmd::run(
+            self.opts(&mut Command::new("apt-get"))
+                .args(["-q", "update"]),
+        )
     }
-    let package = image_package(&String::from_utf8_lossy(&out.stdout))
-        .context("linux-image-amd64 depends on no linux-image-* package")?;
-    if !package.starts_with(&format!("linux-image-{version}.")) {
-        bail!("{suite} ships {package}, not {version}");
+
+    /// `apt-get download PACKAGE` into debs/: the .deb's path.
+    fn download(&self, package: &str) -> Result<PathBuf> {
+        let debs = self.dir.join("debs");
+        cmd::run(
+            self.opts(&mut Command::new("apt-get"))
+                .current_dir(&debs)
+                .args(["-q", "download", package]),
+        )?;
+        fs::read_dir(&debs)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                let name = p.file_name().unwrap_or_default().to_string_lossy();
+                name.starts_with(&format!("{package}_")) && name.ends_with(".deb")
+            })
+            .with_context(|| format!("{package}: no .deb after apt-get download"))
     }
-    let mut download = Command::new("apt-get");
-    opts(&mut download);
-    cmd::run(
-        download
-            .current_dir(apt.join("debs"))
-            .args(["-q", "download", &package]),
-    )?;
-    let deb = fs::read_dir(apt.join("debs"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            let name = p.file_name().unwrap_or_default().to_string_lossy();
-            name.starts_with(&format!("{package}_")) && name.ends_with(".deb")
-        })
-        .with_context(|| format!("{package}: no .deb after apt-get download"))?;
-    extract_boot(&deb, dir)
 }
 
-/// `dpkg-deb --fsys-tarfile DEB | tar -x ./boot`: only vmlinuz, config, System.map.
-fn extract_boot(deb: &Path, dir: &Path) -> Result<()> {
+/// `dpkg-deb --fsys-tarfile DEB | tar -x MEMBER` into `dir`: only what is
+/// needed (`./boot`: vmlinuz, config, System.map; `./bin/busybox`).
+fn extract(deb: &Path, dir: &Path, member: &str) -> Result<()> {
     let tmp = dir.with_extension("partial");
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp)?;
@@ -183,7 +256,7 @@ fn extract_boot(deb: &Path, dir: &Path) -> Result<()> {
     cmd::echo(&dpkg);
     let mut dpkg = dpkg.spawn().context("could not start dpkg-deb")?;
     let mut tar = Command::new("tar");
-    tar.arg("-x").arg("-C").arg(&tmp).arg("./boot");
+    tar.arg("-x").arg("-C").arg(&tmp).arg(member);
     tar.stdin(dpkg.stdout.take().context("dpkg-deb stdout")?);
     cmd::run(&mut tar)?;
     if !dpkg.wait()?.success() {
@@ -205,7 +278,7 @@ fn sources_entry(mirror: &Mirror, suite: &str) -> String {
     s
 }
 
-/// The versioned image package `linux-image-amd64` depends on.
+/// The versioned image package `linux-image-<arch>` depends on.
 fn image_package(show: &str) -> Option<String> {
     let deps = show.lines().find_map(|l| l.strip_prefix("Depends:"))?;
     deps.split([',', '|'])

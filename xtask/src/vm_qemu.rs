@@ -54,6 +54,8 @@ pub(crate) fn accel() -> &'static str {
 }
 
 pub(crate) struct Vm<'a> {
+    pub arch: &'a crate::vm_arch::VmArch,
+
     pub vmlinuz: &'a Path,
     pub initrd: &'a Path,
     pub memory_mb: u32,
@@ -63,15 +65,9 @@ pub(crate) struct Vm<'a> {
 
 /// Boot, stream the console into `log`, parse it.
 pub(crate) fn boot(vm: &Vm, log: &Path) -> Result<Run> {
-    let accel = accel();
-    let mut qemu = Command::new("qemu-system-x86_64");
+    let mut qemu = Command::new(vm.arch.qemu.0);
+    vm.arch.machine(&mut qemu, vm.arch.accel());
     qemu.args([
-        "-accel",
-        accel,
-        "-cpu",
-        if accel == "kvm" { "host" } else { "max" },
-    ])
-    .args([
         "-m",
         &vm.memory_mb.to_string(),
         "-smp",
@@ -82,10 +78,11 @@ pub(crate) fn boot(vm: &Vm, log: &Path) -> Result<Run> {
     .arg(vm.vmlinuz)
     .arg("-initrd")
     .arg(vm.initrd)
-    .args([
-        "-append",
-        "console=ttyS0 panic=-1 oops=panic quiet loglevel=3 rdinit=/init",
-    ]);
+    .arg("-append")
+    .arg(format!(
+        "console={} panic=-1 oops=panic quiet loglevel=3 rdinit=/init",
+        vm.arch.console
+    ));
     run_logged(qemu, log, vm.timeout)
 }
 
