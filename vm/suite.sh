@@ -18,6 +18,8 @@ if [ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
     echo "@@tracer-vm cgroup v1-memory"
 elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
     echo "@@tracer-vm cgroup v2-memory"
+    # The memcg tests that need cgroup v2 (memory.oom.group) must run here.
+    export TRACER_REQUIRE_CGROUP_V2=1
 else
     echo "@@tracer-vm cgroup no-memcg"
 fi

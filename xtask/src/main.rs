@@ -135,6 +135,10 @@ enum Command {
         /// Also check the static release binary (`cargo xtask dist`) in a chroot without libc.
         #[arg(long)]
         dist: bool,
+        /// Boot with the memory controller on cgroup v2 only (cgroup_no_v1=all), as GitHub's
+        /// runners; columns are labelled <kernel>-cgroup2.
+        #[arg(long)]
+        cgroup_v2: bool,
     },
 }
 
@@ -192,6 +196,7 @@ fn run(cli: Cli) -> Result<()> {
             mirror,
             report_only,
             dist,
+            cgroup_v2,
         } => {
             let or = |v: Vec<String>, d: &[&str]| {
                 if v.is_empty() {
@@ -214,6 +219,7 @@ fn run(cli: Cli) -> Result<()> {
                     mirror,
                     report_only,
                     dist,
+                    cgroup_v2,
                 },
             )
         }

@@ -51,6 +51,18 @@ pub(crate) struct Options {
     /// Also run the static release binary (`cargo xtask dist`) alone in a
     /// chroot without libc: the "static" column.
     pub dist: bool,
+    /// Boot with `cgroup_no_v1=all`: the memory controller on cgroup v2
+    /// only, as on GitHub's runners and Kubernetes 1.25+ nodes. Each column
+    /// is then labelled `<kernel>-cgroup2`.
+    pub cgroup_v2: bool,
+}
+
+/// A kernel's column (and console log) label.
+fn label(version: &str, opts: &Options) -> String {
+    match opts.cgroup_v2 {
+        true => format!("{version}-cgroup2"),
+        false => version.to_string(),
+    }
 }
 
 pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
@@ -142,18 +154,20 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     }
     for k in &kernels {
         eprintln!("xtask: kernel {} ({})", k.label, k.origin);
+        let label = label(&k.label, &opts);
         let vm = Vm {
             arch,
+            cgroup_v2: opts.cgroup_v2,
             vmlinuz: &k.vmlinuz,
             initrd: &initrd,
             memory_mb: opts.memory_mb,
             cpus: opts.cpus,
             timeout: opts.timeout,
         };
-        let log = console_log(&vm_dir, &k.label);
+        let log = console_log(&vm_dir, &label);
         let run = vm_qemu::boot(&vm, &log)?;
         eprintln!("  console: {}", log.display());
-        runs.push((k.label.clone(), run));
+        runs.push((label, run));
     }
 
     let names: Vec<String> = tests.iter().map(|(n, _)| n.clone()).collect();
@@ -173,11 +187,10 @@ fn report_from_logs(vm_dir: &Path, opts: &Options) -> Result<()> {
             vm_qemu::from_log(&vm_dir.join("host.log"))?,
         ));
     }
-    for label in &opts.kernels {
-        runs.push((
-            label.clone(),
-            vm_qemu::from_log(&console_log(vm_dir, label))?,
-        ));
+    for version in &opts.kernels {
+        let label = label(version, opts);
+        let run = vm_qemu::from_log(&console_log(vm_dir, &label))?;
+        runs.push((label, run));
     }
     for (_, r) in &runs {
         secs += r.secs;

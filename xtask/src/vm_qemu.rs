@@ -55,7 +55,9 @@ pub(crate) fn accel() -> &'static str {
 
 pub(crate) struct Vm<'a> {
     pub arch: &'a crate::vm_arch::VmArch,
-
+    /// `cgroup_no_v1=all`: vm/init.sh then mounts cgroup2 alone, with the
+    /// memory controller (its fallback when v1 memory cannot be mounted).
+    pub cgroup_v2: bool,
     pub vmlinuz: &'a Path,
     pub initrd: &'a Path,
     pub memory_mb: u32,
@@ -80,8 +82,13 @@ pub(crate) fn boot(vm: &Vm, log: &Path) -> Result<Run> {
     .arg(vm.initrd)
     .arg("-append")
     .arg(format!(
-        "console={} panic=-1 oops=panic quiet loglevel=3 rdinit=/init",
-        vm.arch.console
+        "console={} panic=-1 oops=panic quiet loglevel=3 rdinit=/init{}",
+        vm.arch.console,
+        if vm.cgroup_v2 {
+            " cgroup_no_v1=all"
+        } else {
+            ""
+        }
     ));
     run_logged(qemu, log, vm.timeout)
 }

@@ -326,6 +326,7 @@ fn oom_info(cx: &Ctx, o: usize) -> OomInfo {
         trigger: cx.proc_ref(oom.trigger, oom.ev.at.t),
         trigger_tid: oom.ev.trigger.tid,
         trigger_is_victim: Some(oom.trigger) == oom.victim,
+        group: super::oom_group::group_of(cx.m, o),
     }
 }
 

@@ -9,6 +9,7 @@ mod certificate;
 mod extras;
 pub mod hangs;
 mod mechanism;
+mod oom_group;
 pub mod quote;
 mod rank;
 mod side_findings;

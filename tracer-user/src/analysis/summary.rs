@@ -140,8 +140,20 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
             let mut s = "killed by the kernel OOM killer".to_string();
             if let Some(o) = f.oom {
                 let mut facts = Vec::new();
-                if let Some(mc) = &o.memcg {
-                    facts.push(format!("memcg {}", mc.path.as_deref().unwrap_or(&mc.name)));
+                let memcg = o
+                    .memcg
+                    .as_ref()
+                    .map(|mc| mc.path.as_deref().unwrap_or(&mc.name));
+                match (&o.group, memcg) {
+                    (Some(g), Some(path)) => {
+                        s = format!("{s} in one group kill of memcg {path}");
+                        facts.push(format!(
+                            "memory.oom.group: its {} processes at once",
+                            g.victims
+                        ));
+                    }
+                    (_, Some(path)) => facts.push(format!("memcg {path}")),
+                    (_, None) => {}
                 }
                 if let Some(l) = o.limit_bytes {
                     facts.push(format!("limit {}", w::bytes(l)));

@@ -313,6 +313,21 @@ pub struct OomInfo {
     pub trigger_tid: u32,
     /// The victim was itself allocating.
     pub trigger_is_victim: bool,
+    /// The kill was one of a `memory.oom.group` cgroup's: every process of
+    /// it killed at once (`analysis/oom_group.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<OomGroupKill>,
+}
+
+/// One group kill of a `memory.oom.group` cgroup, the same for each of its
+/// victims.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct OomGroupKill {
+    /// Sequence number of its first oom event: the kill's identity.
+    pub seq: u64,
+    /// How many processes it killed.
+    pub victims: usize,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

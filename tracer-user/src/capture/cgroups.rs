@@ -1,5 +1,5 @@
 //! Resolve a memory cgroup's kernfs id (its directory's inode number) to a
-//! path and its limit, for OOM records. Done at capture time: test cgroups are
+//! path, its limit and `memory.oom.group`, for OOM records. Done at capture time: test cgroups are
 //! usually gone by the time anyone reads the report.
 use std::{
     os::unix::fs::MetadataExt,
@@ -16,6 +16,8 @@ const ROOTS: [&str; 3] = [
 pub struct MemcgInfo {
     pub path: String,
     pub limit_bytes: Option<u64>,
+    /// v2 `memory.oom.group` ("1": the kernel kills the whole cgroup).
+    pub oom_group: Option<bool>,
 }
 
 pub fn resolve(id: u64) -> Option<MemcgInfo> {
@@ -29,6 +31,9 @@ pub fn resolve(id: u64) -> Option<MemcgInfo> {
             Some(MemcgInfo {
                 path: format!("/{}", rel.display()),
                 limit_bytes: limit(&dir),
+                oom_group: std::fs::read_to_string(dir.join("memory.oom.group"))
+                    .ok()
+                    .map(|v| v.trim() == "1"),
             })
         })
 }

@@ -270,6 +270,11 @@ pub struct Memcg {
     /// The cgroup's memory limit in bytes, if one was set and readable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_bytes: Option<u64>,
+    /// cgroup v2 `memory.oom.group`, read at capture time: true when an OOM
+    /// kill there kills every process of the cgroup at once. Absent on v1
+    /// (no such file) or when the cgroup was already gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_group: Option<bool>,
 }
 
 /// The last bytes a process wrote to stderr (fd 2), written when it ends (or

@@ -169,16 +169,30 @@ fn leaked_phrase(leftovers: &[Leftover]) -> Option<String> {
     ))
 }
 
+/// What killed several processes at once: one call (a group kill, several
+/// deliveries), or one OOM group kill of a `memory.oom.group` cgroup.
+#[derive(Clone, Copy, PartialEq)]
+enum OneKill {
+    Call(u64),
+    OomGroup(u64),
+}
+
 /// One mention per cause: the victims of one group kill (one call, several
-/// deliveries) are named together, led by the process the call aimed at.
+/// deliveries; one OOM group kill) are named together, led by the process
+/// the call aimed at.
 fn mentions<'a>(certs: impl Iterator<Item = &'a Certificate>) -> Vec<String> {
-    let mut groups: Vec<(Option<u64>, Vec<&Certificate>)> = Vec::new();
+    let mut groups: Vec<(Option<OneKill>, Vec<&Certificate>)> = Vec::new();
     for c in certs {
         let call = c
             .killer
             .as_ref()
             .filter(|k| k.deliveries.unwrap_or(0) > 1)
-            .and_then(|k| k.call_seq);
+            .and_then(|k| k.call_seq)
+            .map(OneKill::Call)
+            .or_else(|| {
+                let group = c.oom.as_ref().and_then(|o| o.group.as_ref());
+                group.map(|g| OneKill::OomGroup(g.seq))
+            });
         match groups.iter_mut().find(|g| call.is_some() && g.0 == call) {
             Some(g) => g.1.push(c),
             None => groups.push((call, vec![c])),
@@ -186,7 +200,11 @@ fn mentions<'a>(certs: impl Iterator<Item = &'a Certificate>) -> Vec<String> {
     }
     groups
         .into_iter()
-        .map(|(_, cs)| {
+        .map(|(kill, cs)| {
+            let same = match kill {
+                Some(OneKill::OomGroup(_)) => "the same OOM group kill",
+                _ => "the same call",
+            };
             let aimed = |c: &&&Certificate| {
                 let arg = c
                     .killer
@@ -203,12 +221,9 @@ fn mentions<'a>(certs: impl Iterator<Item = &'a Certificate>) -> Vec<String> {
                 .collect();
             match others.len() {
                 0 => rep.headline.clone(),
-                1 => format!(
-                    "{} (the same call also killed pid {})",
-                    rep.headline, others[0]
-                ),
+                1 => format!("{} ({same} also killed pid {})", rep.headline, others[0]),
                 _ => format!(
-                    "{} (the same call also killed pids {})",
+                    "{} ({same} also killed pids {})",
                     rep.headline,
                     others.join(", ")
                 ),

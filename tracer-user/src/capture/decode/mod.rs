@@ -363,6 +363,7 @@ impl Wire {
                     name: cstr(&r.memcg_name),
                     path: None,
                     limit_bytes: None,
+                    oom_group: None,
                 }),
             }),
         })

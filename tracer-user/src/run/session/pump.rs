@@ -133,14 +133,15 @@ impl Session {
     }
 }
 
-/// An OOM kill names its memory cgroup by id: add its path and limit while
-/// the cgroup still exists.
+/// An OOM kill names its memory cgroup by id: add its path, limit and
+/// `memory.oom.group` while the cgroup still exists.
 fn resolve_memcg(rec: &mut Record) {
     if let Record::Oom(oom) = rec {
         if let Some(m) = oom.memcg.as_mut() {
             if let Some(info) = cgroups::resolve(m.id) {
                 m.path = Some(info.path);
                 m.limit_bytes = info.limit_bytes;
+                m.oom_group = info.oom_group;
             }
         }
     }

@@ -42,6 +42,29 @@ impl TestCgroup {
         cg
     }
 
+    /// A cgroup v2 memory cgroup with `memory.max` and `memory.oom.group=1`
+    /// (what Kubernetes 1.28+ gives every container): `None` where the
+    /// memory controller is not on cgroup v2 at /sys/fs/cgroup (a host with
+    /// v1 memory, like our CI machines).
+    pub(crate) fn v2_oom_group(bytes: u64) -> Option<TestCgroup> {
+        let root = Path::new("/sys/fs/cgroup");
+        let ctrl = fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+        if !ctrl.split_whitespace().any(|c| c == "memory") {
+            return None;
+        }
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = root.join(format!("tracer-test-{}-{nanos}", std::process::id()));
+        fs::create_dir(&dir).unwrap();
+        let cg = TestCgroup { dir };
+        cg.write("memory.max", &bytes.to_string());
+        let _ = fs::write(cg.dir.join("memory.swap.max"), "0");
+        cg.write("memory.oom.group", "1");
+        Some(cg)
+    }
+
     pub(crate) fn name(&self) -> String {
         self.dir.file_name().unwrap().to_string_lossy().into_owned()
     }
