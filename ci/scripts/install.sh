@@ -74,11 +74,8 @@ esac
 # version and checksums of ci/release.env unless a version was given (then
 # its checksum must be too).
 release_url() {
-    case $(uname -m) in
-    x86_64 | amd64) arch=x86_64 ;;
-    aarch64 | arm64) arch=aarch64 ;;
-    *) ci_die "no tracer release for $(uname -m) (x86_64 and aarch64 only): use --binary, or --build on a supported machine" ;;
-    esac
+    arch=$(ci_arch)
+    [ -n "$arch" ] || ci_die "no tracer release for $(uname -m) (x86_64 and aarch64 only): use --binary, or --build on a supported machine"
     pinned=$here/../release.env
     [ -f "$pinned" ] || ci_die "$pinned is missing: pass --url and --sha256, --binary or --build"
     TRACER_RELEASE_VERSION='' TRACER_RELEASE_URL='' TRACER_RELEASE_SHA256_X86_64='' TRACER_RELEASE_SHA256_AARCH64=''
@@ -210,7 +207,20 @@ place() {
 }
 place "$binary" "$bin_dir/tracer"
 place "$here/record.sh" "$bin_dir/tracer-record"
-version=$("$bin_dir/tracer" --version) || ci_die "$binary does not run"
+version=$("$bin_dir/tracer" --version) || ci_die "$binary does not run (built for another architecture than $(uname -m)?)"
+# `tracer --version` names its target (aarch64-unknown-linux-musl, ...): one
+# for the other architecture runs at all only through an emulator
+# (binfmt_misc), and cannot load its eBPF programs there.
+mine=$(ci_arch)
+case $version in
+*"($mine-"*) ;;
+*"(x86_64-"* | *"(aarch64-"*)
+    if [ -n "$mine" ]; then
+        rm -f "$bin_dir/tracer" "$bin_dir/tracer-record"
+        ci_die "$binary is not built for $mine: $version; nothing was installed"
+    fi
+    ;;
+esac
 ci_log "installed $version at $bin_dir/tracer (and tracer-record)"
 
 if [ -n "${GITHUB_PATH:-}" ]; then

@@ -8,6 +8,16 @@ ci_die() {
     exit 1
 }
 
+# The architecture in a release tarball's name (tracer-VERSION-ARCH-linux-
+# musl.tar.gz) for this machine: x86_64 or aarch64 (`uname -m` says arm64 on
+# some systems); nothing where tracer has no release.
+ci_arch() {
+    case $(uname -m) in
+    x86_64 | amd64) echo x86_64 ;;
+    aarch64 | arm64) echo aarch64 ;;
+    esac
+}
+
 # Run a command as root: directly when we are root, else through `sudo -n`
 # (never a password prompt: a CI step has no terminal to answer it).
 as_root() {

@@ -644,3 +644,116 @@ fn the_daemon_writes_its_junit_file_when_it_stops() {
     // Its own stop is not a foreign signal of the job.
     assert!(!names.contains("tracer.foreign_signal"), "{names}");
 }
+
+/// install.sh on runners of both architectures: a release's tarball is the
+/// one for this machine (`uname -m`), with that architecture's checksum
+/// (here TRACER_SHA256_X86_64 / TRACER_SHA256_AARCH64 for a `--version`);
+/// the other architecture's is never fetched. A binary whose `--version`
+/// names the other architecture (a mislabelled tarball) installs nothing.
+#[test]
+fn install_picks_the_tarball_for_this_machines_architecture() {
+    let ours = std::env::consts::ARCH;
+    let theirs = if ours == "x86_64" {
+        "aarch64"
+    } else {
+        "x86_64"
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = tmp.path().join("srv");
+    // `srv/v0.3.0/tracer-0.3.0-ARCH-linux-musl.tar.gz` holding `tracer`
+    // (written by `put`); its SHA-256.
+    let pack = |dir: &str, arch: &str, put: &dyn Fn(&Path)| -> String {
+        let name = format!("tracer-0.3.0-{arch}-linux-musl");
+        let stage = tmp.path().join("stage").join(dir).join(&name);
+        std::fs::create_dir_all(&stage).unwrap();
+        put(&stage.join("tracer"));
+        let out = srv.join(dir);
+        std::fs::create_dir_all(&out).unwrap();
+        let tarball = out.join(format!("{name}.tar.gz"));
+        let tar = Command::new("tar")
+            .arg("-czf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(stage.parent().unwrap())
+            .arg(&name)
+            .output()
+            .unwrap();
+        assert!(tar.status.success(), "{}", both(&tar));
+        let sum = Command::new("sha256sum").arg(&tarball).output().unwrap();
+        String::from_utf8_lossy(&sum.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let stub = |says: String| {
+        move |p: &Path| {
+            std::fs::write(p, format!("#!/bin/sh\necho '{says}'\n")).unwrap();
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+    };
+    // Compared with the packed copy, not target/debug/tracer: another test
+    // of this run may rebuild that while this one runs.
+    let packed = tmp.path().join("packed-tracer");
+    std::fs::copy(env!("CARGO_BIN_EXE_tracer"), &packed).unwrap();
+    let ours_sha = pack("v0.3.0", ours, &|p: &Path| {
+        std::fs::copy(&packed, p).unwrap();
+    });
+    // Never fetched: it would install a stand-in.
+    let theirs_sha = pack(
+        "v0.3.0",
+        theirs,
+        &stub(format!("tracer 0.3.0 ({theirs}-unknown-linux-musl)")),
+    );
+    // This machine's name on the other architecture's binary.
+    let mislabelled = pack(
+        "wrong",
+        ours,
+        &stub(format!(
+            "tracer 0.3.0 ({theirs}-unknown-linux-musl, commit x)"
+        )),
+    );
+    let served = Served::dir(&srv);
+    let base = format!("http://127.0.0.1:{}", served.port);
+    let sha_env = |arch: &str| format!("TRACER_SHA256_{}", arch.to_uppercase());
+    let install = |args: &[&str], bin_dir: &Path| {
+        Command::new(repo().join("ci/scripts/install.sh"))
+            .args(args)
+            .arg("--bin-dir")
+            .arg(bin_dir)
+            .env("TRACER_RELEASES", &base)
+            .env(sha_env(ours), &ours_sha)
+            .env(sha_env(theirs), &theirs_sha)
+            .env_remove("TRACER_SHA256")
+            .env_remove("GITHUB_PATH")
+            .env_remove("GITHUB_OUTPUT")
+            .output()
+            .unwrap()
+    };
+
+    let good = tmp.path().join("good");
+    let out = install(&["--version", "0.3.0"], &good);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(
+        std::fs::read(good.join("tracer")).unwrap() == std::fs::read(&packed).unwrap(),
+        "not this machine's tarball: {}",
+        both(&out)
+    );
+    assert!(
+        both(&out).contains(&format!("tracer-0.3.0-{ours}-linux-musl.tar.gz")),
+        "{}",
+        both(&out)
+    );
+
+    let wrong = tmp.path().join("wrong");
+    let url = format!("{base}/wrong/tracer-0.3.0-{ours}-linux-musl.tar.gz");
+    let out = install(&["--url", &url, "--sha256", &mislabelled], &wrong);
+    assert!(!out.status.success(), "{}", both(&out));
+    assert!(
+        both(&out).contains(&format!("is not built for {ours}")),
+        "{}",
+        both(&out)
+    );
+    assert!(!wrong.join("tracer").exists(), "left installed");
+}
