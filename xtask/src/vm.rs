@@ -300,6 +300,19 @@ fn initramfs(
     for bin in dynamic {
         img.elf_from(bin, &vm_initramfs::stripped(bin, &stage, strip)?)?;
     }
+    // The fixture logs some kernel tests hand to `tracer report` (errors'
+    // usage errors), at their host path as the tests name it
+    // (CARGO_MANIFEST_DIR): 46 files, 424 KiB.
+    let fixtures = ws.root.join("tracer-user/tests/fixtures");
+    for entry in
+        fs::read_dir(&fixtures).with_context(|| format!("reading {}", fixtures.display()))?
+    {
+        let path = entry?.path();
+        if path.is_file() {
+            let data = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            img.data(path.to_string_lossy().trim_start_matches('/'), data, 0o644);
+        }
+    }
     let read = |f: &str| {
         let p = ws.root.join("vm").join(f);
         fs::read(&p).with_context(|| format!("reading {}", p.display()))
