@@ -135,8 +135,13 @@ fn a_sigkill_after_a_caught_sigterm_says_it_was_survived() {
         &[
             "bash",
             "-c",
-            "python3 -c 'import signal,time; signal.signal(15, lambda *a: None); time.sleep(30)' & \
-             v=$!; sh -c \"sleep .5; kill -TERM $v; sleep 1; kill -9 $v\"; wait $v",
+            // The SIGTERM waits for the handler (a file the victim writes
+            // once it is set): through pyenv's shims under load, python
+            // took more than a fixed half second to get there.
+            "d=$(mktemp -d); python3 -c 'import signal,sys,time; signal.signal(15, lambda *a: None); \
+             open(sys.argv[1] + \"/ready\", \"w\").close(); time.sleep(30)' \"$d\" & \
+             v=$!; sh -c \"while [ ! -e $d/ready ]; do sleep .05; done; kill -TERM $v; sleep 1; kill -9 $v\"; \
+             wait $v; s=$?; rm -rf \"$d\"; exit $s",
         ],
     );
     assert_no_loss(&r);
