@@ -294,9 +294,13 @@ pub struct StderrRecord {
     /// Bytes the write asked to write (the capture keeps the last `len`).
     pub count: u64,
     pub len: u32,
-    pub _pad: u32,
+    /// `STDERR_TO_NULL` when fd 2 was /dev/null.
+    pub flags: u32,
     pub data: [u8; STDERR_CHUNK],
 }
+
+/// The bytes were written to fd 2 while it was /dev/null: no one saw them.
+pub const STDERR_TO_NULL: u32 = 1;
 
 pub const STDERR_HEADER_LEN: usize = core::mem::size_of::<StderrRecord>() - STDERR_CHUNK;
 
@@ -325,7 +329,8 @@ pub struct StderrTail {
     pub written: u64,
     /// Bytes of `data` on the wire: `min(written, TAIL_CAP)`.
     pub len: u32,
-    pub _pad: u32,
+    /// `STDERR_TO_NULL` when the last write went to /dev/null.
+    pub flags: u32,
     pub data: [u8; TAIL_CAP + TAIL_SLACK],
 }
 
@@ -418,7 +423,7 @@ mod no_padding {
                 anon_rss_kb, file_rss_kb, shmem_rss_kb, pgtables_kb, memcg_id, memcg_name, flags,
                 _pad }
             ExistingRecord { hdr, task, ppid, _pad, comm, ns }
-            StderrRecord { hdr, task, count, len, _pad, data }
+            StderrRecord { hdr, task, count, len, flags, data }
             SignalSummaryRecord { hdr, sender, target, sender_comm, target_comm, sig, count,
                 first_ns, last_ns }
         }

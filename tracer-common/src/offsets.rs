@@ -28,6 +28,12 @@ pub struct KernelOffsets {
     pub task_files: u32,
     pub files_fdt: u32,
     pub fdtable_fd: u32,
+    /// `fdtable.max_fds`, `file.f_inode`, `inode.i_mode` and `inode.i_rdev`:
+    /// where a write lands (last words skip /dev/null, follow a reopened tty).
+    pub fdtable_max_fds: u32,
+    pub file_inode: u32,
+    pub inode_mode: u32,
+    pub inode_rdev: u32,
     pub signal_live: u32,
     pub mm_arg_start: u32,
     pub mm_arg_end: u32,
@@ -82,6 +88,10 @@ impl KernelOffsets {
         task_files: OFFSET_NONE,
         files_fdt: OFFSET_NONE,
         fdtable_fd: OFFSET_NONE,
+        fdtable_max_fds: OFFSET_NONE,
+        file_inode: OFFSET_NONE,
+        inode_mode: OFFSET_NONE,
+        inode_rdev: OFFSET_NONE,
         signal_live: OFFSET_NONE,
         mm_arg_start: OFFSET_NONE,
         mm_arg_end: OFFSET_NONE,

@@ -16,7 +16,7 @@ use aya_ebpf::{
 };
 use tracer_common::{
     DropReason, RecordKind, StderrRecord, StderrSyscall, StderrTail, TaskId, STDERR_CHUNK,
-    STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, TAIL_CAP,
+    STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, STDERR_TO_NULL, TAIL_CAP,
 };
 
 use crate::{
@@ -29,8 +29,15 @@ use crate::{
 };
 
 const TP_ARG0: usize = 16;
-const STDOUT_FD: u64 = 1;
 const STDERR_FD: u64 = 2;
+/// Beyond any fd a process holds (the kernel's `nr_open` ceiling is 2^30):
+/// one compare keeps the rest of the walk off impossible numbers.
+const MAX_FD: u64 = 1 << 30;
+/// `S_IFMT`/`S_IFCHR` of `inode.i_mode`, and /dev/null's `i_rdev` as the
+/// kernel encodes it inside (`MKDEV(1, 3)`: major << 20 | minor).
+const S_IFMT: u16 = 0o170000;
+const S_IFCHR: u16 = 0o020000;
+const DEV_NULL: u32 = 1 << 20 | 3;
 /// The staging slot of each stderr program (see `maps::STDERR_SCRATCH`).
 const WRITE: u32 = StderrSyscall::Write as u32;
 const WRITEV: u32 = StderrSyscall::Writev as u32;
@@ -45,26 +52,20 @@ pub(crate) static STDERR_RAW: ProgramArray = ProgramArray::with_max_entries(2, 0
 
 pub(crate) fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
-    if !is_stderr(fd) {
-        return Ok(0);
-    }
     let buf: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
     let count: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
-    write(buf, count);
+    write(fd, buf, count);
     Ok(0)
 }
 
 pub(crate) fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
-    if !is_stderr(fd) {
-        return Ok(0);
-    }
-    let Some((id, tail)) = caller() else {
+    let Some((id, tail, flags)) = caller_writing_to_stderr(fd) else {
         return Ok(0);
     };
     let vec: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
     let vlen: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
-    writev(id, tail, vec, vlen);
+    writev(id, tail, flags, vec, vlen);
     Ok(0)
 }
 
@@ -75,10 +76,14 @@ pub(crate) fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
 /// as a native one: kept.
 #[inline(always)]
 pub(crate) fn on_write_regs<const RAW: bool>(regs: Ptr) -> Result<u32, ()> {
-    if !is_stderr(regs_arg::<0>(regs) as u64) || (RAW && current_is_compat()) {
+    if RAW && current_is_compat() {
         return Ok(0);
     }
-    write(regs_arg::<1>(regs) as u64, regs_arg::<2>(regs) as u64);
+    write(
+        regs_arg::<0>(regs) as u64,
+        regs_arg::<1>(regs) as u64,
+        regs_arg::<2>(regs) as u64,
+    );
     Ok(0)
 }
 
@@ -89,15 +94,16 @@ pub(crate) fn on_write_regs<const RAW: bool>(regs: Ptr) -> Result<u32, ()> {
 /// 16-byte ones.
 #[inline(always)]
 pub(crate) fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
-    if !is_stderr(regs_arg::<0>(regs) as u64) || current_is_compat() {
+    if current_is_compat() {
         return Ok(0);
     }
-    let Some((id, tail)) = caller() else {
+    let Some((id, tail, flags)) = caller_writing_to_stderr(regs_arg::<0>(regs) as u64) else {
         return Ok(0);
     };
     writev(
         id,
         tail,
+        flags,
         regs_arg::<1>(regs) as u64,
         regs_arg::<2>(regs) as u64,
     );
@@ -105,17 +111,17 @@ pub(crate) fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
 }
 
 #[inline(always)]
-fn write(buf: u64, count: u64) {
+fn write(fd: u64, buf: u64, count: u64) {
     if count == 0 {
         return;
     }
-    if let Some((id, tail)) = caller() {
-        capture::<true, WRITE>(id, destination::<WRITE>(&id, tail), buf, count);
+    if let Some((id, tail, flags)) = caller_writing_to_stderr(fd) {
+        capture::<true, WRITE>(id, destination::<WRITE>(&id, tail), flags, buf, count);
     }
 }
 
 #[inline(always)]
-fn writev(id: TaskId, tail: *mut StderrTail, vec: u64, vlen: u64) {
+fn writev(id: TaskId, tail: *mut StderrTail, flags: u32, vec: u64, vlen: u64) {
     let tail = destination::<WRITEV>(&id, tail);
     for i in 0..MAX_IOV {
         if i as u64 >= vlen {
@@ -127,29 +133,95 @@ fn writev(id: TaskId, tail: *mut StderrTail, vec: u64, vlen: u64) {
         };
         // Counted, not logged: a log call per iovec made this program too
         // complex for 6.1's verifier with --debug-ebpf (E2BIG, vm-test).
-        capture::<false, WRITEV>(id, tail, base, len);
+        capture::<false, WRITEV>(id, tail, flags, base, len);
     }
 }
 
-/// fd 2, or fd 1 when it is the same open file as fd 2: a shell's `echo >&2`
-/// dup2s stderr onto fd 1 and writes there.
+/// The writer and its tail, when it is in scope and its write lands where
+/// its fd 2 leads. Scope first: it is one map lookup, and the file walk
+/// below is paid only by the run's own processes.
 #[inline(always)]
-fn is_stderr(fd: u64) -> bool {
-    match fd {
-        STDERR_FD => true,
-        STDOUT_FD => same_file_as_stderr().unwrap_or(false),
-        _ => false,
+fn caller_writing_to_stderr(fd: u64) -> Option<(TaskId, *mut StderrTail, u32)> {
+    if fd > MAX_FD {
+        return None;
+    }
+    let (id, tail) = caller()?;
+    match lands(fd) {
+        Lands::Stderr => Some((id, tail, 0)),
+        Lands::DevNull => Some((id, tail, STDERR_TO_NULL)),
+        Lands::Elsewhere => None,
     }
 }
 
+/// Last words are what the process wrote to its stderr:
+/// - fd 2 (flagged `STDERR_TO_NULL` when it is /dev/null: no one saw those
+///   words, so a `2>/dev/null` probe must not headline a run — but a helper
+///   spawned with its output ignored may still explain its own crash);
+/// - any other fd holding the same open file as fd 2 (a shell's `echo >&2`
+///   dup2s stderr onto fd 1 and writes there);
+/// - when fd 2 is a terminal, any fd open on that same terminal: libuv
+///   reopens the tty to make it non-blocking, so Node on a pty CI runner or
+///   `docker run -t` writes its stderr through a new file of its own (on a
+///   terminal stdout and stderr share the screen: both are what was seen).
+///
+/// When the kernel's file structures cannot be read, fd 2 alone.
 #[inline(always)]
-fn same_file_as_stderr() -> Option<bool> {
+fn lands(fd: u64) -> Lands {
+    match walk(fd) {
+        Some(l) => l,
+        None if fd == STDERR_FD => Lands::Stderr,
+        None => Lands::Elsewhere,
+    }
+}
+
+enum Lands {
+    Stderr,
+    DevNull,
+    Elsewhere,
+}
+
+#[inline(always)]
+fn walk(fd: u64) -> Option<Lands> {
     let files: Ptr = read(current(), off(|o| &o.task_files))?;
     let fdt: Ptr = read(files, off(|o| &o.files_fdt))?;
+    let max_fds: u32 = read(fdt, off(|o| &o.fdtable_max_fds))?;
+    if fd >= max_fds as u64 {
+        return Some(Lands::Elsewhere);
+    }
     let fds: Ptr = read(fdt, off(|o| &o.fdtable_fd))?;
-    let out: u64 = read(fds, 8)?;
-    let err: u64 = read(fds, 16)?;
-    Some(out != 0 && out == err)
+    let err: Ptr = read(fds, 8 * STDERR_FD as u32)?;
+    if err.is_null() {
+        return Some(Lands::Elsewhere);
+    }
+    let err_inode: Ptr = read(err, off(|o| &o.file_inode))?;
+    let mode: u16 = read(err_inode, off(|o| &o.inode_mode))?;
+    let rdev: u32 = read(err_inode, off(|o| &o.inode_rdev))?;
+    let terminal_or_null = mode & S_IFMT == S_IFCHR;
+    let to_stderr = if terminal_or_null && rdev == DEV_NULL {
+        Lands::DevNull
+    } else {
+        Lands::Stderr
+    };
+    if fd == STDERR_FD {
+        return Some(to_stderr);
+    }
+    let file: Ptr = read(fds, 8 * fd as u32)?;
+    if file.is_null() {
+        return Some(Lands::Elsewhere);
+    }
+    if file == err {
+        return Some(to_stderr);
+    }
+    // Another open file of the same terminal (never of /dev/null: a
+    // process's writes to a /dev/null of its own are not to its stderr).
+    if !terminal_or_null || rdev == DEV_NULL {
+        return Some(Lands::Elsewhere);
+    }
+    let inode: Ptr = read(file, off(|o| &o.file_inode))?;
+    Some(match inode == err_inode {
+        true => Lands::Stderr,
+        false => Lands::Elsewhere,
+    })
 }
 
 /// The writer, when it is in scope, with its tail (null when it has none
@@ -185,6 +257,7 @@ fn destination<const SLOT: u32>(id: &TaskId, known: *mut StderrTail) -> *mut Std
 fn capture<const LOG: bool, const SLOT: u32>(
     id: TaskId,
     tail: *mut StderrTail,
+    flags: u32,
     buf: u64,
     count: u64,
 ) {
@@ -192,8 +265,8 @@ fn capture<const LOG: bool, const SLOT: u32>(
         return;
     }
     match tail.is_null() {
-        true => emit::<LOG, SLOT>(id, buf, count),
-        false => append::<LOG, SLOT>(id.tgid, tail, buf, count),
+        true => emit::<LOG, SLOT>(id, flags, buf, count),
+        false => append::<LOG, SLOT>(id.tgid, tail, flags, buf, count),
     }
 }
 
@@ -206,6 +279,7 @@ fn tail_of<const SLOT: u32>(id: &TaskId) -> Option<*mut StderrTail> {
             if (*t).task.start_ns != id.start_ns {
                 (*t).task.start_ns = id.start_ns;
                 (*t).total = 0;
+                (*t).flags = 0;
                 (*t).written = 0;
             }
         }
@@ -219,6 +293,7 @@ fn tail_of<const SLOT: u32>(id: &TaskId) -> Option<*mut StderrTail> {
             start_ns: id.start_ns,
         };
         (*init).total = 0;
+        (*init).flags = 0;
         (*init).written = 0;
         // EEXIST (another thread won the race) is fine: look it up again.
         let _ = STDERR_TAILS.insert(&id.tgid, &*init, BPF_NOEXIST as u64);
@@ -235,6 +310,7 @@ fn tail_of<const SLOT: u32>(id: &TaskId) -> Option<*mut StderrTail> {
 fn append<const LOG: bool, const SLOT: u32>(
     tgid: u32,
     tail: *mut StderrTail,
+    flags: u32,
     buf: u64,
     count: u64,
 ) {
@@ -271,6 +347,7 @@ fn append<const LOG: bool, const SLOT: u32>(
         );
         (*tail).written = w + len;
         (*tail).total += count;
+        (*tail).flags = flags;
     }
 }
 
@@ -310,7 +387,7 @@ pub(crate) fn flush_tail(id: &TaskId) {
 }
 
 #[inline(always)]
-fn emit<const LOG: bool, const SLOT: u32>(id: TaskId, buf: u64, count: u64) {
+fn emit<const LOG: bool, const SLOT: u32>(id: TaskId, flags: u32, buf: u64, count: u64) {
     let Some(rec) = STDERR_SCRATCH.get_ptr_mut(SLOT) else {
         return;
     };
@@ -325,7 +402,7 @@ fn emit<const LOG: bool, const SLOT: u32>(id: TaskId, buf: u64, count: u64) {
         (*rec).hdr = header(RecordKind::Stderr as u32);
         (*rec).task = id;
         (*rec).count = count;
-        (*rec)._pad = 0;
+        (*rec).flags = flags;
         if bpf_probe_read_user(
             (*rec).data.as_mut_ptr() as *mut _,
             len as u32,

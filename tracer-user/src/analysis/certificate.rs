@@ -199,13 +199,21 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         text: l.text.clone(),
         bytes_total: l.bytes_total,
         truncated: l.truncated,
+        to_null: l.to_null,
         // Quoted as a terminal showed it: no colour codes, no control bytes.
         line: quote::quote_line(&crate::text::display_text(&l.text)),
     });
     // A death without a signal has no sender to name: what the process said
-    // last is the best lead, so the headline (and the verdict) quote it.
-    let said = match (cls.kind, last_words.as_ref().and_then(|l| l.line.as_ref())) {
-        (CauseKind::NonzeroExit, Some(line)) => format!(" — last words: `{line}`"),
+    // last is the best lead, so the headline (and the verdict) quote it —
+    // saying so when it said it to /dev/null: no one saw it, yet a worker
+    // whose parent threw its stderr away is the death tracer exists for.
+    // (A short probe saying it to /dev/null gets no certificate: is_worker.)
+    let said = match (cls.kind, last_words.as_ref()) {
+        (CauseKind::NonzeroExit, Some(l)) => match (&l.line, l.to_null) {
+            (Some(line), false) => format!(" — last words: `{line}`"),
+            (Some(line), true) => format!(" — last words, to /dev/null: `{line}`"),
+            (None, _) => String::new(),
+        },
         _ => String::new(),
     };
     let headline = format!("{} {}{said}", proc_phrase(&victim.process), cause.summary);

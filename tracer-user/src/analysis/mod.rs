@@ -346,7 +346,7 @@ impl Ctx<'_> {
         // The log keeps no time for a write, so any stderr output counts:
         // the last_words record holds only what a process wrote itself.
         if p.last_words()
-            .is_some_and(|l| quote::quote_line(&l.text).is_some())
+            .is_some_and(|l| !l.to_null && quote::quote_line(&l.text).is_some())
         {
             return true;
         }

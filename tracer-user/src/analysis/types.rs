@@ -503,6 +503,10 @@ pub struct LastWordsRef {
     pub bytes_total: u64,
     /// `text` is only the end of what it wrote.
     pub truncated: bool,
+    /// Its last write went to fd 2 while that was /dev/null: kept as
+    /// evidence, never quoted in a headline (no one saw it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub to_null: bool,
     /// The one line a headline quotes: the last line that reads like an
     /// error, else the last non-empty line. Absent when all is blank.
     #[serde(skip_serializing_if = "Option::is_none")]

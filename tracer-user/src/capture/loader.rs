@@ -43,6 +43,15 @@ pub struct LoadOptions {
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.
+/// A live process's kernel stderr tail, read at the end of a run.
+pub struct LiveTail {
+    pub key: crate::eventlog::ProcKey,
+    pub bytes: Vec<u8>,
+    pub total: u64,
+    /// Its last write went to /dev/null.
+    pub to_null: bool,
+}
+
 pub struct Capture {
     ebpf: Ebpf,
     pub hooks: Vec<HookStatus>,
@@ -309,7 +318,7 @@ impl Capture {
 
     /// The stderr tails the kernel still holds (processes alive now), in
     /// order, with the bytes their writes asked for.
-    pub fn stderr_tails(&self) -> Vec<(crate::eventlog::ProcKey, Vec<u8>, u64)> {
+    pub fn stderr_tails(&self) -> Vec<LiveTail> {
         let Some(map) = self.ebpf.map("STDERR_TAILS") else {
             return Vec::new();
         };
@@ -325,8 +334,12 @@ impl Capture {
                     pid,
                     start: t.task.start_ns,
                 };
-                let bytes = super::decode::tail_in_order(&t);
-                (key, bytes, t.total.max(t.written))
+                LiveTail {
+                    key,
+                    bytes: super::decode::tail_in_order(&t),
+                    total: t.total.max(t.written),
+                    to_null: t.flags & tracer_common::STDERR_TO_NULL != 0,
+                }
             })
             .collect()
     }

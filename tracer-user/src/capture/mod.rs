@@ -10,4 +10,4 @@ pub mod pidns;
 pub mod teardown;
 pub mod tracefs;
 
-pub use loader::{load, Capture, LoadOptions, DEFAULT_RING_BYTES};
+pub use loader::{load, Capture, LiveTail, LoadOptions, DEFAULT_RING_BYTES};

@@ -220,6 +220,7 @@ mod tests {
             text: format!("{}the end", "é".repeat(100_000)),
             bytes_total: 200_007,
             truncated: false,
+            to_null: false,
         });
         let Some(Record::LastWords(cut)) = cut_to_fit(&rec, 8_000) else {
             panic!("cut");

@@ -290,6 +290,9 @@ pub struct LastWords {
     pub bytes_total: u64,
     /// `text` is only the end of what it wrote.
     pub truncated: bool,
+    /// Its last write went to fd 2 while that was /dev/null: no one saw it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub to_null: bool,
 }
 
 /// A process of the run still alive when the wrapped command exited.

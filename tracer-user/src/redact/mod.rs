@@ -200,6 +200,7 @@ impl Redactor {
                 text,
                 bytes_total: _,
                 truncated,
+                to_null: _,
             }) => {
                 // Cut at the front: the first bytes may end a secret.
                 let cut = *truncated && mask_cut_start(text);

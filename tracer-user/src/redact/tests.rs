@@ -79,6 +79,7 @@ fn no_patterns_change_nothing() {
         text: "hunter22".into(),
         bytes_total: 8,
         truncated: false,
+        to_null: false,
     });
     assert!(matches!(r.apply(&rec), Cow::Borrowed(_)));
     let mut h = header();
@@ -159,6 +160,7 @@ fn every_command_line_and_stderr_field_is_masked() {
             text: secret("error: bad password S\n"),
             bytes_total: 30,
             truncated: false,
+            to_null: false,
         }),
         Record::Leak(Leak {
             at: Stamp::default(),
@@ -322,6 +324,7 @@ fn a_secret_cut_by_the_kernel_leaks_no_prefix() {
         text: "4567 failed\n".into(),
         bytes_total: 4096,
         truncated: true,
+        to_null: false,
     });
     assert!(r.record(&mut lw));
     let Record::LastWords(l) = &lw else { panic!() };
@@ -333,6 +336,7 @@ fn a_secret_cut_by_the_kernel_leaks_no_prefix() {
         text: "4567 failed\n".into(),
         bytes_total: 12,
         truncated: false,
+        to_null: false,
     });
     assert!(!r.record(&mut whole));
 }

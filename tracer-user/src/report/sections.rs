@@ -252,7 +252,11 @@ pub(super) fn last_words(o: &mut String, lw: &LastWordsRef) {
     } else {
         String::new()
     };
-    let _ = writeln!(o, "Last words (stderr{earlier}, seq {}):\n", lw.seq);
+    let null = match lw.to_null {
+        true => ", written to /dev/null: no one saw them",
+        false => "",
+    };
+    let _ = writeln!(o, "Last words (stderr{earlier}{null}, seq {}):\n", lw.seq);
     let lines: Vec<String> = lines.into_iter().map(str::to_string).collect();
     let _ = writeln!(o, "{}", md::fence_lines(&lines, "text"));
 }

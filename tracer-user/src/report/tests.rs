@@ -227,6 +227,7 @@ fn a_fence_outlasts_backticks_in_the_words() {
         text: "a ``` b\n".into(),
         bytes_total: 8,
         truncated: false,
+        to_null: false,
         line: None,
     };
     let mut o = String::new();

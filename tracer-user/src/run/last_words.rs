@@ -26,6 +26,8 @@ pub struct LastWordsStore {
 struct Tail {
     bytes: VecDeque<u8>,
     total: u64,
+    /// The last write went to /dev/null.
+    to_null: bool,
 }
 
 impl LastWordsStore {
@@ -45,16 +47,19 @@ impl LastWordsStore {
         self.cap
     }
 
-    /// `captured` is the tail of a write of `count` bytes.
-    pub fn push(&mut self, key: ProcKey, captured: &[u8], count: u64) {
+    /// `captured` is the tail of a write of `count` bytes; `to_null` when
+    /// fd 2 was /dev/null.
+    pub fn push(&mut self, key: ProcKey, captured: &[u8], count: u64, to_null: bool) {
         if self.cap == 0 {
             return;
         }
         let tail = self.tails.entry(key).or_insert_with(|| Tail {
             bytes: VecDeque::new(),
             total: 0,
+            to_null,
         });
         tail.total += count;
+        tail.to_null = to_null;
         let room = self.cap + self.slack;
         let keep = &captured[captured.len().saturating_sub(room)..];
         tail.bytes.extend(keep);
@@ -93,6 +98,7 @@ impl LastWordsStore {
             truncated: from > 0 || tail.total > kept.len() as u64,
             bytes_total: tail.total,
             text: full[from..].to_owned(),
+            to_null: tail.to_null,
         })
     }
 
@@ -127,8 +133,8 @@ mod tests {
     #[test]
     fn keeps_only_the_last_cap_bytes() {
         let mut s = LastWordsStore::new(8);
-        s.push(task().key(), b"hello ", 6);
-        s.push(task().key(), b"TypeError: x", 12);
+        s.push(task().key(), b"hello ", 6, false);
+        s.push(task().key(), b"TypeError: x", 12, false);
         let lw = s.take(&task(), at()).unwrap();
         assert_eq!(lw.text, "Error: x");
         assert_eq!(lw.bytes_total, 18);
@@ -139,7 +145,7 @@ mod tests {
     #[test]
     fn a_long_write_counts_whole_but_keeps_its_tail() {
         let mut s = LastWordsStore::new(4096);
-        s.push(task().key(), b"end of a 1 MiB write", 1 << 20);
+        s.push(task().key(), b"end of a 1 MiB write", 1 << 20, false);
         let lw = s.take(&task(), at()).unwrap();
         assert_eq!(
             (lw.text.as_str(), lw.bytes_total, lw.truncated),
@@ -150,7 +156,7 @@ mod tests {
     #[test]
     fn redaction_sees_the_slack_before_the_cut() {
         let mut s = LastWordsStore::with_slack(8, 16);
-        s.push(task().key(), b"token=abc123 ok", 15);
+        s.push(task().key(), b"token=abc123 ok", 15, false);
         let lw = s
             .take_redacted(&task(), at(), |t| t.replace("abc123", "[X]"))
             .unwrap();
@@ -162,7 +168,7 @@ mod tests {
     #[test]
     fn zero_cap_disables() {
         let mut s = LastWordsStore::new(0);
-        s.push(task().key(), b"x", 1);
+        s.push(task().key(), b"x", 1, false);
         assert!(s.take(&task(), at()).is_none());
     }
 }

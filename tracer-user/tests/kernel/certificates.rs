@@ -258,7 +258,7 @@ fn nonzero_exit_quotes_last_words() {
     let lw = &c["last_words"];
     assert!(s(&lw["text"]).contains(error), "{lw}");
     assert!(
-        s(&c["headline"]).ends_with(&format!("— last words: `{error}`")),
+        s(&c["headline"]).ends_with(&format!("— last words, to /dev/null: `{error}`")),
         "{}",
         c["headline"]
     );

@@ -44,6 +44,8 @@ pub enum Wire {
         task: TaskId,
         count: u64,
         data: Vec<u8>,
+        /// Written while fd 2 was /dev/null (`STDERR_TO_NULL`).
+        to_null: bool,
     },
     /// A process that was running before the tracer (task iterator).
     Existing(ExistingRecord),
@@ -141,6 +143,7 @@ fn decode_stderr(bytes: &[u8]) -> Result<Wire, DecodeError> {
         task: rec.task,
         count: rec.count,
         data: rec.data[..len].to_vec(),
+        to_null: rec.flags & tracer_common::STDERR_TO_NULL != 0,
     })
 }
 
@@ -171,6 +174,7 @@ fn decode_tail(bytes: &[u8]) -> Result<Wire, DecodeError> {
         // claim fewer bytes asked than held.
         count: rec.total.max(rec.written),
         data,
+        to_null: rec.flags & tracer_common::STDERR_TO_NULL != 0,
     })
 }
 

@@ -236,8 +236,8 @@ impl Session {
         }
         // Still alive at the end (leaks): their words so far, from the
         // kernel's tails and from per-write records alike.
-        for (key, bytes, total) in self.capture.stderr_tails() {
-            self.last_words.push(key, &bytes, total);
+        for t in self.capture.stderr_tails() {
+            self.last_words.push(t.key, &t.bytes, t.total, t.to_null);
         }
         let now = boot_ns();
         for key in self.last_words.remaining() {

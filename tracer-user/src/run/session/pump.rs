@@ -54,7 +54,11 @@ impl Session {
                 }
             };
             if let decode::Wire::Stderr {
-                task, count, data, ..
+                task,
+                count,
+                data,
+                to_null,
+                ..
             } = &wire
             {
                 let key = crate::eventlog::ProcKey {
@@ -62,7 +66,7 @@ impl Session {
                     start: task.start_ns,
                 };
                 log::debug!("stderr: {} bytes of {count} from {}", data.len(), task.tgid);
-                self.last_words.push(key, data, *count);
+                self.last_words.push(key, data, *count, *to_null);
                 continue;
             }
             if let decode::Wire::Existing(e) = &wire {

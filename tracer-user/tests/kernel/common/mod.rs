@@ -213,3 +213,20 @@ pub(crate) fn no_panic(out: &Output) -> String {
     );
     stderr
 }
+
+/// The real python3 binary (a version manager's `python3` is a shim: a bash
+/// script that forks before it execs, which gives "python" children and
+/// costs hundreds of milliseconds before the program runs).
+pub(crate) fn python3() -> String {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 must be installed for the kernel tests");
+        let path = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        assert!(!path.is_empty(), "python3 did not say where it lives");
+        path
+    })
+    .clone()
+}
