@@ -3,7 +3,9 @@
 //! its parent — a shell, a Python pool, a Node runner, xargs, make, a
 //! wrapper — exiting non-zero because of it. Each later death must point
 //! back to the kill, the verdict must lead with it, and it must be counted
-//! once. Every signal goes to a process the scenario spawned.
+//! once. Every signal goes to a process the scenario spawned, once it runs
+//! the program it is killed as (`grep -qx sleep /proc/$v/comm`, polled at
+//! most 5 s): a fixed pause lost that race on a loaded machine.
 use crate::common::*;
 use tracer_user::{
     analysis::{Certificate, LinkEvidence, LinkVia, Rank},
@@ -114,7 +116,7 @@ fn shell_137(shell: &str, script: &str, code: i32) {
 fn bash_137_after_its_child_was_sigkilled() {
     shell_137(
         "bash",
-        "sleep 31.1 & v=$!; sh -c \"sleep .3; kill -9 $v\"; wait $v",
+        "sleep 31.1 & v=$!; sh -c \"for i in \\$(seq 500); do grep -qx sleep /proc/$v/comm && break; sleep .01; done; kill -9 $v\"; wait $v",
         137,
     );
 }
@@ -123,7 +125,7 @@ fn bash_137_after_its_child_was_sigkilled() {
 fn bash_143_after_its_child_was_sigtermed() {
     shell_137(
         "bash",
-        "sleep 31.2 & v=$!; sh -c \"sleep .3; kill -TERM $v\"; wait $v",
+        "sleep 31.2 & v=$!; sh -c \"for i in \\$(seq 500); do grep -qx sleep /proc/$v/comm && break; sleep .01; done; kill -TERM $v\"; wait $v",
         143,
     );
 }
@@ -132,7 +134,7 @@ fn bash_143_after_its_child_was_sigtermed() {
 fn dash_143_after_its_child_was_sigtermed() {
     shell_137(
         "dash",
-        "sleep 31.3 & v=$!; sh -c \"sleep .3; kill -TERM $v\" & wait $v",
+        "sleep 31.3 & v=$!; sh -c \"for i in \\$(seq 500); do grep -qx sleep /proc/$v/comm && break; sleep .01; done; kill -TERM $v\" & wait $v",
         143,
     );
 }
@@ -141,7 +143,7 @@ fn dash_143_after_its_child_was_sigtermed() {
 fn bash_set_e_stops_at_the_killed_child() {
     shell_137(
         "bash",
-        "set -e; sleep 31.4 & v=$!; (sleep .3; kill -9 $v) & wait $v; echo unreachable",
+        "set -e; sleep 31.4 & v=$!; (for i in $(seq 500); do grep -qx sleep /proc/$v/comm && break; sleep .01; done; kill -9 $v) & wait $v; echo unreachable",
         137,
     );
 }
@@ -150,7 +152,7 @@ fn bash_set_e_stops_at_the_killed_child() {
 fn bash_wait_n_reports_the_killed_job() {
     shell_137(
         "bash",
-        "sleep 31.5 & v=$!; sh -c \"sleep .3; kill -9 $v\" & wait -n $v; exit $?",
+        "sleep 31.5 & v=$!; sh -c \"for i in \\$(seq 500); do grep -qx sleep /proc/$v/comm && break; sleep .01; done; kill -9 $v\" & wait -n $v; exit $?",
         137,
     );
 }
@@ -395,7 +397,7 @@ fn xargs_125_after_its_command_was_killed() {
     let pid = dir.path().join("victim.pid");
     let cmd = format!(
         "printf 'v\\nk\\n' | xargs -n1 -P2 sh -c 'if [ \"$0\" = v ]; then echo $$ > {p}; exec sleep 31.6; \
-         else while [ ! -s {p} ]; do sleep .05; done; sleep .3; kill -9 $(cat {p}); fi'",
+         else while [ ! -s {p} ]; do sleep .05; done; for i in $(seq 500); do grep -qx sleep /proc/$(cat {p})/comm && break; sleep .01; done; kill -9 $(cat {p}); fi'",
         p = pid.display()
     );
     let r = record(&[], &["sh", "-c", &cmd]);
@@ -426,7 +428,7 @@ fn make_j_2_after_a_recipe_was_killed() {
         &dir,
         "Makefile",
         "all: a b\na:\n\techo $$$$ > a.pid; exec sleep 31.7\nb:\n\twhile [ ! -s a.pid ]; do sleep .05; done; \
-         sleep .3; kill -9 $$(cat a.pid); sleep 1\n",
+         for i in $$(seq 500); do grep -qx sleep /proc/$$(cat a.pid)/comm && break; sleep .01; done; kill -9 $$(cat a.pid); sleep 1\n",
     );
     let r = record(&[], &["make", "-j2", "-C", dir.path().to_str().unwrap()]);
     assert_no_loss(&r);
@@ -455,9 +457,11 @@ fn unshare_passes_the_namespace_inits_137_on() {
             "unshare",
             "--pid",
             "--fork",
+            // Its own /proc, so the killer's `/proc/$v` is the namespace's $v.
+            "--mount-proc",
             "bash",
             "-c",
-            "sleep 31.8 & v=$!; sh -c \"sleep .3; kill -9 $v\"; wait $v",
+            "sleep 31.8 & v=$!; sh -c \"for i in \\$(seq 500); do grep -qx sleep /proc/$v/comm && break; sleep .01; done; kill -9 $v\"; wait $v",
         ],
     );
     assert_no_loss(&r);
@@ -484,7 +488,7 @@ fn fail_on_counts_the_root_once() {
         &[
             "sh",
             "-c",
-            "bash -c 'sleep 31.9 & v=$!; sh -c \"sleep .3; kill -9 $v\"; wait $v'",
+            "bash -c 'sleep 31.9 & v=$!; sh -c \"for i in \\$(seq 500); do grep -qx sleep /proc/$v/comm && break; sleep .01; done; kill -9 $v\"; wait $v'",
         ],
     );
     assert_eq!(r.code(), Some(137), "{}", r.stderr());

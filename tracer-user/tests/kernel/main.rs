@@ -33,6 +33,7 @@ mod field_kernel;
 mod field_truths;
 mod hang;
 mod last_words;
+mod last_words_dest;
 mod last_words_writev;
 mod leaks;
 mod least_privilege;
