@@ -48,11 +48,15 @@ pub struct AnalysisOptions {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Analysis {
-    /// Certificates per rank.
+    /// Deaths per rank (a group counts each of its members).
     pub counts: DeathCounts,
     /// Ranked: unexpected, then non-zero exits, then expected; within a rank
     /// by time of death.
     pub certificates: Vec<Certificate>,
+    /// Deaths of one signature folded (report.json and report.md only: a
+    /// daemon's live findings and the OTLP export see every certificate);
+    /// in the ranked order of their examples. `counts` counts every death.
+    pub death_groups: Vec<DeathGroup>,
     /// Other non-zero exits, grouped, most frequent first.
     pub other_exits: Vec<ExitGroup>,
     /// Failed kill-family calls (ESRCH, EPERM), identical ones folded, in
@@ -71,6 +75,13 @@ pub struct Analysis {
 }
 
 impl Analysis {
+    /// The certificates a report shows whole: its own, then each group's
+    /// example (the timeline draws both).
+    pub fn shown_certificates(&self) -> impl Iterator<Item = &Certificate> + Clone {
+        let examples = self.death_groups.iter().map(|g| &g.example);
+        self.certificates.iter().chain(examples)
+    }
+
     /// The process an `ancestors` entry names (a near miss's `sender_id`).
     pub fn entry(&self, id: usize) -> Option<&ProcRef> {
         self.ancestors.get(id).map(|a| &a.process)
@@ -143,6 +154,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     Analysis {
         counts,
         certificates,
+        death_groups: Vec::new(),
         other_exits,
         near_misses,
         near_misses_left_out,

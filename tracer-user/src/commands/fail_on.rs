@@ -48,11 +48,16 @@ impl Condition {
             }
             // Outlived the command, even if `--leaks kill` ended it later.
             Self::Leak => log.leaks.max(a.leftovers.len()),
-            Self::Oom => a
-                .certificates
-                .iter()
-                .filter(|c| c.cause.kind == CauseKind::Oom)
-                .count(),
+            Self::Oom => {
+                let folded = a.death_groups.iter().map(|g| (&g.example, g.count));
+                a.certificates
+                    .iter()
+                    .map(|c| (c, 1))
+                    .chain(folded)
+                    .filter(|(c, _)| c.cause.kind == CauseKind::Oom)
+                    .map(|(_, n)| n)
+                    .sum()
+            }
             Self::UnexpectedDeath => a.counts.unexpected,
         }
     }

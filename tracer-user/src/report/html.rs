@@ -56,7 +56,7 @@ impl Context {
         };
         let a = &r.analysis;
         r.run.root.iter().for_each(&mut keep);
-        for c in &a.certificates {
+        for c in a.shown_certificates() {
             keep(&c.victim.process);
             if let Some(k) = &c.killer {
                 keep(&k.process);
@@ -178,6 +178,7 @@ pub fn render(r: &Report, cx: &Context) -> String {
     o.push_str("</section>\n");
 
     cards::certificates(&mut o, r);
+    cards::groups(&mut o, r);
     findings::side_findings(&mut o, r);
     let _ = write!(
         o,

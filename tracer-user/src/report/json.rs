@@ -22,7 +22,9 @@ use crate::{
 /// 4: cascades: the rank `consequence` (not counted under the others),
 /// `counts.consequence`, certificates linked by id (`consequence_of`,
 /// `consequences`).
-pub const REPORT_SCHEMA_VERSION: u32 = 4;
+/// 5: deaths of one signature folded (`death_groups`; report/groups.rs):
+/// `certificates` no longer holds every death, and its ids have gaps.
+pub const REPORT_SCHEMA_VERSION: u32 = 5;
 
 pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that exited non-zero \
 on their own, then the deaths that followed from those (consequences), then expected stops. A death is expected when the tracer stopped it (a cancellation \
@@ -233,6 +235,8 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         verdict = format!("{out}. {verdict}");
     }
     let verdict = crate::text::one_line(&verdict);
+    // Folded once the verdict has named what it names from every death.
+    super::groups::fold(&mut analysis);
     Report {
         report_schema: REPORT_SCHEMA_VERSION,
         rendered_by: env!("CARGO_PKG_VERSION").to_string(),

@@ -21,6 +21,9 @@ use crate::{
     },
 };
 
+/// Groups of deaths the passing `run` case names.
+const MAX_GROUP_NOTES: usize = 20;
+
 fn proc_shape(p: &ProcRef) -> String {
     shape::command(&p.argv, &p.command)
 }
@@ -176,6 +179,23 @@ pub fn render(r: &Report) -> String {
     let failures = cases.len();
     let mut notes = vec![r.verdict.clone()];
     notes.extend(r.log.warnings.iter().cloned());
+    // The deaths report.md folds, named as they are there: no test case of
+    // their own (none is unexpected), but the run's record says them.
+    for g in a.death_groups.iter().take(MAX_GROUP_NOTES) {
+        notes.push(format!(
+            "{} × {} ({}; certificate #{} in report.md)",
+            g.count,
+            g.signature,
+            g.rank.as_str(),
+            g.id
+        ));
+    }
+    if a.death_groups.len() > MAX_GROUP_NOTES {
+        notes.push(format!(
+            "and {} more groups of deaths in report.json",
+            a.death_groups.len() - MAX_GROUP_NOTES
+        ));
+    }
     cases.insert(
         0,
         Case {

@@ -19,6 +19,8 @@ use crate::{
 
 /// Certificates rendered in full; the rest get one table row each.
 const MAX_DETAILED: usize = 25;
+/// Groups whose example is rendered in full; every group gets its row.
+const MAX_GROUP_EXAMPLES: usize = 5;
 
 fn rank_name(r: Rank) -> &'static str {
     match r {
@@ -111,6 +113,7 @@ pub(super) fn render(r: &Report) -> String {
             o.push('\n');
         }
     }
+    groups(&mut o, a);
     if !a.other_exits.is_empty() {
         let _ = writeln!(o, "## Other non-zero exits\n");
         let _ = writeln!(
@@ -137,6 +140,45 @@ pub(super) fn render(r: &Report) -> String {
     sections::leftovers(&mut o, r);
     sections::log_details(&mut o, r);
     o
+}
+
+/// Deaths of one signature (report/groups.rs): a row each, then the first
+/// few groups' examples in full.
+fn groups(o: &mut String, a: &Analysis) {
+    if a.death_groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "## Deaths of one kind, folded\n\n_Expected stops and non-zero exits that share a \
+         signature ({} or more, none in a cascade): the first death is the example \
+         (`#`), report.json lists them under `death_groups`._\n",
+        super::groups::GROUP_MIN
+    );
+    let _ = writeln!(
+        o,
+        "| # | rank | deaths | death | first → last | processes |\n|---|---|---|---|---|---|"
+    );
+    for g in &a.death_groups {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} → {} | {} |",
+            g.id,
+            rank_name(g.rank),
+            g.count,
+            code(&g.signature),
+            cell(&g.first_time),
+            cell(&g.last_time),
+            cell(&super::groups::member_list(g))
+        );
+    }
+    o.push('\n');
+    for g in a.death_groups.iter().take(MAX_GROUP_EXAMPLES) {
+        certificate(o, &g.example, a);
+    }
+    if a.death_groups.len() > MAX_GROUP_EXAMPLES {
+        let _ = writeln!(o, "_The other groups' examples are in report.json._\n");
+    }
 }
 
 fn run_line(r: &Report) -> String {

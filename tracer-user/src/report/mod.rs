@@ -3,6 +3,7 @@
 mod cells;
 mod chains;
 mod facts;
+pub mod groups;
 pub mod html;
 pub(crate) mod json;
 pub mod junit;

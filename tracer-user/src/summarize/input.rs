@@ -16,6 +16,8 @@ pub struct ReportIn {
     pub run: RunFactsIn,
     pub counts: CountsIn,
     pub certificates: Vec<CertIn>,
+    /// Schema 5 folds deaths of one signature: each with its count.
+    pub death_groups: Vec<GroupIn>,
     pub near_misses: Vec<MissIn>,
     pub foreign_signals: Vec<ForeignIn>,
     pub leftovers: Vec<LeftIn>,
@@ -23,7 +25,21 @@ pub struct ReportIn {
     pub ancestors: Vec<ProcIn>,
 }
 
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct GroupIn {
+    pub count: u64,
+    pub example: CertIn,
+}
+
 impl ReportIn {
+    /// Every death with how many it stands for: a certificate 1, a group's
+    /// example its count.
+    pub fn deaths(&self) -> impl Iterator<Item = (&CertIn, u64)> {
+        let groups = self.death_groups.iter().map(|g| (&g.example, g.count));
+        self.certificates.iter().map(|c| (c, 1)).chain(groups)
+    }
+
     /// A near miss's sender: in place (schema 2) or by `sender_id`.
     pub fn miss_sender<'a>(&'a self, n: &'a MissIn) -> &'a ProcIn {
         n.sender

@@ -242,7 +242,7 @@ pub fn summarize(loaded: &Loaded) -> Summary {
     let mut names: BTreeMap<(u8, String, String, String, String), String> = BTreeMap::new();
     for (i, run) in runs.iter().enumerate() {
         let doc = &run.doc;
-        for c in &doc.certificates {
+        for (c, n) in doc.deaths() {
             let v = &c.victim.process;
             let victim = shape::command(&v.argv, &v.command);
             let killer = c
@@ -273,7 +273,7 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 })
             });
             let acc = sigs.entry(key).or_default();
-            acc.hit(i, &c.headline);
+            acc.hit_n(i, &c.headline, n);
             if let Some(s) = &c.cause.signal {
                 acc.signals.insert(s.sig_name.clone());
             }
@@ -472,5 +472,23 @@ mod tests {
             .all(|g| g.rank != "unexpected"));
         assert_eq!(s.near_misses[0].seen.runs, 2);
         assert_eq!(markdown(&s), markdown(&summarize(&loaded)));
+    }
+
+    /// A report that folded deaths of one kind counts each of them.
+    #[test]
+    fn a_folded_group_counts_its_deaths() {
+        let mut r = run("a", "crashes.ndjson", "2026-08-18T17:27:00Z");
+        let n = r.doc.certificates.len();
+        let example = r.doc.certificates.remove(0);
+        let headline = example.headline.clone();
+        r.doc.death_groups = vec![input::GroupIn { count: 7, example }];
+        let s = summarize(&Loaded {
+            runs: vec![r],
+            skipped: Vec::new(),
+        });
+        let g = s.signatures.iter().find(|g| g.example == headline).unwrap();
+        assert_eq!(g.seen.count, 7);
+        let total: usize = s.signatures.iter().map(|g| g.seen.count).sum();
+        assert_eq!(total, n - 1 + 7);
     }
 }

@@ -148,6 +148,28 @@ fn report(log: &Path, what: &str) -> (Value, String) {
     (serde_json::from_str(&json).unwrap(), md)
 }
 
+/// The analysis of `log` with every certificate (report.json folds deaths
+/// of one kind: report/groups.rs), shaped as report.json is.
+fn unfolded(log: &Path) -> Value {
+    let log = tracer_user::eventlog::read_log(log).unwrap();
+    let (_, a) = tracer_user::analysis::analyze(&log, &Default::default());
+    serde_json::to_value(a).unwrap()
+}
+
+/// report.json's one group of deaths: `count` of them, the example the
+/// first, 20 members listed and the rest counted.
+fn one_group(rep: &Value, count: usize) -> &Value {
+    let groups = rep["death_groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{:#}", rep["death_groups"]);
+    let g = &groups[0];
+    assert_eq!(g["count"], count);
+    assert_eq!(g["members"].as_array().unwrap().len(), 20);
+    assert_eq!(g["members_left_out"], count - 20);
+    assert_eq!(g["example"]["id"], g["id"]);
+    assert_eq!(g["members"][0]["pid"], g["example"]["victim"]["pid"]);
+    g
+}
+
 /// The chain an `ancestry_id` names, nearest first, as pids.
 fn chain(rep: &Value, id: &Value) -> Vec<u64> {
     let table = rep["ancestors"].as_array().unwrap();
@@ -340,10 +362,18 @@ fn daemon_existing(dir: &Path, n: u32) -> PathBuf {
 fn a_daemon_started_on_tens_of_thousands_of_processes() {
     let dir = tempfile::tempdir().unwrap();
     let n = 20_000;
-    let (rep, _) = report(
-        &daemon_existing(dir.path(), n),
-        "a daemon started on 20,000 processes",
-    );
+    let log = daemon_existing(dir.path(), n);
+    let (rep, md) = report(&log, "a daemon started on 20,000 processes");
+    // One story, 2,000 times: one group in the report, not 2,000
+    // certificates (each an orderly stop by an ancestor).
+    assert!(rep["certificates"].as_array().unwrap().is_empty());
+    let g = one_group(&rep, (n / 10) as usize);
+    assert_eq!(g["rank"], "expected");
+    // (Its 18,000 processes still running are listed, as leftovers.)
+    let deaths = md.matches("killed by SIGKILL").count();
+    assert!(deaths < 10, "report.md names {deaths} deaths");
+    // Every death's chain, from the analysis that folds nothing.
+    let rep = unfolded(&log);
     let certs = rep["certificates"].as_array().unwrap();
     assert_eq!(certs.len(), (n / 10) as usize);
     for c in certs {
@@ -408,10 +438,14 @@ fn root_kills_chain(dir: &Path, depth: u32) -> PathBuf {
 fn a_deep_chain_killed_by_its_root() {
     let dir = tempfile::tempdir().unwrap();
     let depth = 20_000;
-    let (rep, _) = report(
-        &root_kills_chain(dir.path(), depth),
-        "a 20,000-deep chain killed by its root",
-    );
+    let log = root_kills_chain(dir.path(), depth);
+    let (rep, _) = report(&log, "a 20,000-deep chain killed by its root");
+    // The parent's kill is a story, the ancestor's 19,998 another.
+    let kept = rep["certificates"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "the root's child");
+    assert_eq!(kept[0]["killer"]["relation"], "parent");
+    one_group(&rep, depth as usize - 2);
+    let rep = unfolded(&log);
     let certs = rep["certificates"].as_array().unwrap();
     assert_eq!(certs.len(), depth as usize - 1);
     for c in certs {

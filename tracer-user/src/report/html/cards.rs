@@ -13,6 +13,8 @@ use crate::{
 const MAX_CARDS: usize = 200;
 /// Signals listed per certificate.
 const MAX_ROWS: usize = 500;
+/// Groups whose example gets a card; every group gets its row.
+const MAX_GROUP_CARDS: usize = 20;
 
 pub(super) fn proc_cell(p: &ProcRef) -> String {
     let never = if p.argv_inherited {
@@ -151,6 +153,55 @@ pub(super) fn certificates(o: &mut String, r: &Report) {
             );
         }
         o.push_str("</ol></details>\n");
+    }
+    o.push_str("</section>\n");
+}
+
+/// Deaths of one signature (report/groups.rs), as report.md shows them: a
+/// row each, the first groups' examples as cards.
+pub(super) fn groups(o: &mut String, r: &Report) {
+    let groups = &r.analysis.death_groups;
+    if groups.is_empty() {
+        return;
+    }
+    let total: usize = groups.iter().map(|g| g.count).sum();
+    let _ = writeln!(
+        o,
+        "<section id=\"groups\">\n<h2>Deaths of one kind, folded ({}, {})</h2>\n\
+         <p class=\"note\">Expected stops and non-zero exits that share a signature ({} or more, \
+         none in a cascade); the first death of each is its example. report.json lists them \
+         under <code>death_groups</code>.</p>\n<table class=\"groups\">\n<tr><th>#</th>\
+         <th>rank</th><th>deaths</th><th>death</th><th>first → last</th><th>processes</th></tr>",
+        w::plural(groups.len(), "group", "groups"),
+        w::plural(total, "death", "deaths"),
+        super::super::groups::GROUP_MIN
+    );
+    for g in groups {
+        let _ = writeln!(
+            o,
+            "<tr class=\"{}\"><td><a href=\"#cert-{}\">#{}</a></td><td>{}</td><td>{}</td>\
+             <td><code>{}</code></td><td>{} → {}</td><td>{}</td></tr>",
+            rank_css(g.rank),
+            g.id,
+            g.id,
+            esc(&rank_css(g.rank).replace("nonzero", "non-zero exit")),
+            g.count,
+            esc(&g.signature),
+            esc(&g.first_time),
+            esc(&g.last_time),
+            esc(&super::super::groups::member_list(g))
+        );
+    }
+    o.push_str("</table>\n");
+    for g in groups.iter().take(MAX_GROUP_CARDS) {
+        card(o, &g.example, &r.analysis.ancestors);
+    }
+    if groups.len() > MAX_GROUP_CARDS {
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">The other {} groups' examples are in report.json.</p>",
+            groups.len() - MAX_GROUP_CARDS
+        );
     }
     o.push_str("</section>\n");
 }

@@ -186,9 +186,9 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
     if let Some(root) = &r.run.root {
         pk.add(root, None);
     }
-    let certs = &r.analysis.certificates;
+    let certs = r.analysis.shown_certificates();
     // Unexpected deaths and their killers first, so a cap keeps what matters.
-    for c in certs.iter().filter(|c| c.rank == Rank::Unexpected) {
+    for c in certs.clone().filter(|c| c.rank == Rank::Unexpected) {
         pk.add(&c.victim.process, c.victim.ancestry);
         if let Some(k) = &c.killer {
             pk.add(&k.process, k.ancestry);
@@ -197,13 +197,13 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
     for l in &r.analysis.leftovers {
         pk.add(&l.process, l.ancestry);
     }
-    for c in certs.iter().filter(|c| c.rank != Rank::Unexpected) {
+    for c in certs.clone().filter(|c| c.rank != Rank::Unexpected) {
         pk.add(&c.victim.process, c.victim.ancestry);
         if let Some(k) = &c.killer {
             pk.add(&k.process, k.ancestry);
         }
     }
-    for c in certs {
+    for c in certs.clone() {
         for h in c.history.iter().filter(|h| !h.raised_by_kernel) {
             pk.add(&h.sender, None);
         }

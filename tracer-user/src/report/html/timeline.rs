@@ -39,7 +39,7 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
     // signals crossing the run's boundary, once each (by sequence number).
     let mut arrows: BTreeMap<u64, Arrow> = BTreeMap::new();
     let mut kernel_marks: Vec<(Key, u64, String)> = Vec::new();
-    for c in &r.analysis.certificates {
+    for c in r.analysis.shown_certificates() {
         let to = key(&c.victim.process);
         let class = lanes
             .iter()
