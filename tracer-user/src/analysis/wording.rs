@@ -10,6 +10,20 @@ use crate::eventlog::ExitStatus;
 pub use crate::eventlog::wall_time;
 
 /// `12.3 s`, `450 ms`, `2 min 03 s`.
+/// An RFC 3339 time as people read it: to the millisecond
+/// (`2026-12-01T18:29:51.135Z`); report.json keeps the nanoseconds. Text
+/// that is no such time comes back as it was.
+pub fn ms(time: &str) -> String {
+    let Some((whole, frac)) = time.split_once('.') else {
+        return time.to_string();
+    };
+    let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+    if digits <= 3 {
+        return time.to_string();
+    }
+    format!("{whole}.{}{}", &frac[..3], &frac[digits..])
+}
+
 pub fn duration(ns: u64) -> String {
     let ms = ns / 1_000_000;
     match ms {
@@ -172,6 +186,20 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times_for_people_stop_at_the_millisecond() {
+        assert_eq!(
+            super::ms("2026-12-01T18:29:51.135272839Z"),
+            "2026-12-01T18:29:51.135Z"
+        );
+        assert_eq!(
+            super::ms("2026-12-01T18:29:51.1Z"),
+            "2026-12-01T18:29:51.1Z"
+        );
+        assert_eq!(super::ms("2026-12-01T18:29:51Z"), "2026-12-01T18:29:51Z");
+        assert_eq!(super::ms("not a time"), "not a time");
+    }
+
     use super::*;
 
     #[test]

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{
     facts::{LogFacts, RunFacts},
-    verdict::{skipped_lines, verdict},
+    verdict::skipped_lines,
     ReportOptions,
 };
 use crate::{
@@ -217,24 +217,24 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         c.headline = crate::text::one_line(&c.headline);
         c.cause.summary = crate::text::one_line(&c.cause.summary);
     }
-    let mut verdict = verdict(&analysis, &log_facts);
+    // Each clause on one line before the verdict is sized: the bound is on
+    // what report.md shows.
+    let mut parts = super::verdict::parts(&analysis, &log_facts);
     let outbound = super::verdict::outbound_clause(&analysis);
-    // A kill that left the run comes first: never "No unexpected deaths."
-    // on its own while one happened.
-    if outbound.is_some() {
-        verdict = format!("Inside the run: {}", lower_first(&verdict));
-    }
     let stopped_itself = analysis
         .foreign_signals
         .iter()
         .any(|f| f.outbound_kill && f.target_is_tracer);
-    if let Some(hang) = super::snapshots::verdict_clause(&snapshots, stopped_itself) {
-        verdict = format!("{hang}. {verdict}");
-    }
+    // A kill that left the run comes first: never "No unexpected deaths."
+    // on its own while one happened.
     if let Some(out) = outbound {
-        verdict = format!("{out}. {verdict}");
+        parts.lead.push(crate::text::one_line(&out));
+        parts.inside = true;
     }
-    let verdict = crate::text::one_line(&verdict);
+    if let Some(hang) = super::snapshots::verdict_clause(&snapshots, stopped_itself) {
+        parts.lead.push(crate::text::one_line(&hang));
+    }
+    let verdict = crate::text::one_line(&parts.render());
     // Folded once the verdict has named what it names from every death.
     super::groups::fold(&mut analysis);
     Report {
@@ -246,15 +246,6 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         log: log_facts,
         analysis,
         snapshots,
-    }
-}
-
-/// "No unexpected deaths." → "no unexpected deaths.", after a colon.
-fn lower_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) if f.is_ascii_uppercase() => f.to_ascii_lowercase().to_string() + c.as_str(),
-        _ => s.to_string(),
     }
 }
 

@@ -88,10 +88,13 @@ pub(super) fn render(r: &Report) -> String {
     // A hung run: what it was blocked on comes before everything else.
     super::snapshots::section(&mut o, &r.snapshots);
     if !a.certificates.is_empty() {
+        // The rule is long (1,200 characters): one line here, the whole of
+        // it at the end, collapsed.
         let _ = writeln!(
             o,
-            "## Death certificates\n\n_{}_\n",
-            md::inline(&r.ranking_rule)
+            "## Death certificates\n\n_Ranked: unexpected deaths, then non-zero exits, then \
+             their consequences, then expected stops (the rule: at the end, and docs/report.md, \
+             \"Ranking\")._\n"
         );
         for c in a.certificates.iter().take(MAX_DETAILED) {
             certificate(&mut o, c, a);
@@ -139,6 +142,11 @@ pub(super) fn render(r: &Report) -> String {
     sections::foreign(&mut o, r);
     sections::leftovers(&mut o, r);
     sections::log_details(&mut o, r);
+    let _ = writeln!(
+        o,
+        "\n<details><summary>How deaths are ranked</summary>\n\n{}\n\n</details>",
+        md::inline(&r.ranking_rule)
+    );
     o
 }
 
@@ -167,8 +175,8 @@ fn groups(o: &mut String, a: &Analysis) {
             rank_name(g.rank),
             g.count,
             code(&g.signature),
-            cell(&g.first_time),
-            cell(&g.last_time),
+            cell(&w::ms(&g.first_time)),
+            cell(&w::ms(&g.last_time)),
             cell(&super::groups::member_list(g))
         );
     }
@@ -214,7 +222,7 @@ fn run_line(r: &Report) -> String {
             .map_or(String::new(), |u| format!(" · ran as {}", md::text(u))),
         md::text(&r.run.kernel),
         md::text(&r.run.hostname),
-        md::text(&r.run.started_at),
+        md::text(&w::ms(&r.run.started_at)),
         redacted_note(r.run.redactions),
     )
 }
@@ -264,8 +272,8 @@ fn certificate(o: &mut String, c: &Certificate, a: &Analysis) {
         o,
         "| lifetime | {} (started {}, ended {}) · {} · {} |",
         w::duration(v.lifetime_ns),
-        v.started_at,
-        v.ended_at,
+        md::text(&w::ms(&v.started_at)),
+        md::text(&w::ms(&v.ended_at)),
         w::plural(v.children, "child", "children"),
         w::plural(v.threads, "thread", "threads")
     );

@@ -68,7 +68,7 @@ pub(super) fn near_misses(o: &mut String, r: &Report) {
         let errno = n.errno.as_deref().unwrap_or("?");
         let row = format!(
             "{} | {} | {} | {} | {}",
-            cell(&n.time),
+            cell(&w::ms(&n.time)),
             proc_cell(sender),
             code(&call),
             cell(&n.aimed_at),
@@ -220,13 +220,13 @@ fn leaks(o: &mut String, r: &Report) {
         let ended = l
             .ended_at
             .as_ref()
-            .map(|t| format!("; ended later, {t}"))
+            .map(|t| format!("; ended later, {}", w::ms(t)))
             .unwrap_or_default();
         let _ = writeln!(
             o,
             "| {} | {spawner} | {} | {state}{ended} | {} | {} |",
             proc_cell(&l.process),
-            l.started_at,
+            md::text(&w::ms(&l.started_at)),
             if fds.is_empty() { "—".into() } else { fds },
             ancestry(&r.analysis.ancestors, l.ancestry)
         );
@@ -281,15 +281,44 @@ pub(super) fn log_details(o: &mut String, r: &Report) {
         md::text(&r.rendered_by),
         r.report_schema
     );
-    let _ = writeln!(o, "\n| hook | attached | via | detail |\n|---|---|---|---|");
+    // Collapsed: a reader of a step summary needs the hooks only when one
+    // is missing (said at the top). A rung passed over for the next one is
+    // how tracer attaches on this kernel, not an error: named, its refusal
+    // left to report.json.
+    let _ = writeln!(
+        o,
+        "\n<details><summary>Hooks</summary>\n\n| hook | attached | via | detail |\n|---|---|---|---|"
+    );
     for h in &r.run.hooks {
+        let detail = match (&h.detail, h.attached) {
+            (None, _) => "—".into(),
+            (Some(d), true) => cell(&format!(
+                "{} passed over, the next way taken: a fallback, not an error (why: report.json, run.hooks)",
+                passed_over(d)
+            )),
+            (Some(d), false) => cell(d),
+        };
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {detail} |",
             cell(&h.name),
             if h.attached { "yes" } else { "**no**" },
             h.via.as_deref().map_or("—".into(), cell),
-            h.detail.as_deref().map_or("—".into(), cell)
         );
+    }
+    let _ = writeln!(o, "\n</details>");
+}
+
+/// The rungs a hook's detail says were passed over (`fentry: load …;
+/// raw_syscalls: …`), by name: `fentry`, `fentry and raw_syscalls`.
+fn passed_over(detail: &str) -> String {
+    let names: Vec<&str> = detail
+        .split("; ")
+        .map(|p| p.split_once(": ").map_or(p, |(via, _)| via))
+        .collect();
+    match names.as_slice() {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }

@@ -83,7 +83,7 @@ pub(super) fn section(o: &mut String, snaps: &[SnapshotReport]) {
         let _ = writeln!(
             o,
             "## Snapshot at {} ({why}, event {})\n",
-            md::text(&s.time),
+            md::text(&crate::analysis::wording::ms(&s.time)),
             s.seq
         );
         if s.snapshot.findings.is_empty() {

@@ -294,3 +294,39 @@ fn workers_with_the_same_flags_are_named_apart() {
         "report.json keeps argv whole"
     );
 }
+
+/// A hook that attached by its fallback (fentry refused here, raw_syscalls
+/// taken) reads as the fallback it is, not as `Operation not permitted`;
+/// the refusal stays in report.json. The ranking rule and the hooks table
+/// are at the end, collapsed, not at the top.
+#[test]
+fn a_normal_fallback_is_no_error_and_the_long_parts_come_last() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real_cascade_make.ndjson");
+    let r = build_report(&read_log(&path).unwrap(), &ReportOptions::default());
+    let refused = r
+        .run
+        .hooks
+        .iter()
+        .find(|h| h.attached && h.detail.is_some());
+    assert!(
+        refused
+            .unwrap()
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("Operation not permitted"),
+        "the fixture's fentry refusal"
+    );
+    let md = render_markdown(&r);
+    assert!(!md.contains("Operation not permitted"), "{md}");
+    assert!(md.contains("| kill_syscalls | yes | raw_syscalls | fentry passed over, the next way taken: a fallback, not an error"), "{md}");
+    let rule = md.find(&r.ranking_rule[..80]).expect("the rule, whole");
+    let hooks = md.find("<details><summary>Hooks</summary>").unwrap();
+    let certs = md.find("## Death certificates").unwrap();
+    assert!(
+        certs < hooks && hooks < rule,
+        "the rule and the hooks at the end"
+    );
+    assert!(md.trim_end().ends_with("</details>"));
+}

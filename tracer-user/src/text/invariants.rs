@@ -156,6 +156,13 @@ pub fn report_md(md: &str) -> Vec<String> {
     if lines.next() != Some("") {
         v.push("the verdict is not a paragraph of one line".into());
     }
+    let n = first.chars().count();
+    if n > super::MAX_VERDICT_CHARS {
+        v.push(format!(
+            "the verdict has {n} characters, over {}",
+            super::MAX_VERDICT_CHARS
+        ));
+    }
     v
 }
 

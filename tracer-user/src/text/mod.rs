@@ -62,6 +62,12 @@ pub fn push_visible(o: &mut String, c: char) {
 /// syntax); `#\#[` says the same to a person and nothing to the runner.
 const V1_COMMAND: &str = "##[";
 
+/// The most characters report.md's first line (the verdict, escapes
+/// included) may have: a CI step summary shows it whole, whatever the run
+/// (issue 25 saw 700). `report/verdict.rs` sizes to it; the output
+/// invariants hold every report to it.
+pub const MAX_VERDICT_CHARS: usize = 300;
+
 /// One line of untrusted text: every hazard made visible, GitHub's `##[`
 /// broken, and a leading `::` (a workflow command once the line is printed:
 /// the runner trims leading blanks first) escaped as `\::`. GitLab's

