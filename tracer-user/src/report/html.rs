@@ -113,13 +113,7 @@ pub use crate::text::html::esc;
 pub fn render(r: &Report, cx: &Context) -> String {
     let mut o = String::with_capacity(64 * 1024);
     let outbound = r.analysis.foreign_signals.iter().any(|f| f.outbound_kill);
-    let verdict_class = if r.analysis.counts.unexpected > 0 || outbound {
-        "unexpected"
-    } else if r.analysis.counts.nonzero_exit > 0 || !r.log.complete {
-        "nonzero"
-    } else {
-        "clean"
-    };
+    let verdict_class = banner(r, outbound);
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -129,7 +123,7 @@ pub fn render(r: &Report, cx: &Context) -> String {
          <title>tracer: {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<header>\n\
          <h1 id=\"verdict\" class=\"verdict {verdict_class}\">{}</h1>\n",
         esc(&crate::analysis::wording::short_command(&r.verdict)),
-        esc(&r.verdict)
+        crate::text::html::inline(&r.verdict)
     );
     let loss = super::loss::loss_line(r).replace("**", "");
     let undelivered = r.log.export.as_ref().is_some_and(|x| x.undelivered > 0);
@@ -188,6 +182,21 @@ pub fn render(r: &Report, cx: &Context) -> String {
         esc(&r.rendered_by)
     );
     o
+}
+
+/// The banner's colour follows the outcome: red for an unexpected death, a
+/// kill outside the run or a run that timed out; amber for non-zero exits,
+/// a cancelled run or a log that misses something; green only for a run
+/// that ended by itself with nothing to say.
+fn banner(r: &Report, outbound: bool) -> &'static str {
+    let reason = |why: &str| r.snapshots.iter().any(|s| s.reason == why);
+    if r.analysis.counts.unexpected > 0 || outbound || reason("timeout") {
+        "unexpected"
+    } else if r.analysis.counts.nonzero_exit > 0 || !r.log.complete || reason("cancelled") {
+        "nonzero"
+    } else {
+        "clean"
+    }
 }
 
 fn rank_css(r: Rank) -> &'static str {
@@ -276,6 +285,109 @@ mod tests {
         );
         assert!(html.contains("other processes of the run not shown"));
         assert!(html.contains("more certificates (report.json has them all)"));
+    }
+
+    const HOSTILE: &str =
+        "<img src=x onerror=alert(1)>`</code></pre></td><script>alert(1)</script>\x1b[31m\u{202e}";
+
+    /// Nothing a run wrote reaches the page as markup, in each field that
+    /// report.html shows since #25.5: last words, snapshot threads and fds
+    /// with their peers, a leak's fds and spawner, a group's signature.
+    #[test]
+    fn hostile_strings_in_every_new_field_are_escaped() {
+        let check = |what: &str, html: &str| {
+            assert!(!html.contains("<img src=x"), "{what}: {html}");
+            assert!(
+                html.contains("&lt;img src=x onerror=alert(1)&gt;"),
+                "{what}"
+            );
+            let v = crate::text::invariants::html(html);
+            assert!(v.is_empty(), "{what}: {v:?}");
+        };
+        let (mut r, cx) = fixture("real_last_words.ndjson");
+        let c = r
+            .analysis
+            .certificates
+            .iter_mut()
+            .find(|c| c.last_words.is_some());
+        c.unwrap().last_words.as_mut().unwrap().text = format!("ok\n{HOSTILE}\n");
+        let html = render(&r, &cx);
+        assert!(html.contains("Last words (stderr"), "last words shown");
+        check("last words", &html);
+
+        let (mut r, cx) = fixture("real_field_hang_leaked_writer.ndjson");
+        let p = &mut r.snapshots[0].snapshot.processes[0];
+        p.comm = HOSTILE.into();
+        for t in &mut p.threads {
+            t.comm = HOSTILE.into();
+            t.wchan = Some(HOSTILE.into());
+            t.stack = vec![HOSTILE.into()];
+        }
+        assert!(!p.fds.is_empty(), "the fixture has fds");
+        for f in &mut p.fds {
+            f.target = HOSTILE.into();
+            if let crate::snapshot::FdKind::Pipe { holders, .. } = &mut f.kind {
+                holders.iter_mut().for_each(|h| h.comm = HOSTILE.into());
+            }
+        }
+        let html = render(&r, &cx);
+        assert!(html.contains("other holders:"), "pipe peers shown: {html}");
+        assert!(html.contains("wchan="), "thread waits shown");
+        check("snapshot", &html);
+
+        let (mut r, cx) = fixture("real_leak_kill.ndjson");
+        let l = r.analysis.leftovers.iter_mut().find(|l| l.leak.is_some());
+        let l = l.expect("a leak record");
+        l.leak.as_mut().unwrap().fds = vec![HOSTILE.into()];
+        if let Some(p) = &mut l.spawned_by {
+            p.command = HOSTILE.into();
+        }
+        let html = render(&r, &cx);
+        check("leak fds", &html);
+
+        let (mut r, cx) = fixture("seed000_group_kill.ndjson");
+        let mut example = r.analysis.certificates[1].clone();
+        example.headline = format!("`{HOSTILE}` killed");
+        example.last_words = None;
+        r.analysis.death_groups = vec![crate::analysis::DeathGroup {
+            id: example.id,
+            rank: crate::analysis::Rank::Expected,
+            signature: HOSTILE.into(),
+            count: 5,
+            first_time: HOSTILE.into(),
+            last_time: HOSTILE.into(),
+            members: Vec::new(),
+            members_left_out: 5,
+            example,
+        }];
+        r.verdict = format!("`{HOSTILE}` and {HOSTILE}");
+        let html = render(&r, &cx);
+        assert!(html.contains("Deaths of one kind"), "groups shown");
+        check("group and verdict", &html);
+    }
+
+    /// The banner is green only for a run that ended by itself cleanly.
+    #[test]
+    fn a_timed_out_or_cancelled_run_has_no_green_banner() {
+        let banner = |r: &Report| {
+            let html = render(r, &Context::default());
+            let at = html.find("class=\"verdict ").unwrap() + "class=\"verdict ".len();
+            html[at..].split('"').next().unwrap().to_string()
+        };
+        for (f, want) in [
+            ("real_field_hang_socket_daemon.ndjson", "unexpected"),
+            ("real_cancel_bash.ndjson", "nonzero"),
+        ] {
+            let (mut r, _) = fixture(f);
+            // Only the snapshot's reason may colour it.
+            r.analysis.counts = Default::default();
+            r.analysis.foreign_signals.clear();
+            r.log.complete = true;
+            assert!(!r.snapshots.is_empty(), "{f}");
+            assert_eq!(banner(&r), want, "{f}");
+            r.snapshots.clear();
+            assert_eq!(banner(&r), "clean", "{f} without its snapshot");
+        }
     }
 
     #[test]

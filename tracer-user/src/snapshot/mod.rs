@@ -33,7 +33,7 @@ mod withhold;
 pub use findings::analyze;
 pub use leaked::{with_log_facts, LogFacts};
 pub use procread::{count_fds, read_argv};
-pub use render::render_text;
+pub use render::{fd_line, render_text, thread_line};
 pub use syscalls::{syscall_name, syscall_name_on};
 pub use take::{take, take_for};
 pub use withhold::{creds_of, foreign, Viewer};

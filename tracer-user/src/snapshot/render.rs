@@ -62,7 +62,9 @@ pub fn render_text(s: &Snapshot) -> String {
     o
 }
 
-fn thread_line(t: &ThreadSnapshot) -> String {
+/// One thread: state, wchan, syscall and its first stack frames (report.html
+/// shows these lines too).
+pub fn thread_line(t: &ThreadSnapshot) -> String {
     let mut s = format!(
         "thread {} ({}) {} wchan={}",
         t.tid,
@@ -95,7 +97,9 @@ fn thread_line(t: &ThreadSnapshot) -> String {
     s
 }
 
-fn fd_line(f: &FdEntry) -> String {
+/// One fd: its target, and the processes at the other end of a pipe or
+/// socket.
+pub fn fd_line(f: &FdEntry) -> String {
     let access = f
         .access
         .map(|a| format!(" ({})", a.short()))

@@ -309,3 +309,19 @@ fn xml_escapes_markup_and_shows_what_xml_forbids() {
         "a\\x07\\u{fffe}\\u{ffff}&lt;b&gt;&amp;&quot;&apos;\\u{202e}\nnext"
     );
 }
+
+#[test]
+fn html_inline_shows_code_spans_as_code_and_escapes_the_rest() {
+    use super::html::inline;
+    assert_eq!(
+        inline("`node worker.js` (pid 4) killed by <x>"),
+        "<code>node worker.js</code> (pid 4) killed by &lt;x&gt;"
+    );
+    assert_eq!(inline("`` a`b `` then"), "<code>a`b</code> then");
+    // A run that closes nothing is text; nothing from inside escapes.
+    assert_eq!(inline("a ` b"), "a ` b");
+    assert_eq!(
+        inline("`</code><script>alert(1)</script>`"),
+        "<code>&lt;/code&gt;&lt;script&gt;alert(1)&lt;/script&gt;</code>"
+    );
+}

@@ -220,7 +220,7 @@ fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
         c.id,
         c.victim.process.pid,
         c.id,
-        esc(&c.headline),
+        crate::text::html::inline(&c.headline),
         esc(&c.rank_reason)
     );
     let v = &c.victim;
@@ -336,5 +336,35 @@ fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
         }
         o.push_str("</ol></details>\n");
     }
+    if let Some(lw) = &c.last_words {
+        last_words(o, lw);
+    }
     o.push_str("</article>\n");
+}
+
+/// The end of the victim's stderr, as report.md shows it: its last lines,
+/// colours and cursor moves removed, every hazard made visible.
+fn last_words(o: &mut String, lw: &crate::analysis::LastWordsRef) {
+    let shown = crate::text::display_text(&lw.text);
+    let (lines, cut) =
+        crate::analysis::quote::tail_lines(&shown, crate::analysis::quote::SHOWN_LINES);
+    if lines.is_empty() {
+        return;
+    }
+    let earlier = if cut || lw.truncated {
+        format!(
+            ", its last {} of {}",
+            w::plural(lines.len(), "line", "lines"),
+            w::plural(lw.bytes_total as usize, "byte", "bytes")
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        o,
+        "<details open><summary>Last words (stderr{}, event {})</summary><pre class=\"last-words\">{}</pre></details>",
+        esc(&earlier),
+        lw.seq,
+        esc(&lines.join("\n"))
+    );
 }

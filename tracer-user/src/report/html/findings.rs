@@ -13,6 +13,8 @@ use crate::{
 
 /// Rows per table.
 const MAX_ROWS: usize = 500;
+/// A leaked process's fds listed, as in report.md.
+const MAX_FDS: usize = 8;
 
 fn table(o: &mut String, id: &str, title: &str, head: &[&str], rows: Vec<Vec<String>>) {
     if rows.is_empty() {
@@ -142,14 +144,47 @@ pub(super) fn side_findings(o: &mut String, r: &Report) {
         .leftovers
         .iter()
         .map(|l| {
+            // The leak record's facts, as report.md lists them.
+            let (state, fds) = match &l.leak {
+                Some(k) => {
+                    let mut state = vec![format!("ppid {}", k.ppid)];
+                    if k.reparented {
+                        state.push("reparented (its parent died)".into());
+                    }
+                    if k.detached {
+                        state.push(format!("detached (setsid), session {}", k.sid));
+                    }
+                    state.push(format!("pgid {}", k.pgid));
+                    let mut fds: Vec<String> = k
+                        .fds
+                        .iter()
+                        .take(MAX_FDS)
+                        .map(|f| format!("<code>{}</code>", esc(f)))
+                        .collect();
+                    let more = k.fds.len().saturating_sub(MAX_FDS) + k.fds_left_out as usize;
+                    if more > 0 {
+                        fds.push(format!("… and {more} more"));
+                    }
+                    (esc(&state.join(", ")), fds.join("<br>"))
+                }
+                None => ("no leak record".into(), String::new()),
+            };
+            let ended = l
+                .ended_at
+                .as_ref()
+                .map(|t| format!("; ended later, {}", esc(&w::ms(t))))
+                .unwrap_or_default();
             vec![
                 proc_cell(&l.process),
-                esc(&l.started_at),
+                l.spawned_by.as_ref().map_or("—".into(), proc_cell),
+                esc(&w::ms(&l.started_at)),
                 if l.orphaned {
                     "<b>yes — leaked</b>".into()
                 } else {
                     "no".into()
                 },
+                format!("{state}{ended}"),
+                if fds.is_empty() { "—".into() } else { fds },
                 ancestry(&a.ancestors, l.ancestry),
             ]
         })
@@ -158,7 +193,15 @@ pub(super) fn side_findings(o: &mut String, r: &Report) {
         o,
         "leftovers",
         "Still running when the log ended",
-        &["process", "started", "orphaned", "ancestry"],
+        &[
+            "process",
+            "spawned by",
+            "started",
+            "orphaned",
+            "state",
+            "open fds",
+            "ancestry",
+        ],
         left,
     );
     let exits = a
@@ -194,7 +237,7 @@ fn snapshots(o: &mut String, r: &Report) {
             o,
             "<h3>{} at {} (event {})</h3>",
             esc(&s.reason),
-            esc(&s.time),
+            esc(&w::ms(&s.time)),
             s.seq
         );
         if snap.findings.is_empty() {
@@ -215,29 +258,37 @@ fn snapshots(o: &mut String, r: &Report) {
         for n in &snap.notes {
             let _ = writeln!(o, "<p class=\"note\">{}</p>", esc(n));
         }
+        // What report.md's block shows, line for line: every thread's
+        // wait and syscall, every fd with the processes at its other end.
         let rows = snap
             .processes
             .iter()
             .map(|p| {
-                let mut waits: Vec<String> = p
+                let mut threads: Vec<String> = p
                     .threads
                     .iter()
-                    .map(|t| {
-                        format!(
-                            "{} {} {}",
-                            t.tid,
-                            t.state,
-                            t.wchan.as_deref().unwrap_or("-")
-                        )
-                    })
+                    .map(|t| esc(&crate::snapshot::thread_line(t)))
                     .collect();
                 if p.threads_left_out > 0 {
-                    waits.push(format!("… {} more, not read", p.threads_left_out));
+                    threads.push(format!("… {} more, not read", p.threads_left_out));
                 }
+                let mut fds: Vec<String> = p
+                    .fds
+                    .iter()
+                    .map(|f| esc(&crate::snapshot::fd_line(f)))
+                    .collect();
+                if p.fds_left_out > 0 {
+                    fds.push(format!("… {} more, not read", p.fds_left_out));
+                }
+                let withheld = p
+                    .withheld
+                    .as_ref()
+                    .map(|w| format!("<br><span class=\"note\">withheld: {}</span>", esc(w)))
+                    .unwrap_or_default();
                 vec![
                     p.pid.to_string(),
                     format!(
-                        "<code>{}</code>",
+                        "<code>{}</code>{withheld}",
                         esc(&if p.argv.is_empty() {
                             p.comm.clone()
                         } else {
@@ -245,7 +296,12 @@ fn snapshots(o: &mut String, r: &Report) {
                         })
                     ),
                     esc(&p.state.to_string()),
-                    esc(&waits.join("; ")),
+                    threads.join("<br>"),
+                    if fds.is_empty() {
+                        "—".into()
+                    } else {
+                        fds.join("<br>")
+                    },
                 ]
             })
             .collect();
@@ -254,7 +310,13 @@ fn snapshots(o: &mut String, r: &Report) {
             o,
             &id,
             "Processes",
-            &["pid", "command", "state", "threads (tid state wchan)"],
+            &[
+                "pid",
+                "command",
+                "state",
+                "threads (state, wchan, syscall, stack)",
+                "fds (and who holds the other end)",
+            ],
             rows,
         );
     }
