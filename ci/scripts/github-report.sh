@@ -68,10 +68,13 @@ jq -r '
     | gsub("%"; "%25") | gsub("\r"; "%0D") | gsub("\n"; "%0A");
   def prop: msg | gsub(":"; "%3A") | gsub(","; "%2C");
   def clip(n): if length > n then .[0:n-1] + "…" else . end;
+  # The short name the headline leads with (`node …/vitest/dist/workers/forks.js`),
+  # else the command line.
+  def short_name: (.headline | capture("^`(?<n>[^`]+)`") | .n) // .victim.command;
   [.certificates[] | select(.rank == "unexpected")] as $deaths
   | ($deaths | length) as $n
   | ($deaths[0:(if $n > 10 then 9 else 10 end)][]
-     | "::error title=" + ("tracer: unexpected death of " + (.victim.command | clip(60))
+     | "::error title=" + ("tracer: unexpected death of " + (short_name | clip(60))
                           + " (pid " + (.victim.pid | tostring) + ")" | prop)
        + "::" + (.headline | msg)),
     (if $n > 10 then "::error title=tracer::" + ("\($n - 9) more unexpected deaths: see the step summary" | msg)
