@@ -253,7 +253,7 @@ fn drop_aside(s: &str) -> &str {
         Some(i) => {
             let aside = &s[i..];
             let balanced = aside.matches('(').count() == aside.matches(')').count()
-                && aside.matches('`').count() % 2 == 0;
+                && aside.matches('`').count().is_multiple_of(2);
             if balanced {
                 &s[..i]
             } else {
