@@ -240,6 +240,13 @@ mod tests {
         // 2 signals to 4242, one each to 4243/4244, one foreign.
         assert_eq!(html.matches("<path class=\"arrow").count(), 5);
         assert!(html.contains("×3</text>"), "the group kill is one call");
+        // Kill arrows say their signal, once per call.
+        assert_eq!(html.matches(">SIGKILL</text>").count(), 1, "{html}");
+        assert_eq!(
+            html.matches("class=\"siglabel\"").count(),
+            2,
+            "and the outbound SIGTERM"
+        );
         assert_eq!(html.matches("<g class=\"miss\">").count(), 1);
         assert!(html.contains("href=\"#cert-1\""));
         assert!(html.contains("id=\"cert-1\""));

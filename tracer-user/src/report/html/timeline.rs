@@ -27,6 +27,8 @@ struct Arrow {
     t: u64,
     class: String,
     title: String,
+    /// The signal's name on the arrow, for a kill: read without hovering.
+    label: Option<String>,
 }
 
 /// The SVG and a sentence about what was left out (empty when nothing was).
@@ -70,6 +72,7 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
                 t: s.t,
                 class,
                 title: format!("{title} from pid {}", h.sender.pid),
+                label: h.fatal.then(|| s.sig_name.clone()),
             });
         }
     }
@@ -92,6 +95,7 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
                 f.sender.pid,
                 f.target.pid
             ),
+            label: f.outbound_kill.then(|| s.sig_name.clone()),
         });
     }
     let misses: Vec<(&ProcRef, u64, String)> = r
@@ -243,7 +247,18 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
         }
         drawn += 1;
         let x = sc.x(a.t);
-        *calls.entry((a.from, x.round() as i64)).or_default() += 1;
+        let n = calls.entry((a.from, x.round() as i64)).or_default();
+        *n += 1;
+        // One label per call: a group kill's fan is one act.
+        if let (Some(label), 1) = (&a.label, *n) {
+            let _ = writeln!(
+                body,
+                "<text class=\"siglabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                x + 9.0,
+                (y1 + y2) / 2.0 + 3.0,
+                esc(label)
+            );
+        }
         let d = if a.from == a.to {
             format!("M{x:.1},{:.1} c14,-12 14,12 1,6", y1 - 1.0)
         } else {
