@@ -7,7 +7,7 @@
 //! so it never walks the logging code and patches the branch away.
 //! Log calls take integers only (no strings, no loops) to stay simple for the
 //! 5.10 verifier.
-use aya_ebpf::{helpers::bpf_ktime_get_boot_ns, macros::map, maps::PerCpuArray};
+use aya_ebpf::{macros::map, maps::PerCpuArray};
 use aya_log_ebpf::warn;
 use tracer_common::{DropReason, FailReason, TaskId, FAIL_REASONS};
 
@@ -17,6 +17,7 @@ pub(crate) static FAILS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FAIL_R
 #[inline(always)]
 fn count(reason: FailReason) {
     if let Some(p) = FAILS.get_ptr_mut(reason as u32) {
+        // SAFETY: as `maps::count_drop_unlogged`: this CPU's non-null u64.
         unsafe { *p += 1 };
     }
 }
@@ -37,7 +38,7 @@ const FUTURE_SLACK_NS: u64 = 1_000_000_000;
 /// logged as such. Such an identity joins nothing, so the event is dropped.
 #[inline(always)]
 pub(crate) fn checked_task(id: Option<TaskId>, hook: u32) -> Option<TaskId> {
-    let now = unsafe { bpf_ktime_get_boot_ns() };
+    let now = crate::probe::boot_ns();
     match id {
         Some(id) if id.start_ns <= now + FUTURE_SLACK_NS => Some(id),
         Some(id) => {

@@ -12,6 +12,9 @@ use crate::{
 
 /// `struct bpf_iter__task { struct bpf_iter_meta *meta; struct task_struct *task; }`
 pub(crate) fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
+    // SAFETY: the iterator's context is a `struct bpf_iter__task`, which the
+    // verifier types: a load of its second word (the task pointer, maybe
+    // null at the end of the iteration) is the access it allows.
     let task: Ptr = unsafe { *(ctx as *const Ptr).add(1) };
     if task.is_null() {
         return Ok(0); // the end of the iteration

@@ -4,16 +4,17 @@
 use core::mem::size_of;
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_boot_ns},
+    helpers::bpf_get_current_pid_tgid,
     programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
 };
 use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind, StderrSyscall};
 
 use crate::{
     maps::{
-        batched_submit, count_drop, count_drop_unlogged, is_tracked, off, Inflight, EVENTS,
-        INFLIGHT, TRACKED,
+        batched_submit, count_drop, count_drop_unlogged, global_field, is_tracked, off, Inflight,
+        EVENTS, INFLIGHT, TRACKED,
     },
+    probe::{boot_ns, tp_field, Plain},
     task::{comm, current, header, read, task_id, Ptr},
 };
 
@@ -22,16 +23,21 @@ use crate::{
 #[unsafe(no_mangle)]
 pub(crate) static KILL_ABI: KillAbi = KillAbi::NONE;
 
-/// Read volatilely so the compiler cannot fold the `NONE` default in.
+/// The whole ABI, read volatilely so the compiler cannot fold the `NONE`
+/// default in (see `maps::global_field`).
+#[inline(always)]
+fn abi() -> KillAbi {
+    global_field(&KILL_ABI, |a| a)
+}
+
 #[inline(always)]
 fn abi_nr(nr: i64) -> Option<KillSyscall> {
-    let abi: KillAbi = unsafe { core::ptr::read_volatile(&KILL_ABI) };
-    abi.syscall(nr)
+    abi().syscall(nr)
 }
 
 #[inline(always)]
 fn regs_off(f: fn(&KillAbi) -> &u32) -> u32 {
-    unsafe { core::ptr::read_volatile(f(&KILL_ABI)) }
+    global_field(&KILL_ABI, f)
 }
 
 // syscalls:sys_{enter,exit}_* records: __syscall_nr at 8, then 8-byte slots.
@@ -40,17 +46,17 @@ const TP_ARG0: usize = 16;
 const TP_RET: usize = 16;
 
 pub(crate) fn on_enter(ctx: &TracePointContext) -> Result<u32, ()> {
-    let nr: i32 = unsafe { ctx.read_at(TP_NR) }.map_err(|_| ())?;
+    let nr: i32 = tp_field(ctx, TP_NR).ok_or(())?;
     let Some(syscall) = abi_nr(nr as i64) else {
         return Ok(0);
     };
-    let arg = |i: usize| -> i64 { unsafe { ctx.read_at::<i64>(TP_ARG0 + 8 * i) }.unwrap_or(0) };
+    let arg = |i: usize| -> i64 { tp_field(ctx, TP_ARG0 + 8 * i).unwrap_or(0) };
     enter::<true>(syscall, arg(0), arg(1), arg(2));
     Ok(0)
 }
 
 pub(crate) fn on_exit(ctx: &TracePointContext) -> Result<u32, ()> {
-    let ret: i64 = unsafe { ctx.read_at(TP_RET) }.map_err(|_| ())?;
+    let ret: i64 = tp_field(ctx, TP_RET).ok_or(())?;
     exit(ret);
     Ok(0)
 }
@@ -65,9 +71,16 @@ pub(crate) fn regs_arg<const I: usize>(regs: Ptr) -> i64 {
     regs_field(regs, regs_off(|a| &a.regs_arg[I]))
 }
 
+/// A field of the BTF-typed `struct pt_regs *` a program got as its
+/// argument (only such a pointer: see the SAFETY note).
 #[inline(always)]
-fn regs_field<T: Copy>(regs: Ptr, off: u32) -> T {
-    unsafe { core::ptr::read(regs.add(off as usize) as *const T) }
+fn regs_field<T: Plain>(regs: Ptr, off: u32) -> T {
+    // SAFETY: `regs` is the pt_regs pointer of an fentry or tp_btf program's
+    // context, which the verifier types as PTR_TO_BTF_ID: it accepts this
+    // load only at an offset and size inside `struct pt_regs`, and turns it
+    // into a fault-safe probe load (a fault reads 0). A load through any
+    // other value is refused when the program loads, never run. `T: Plain`.
+    unsafe { core::ptr::read(regs.wrapping_add(off as usize) as *const T) }
 }
 
 /// Syscall arguments 0..2 from the `struct pt_regs` a syscall entry got.
@@ -104,7 +117,7 @@ pub(crate) enum RawEnter {
 #[inline(always)]
 pub(crate) fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
     let id: i64 = ctx.arg(1);
-    let abi: KillAbi = unsafe { core::ptr::read_volatile(&KILL_ABI) };
+    let abi = abi();
     if let Some(syscall) = abi.syscall(id) {
         if is_compat(abi.compat_mask) {
             return RawEnter::Other;
@@ -132,7 +145,7 @@ pub(crate) fn is_compat(mask: u32) -> bool {
 /// [`is_compat`] with the running architecture's mask.
 #[inline(always)]
 pub(crate) fn current_is_compat() -> bool {
-    is_compat(unsafe { core::ptr::read_volatile(&KILL_ABI.compat_mask) })
+    is_compat(regs_off(|a| &a.compat_mask))
 }
 
 pub(crate) fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
@@ -179,7 +192,7 @@ fn enter<const LOG: bool>(syscall: KillSyscall, a0: i64, a1: i64, a2: i64) {
     };
     let tid = bpf_get_current_pid_tgid() as u32;
     let call = Inflight {
-        call_id: unsafe { bpf_ktime_get_boot_ns() },
+        call_id: boot_ns(),
         target_arg,
         tid_arg,
         syscall: syscall as u32,
@@ -201,6 +214,10 @@ fn enter<const LOG: bool>(syscall: KillSyscall, a0: i64, a1: i64, a2: i64) {
 #[inline(always)]
 fn exit(ret: i64) {
     let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: a reference into this thread's own entry (keyed by its tid),
+    // copied out at once; only signal_generate on this same thread writes
+    // it meanwhile (deliveries), and the element stays valid while the
+    // program runs (preallocated, RCU-freed).
     let Some(call) = (unsafe { INFLIGHT.get(&tid) }).copied() else {
         return;
     };
@@ -209,6 +226,8 @@ fn exit(ret: i64) {
     let Some(sender) = task_id(me) else {
         return;
     };
+    // SAFETY: only whether the entry exists is used; the reference is not
+    // read.
     let aimed_at_run = call.target_arg > 0
         && unsafe { TRACKED.get(&(call.target_arg as u32)) }.is_some()
         && call.syscall != KillSyscall::PidfdSendSignal as u32;

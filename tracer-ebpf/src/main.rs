@@ -20,6 +20,7 @@ mod existing;
 mod kill_calls;
 mod maps;
 mod oom;
+mod probe;
 mod process;
 mod signal;
 mod signal_agg;
@@ -103,6 +104,10 @@ pub(crate) fn raw_sys_enter(ctx: BtfTracePointContext) -> u32 {
     if let kill_calls::RawEnter::Stderr(slot) = kill_calls::on_raw_enter(&ctx) {
         // In the entry frame, not a subprogram: older verifiers limit the
         // stack of frames below a tail call. An empty slot falls through.
+        // SAFETY: the slot is one of `STDERR_RAW`'s two; the target programs
+        // are of this program's type and attach point (sys_enter tp_btf), as
+        // the kernel checks when user space fills the slot; on success this
+        // program does not return, on failure it goes on.
         unsafe { stderr::STDERR_RAW.tail_call(&ctx, slot as u32) };
     }
     0

@@ -1,63 +1,84 @@
 //! Maps, load-time globals, and loss accounting.
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP, BPF_RB_RING_SIZE},
-    helpers::bpf_ktime_get_boot_ns,
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
+    Global,
 };
 use tracer_common::{
     DropReason, ExecRecord, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail,
     ARGV_LEN, DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
 };
 
+use crate::probe::boot_ns;
+
+// Load-time globals: `.rodata`, which user space overrides by name before the
+// load (`capture/loader.rs`) and the kernel freezes, so the verifier knows
+// each value. Scalars are `aya_ebpf::Global`s, whose `load` is a volatile
+// read the compiler cannot fold the default into. The two struct globals
+// (`OFFSETS`, `KILL_ABI`) are plain statics read one field at a time with
+// [`global_field`]: `Global::load` copies the whole value, and
+// `KernelOffsets` (44 offsets, 176 bytes) would take a third of a program's
+// 512-byte stack on every read of one offset.
+
 /// Offsets resolved by user space from the running kernel's BTF.
 #[unsafe(no_mangle)]
 pub(crate) static OFFSETS: KernelOffsets = KernelOffsets::NONE;
 
+/// One field of a struct global, read volatilely so the compiler cannot fold
+/// the default (`NONE`) in.
+#[inline(always)]
+pub(crate) fn global_field<G, T: Copy>(global: &'static G, f: fn(&G) -> &T) -> T {
+    // SAFETY: `f` returns a reference into a `'static` value, so the pointer
+    // is valid, aligned and initialised for the read; volatile only stops the
+    // compiler from assuming the value it was compiled with.
+    unsafe { core::ptr::read_volatile(f(global)) }
+}
+
 /// The tracer's own tgid: never traced.
 #[unsafe(no_mangle)]
-pub(crate) static TRACER_TGID: u32 = 0;
+pub(crate) static TRACER_TGID: Global<u32> = Global::new(0);
 
 /// `STDERR_CHUNK - 1`, read volatilely: an AND the compiler cannot drop,
 /// on a value the verifier knows (frozen .rodata). Older verifiers (5.10,
 /// 6.1) need the bound on the very register passed as a size.
 #[unsafe(no_mangle)]
-pub(crate) static SIZE_MASK: u64 = tracer_common::STDERR_CHUNK as u64 - 1;
+pub(crate) static SIZE_MASK: Global<u64> = Global::new(tracer_common::STDERR_CHUNK as u64 - 1);
 
 #[inline(always)]
 pub(crate) fn size_mask() -> u64 {
-    unsafe { core::ptr::read_volatile(&SIZE_MASK) }
+    SIZE_MASK.load()
 }
 
 /// `TAIL_CAP - 1`: the same volatile-mask trick for offsets into, and
 /// copy sizes of, the per-process stderr tails.
 #[unsafe(no_mangle)]
-pub(crate) static TAIL_MASK: u64 = TAIL_CAP as u64 - 1;
+pub(crate) static TAIL_MASK: Global<u64> = Global::new(TAIL_CAP as u64 - 1);
 
 #[inline(always)]
 pub(crate) fn tail_mask() -> u64 {
-    unsafe { core::ptr::read_volatile(&TAIL_MASK) }
+    TAIL_MASK.load()
 }
 
 /// Non-zero: one ring record per stderr write (the tail is kept in user
 /// space), for `--last-words-bytes` beyond what a kernel tail holds.
 #[unsafe(no_mangle)]
-pub(crate) static STDERR_PER_WRITE: u32 = 0;
+pub(crate) static STDERR_PER_WRITE: Global<u32> = Global::new(0);
 
 #[inline(always)]
 pub(crate) fn stderr_per_write() -> bool {
-    unsafe { core::ptr::read_volatile(&STDERR_PER_WRITE) != 0 }
+    STDERR_PER_WRITE.load() != 0
 }
 
-/// Read one offset so the compiler cannot fold the default in.
+/// One offset of the running kernel's (`OFFSETS`).
 #[inline(always)]
 pub(crate) fn off(f: fn(&KernelOffsets) -> &u32) -> u32 {
-    unsafe { core::ptr::read_volatile(f(&OFFSETS)) }
+    global_field(&OFFSETS, f)
 }
 
 #[inline(always)]
 pub(crate) fn tracer_tgid() -> u32 {
-    unsafe { core::ptr::read_volatile(&TRACER_TGID) }
+    TRACER_TGID.load()
 }
 
 /// Byte size is overridden from user space (`--ring-buffer-size`).
@@ -107,7 +128,7 @@ pub(crate) fn batched_output(size: usize) -> u64 {
 
 #[inline(always)]
 fn batched(before: u64, after: u64) -> u64 {
-    let now = unsafe { bpf_ktime_get_boot_ns() };
+    let now = boot_ns();
     let Some(last) = LAST_WAKE.get_ptr_mut(0) else {
         return BPF_RB_FORCE_WAKEUP as u64;
     };
@@ -118,6 +139,9 @@ fn batched(before: u64, after: u64) -> u64 {
         WAKE_BYTES
     };
     let crossed = before < limit && after >= limit;
+    // SAFETY: `last` is a non-null pointer to the array's only u64 (the
+    // verifier checks the lookup's null test and the access size). Another
+    // CPU may write it at once: a torn or lost update moves one wake-up.
     unsafe {
         if crossed || now.wrapping_sub(*last) >= WAKE_BATCH_NS {
             *last = now;
@@ -142,11 +166,11 @@ pub(crate) static EXEC_SCRATCH: PerCpuArray<ExecScratch> = PerCpuArray::with_max
 /// `2 * ARGV_LEN - 1`: the volatile-mask trick of `size_mask` for an exec
 /// record's argv length (at most `ARGV_LEN`, so the mask never cuts it).
 #[unsafe(no_mangle)]
-pub(crate) static ARGV_MASK: u64 = 2 * ARGV_LEN as u64 - 1;
+pub(crate) static ARGV_MASK: Global<u64> = Global::new(2 * ARGV_LEN as u64 - 1);
 
 #[inline(always)]
 pub(crate) fn argv_mask() -> u64 {
-    unsafe { core::ptr::read_volatile(&ARGV_MASK) }
+    ARGV_MASK.load()
 }
 
 /// Ring flags for a record user space must see at once: a signal from
@@ -154,7 +178,8 @@ pub(crate) fn argv_mask() -> u64 {
 #[inline(always)]
 pub(crate) fn wake_now() -> u64 {
     if let Some(last) = LAST_WAKE.get_ptr_mut(0) {
-        unsafe { *last = bpf_ktime_get_boot_ns() };
+        // SAFETY: as in `batched`: a non-null pointer to the array's u64.
+        unsafe { *last = boot_ns() };
     }
     BPF_RB_FORCE_WAKEUP as u64
 }
@@ -205,11 +230,11 @@ pub(crate) static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP + TAIL_SLACK]> =
 
 /// Non-zero (`--all-signals`): every signal delivery is logged, none counted.
 #[unsafe(no_mangle)]
-pub(crate) static ALL_SIGNALS: u32 = 0;
+pub(crate) static ALL_SIGNALS: Global<u32> = Global::new(0);
 
 #[inline(always)]
 pub(crate) fn all_signals() -> bool {
-    unsafe { core::ptr::read_volatile(&ALL_SIGNALS) != 0 }
+    ALL_SIGNALS.load() != 0
 }
 
 /// Receiving tgid -> deliveries being counted instead of logged (see
@@ -253,6 +278,9 @@ pub(crate) fn count_drop(reason: DropReason) {
 #[inline(always)]
 pub(crate) fn count_drop_unlogged(reason: DropReason) {
     if let Some(p) = DROPS.get_ptr_mut(reason as u32) {
+        // SAFETY: a non-null pointer to this CPU's u64 (the map checked the
+        // index, the verifier the null test and the size). Not atomic: a
+        // program preempted between load and store may lose one count.
         unsafe { *p += 1 };
     }
 }
@@ -277,6 +305,11 @@ pub(crate) fn is_tracked(tgid: u32, start_ns: u64) -> bool {
         // 0: a process outside the tracer's pid namespace, never in scope.
         return tgid != 0 && tgid != tracer_tgid();
     }
+    // SAFETY: `get` hands out a reference into the map's value, which another
+    // CPU may update or delete meanwhile: the u64 is read at once, and the
+    // element's memory stays valid while the program runs (preallocated,
+    // freed after an RCU grace period); a reused element holds another
+    // process's start time, which the compare rejects.
     match unsafe { TRACKED.get(&tgid) } {
         Some(s) => *s == start_ns,
         None => false,

@@ -7,13 +7,14 @@ use tracer_common::{
 
 use crate::{
     maps::{count_drop, off, view, wake_now, EVENTS},
+    probe::tp_field,
     task::{comm, current, header, read, task_id, Ptr},
 };
 
 const TP_PID: usize = 8;
 
 pub(crate) fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
-    let victim_tid: i32 = unsafe { ctx.read_at(TP_PID) }.map_err(|_| ())?;
+    let victim_tid: i32 = tp_field(ctx, TP_PID).ok_or(())?;
     let me = current();
     let trigger = task_id(me).ok_or(())?;
     // OOM kills are rare and always worth context: emit all of them and let
@@ -27,10 +28,13 @@ pub(crate) fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
         if o == OFFSET_NONE {
             0
         } else {
-            unsafe { ctx.read_at::<u64>(o as usize) }.unwrap_or(0)
+            tp_field::<u64>(ctx, o as usize).unwrap_or(0)
         }
     };
     let mut flags = 0;
+    // SAFETY: `rec` points to the `OomRecord` reserved in the ring (non-null:
+    // `reserve` succeeded), written field by field before `submit`; the
+    // name copy is bounded by the destination slice's length.
     unsafe {
         (*rec).hdr = header(RecordKind::OomVictim as u32);
         (*rec).trigger = trigger;
@@ -51,7 +55,7 @@ pub(crate) fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
         let adj_off = off(|o| &o.oom_score_adj);
         (*rec).oom_score_adj = 0;
         if adj_off != OFFSET_NONE {
-            if let Ok(adj) = ctx.read_at::<i16>(adj_off as usize) {
+            if let Some(adj) = tp_field::<i16>(ctx, adj_off as usize) {
                 (*rec).oom_score_adj = adj as i32;
                 flags |= OOM_HAS_SCORE_ADJ;
             }

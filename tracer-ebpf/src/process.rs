@@ -78,6 +78,12 @@ pub(crate) fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     };
     // Too large for the BPF stack: filled in the per-CPU scratch, output
     // cut to the argv it holds.
+    // SAFETY: `scratch` is this CPU's non-null slot, a whole `ExecScratch`
+    // (a program does not nest with itself on a CPU). The argv copy is at
+    // most `ARGV_LEN`, the size of `argv`; the output slice is the header plus
+    // a length masked below `2 * ARGV_LEN`, inside the record and its
+    // `ARGV_LEN` bytes of slack (the verifier checks both sizes against the
+    // map's value). The probe reads never fault: a bad address is an error.
     unsafe {
         let rec = &raw mut (*scratch).rec;
         (*rec).hdr = header(RecordKind::Exec as u32);

@@ -56,6 +56,9 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
 
     let tid = bpf_get_current_pid_tgid() as u32;
     let (syscall, call_id, target_arg) = match INFLIGHT.get_ptr_mut(&tid) {
+        // SAFETY: a non-null pointer to this thread's own entry (keyed by its
+        // tid): only this thread's kill-call programs touch it, and they
+        // cannot run while this one does on its CPU.
         Some(call) => unsafe {
             (*call).deliveries += 1;
             ((*call).syscall, (*call).call_id, (*call).target_arg)

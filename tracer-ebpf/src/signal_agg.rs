@@ -71,6 +71,11 @@ pub(crate) fn count(target: &TaskId, rec: &SignalRecord) -> bool {
     let Some(c) = counts_of(target) else {
         return false;
     };
+    // SAFETY: `c` is a non-null map value (a whole `SignalCounts`) and
+    // `find_slot` returns a pointer to one of its slots; every access is a
+    // field inside them, which the verifier checks. Another CPU delivering
+    // to the same receiver may update the same slot at once: a count may be
+    // off by one, no access goes out of the value.
     unsafe {
         // Every slot busy with another (sender, signal): log this one. No
         // flush-and-start-over here: a second inlined flush made the
@@ -115,6 +120,10 @@ pub(crate) fn count(target: &TaskId, rec: &SignalRecord) -> bool {
 }
 
 /// The slot of `rec`'s (sender, signal), else a free one.
+///
+/// # Safety
+///
+/// `c` must point to a live `SignalCounts` (a map value from a lookup).
 #[inline(always)]
 unsafe fn find_slot(
     c: *mut SignalCounts,
@@ -122,7 +131,10 @@ unsafe fn find_slot(
 ) -> Option<*mut tracer_common::SignalSlot> {
     let mut free = None;
     for i in 0..SIGNAL_SLOTS {
+        // SAFETY: `c` is live (the caller's contract) and `i` is below
+        // `SIGNAL_SLOTS`, the length of `slots`: `s` points inside it.
         let s = unsafe { (*c).slots.as_mut_ptr().add(i) };
+        // SAFETY: `s` points to a slot of a live value (above).
         unsafe {
             if (*s).seen == 0 {
                 if free.is_none() {
@@ -146,6 +158,8 @@ pub(crate) fn flush(target: &TaskId, forget: bool) {
     let Some(c) = SIGNAL_COUNTS.get_ptr_mut(&target.tgid) else {
         return;
     };
+    // SAFETY: `c` is a non-null map value from the lookup just made, live
+    // while the program runs: `flush_counts`'s contract.
     unsafe {
         if (*c).start_ns == target.start_ns {
             flush_counts(c);
@@ -156,10 +170,16 @@ pub(crate) fn flush(target: &TaskId, forget: bool) {
     }
 }
 
+/// # Safety
+///
+/// `c` must point to a live `SignalCounts` (a map value from a lookup).
 #[inline(always)]
 unsafe fn flush_counts(c: *mut SignalCounts) {
     for i in 0..SIGNAL_SLOTS {
+        // SAFETY: as in `find_slot`: `i` is below the length of `slots`.
         let s = unsafe { (*c).slots.as_mut_ptr().add(i) };
+        // SAFETY: `s` points to a slot of a live value; `smp` borrows its
+        // sample only while it is copied into the summary and the ring.
         unsafe {
             if (*s).pending == 0 {
                 continue;
@@ -199,9 +219,14 @@ unsafe fn flush_counts(c: *mut SignalCounts) {
     }
 }
 
+/// # Safety
+///
+/// `c` must point to a live `SignalCounts` (a map value from a lookup).
 #[inline(always)]
 unsafe fn clear(c: *mut SignalCounts) {
     for i in 0..SIGNAL_SLOTS {
+        // SAFETY: as in `find_slot`: `i` is below the length of `slots`, so
+        // `s` points to a slot of the live value.
         unsafe {
             let s = (*c).slots.as_mut_ptr().add(i);
             (*s).seen = 0;
@@ -216,6 +241,8 @@ unsafe fn clear(c: *mut SignalCounts) {
 #[inline(always)]
 fn counts_of(target: &TaskId) -> Option<*mut SignalCounts> {
     if let Some(c) = SIGNAL_COUNTS.get_ptr_mut(&target.tgid) {
+        // SAFETY: a non-null map value from the lookup just made: `clear`'s
+        // contract, and its `start_ns` a field inside it.
         unsafe {
             if (*c).start_ns != target.start_ns {
                 // A stale entry of a reused pid: its process is gone.
@@ -226,6 +253,8 @@ fn counts_of(target: &TaskId) -> Option<*mut SignalCounts> {
         return Some(c);
     }
     let init = SIGNAL_COUNTS_INIT.get_ptr_mut(0)?;
+    // SAFETY: this CPU's non-null zeroed slot (only this program uses it, and
+    // it does not nest with itself); `insert` copies the value from it.
     unsafe {
         (*init).start_ns = target.start_ns;
         let _ = SIGNAL_COUNTS.insert(&target.tgid, &*init, BPF_NOEXIST as u64);

@@ -25,6 +25,7 @@ use crate::{
         batched_output, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask,
         EVENTS, STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
     },
+    probe::{self, tp_field},
     task::{current, current_id, header, read, Ptr},
 };
 
@@ -51,20 +52,20 @@ const MAX_IOV: u32 = 4;
 pub(crate) static STDERR_RAW: ProgramArray = ProgramArray::with_max_entries(2, 0);
 
 pub(crate) fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
-    let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
-    let buf: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
-    let count: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
+    let fd: u64 = tp_field(ctx, TP_ARG0).ok_or(())?;
+    let buf: u64 = tp_field(ctx, TP_ARG0 + 8).ok_or(())?;
+    let count: u64 = tp_field(ctx, TP_ARG0 + 16).ok_or(())?;
     write(fd, buf, count);
     Ok(0)
 }
 
 pub(crate) fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
-    let fd: u64 = unsafe { ctx.read_at(TP_ARG0) }.map_err(|_| ())?;
+    let fd: u64 = tp_field(ctx, TP_ARG0).ok_or(())?;
     let Some((id, tail, flags)) = caller_writing_to_stderr(fd) else {
         return Ok(0);
     };
-    let vec: u64 = unsafe { ctx.read_at(TP_ARG0 + 8) }.map_err(|_| ())?;
-    let vlen: u64 = unsafe { ctx.read_at(TP_ARG0 + 16) }.map_err(|_| ())?;
+    let vec: u64 = tp_field(ctx, TP_ARG0 + 8).ok_or(())?;
+    let vlen: u64 = tp_field(ctx, TP_ARG0 + 16).ok_or(())?;
     writev(id, tail, flags, vec, vlen);
     Ok(0)
 }
@@ -127,8 +128,7 @@ fn writev(id: TaskId, tail: *mut StderrTail, flags: u32, vec: u64, vlen: u64) {
         if i as u64 >= vlen {
             break;
         }
-        let iov = (vec + 16 * i as u64) as *const [u64; 2];
-        let Ok([base, len]) = (unsafe { aya_ebpf::helpers::bpf_probe_read_user(iov) }) else {
+        let Some([base, len]) = probe::user::<[u64; 2]>(vec + 16 * i as u64) else {
             break;
         };
         // Counted, not logged: a log call per iovec made this program too
@@ -234,6 +234,10 @@ fn caller() -> Option<(TaskId, *mut StderrTail)> {
     let id = current_id()?;
     if !stderr_per_write() {
         if let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) {
+            // SAFETY: a non-null pointer into a preallocated map value (null
+            // test and field offset checked by the verifier), valid while the
+            // program runs; another thread of this process may write the
+            // field at once, only ever with this same start time.
             if unsafe { (*t).task.start_ns } == id.start_ns {
                 return Some((id, t));
             }
@@ -275,6 +279,8 @@ fn capture<const LOG: bool, const SLOT: u32>(
 #[inline(always)]
 fn tail_of<const SLOT: u32>(id: &TaskId) -> Option<*mut StderrTail> {
     if let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) {
+        // SAFETY: as in `caller`: a non-null pointer to a map value, each
+        // field access inside it (the verifier checks offset and size).
         unsafe {
             if (*t).task.start_ns != id.start_ns {
                 (*t).task.start_ns = id.start_ns;
@@ -286,6 +292,9 @@ fn tail_of<const SLOT: u32>(id: &TaskId) -> Option<*mut StderrTail> {
         return Some(t);
     }
     let init = TAIL_INIT.get_ptr_mut(SLOT)?;
+    // SAFETY: `init` is this CPU's non-null slot for this kind of stderr
+    // program (one rung is attached at a time, and a program does not nest
+    // with itself); `insert` copies the value from it before returning.
     unsafe {
         (*init).task = TaskId {
             tid: id.tgid,
@@ -321,6 +330,14 @@ fn append<const LOG: bool, const SLOT: u32>(
     let len = if count > MAX { MAX } else { count };
     let src = buf + count - len;
     let len = len & tail_mask();
+    // SAFETY: `scratch` is this program's per-CPU slot of
+    // `TAIL_CAP + TAIL_SLACK` bytes and `tail` a non-null map value whose
+    // `data` is as long; every size and every offset into `data` is masked
+    // by `tail_mask` (below `TAIL_CAP`), so each copy stays inside its
+    // buffer, which the verifier checks against the map's value size (it
+    // refuses the program otherwise). The probe reads never fault: an unreadable source is an
+    // error return. Threads of one process may interleave here and mix their
+    // bytes, never write out of bounds.
     unsafe {
         // Whole, or not at all: a faulting read must not half-overwrite the tail.
         if bpf_probe_read_user(scratch as *mut _, len as u32, src as *const _) != 0 {
@@ -359,6 +376,10 @@ pub(crate) fn flush_tail(id: &TaskId) {
     let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) else {
         return;
     };
+    // SAFETY: `t` is a non-null map value, a whole `StderrTail`: the header
+    // and `TAIL_CAP + TAIL_SLACK` bytes of data, so both slices (the header
+    // plus `TAIL_CAP`, or plus a length masked below it) lie inside it, as
+    // the verifier checks for the output helper's size.
     unsafe {
         let w = (*t).written;
         if (*t).task.start_ns == id.start_ns && w > 0 {
@@ -398,6 +419,11 @@ fn emit<const LOG: bool, const SLOT: u32>(id: TaskId, flags: u32, buf: u64, coun
     // Older verifiers (5.10, 6.1) need the bound on the very register passed
     // as the size; a compare on a spilled copy is not enough (see size_mask).
     let len = len & size_mask();
+    // SAFETY: `rec` is this program's non-null per-CPU slot, a whole
+    // `StderrRecord`; the copy's size is masked below `STDERR_CHUNK`, the
+    // size of `data`, and the slice output is checked against the record's
+    // size first (the verifier checks both against the map's value size).
+    // The user read never faults: an unreadable buffer is an error return.
     unsafe {
         (*rec).hdr = header(RecordKind::Stderr as u32);
         (*rec).task = id;

@@ -1,25 +1,27 @@
 //! Reads from kernel structs through offsets resolved at load time.
-use aya_ebpf::helpers::{
-    bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_boot_ns, bpf_probe_read_kernel,
-};
+use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use tracer_common::{NsPid, RecordHeader, TaskId, COMM_LEN, OFFSET_NONE};
 
-use crate::maps::{off, view};
+use crate::{
+    maps::{off, view},
+    probe::{self, Plain},
+};
 
 pub(crate) type Ptr = *const u8;
 
 /// Read a `T` at `base + offset`; `None` when the offset is unknown or the read faults.
 #[inline(always)]
-pub(crate) fn read<T: Copy>(base: Ptr, offset: u32) -> Option<T> {
+pub(crate) fn read<T: Plain>(base: Ptr, offset: u32) -> Option<T> {
     if base.is_null() || offset == OFFSET_NONE {
         return None;
     }
-    unsafe { bpf_probe_read_kernel(base.add(offset as usize) as *const T).ok() }
+    // `wrapping_add`: only an address to probe, never dereferenced here.
+    probe::kernel(base.wrapping_add(offset as usize) as *const T)
 }
 
 #[inline(always)]
 pub(crate) fn current() -> Ptr {
-    unsafe { bpf_get_current_task() as Ptr }
+    probe::current_task()
 }
 
 /// `(tid, tgid, leader start_boottime)` of a task, the ids as seen from the
@@ -131,7 +133,7 @@ pub(crate) fn comm(task: Ptr) -> [u8; COMM_LEN] {
 pub(crate) fn header(kind: u32) -> RecordHeader {
     RecordHeader {
         kind,
-        cpu: unsafe { aya_ebpf::helpers::bpf_get_smp_processor_id() },
-        ktime_ns: unsafe { bpf_ktime_get_boot_ns() },
+        cpu: probe::cpu(),
+        ktime_ns: probe::boot_ns(),
     }
 }
