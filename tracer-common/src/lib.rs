@@ -84,11 +84,21 @@ impl DropReason {
         Self::TrackedMapFull,
         Self::InflightMapFull,
     ];
+    /// Its field in the log's `lost` object and its metric label (user
+    /// space lists it with its own reasons: `eventlog::LossReason`).
     pub const fn name(self) -> &'static str {
         match self {
             Self::RingBufFull => "ringbuf_full",
             Self::TrackedMapFull => "tracked_map_full",
             Self::InflightMapFull => "inflight_map_full",
+        }
+    }
+    /// How the reports say it.
+    pub const fn phrase(self) -> &'static str {
+        match self {
+            Self::RingBufFull => "ring buffer full",
+            Self::TrackedMapFull => "tracked-process map full",
+            Self::InflightMapFull => "in-flight kill map full",
         }
     }
 }
@@ -109,6 +119,20 @@ pub const FAIL_REASONS: u32 = 2;
 
 impl FailReason {
     pub const ALL: [FailReason; FAIL_REASONS as usize] = [Self::UserRead, Self::TaskRead];
+    /// Its field in the log's `lost` object and its metric label.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::UserRead => "user_read_failed",
+            Self::TaskRead => "task_read_failed",
+        }
+    }
+    /// How the reports say it.
+    pub const fn phrase(self) -> &'static str {
+        match self {
+            Self::UserRead => "unreadable process memory",
+            Self::TaskRead => "unreadable task (kernel offsets?)",
+        }
+    }
 }
 
 /// A task as the kernel saw it. `start_ns` is the thread-group leader's

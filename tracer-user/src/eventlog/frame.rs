@@ -2,7 +2,7 @@
 //! hooks) and its last (the trailer: how it ended, what was lost).
 use serde::{Deserialize, Serialize};
 
-use super::schema::{is_zero_u64, ExitStatus};
+use super::{loss::Loss, schema::ExitStatus};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Header {
@@ -107,60 +107,4 @@ pub struct Trailer {
     /// reason, e.g. `No such file or directory (os error 2)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_error: Option<String>,
-}
-
-/// Events the kernel could not hand over. Never hidden: every report shows it.
-#[cfg_attr(test, derive(schemars::JsonSchema))]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct Loss {
-    /// Ring buffer full: events dropped.
-    pub ringbuf_full: u64,
-    /// Tracked-process map full: processes that went untracked.
-    pub tracked_map_full: u64,
-    /// In-flight kill-call map full: signals that lost their syscall context.
-    pub inflight_map_full: u64,
-    /// Records user space could not decode.
-    pub undecodable: u64,
-    /// The kernel side could not read a traced process's memory (a stderr
-    /// buffer, an argv): those last words or that command line are missing.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub user_read_failed: u64,
-    /// A lifecycle hook read a task as a fault or an impossible value (a
-    /// wrong kernel offset): that fork, exec or exit was lost.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub task_read_failed: u64,
-    /// Records that never reached the log file: writing it failed (a full
-    /// disk). Only in a trailer kept in memory, since the file refused it.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub unwritten: u64,
-    /// Why the log file stopped being written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_error: Option<String>,
-    /// Records refused by the writer: even cut, each was too large for a
-    /// log line (`writer::MAX_RECORD_BYTES`).
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub too_large: u64,
-    /// Records the writer cut to fit a log line (a snapshot's threads and
-    /// fds, a leak's fds, the front of last words): what is cut is said in
-    /// the record. They cost detail, not events.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub cut_to_fit: u64,
-    /// Per CPU, the same counters in the order above (kernel-side only).
-    #[serde(default)]
-    pub per_cpu: Vec<[u64; 3]>,
-}
-
-impl Loss {
-    /// Events lost. `user_read_failed` and `cut_to_fit` are not among them:
-    /// they cost last words, a command line or a record's detail, never a
-    /// death or a sender.
-    pub fn total(&self) -> u64 {
-        self.ringbuf_full
-            + self.tracked_map_full
-            + self.inflight_map_full
-            + self.undecodable
-            + self.task_read_failed
-            + self.unwritten
-            + self.too_large
-    }
 }

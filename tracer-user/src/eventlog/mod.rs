@@ -4,6 +4,7 @@ mod ci;
 mod fit;
 mod flat;
 mod frame;
+mod loss;
 mod names;
 mod parse;
 mod reader;

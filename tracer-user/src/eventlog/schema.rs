@@ -1,7 +1,8 @@
 //! Serde types for every line of `events.ndjson`.
 use serde::{Deserialize, Serialize};
 
-pub use super::frame::{Header, HookStatus, Loss, NsPid, PidNamespace, Trailer};
+pub use super::frame::{Header, HookStatus, NsPid, PidNamespace, Trailer};
+pub use super::loss::{Loss, LossReason};
 
 /// Bumped on any incompatible change; readers refuse newer versions.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -170,17 +170,8 @@ impl Metrics {
             let labels = vec![("type".into(), ty.to_string())];
             self.staged.add(EVENTS, labels, n.saturating_sub(before));
         }
-        let reasons = [
-            ("ringbuf_full", lost.ringbuf_full),
-            ("tracked_map_full", lost.tracked_map_full),
-            ("inflight_map_full", lost.inflight_map_full),
-            ("undecodable", lost.undecodable),
-            ("user_read_failed", lost.user_read_failed),
-            ("task_read_failed", lost.task_read_failed),
-            ("unwritten", lost.unwritten),
-            ("too_large", lost.too_large),
-        ];
-        for (reason, n) in reasons {
+        for (reason, n) in lost.counts().filter(|(r, _)| r.is_metric()) {
+            let reason = reason.name();
             let before = self.lost_before.insert(reason, n).unwrap_or(0);
             // Every reason is exported from the start, so a rate is 0, not absent.
             let labels = vec![("reason".into(), reason.into())];

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::{
     analysis::{self, wording as w, Analysis, AnalysisOptions},
-    eventlog::{EventLog, LogSummary, Loss},
+    eventlog::{EventLog, LogSummary},
     model::Model,
 };
 
@@ -117,7 +117,7 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         warnings.push(format!(
             "{} lost by the capture ({}): deaths, senders or causes may be missing",
             w::plural(lost.total() as usize, "event was", "events were"),
-            loss_breakdown(&lost)
+            lost.breakdown()
         ));
     }
     if log.lines_skipped > 0 {
@@ -247,27 +247,4 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         analysis,
         snapshots,
     }
-}
-
-pub(crate) fn loss_breakdown(l: &Loss) -> String {
-    let parts = [
-        ("ring buffer full", l.ringbuf_full),
-        ("tracked-process map full", l.tracked_map_full),
-        ("in-flight kill map full", l.inflight_map_full),
-        ("undecodable", l.undecodable),
-        ("unreadable process memory", l.user_read_failed),
-        ("unreadable task (kernel offsets?)", l.task_read_failed),
-        ("not written to the log", l.unwritten),
-        ("too large for a log line", l.too_large),
-        ("cut to fit a log line", l.cut_to_fit),
-    ];
-    let mut named: Vec<String> = parts
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(what, n)| format!("{what}: {n}"))
-        .collect();
-    if let Some(e) = &l.write_error {
-        named.push(format!("the log file stopped being written: {e}"));
-    }
-    named.join(", ")
 }

@@ -1,8 +1,5 @@
 //! The loss line: always present, in report.md and the stderr summary.
-use super::{
-    json::{loss_breakdown, Report},
-    verdict::skipped_lines,
-};
+use super::{json::Report, verdict::skipped_lines};
 use crate::analysis::wording as w;
 
 /// Always present, whatever the loss: a reader must never have to guess.
@@ -54,7 +51,7 @@ fn capture_loss_only(r: &Report) -> String {
             "**Loss: {} events lost** ({}) of {} written — this report may be missing deaths or \
              senders.",
             lost,
-            loss_breakdown(&l.lost),
+            l.lost.breakdown(),
             l.events
         )
     } else if l.lost.user_read_failed > 0 {

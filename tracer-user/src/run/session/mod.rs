@@ -4,6 +4,7 @@ mod pump;
 
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
+use tracer_common::{DropReason, FailReason};
 
 use crate::{
     capture::Capture,
@@ -282,18 +283,18 @@ impl Session {
     /// The trailer as of now (loss counters are cumulative).
     pub fn trailer(&self, command_status: Option<ExitStatus>) -> Result<Trailer, TracerError> {
         let per_cpu = self.capture.drops()?;
-        let [user_read_failed, task_read_failed] = self.capture.fails()?;
-        let sum = |i: usize| per_cpu.iter().map(|c| c[i]).sum::<u64>();
+        let fails = self.capture.fails()?;
+        let sum = |r: DropReason| per_cpu.iter().map(|c| c[r as usize]).sum::<u64>();
         Ok(Trailer {
             ended_at: wall_time(boot_ns(), boot_to_wall_ns()),
             events: self.writer.events_written(),
             lost: Loss {
-                ringbuf_full: sum(0),
-                tracked_map_full: sum(1),
-                inflight_map_full: sum(2),
+                ringbuf_full: sum(DropReason::RingBufFull),
+                tracked_map_full: sum(DropReason::TrackedMapFull),
+                inflight_map_full: sum(DropReason::InflightMapFull),
                 undecodable: self.undecodable,
-                user_read_failed,
-                task_read_failed,
+                user_read_failed: fails[FailReason::UserRead as usize],
+                task_read_failed: fails[FailReason::TaskRead as usize],
                 unwritten: self.unwritten_before + self.writer.unwritten(),
                 write_error: self.writer.error().map(|e| e.to_string()),
                 too_large: self.too_large_before + self.writer.too_large(),
