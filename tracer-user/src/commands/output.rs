@@ -8,7 +8,6 @@ use crate::{
     commands::fail_on,
     error::{TracerError, WriteContext},
     eventlog::LogSummary,
-    model::Model,
     otlp::{self, Endpoint, ExportFacts},
     outdir::{OutDir, OutFile, Policy},
     report::{self, Loaded, ReportOptions},
@@ -74,63 +73,49 @@ impl ReportFlags {
     }
 }
 
-/// Write report.json, report.md and report.html into the held directory,
-/// with a short summary on stderr; the log's findings go to the OTLP
-/// endpoint first, if one is configured. Returns the analysis the reports
-/// were written from, written or not. The log comes streamed ([`report::load`]):
-/// a long run's records are never all in memory.
+/// Where the reports' OTLP facts come from.
+pub enum Export {
+    /// Export the analysis now to `--otlp-endpoint` (or the environment's
+    /// endpoint), if one is configured: `record`, `report`.
+    Now,
+    /// Exported already, live (a daemon's): what became of it, if anything.
+    /// Nothing is sent again.
+    Done(Option<ExportFacts>),
+}
+
+/// Write report.json, report.md and report.html into the held directory
+/// (and the JUnit file), with a short summary on stderr, through the one
+/// path ([`report::write`]). Returns the summary of the log and the analysis
+/// the reports were written from, written or not. The log comes streamed
+/// ([`report::load`]): a long run's records are never all in memory.
 pub fn write_reports(
-    log: Loaded,
+    loaded: Loaded,
     out: &OutDir,
     flags: &ReportFlags,
     junit: Option<&Arc<OutFile>>,
+    export: Export,
 ) -> (LogSummary, Analysis, Result<(), TracerError>) {
-    let endpoint = Endpoint::resolve(flags.otlp_endpoint.as_deref());
-    let Loaded { log, model } = log;
-    let header = log.header.clone();
-    let (analysis, written) = write_with(&log, model, out, flags, junit, None, |a| {
-        endpoint.map(|e| otlp::export_analysis(e, &header, a))
-    });
-    (log, analysis, written)
-}
-
-/// The reports, with what became of an OTLP export already made (a
-/// daemon's live export), or none; and the analysis they were written from.
-/// The log comes streamed, as for [`write_reports`].
-pub fn write_reports_exported(
-    log: Loaded,
-    out: &OutDir,
-    flags: &ReportFlags,
-    junit: Option<&Arc<OutFile>>,
-    export: Option<ExportFacts>,
-) -> Result<(LogSummary, Analysis), TracerError> {
-    let Loaded { log, model } = log;
-    let (analysis, written) = write_with(&log, model, out, flags, junit, export, |_| None);
-    written.map(|()| (log, analysis))
-}
-
-fn write_with(
-    log: &LogSummary,
-    model: Model,
-    out: &OutDir,
-    flags: &ReportFlags,
-    junit: Option<&Arc<OutFile>>,
-    export: Option<ExportFacts>,
-    export_now: impl FnOnce(&Analysis) -> Option<ExportFacts>,
-) -> (Analysis, Result<(), TracerError>) {
+    let (endpoint, done) = match export {
+        Export::Now => (Endpoint::resolve(flags.otlp_endpoint.as_deref()), None),
+        Export::Done(facts) => (None, facts),
+    };
     let opts = ReportOptions {
-        export,
+        export: done,
         junit: junit.cloned(),
         ..flags.options()
     };
-    let (analysis, rendered) = report::write_loaded_exporting(log, model, out, &opts, export_now);
-    let result = rendered
+    let header = loaded.log.header.clone();
+    let written = report::write(loaded, out, &opts, |a| {
+        endpoint.map(|e| otlp::export_analysis(e, &header, a))
+    });
+    let result = written
+        .rendered
         .map(|rendered| {
             let color = report::use_color(std::io::stderr().is_terminal());
             let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
         })
         .writing(out.path());
-    (analysis, result)
+    (written.log, written.analysis, result)
 }
 
 /// The `--fail-on` conditions met in the analysis the reports came from,

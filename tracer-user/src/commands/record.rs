@@ -326,7 +326,8 @@ fn deliver(
     };
     let delivered = match closed.folded() {
         Ok(loaded) => {
-            let (log, analysis, written) = output::write_reports(loaded, &closed.out, flags, junit);
+            let (log, analysis, written) =
+                output::write_reports(loaded, &closed.out, flags, junit, output::Export::Now);
             if let Err(e) = written {
                 lost(e);
             }

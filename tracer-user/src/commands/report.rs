@@ -67,8 +67,13 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     };
     let out = OutDir::open(&out_dir, policy)?;
     let junit = args.report.open_junit(policy)?;
-    let (log, analysis, written) =
-        output::write_reports(loaded, &out, &args.report, junit.as_ref());
+    let (log, analysis, written) = output::write_reports(
+        loaded,
+        &out,
+        &args.report,
+        junit.as_ref(),
+        output::Export::Now,
+    );
     written?;
     if output::judge(&args.fail_on, &log, &analysis).is_empty() {
         Ok(ExitCode::SUCCESS)

@@ -18,6 +18,17 @@ pub struct Loaded {
     pub model: Model,
 }
 
+impl Loaded {
+    /// A log already read whole (fixtures, tests): the same summary and
+    /// model as streaming it.
+    pub fn of(log: &eventlog::EventLog) -> Self {
+        Loaded {
+            log: LogSummary::of(log),
+            model: Model::build(log),
+        }
+    }
+}
+
 /// Read a log file or a daemon's series (a directory), masking with
 /// `redactor` as it goes (`tracer report --redact`).
 pub fn load(path: &Path, redactor: &Redactor) -> Result<Loaded, LogError> {

@@ -31,8 +31,7 @@ pub use load::{load, load_held, Loaded};
 
 use crate::{
     analysis::{Analysis, Rank},
-    eventlog::{EventLog, LogSummary},
-    model::Model,
+    eventlog::LogSummary,
     outdir::OutDir,
 };
 
@@ -76,46 +75,39 @@ pub use crate::outdir::names::{
     REPORT_HTML as HTML_FILE, REPORT_JSON as JSON_FILE, REPORT_MD as MD_FILE,
 };
 
-/// Write the three reports into the held directory, each atomically (a
-/// reader sees the old file or the new one) and never through a link.
-pub fn write_reports(log: &EventLog, out: &OutDir, opts: &ReportOptions) -> io::Result<Rendered> {
-    write_reports_exporting(log, out, opts, |_| None).1
+/// What the reports were written from, and how writing them went.
+pub struct Written {
+    pub log: LogSummary,
+    /// The analysis, written or not (`--fail-on` judges it either way).
+    pub analysis: Analysis,
+    pub rendered: io::Result<Rendered>,
 }
 
-/// As `write_reports`, with the log analysed once for everything: `export`
-/// sees the analysis before the files are written (the OTLP export, whose
-/// outcome the loss section reports; `None` keeps `opts.export`), and the
-/// analysis comes back, written or not, for `--fail-on` to judge.
-pub fn write_reports_exporting(
-    log: &EventLog,
+/// The one way reports are written (`analyze → export → write`): `loaded`
+/// analysed once; `export` sees the analysis before the files are written
+/// (the OTLP export, whose outcome the loss section reports; `None` keeps
+/// `opts.export`); then report.json, report.md, report.html and the JUnit
+/// file, each atomically (a reader sees the old file or the new one) and
+/// never through a link.
+pub fn write(
+    loaded: Loaded,
     out: &OutDir,
     opts: &ReportOptions,
     export: impl FnOnce(&Analysis) -> Option<crate::otlp::ExportFacts>,
-) -> (Analysis, io::Result<Rendered>) {
-    let loaded = Loaded {
-        log: LogSummary::of(log),
-        model: Model::build(log),
-    };
-    write_loaded_exporting(&loaded.log, loaded.model, out, opts, export)
-}
-
-/// [`write_reports_exporting`] for a log already folded into its summary and
-/// model ([`load`]): the way big logs are reported, never held as records.
-pub fn write_loaded_exporting(
-    log: &LogSummary,
-    model: Model,
-    out: &OutDir,
-    opts: &ReportOptions,
-    export: impl FnOnce(&Analysis) -> Option<crate::otlp::ExportFacts>,
-) -> (Analysis, io::Result<Rendered>) {
+) -> Written {
+    let Loaded { log, model } = loaded;
     let analysis = json::analyze_model(&model, opts);
     let exported = export(&analysis);
-    let mut report = json::report_of(log, &model, analysis);
+    let mut report = json::report_of(&log, &model, analysis);
     report.log.export = exported.or_else(|| opts.export.clone());
     let timeline = html::Context::from_model(&model, &report);
     drop(model);
-    let written = write_files(&report, &timeline, out, opts.junit.as_deref());
-    (report.analysis, written)
+    let rendered = write_files(&report, &timeline, out, opts.junit.as_deref());
+    Written {
+        log,
+        analysis: report.analysis,
+        rendered,
+    }
 }
 
 fn write_files(

@@ -27,6 +27,15 @@ fn held(dir: &Path) -> crate::outdir::OutDir {
     crate::outdir::OutDir::open(dir, Default::default()).unwrap()
 }
 
+/// The reports of a log read whole, through the one write path.
+fn write_reports(
+    log: &crate::eventlog::EventLog,
+    out: &crate::outdir::OutDir,
+    opts: &ReportOptions,
+) -> io::Result<Rendered> {
+    write(Loaded::of(log), out, opts, |_| None).rendered
+}
+
 #[test]
 fn same_log_gives_byte_identical_reports() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

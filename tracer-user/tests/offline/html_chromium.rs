@@ -10,7 +10,7 @@ use std::{
 
 use tracer_user::{
     eventlog::read_log,
-    report::{write_reports, ReportOptions},
+    report::{write, Loaded, ReportOptions},
 };
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -88,9 +88,11 @@ fn render_fixture(name: &str, dir: &Path) -> PathBuf {
         .join(name);
     let log = read_log(&path).unwrap();
     let out = tracer_user::outdir::OutDir::open(dir, Default::default()).unwrap();
-    write_reports(&log, &out, &ReportOptions::default()).unwrap();
+    write(Loaded::of(&log), &out, &ReportOptions::default(), |_| None)
+        .rendered
+        .unwrap();
     let html = dir.join("report.html");
-    assert!(html.exists(), "write_reports wrote no report.html");
+    assert!(html.exists(), "report::write wrote no report.html");
     html
 }
 

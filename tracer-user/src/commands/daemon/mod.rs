@@ -15,7 +15,7 @@ use crate::{
     capture,
     commands::{
         fail_on,
-        output::{self, write_reports_exported, ReportFlags},
+        output::{self, write_reports, Export, ReportFlags},
     },
     error::TracerError,
     eventlog::{segment_name, Header, Series, LIVE},
@@ -209,8 +209,14 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     let log = closed.folded()?;
     // Reports that cannot be written fail the daemon (70): --fail-on is
     // never judged "nothing found" by default.
-    let (summary, analysis) =
-        write_reports_exported(log, &closed.out, &args.report, junit.as_ref(), export)?;
+    let (summary, analysis, written) = write_reports(
+        log,
+        &closed.out,
+        &args.report,
+        junit.as_ref(),
+        Export::Done(export),
+    );
+    written?;
     if output::judge(&args.fail_on, &summary, &analysis).is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -244,5 +250,5 @@ fn interim_reports(
     junit: Option<&std::sync::Arc<crate::outdir::OutFile>>,
 ) -> Result<(), TracerError> {
     let log = session.loaded_so_far()?;
-    write_reports_exported(log, session.out(), &args.report, junit, None).map(drop)
+    write_reports(log, session.out(), &args.report, junit, Export::Done(None)).2
 }
