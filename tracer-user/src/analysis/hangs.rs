@@ -12,12 +12,7 @@ use crate::{
 /// The log's facts about the processes of `snap`, taken at time `t`.
 pub fn snapshot_facts(model: &Model, t: u64, snap: &Snapshot) -> LogFacts {
     let opts = AnalysisOptions::default();
-    let cx = Ctx {
-        m: model,
-        wall_offset: 0,
-        opts: &opts,
-        ancestors: Default::default(),
-    };
+    let cx = Ctx::new(model, 0, &opts);
     let mut facts = LogFacts {
         reaper: (model.tracer_pid != 0).then_some(model.tracer_pid),
         ..LogFacts::default()

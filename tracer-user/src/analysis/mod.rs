@@ -95,12 +95,7 @@ pub fn analyze(log: &EventLog, opts: &AnalysisOptions) -> (Model, Analysis) {
 }
 
 pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions) -> Analysis {
-    let cx = Ctx {
-        m: model,
-        wall_offset: boot_to_wall_ns,
-        opts,
-        ancestors: RefCell::default(),
-    };
+    let cx = Ctx::new(model, boot_to_wall_ns, opts);
     let mut certificates = Vec::new();
     let mut small_exits = Vec::new();
     for p in model.procs.values().filter(|p| p.in_run) {
@@ -166,14 +161,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
 
 /// How a report names process `key` as it was at time `t`.
 pub fn proc_ref(model: &Model, boot_to_wall_ns: i64, key: ProcKey, t: u64) -> ProcRef {
-    let opts = AnalysisOptions::default();
-    Ctx {
-        m: model,
-        wall_offset: boot_to_wall_ns,
-        opts: &opts,
-        ancestors: RefCell::default(),
-    }
-    .proc_ref(key, t)
+    Ctx::new(model, boot_to_wall_ns, &AnalysisOptions::default()).proc_ref(key, t)
 }
 
 /// Shared context: the model plus what is needed to cite it.
@@ -185,7 +173,17 @@ pub(crate) struct Ctx<'a> {
     pub ancestors: RefCell<ancestors::Table>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// A context with no ancestry cited yet.
+    pub(crate) fn new(m: &'a Model, wall_offset: i64, opts: &'a AnalysisOptions) -> Self {
+        Ctx {
+            m,
+            wall_offset,
+            opts,
+            ancestors: RefCell::default(),
+        }
+    }
+
     /// The call of a signal as (syscall, target as given, tid as given),
     /// from the joined kill_call if any, else from the signal's own call
     /// reference.
