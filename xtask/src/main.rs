@@ -16,11 +16,6 @@ mod run;
 mod test;
 mod test_deps;
 mod vm;
-mod vm_arch;
-mod vm_initramfs;
-mod vm_kernel;
-mod vm_qemu;
-mod vm_report;
 mod workspace;
 
 use std::{ffi::OsString, process::ExitCode, time::Duration};
@@ -205,7 +200,7 @@ fn run(cli: Cli) -> Result<()> {
                     v
                 }
             };
-            let arch = vm_arch::VmArch::named(&arch)?;
+            let arch = vm::arch::VmArch::named(&arch)?;
             vm::run(
                 &ws,
                 vm::Options {

@@ -1,6 +1,8 @@
 //! `cargo xtask vm-test`: the same tracer binary and kernel tests on several
 //! kernels, each booted with qemu from a minimal initramfs, plus the host.
-//! See docs/kernels.md.
+//! See docs/kernels.md. One idea per file: the architectures (`arch.rs`),
+//! Debian's kernels and busybox (`kernel.rs`), the initramfs (`initramfs.rs`),
+//! booting and reading a run (`qemu.rs`), the results table (`report.rs`).
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -10,14 +12,18 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{
-    bootstrap, build, cmd, dist, kernel_tests, privilege,
-    vm_arch::VmArch,
-    vm_initramfs::{self, Initramfs},
-    vm_kernel::{self, Kernel, Mirror},
-    vm_qemu::{self, Run, Vm},
-    workspace::Workspace,
-};
+pub(crate) mod arch;
+mod initramfs;
+mod kernel;
+mod qemu;
+mod report;
+
+use arch::VmArch;
+use initramfs::Initramfs;
+use kernel::{Kernel, Mirror};
+use qemu::{Run, Vm};
+
+use crate::{bootstrap, build, cmd, dist, kernel_tests, privilege, workspace::Workspace};
 
 /// The modules of the kernel test binary that run in a VM (snapshot needs
 /// python3, which the initramfs lacks).
@@ -81,7 +87,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
             uri: uri.clone(),
             signed_by: None,
         }),
-        None => vm_kernel::host_mirror()
+        None => kernel::host_mirror()
             .map_err(|e| eprintln!("xtask: {e:#}"))
             .ok(),
     };
@@ -93,7 +99,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
             (b.clone(), Command::new(b))
         }
         Some(target) => {
-            let b = vm_kernel::busybox(&vm_dir, "bookworm", mirror.as_ref(), arch.debian)?;
+            let b = kernel::busybox(&vm_dir, "bookworm", mirror.as_ref(), arch.debian)?;
             let runner = target.runner(&b)?;
             (b, runner)
         }
@@ -111,7 +117,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
 
     let mut kernels = Vec::new();
     for version in &opts.kernels {
-        let k = vm_kernel::get(&vm_dir, version, mirror.as_ref(), arch.debian)?;
+        let k = kernel::get(&vm_dir, version, mirror.as_ref(), arch.debian)?;
         check_config(&k, arch);
         kernels.push(k);
     }
@@ -146,7 +152,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
             let suite = ws.root.join("vm/suite.sh");
             runs.push((
                 "host".into(),
-                vm_qemu::host(&suite, &args, &log, opts.timeout)?,
+                qemu::host(&suite, &args, &log, opts.timeout)?,
             ));
         } else {
             eprintln!("xtask: not root: no host column (run as root for it)");
@@ -165,7 +171,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
             timeout: opts.timeout,
         };
         let log = console_log(&vm_dir, &label);
-        let run = vm_qemu::boot(&vm, &log)?;
+        let run = qemu::boot(&vm, &log)?;
         eprintln!("  console: {}", log.display());
         runs.push((label, run));
     }
@@ -184,12 +190,12 @@ fn report_from_logs(vm_dir: &Path, opts: &Options) -> Result<()> {
     if !opts.no_host && opts.arch.cross.is_none() {
         runs.push((
             "host".to_string(),
-            vm_qemu::from_log(&vm_dir.join("host.log"))?,
+            qemu::from_log(&vm_dir.join("host.log"))?,
         ));
     }
     for version in &opts.kernels {
         let label = label(version, opts);
-        let run = vm_qemu::from_log(&console_log(vm_dir, &label))?;
+        let run = qemu::from_log(&console_log(vm_dir, &label))?;
         runs.push((label, run));
     }
     for (_, r) in &runs {
@@ -207,7 +213,7 @@ fn finish(
     let names: Vec<String> = std::iter::once("selftest".to_string())
         .chain(tests.iter().cloned())
         .collect();
-    let report = crate::vm_report::render(runs, &names, elapsed);
+    let report = report::render(runs, &names, elapsed);
     println!("{report}");
     fs::write(vm_dir.join("results.md"), &report)?;
     eprintln!("xtask: results in {}", vm_dir.join("results.md").display());
@@ -298,7 +304,7 @@ fn initramfs(
         }
     }
     for bin in dynamic {
-        img.elf_from(bin, &vm_initramfs::stripped(bin, &stage, strip)?)?;
+        img.elf_from(bin, &initramfs::stripped(bin, &stage, strip)?)?;
     }
     // The fixture logs some kernel tests hand to `tracer report` (errors'
     // usage errors), at their host path as the tests name it

@@ -3,7 +3,7 @@
 //! header), and every failure with its output.
 use std::{fmt::Write, time::Duration};
 
-use crate::vm_qemu::Run;
+use super::qemu::Run;
 
 pub(crate) fn render(runs: &[(String, Run)], tests: &[String], elapsed: Duration) -> String {
     let mut s = String::new();

@@ -80,7 +80,7 @@ impl VmArch {
     /// The accelerator: KVM only for this machine's own architecture.
     pub(crate) fn accel(&self) -> &'static str {
         match self.cross {
-            None => crate::vm_qemu::accel(),
+            None => super::qemu::accel(),
             Some(_) => "tcg",
         }
     }

@@ -54,7 +54,7 @@ pub(crate) fn accel() -> &'static str {
 }
 
 pub(crate) struct Vm<'a> {
-    pub arch: &'a crate::vm_arch::VmArch,
+    pub arch: &'a super::arch::VmArch,
     /// `cgroup_no_v1=all`: vm/init.sh then mounts cgroup2 alone, with the
     /// memory controller (its fallback when v1 memory cannot be mounted).
     pub cgroup_v2: bool,
