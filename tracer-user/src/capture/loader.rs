@@ -107,23 +107,24 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         u32::from(opts.last_words_per_write),
         u32::from(opts.all_signals),
     );
-    let mut ebpf =
-        loader
-            .btf(Some(&btf))
-            .map_max_entries("EVENTS", opts.ring_buffer_bytes)
-            .override_global("OFFSETS", &offsets, true)
-            .override_global("TRACER_TGID", &opts.tracer_tgid, true)
-            .override_global("STDERR_PER_WRITE", &per_write, true)
-            .override_global("ALL_SIGNALS", &all_signals, true)
-            .override_global("KILL_ABI", &abi, true)
-            .override_global(aya_log::LEVEL, &log_level, true)
-            .load(OBJECT)
-            .map_err(|e| match e {
-                aya::EbpfError::MapError(aya::maps::MapError::CreateError {
-                    ref io_error, ..
-                }) if io_error.raw_os_error() == Some(libc::EPERM) => TracerError::NotPrivileged,
-                other => LoadError::Object(other).into(),
-            })?;
+    let mut ebpf = loader
+        .btf(Some(&btf))
+        .map_max_entries("EVENTS", opts.ring_buffer_bytes)
+        .override_global("OFFSETS", &offsets, true)
+        .override_global("TRACER_TGID", &opts.tracer_tgid, true)
+        .override_global("STDERR_PER_WRITE", &per_write, true)
+        .override_global("ALL_SIGNALS", &all_signals, true)
+        .override_global("KILL_ABI", &abi, true)
+        .override_global(aya_log::LEVEL, &log_level, true)
+        .load(OBJECT)
+        .map_err(|e| match e {
+            aya::EbpfError::MapError(aya::maps::MapError::CreateError { ref io_error, .. })
+                if io_error.raw_os_error() == Some(nix::errno::Errno::EPERM as i32) =>
+            {
+                TracerError::NotPrivileged
+            }
+            other => LoadError::Object(other).into(),
+        })?;
     drop(loader);
     let ebpf_log = match log_on {
         true => Some(ebpf_log::Forwarder::start(&mut ebpf)?),

@@ -10,6 +10,8 @@
 //! had without tracer.
 use std::sync::OnceLock;
 
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+
 /// The soft limit tracer started with, when it raised it.
 static STARTED_WITH: OnceLock<libc::rlim_t> = OnceLock::new();
 
@@ -17,36 +19,21 @@ static STARTED_WITH: OnceLock<libc::rlim_t> = OnceLock::new();
 /// be read or raised is left as it is (said at debug level only, since
 /// nothing is lost: the old limit still holds).
 pub fn raise() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(lim) => lim,
+        Err(e) => {
+            log::debug!("RLIMIT_NOFILE: cannot read it: {e}");
+            return;
+        }
     };
-    // SAFETY: a plain syscall writing into a local.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        log::debug!(
-            "RLIMIT_NOFILE: cannot read it: {}",
-            std::io::Error::last_os_error()
-        );
+    if soft >= hard {
         return;
     }
-    if lim.rlim_cur >= lim.rlim_max {
+    if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        log::debug!("RLIMIT_NOFILE: cannot raise {soft} to {hard}: {e}");
         return;
     }
-    let raised = libc::rlimit {
-        rlim_cur: lim.rlim_max,
-        rlim_max: lim.rlim_max,
-    };
-    // SAFETY: a plain syscall reading a local.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        log::debug!(
-            "RLIMIT_NOFILE: cannot raise {} to {}: {}",
-            lim.rlim_cur,
-            lim.rlim_max,
-            std::io::Error::last_os_error()
-        );
-        return;
-    }
-    let _ = STARTED_WITH.set(lim.rlim_cur);
+    let _ = STARTED_WITH.set(soft);
 }
 
 /// The soft limit to give back to a command, if [`raise`] changed it. Read
@@ -56,7 +43,8 @@ pub fn for_child() -> Option<libc::rlim_t> {
 }
 
 /// Set the soft limit back to `soft` (from [`for_child`]), keeping the hard
-/// one. Async-signal-safe: one getrlimit and one setrlimit, no allocation.
+/// one. Async-signal-safe: one getrlimit and one setrlimit, no allocation
+/// (libc: it runs between fork and exec, docs/architecture.md).
 /// Lowering a soft limit is always allowed; should it fail all the same,
 /// the command runs with tracer's higher limit rather than not at all.
 pub fn restore(soft: libc::rlim_t) {

@@ -7,8 +7,16 @@
 //! Such a command gets a session of its own without a controlling terminal
 //! (`detach_from_terminal`); it still reads and writes the terminal through
 //! the fds it inherited, and tracer forwards Ctrl-C to it.
-use std::sync::atomic::{AtomicBool, Ordering};
+//!
+//! The foreground calls are libc's: most run in the child between fork and
+//! exec (docs/architecture.md, "System calls"), and the rest are the same
+//! family.
+use std::{
+    os::unix::fs::OpenOptionsExt,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
+use nix::fcntl::OFlag;
 use signal_hook::low_level::siginfo::{Cause, Origin};
 
 static HELD_BY_CHILD: AtomicBool = AtomicBool::new(false);
@@ -78,18 +86,12 @@ unsafe fn with_sigttou_blocked(f: impl FnOnce() -> libc::c_int) {
 /// Whether tracer has a controlling terminal, which a child would inherit
 /// (whatever its stdin, stdout and stderr are).
 pub fn has_controlling_terminal() -> bool {
-    // SAFETY: plain open/close of a C string path.
-    unsafe {
-        let fd = libc::open(
-            c"/dev/tty".as_ptr(),
-            libc::O_RDONLY | libc::O_NOCTTY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            return false;
-        }
-        libc::close(fd);
-        true
-    }
+    // O_NOCTTY: asking must not give tracer one. std adds O_CLOEXEC.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NOCTTY.bits())
+        .open("/dev/tty")
+        .is_ok()
 }
 
 /// In the child, between fork and exec (async-signal-safe): a new session

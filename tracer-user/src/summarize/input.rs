@@ -259,13 +259,13 @@ pub(super) const MAX_REPORT_BYTES: u64 = 64 << 20;
 /// (O_NOFOLLOW; O_NONBLOCK so a FIFO planted in its place cannot block the
 /// summary).
 fn read_report(path: &Path, follow: bool) -> Result<String, String> {
-    let mut flags = libc::O_NONBLOCK;
+    let mut flags = nix::fcntl::OFlag::O_NONBLOCK;
     if !follow {
-        flags |= libc::O_NOFOLLOW;
+        flags |= nix::fcntl::OFlag::O_NOFOLLOW;
     }
     let mut f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(flags)
+        .custom_flags(flags.bits())
         .open(path)
         .map_err(|e| e.to_string())?;
     let meta = f.metadata().map_err(|e| e.to_string())?;
