@@ -23,6 +23,8 @@ unsafe impl Plain for u8 {}
 // SAFETY: as above.
 unsafe impl Plain for i16 {}
 // SAFETY: as above.
+unsafe impl Plain for u16 {}
+// SAFETY: as above.
 unsafe impl Plain for i32 {}
 // SAFETY: as above.
 unsafe impl Plain for u32 {}
