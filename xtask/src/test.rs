@@ -13,6 +13,7 @@ pub(crate) fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()
         Some(sudo_runner(ws)?)
     };
     test_deps::ensure()?;
+    test_deps::ensure_runner_suites(ws)?;
     check_format(ws)?;
     ebpf::build(ws, true)?;
     check_lints(ws)?;

@@ -43,6 +43,8 @@ mod otlp;
 mod pidns;
 mod redact;
 mod reliability;
+/// Real test runners on real suites (tests/fixtures/suites).
+mod runners;
 mod security;
 mod signal_floods;
 mod snapshot;

@@ -18,6 +18,7 @@ pub(crate) mod proc;
 pub(crate) mod ready;
 pub(crate) mod rss;
 pub(crate) mod scenario;
+pub(crate) mod suites;
 
 pub(crate) use ready::{spawn_ready, wait_ready};
 pub(crate) use scenario::{scenario, Scenario, SCENARIO_ENV};
