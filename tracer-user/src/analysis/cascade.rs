@@ -29,13 +29,19 @@ pub const CASCADE_WINDOW_NS: u64 = 5_000_000_000;
 const MAX_WALK: usize = 4096;
 /// A runtime's words for a worker that vanished under it (Python's
 /// `BrokenProcessPool: A process in the process pool was terminated
-/// abruptly`, tinypool's `Worker exited unexpectedly`), lower case.
-const LOST_WORKER: [&str; 5] = [
+/// abruptly`, tinypool's `Worker exited unexpectedly`), lower case. Node's
+/// `ERR_IPC_CHANNEL_CLOSED` is what vitest 3.2's forks pool prints when a
+/// worker is SIGKILLed mid-file (tinypool's send to it fails: "Error:
+/// Channel closed"), seen on every run of tests/kernel/runners/vitest.rs;
+/// without it vitest's exit was tied to the kill only by the 5 s window,
+/// which a suite with more files after the kill outlasts.
+const LOST_WORKER: [&str; 6] = [
     "brokenprocesspool",
     "terminated abruptly",
     "exited unexpectedly",
     "died unexpectedly",
     "worker exited",
+    "err_ipc_channel_closed",
 ];
 /// A quoted line of last words in a link's detail is cut to this.
 const QUOTE_MAX: usize = 100;
@@ -555,5 +561,9 @@ mod tests {
         assert!(has_word("make: *** [makefile:2: a] error 2", "error 2"));
         assert!(!has_word("error 21", "error 2"));
         assert!(has_word("worker died: code=1, signal=null", "code=1"));
+        assert!(has_word(
+            "serialized error: { code: 'err_ipc_channel_closed' }",
+            "err_ipc_channel_closed"
+        ));
     }
 }
