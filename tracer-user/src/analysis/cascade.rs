@@ -34,14 +34,18 @@ const MAX_WALK: usize = 4096;
 /// worker is SIGKILLed mid-file (tinypool's send to it fails: "Error:
 /// Channel closed"), seen on every run of tests/kernel/runners/vitest.rs;
 /// without it vitest's exit was tied to the kill only by the 5 s window,
-/// which a suite with more files after the kill outlasts.
-const LOST_WORKER: [&str; 6] = [
+/// which a suite with more files after the kill outlasts. pytest-xdist's
+/// `worker 'gw0' crashed while running 'test_x.py::test_y'` goes to stdout:
+/// it counts when the job's log is one file for both (as in
+/// tests/kernel/runners/pytest.rs).
+const LOST_WORKER: [&str; 7] = [
     "brokenprocesspool",
     "terminated abruptly",
     "exited unexpectedly",
     "died unexpectedly",
     "worker exited",
     "err_ipc_channel_closed",
+    "crashed while running",
 ];
 /// A quoted line of last words in a link's detail is cut to this.
 const QUOTE_MAX: usize = 100;
@@ -564,6 +568,10 @@ mod tests {
         assert!(has_word(
             "serialized error: { code: 'err_ipc_channel_closed' }",
             "err_ipc_channel_closed"
+        ));
+        assert!(has_word(
+            "failed t.py::test_a - worker 'gw1' crashed while running 't.py::test_a'",
+            "crashed while running"
         ));
     }
 }

@@ -155,6 +155,30 @@ impl Suite {
         let took = started.elapsed();
         (Recorded::read(out, output), took)
     }
+
+    /// As `record`, with the runner's stdout and stderr one file, as a CI
+    /// job's log is (GitLab's, `2>&1`): tracer's last words then read what
+    /// a runner prints on stdout too. The log comes back as `stdout`.
+    pub(crate) fn record_as_one_log(&self, argv: &[&str]) -> (Recorded, Duration) {
+        require_root();
+        let out = tempfile::tempdir().unwrap();
+        let log_path = self.dir.path().join("job.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let started = Instant::now();
+        let mut cmd = self.command(record_command(out.path(), &[], argv), true);
+        let status = cmd
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .status()
+            .expect("run tracer");
+        let took = started.elapsed();
+        let output = Output {
+            status,
+            stdout: std::fs::read(&log_path).unwrap(),
+            stderr: Vec::new(),
+        };
+        (Recorded::read(out, output), took)
+    }
 }
 
 fn argv_command(argv: &[&str]) -> Command {
