@@ -145,12 +145,13 @@ impl Suite {
         started.elapsed()
     }
 
-    /// `tracer record -- argv` on the suite, its kill on; the wall time.
-    pub(crate) fn record(&self, argv: &[&str]) -> (Recorded, Duration) {
+    /// `tracer record [extra...] -- argv` on the suite, its kill on; the
+    /// wall time.
+    pub(crate) fn record(&self, extra: &[&str], argv: &[&str]) -> (Recorded, Duration) {
         require_root();
         let out = tempfile::tempdir().unwrap();
         let started = Instant::now();
-        let cmd = record_command(out.path(), &[], argv);
+        let cmd = record_command(out.path(), extra, argv);
         let output = self.command(cmd, true).output().expect("run tracer");
         let took = started.elapsed();
         (Recorded::read(out, output), took)
@@ -159,13 +160,13 @@ impl Suite {
     /// As `record`, with the runner's stdout and stderr one file, as a CI
     /// job's log is (GitLab's, `2>&1`): tracer's last words then read what
     /// a runner prints on stdout too. The log comes back as `stdout`.
-    pub(crate) fn record_as_one_log(&self, argv: &[&str]) -> (Recorded, Duration) {
+    pub(crate) fn record_as_one_log(&self, extra: &[&str], argv: &[&str]) -> (Recorded, Duration) {
         require_root();
         let out = tempfile::tempdir().unwrap();
         let log_path = self.dir.path().join("job.log");
         let log = std::fs::File::create(&log_path).unwrap();
         let started = Instant::now();
-        let mut cmd = self.command(record_command(out.path(), &[], argv), true);
+        let mut cmd = self.command(record_command(out.path(), extra, argv), true);
         let status = cmd
             .stdout(log.try_clone().unwrap())
             .stderr(log)

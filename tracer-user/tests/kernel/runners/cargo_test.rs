@@ -11,7 +11,7 @@ fn helper_killed_by_the_cleanup_thread() {
     let argv = crate_command(&["test"], &["--", "helper::"]);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     build_the_crate();
-    let (suite, r) = run("cargo test", || Suite::in_place("rust"), &argv);
+    let (suite, r) = run("cargo test", || Suite::in_place("rust"), &[], &argv);
     assert_eq!(r.code(), Some(101), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "helper.pid", Relation::Parent);

@@ -9,7 +9,7 @@ use crate::common::suites::{require, Suite};
 fn parallel_siblings_helper_killed() {
     require("go", "Debian's golang-go, installed by cargo xtask test");
     let argv = ["go", "test", "-json", "-count=1", "."];
-    let (suite, r) = run("go test", || Suite::in_place("go"), &argv);
+    let (suite, r) = run("go test", || Suite::in_place("go"), &[], &argv);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "helper.pid", Relation::Parent);

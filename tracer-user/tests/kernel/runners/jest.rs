@@ -20,7 +20,7 @@ fn worker_killed_by_its_sibling() {
         "--no-cache",
         "--config={\"transform\":{}}",
     ];
-    let (suite, r) = run("jest", || Suite::copied("jest"), &argv);
+    let (suite, r) = run("jest", || Suite::copied("jest"), &[], &argv);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);

@@ -97,11 +97,17 @@ pub(super) fn killed_by_the_cleanup_test<'a>(
 
 /// The suite `make` sets up, run twice, each time in a fresh `SUITE_DIR`:
 /// on its own with the kill off (it must pass), then under `tracer record`
-/// with the kill on. Prints both wall times (`--nocapture` shows them).
-pub(super) fn run(name: &str, make: impl Fn() -> Suite, argv: &[&str]) -> (Suite, Recorded) {
+/// with the kill on, `extra` flags for tracer. Prints both wall times
+/// (`--nocapture` shows them).
+pub(super) fn run(
+    name: &str,
+    make: impl Fn() -> Suite,
+    extra: &[&str],
+    argv: &[&str],
+) -> (Suite, Recorded) {
     let quiet = make().passes_without_the_kill(argv);
     let suite = make();
-    let (r, took) = suite.record(argv);
+    let (r, took) = suite.record(extra, argv);
     eprintln!("runners: {name}: {quiet:.1?} without the kill, {took:.1?} under tracer");
     (suite, r)
 }

@@ -24,7 +24,7 @@ fn test_process_killed_by_its_sibling() {
     );
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     build_the_crate();
-    let (suite, r) = run("cargo nextest", || Suite::in_place("rust"), &argv);
+    let (suite, r) = run("cargo nextest", || Suite::in_place("rust"), &[], &argv);
     assert_eq!(r.code(), Some(100), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);

@@ -29,7 +29,7 @@ fn pytest() -> Vec<String> {
 fn xdist_worker_killed_by_its_sibling() {
     let argv = pytest();
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let (suite, r) = run("pytest-xdist", || Suite::in_place("pytest"), &argv);
+    let (suite, r) = run("pytest-xdist", || Suite::in_place("pytest"), &[], &argv);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);
@@ -49,7 +49,7 @@ fn xdist_crash_line_ties_pytest_to_the_kill_in_a_one_file_log() {
     let argv = pytest();
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let suite = Suite::in_place("pytest");
-    let (r, took) = suite.record_as_one_log(&argv);
+    let (r, took) = suite.record_as_one_log(&[], &argv);
     eprintln!("runners: pytest-xdist, one log: {took:.1?} under tracer");
     assert_eq!(
         r.code(),

@@ -28,6 +28,7 @@ fn record(pool: &str) -> (Suite, Recorded) {
     run(
         &format!("vitest {pool}"),
         || Suite::copied(&format!("vitest-{pool}")),
+        &[],
         &argv,
     )
 }
