@@ -79,8 +79,8 @@ impl Suite {
     }
 
     /// A JavaScript suite: its test files copied into `SUITE_DIR` beside a
-    /// link to setup.sh's node_modules, so vitest's and jest's caches land
-    /// in this run's own directory, never in the repository.
+    /// link to setup.sh's node_modules, so nothing is written into the
+    /// repository (the runners' own caches are off: `--no-cache`).
     pub(crate) fn copied(name: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         for f in std::fs::read_dir(suites().join(name)).unwrap() {

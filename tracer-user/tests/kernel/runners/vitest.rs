@@ -13,6 +13,9 @@ fn vitest(pool: &str) -> Vec<String> {
         "node",
         bin.to_str().unwrap(),
         "run",
+        // No results cache: it would land in setup.sh's node_modules (the
+        // run's own is a link there) and order one run by the last.
+        "--no-cache",
         &format!("--pool={pool}"),
         "--maxWorkers=2",
         "--minWorkers=2",
