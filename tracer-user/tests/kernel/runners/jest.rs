@@ -11,13 +11,15 @@ fn worker_killed_by_its_sibling() {
     let bin = cache().join("node/node_modules/jest/bin/jest.js");
     // No transform: the suite is plain CommonJS (babel-jest would need a
     // config). No cache across runs: jest's cached timings would make it run
-    // the two files in band, in one process.
+    // the two files in band, in one process; and what jest writes all the
+    // same (its haste map) goes into the run's own directory, not /tmp.
     let argv = [
         "node",
         bin.to_str().unwrap(),
         "--ci",
         "--maxWorkers=2",
         "--no-cache",
+        "--cacheDirectory=<rootDir>/.jest-cache",
         "--config={\"transform\":{}}",
     ];
     let (suite, r) = run("jest", || Suite::copied("jest"), &[], &argv);
