@@ -269,9 +269,13 @@ fn multiprocessing_pool_after_a_lost_worker() {
         // The worker killed is the one running task 0, found by the pid it
         // writes: an idle worker waits for tasks holding the pool's queue
         // lock, and SIGKILLed there it would hang the pool's terminate()
-        // for ever (the lock is never released).
+        // for ever (the lock is never released). The pool is not left to
+        // terminate() either: its _help_stuff_finish polls the task pipe
+        // and then reads it, racing an idle worker for the same bytes, and
+        // under load it lost and read for ever (seen: 27 min). The parent
+        // kills its own workers instead, after the traceback.
         r#"
-import multiprocessing as mp, os, subprocess, sys, time
+import multiprocessing as mp, os, subprocess, sys, time, traceback
 PID = sys.argv[1]
 def work(x):
     if x == 0:
@@ -281,12 +285,18 @@ def work(x):
         time.sleep(30)
     return x
 if __name__ == "__main__":
-    with mp.Pool(2) as p:
-        r = p.map_async(work, range(2), chunksize=1)
-        while not os.path.exists(PID):
-            time.sleep(0.05)
-        subprocess.run(["kill", "-9", open(PID).read()])
+    p = mp.Pool(2)
+    r = p.map_async(work, range(2), chunksize=1)
+    while not os.path.exists(PID):
+        time.sleep(0.05)
+    subprocess.run(["kill", "-9", open(PID).read()])
+    try:
         print(r.get(timeout=2))
+    except mp.TimeoutError:
+        traceback.print_exc()
+        for w in p._pool:
+            w.kill()
+        os._exit(1)
 "#,
     );
     let pid_file = dir.path().join("task0.pid");
