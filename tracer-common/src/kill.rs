@@ -96,8 +96,16 @@ pub struct KillAbi {
     /// that marks a compat syscall, numbered and laid out another way:
     /// raw_syscalls must not read it as a native one.
     pub compat_mask: u32,
+    /// Offsets in `struct pt_regs` of the user registers a crash stack is
+    /// unwound from: instruction pointer, stack pointer, frame pointer, link
+    /// register ([`REG_NONE`] where the architecture has none: x86-64's
+    /// return address is on the stack).
+    pub regs_user: [u32; 4],
     pub _pad: u32,
 }
+
+/// No such register (see [`KillAbi::regs_user`]).
+pub const REG_NONE: u32 = u32::MAX;
 
 /// What tracer needs of the architecture it runs on besides the numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +129,8 @@ impl KillAbi {
         regs_arg: [112, 104, 96],
         regs_nr: 120,
         compat_mask: 0x2,
+        // ip 128, sp 152, bp 32 (arch/x86/include/asm/ptrace.h).
+        regs_user: [128, 152, 32, REG_NONE],
         _pad: 0,
     };
     /// arm64: the generic table (`include/uapi/asm-generic/unistd.h`);
@@ -136,6 +146,8 @@ impl KillAbi {
         regs_arg: [0, 8, 16],
         regs_nr: 280,
         compat_mask: 1 << 22,
+        // pc 256, sp 248, x29 (fp) 232, x30 (lr) 240.
+        regs_user: [256, 248, 232, 240],
         _pad: 0,
     };
     /// Matches nothing: the eBPF default until user space fills it in.
@@ -145,6 +157,7 @@ impl KillAbi {
         regs_arg: [0; 3],
         regs_nr: 0,
         compat_mask: 0,
+        regs_user: [REG_NONE; 4],
         _pad: 0,
     };
 

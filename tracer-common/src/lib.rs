@@ -35,6 +35,7 @@ pub enum RecordKind {
     Existing = 8,
     StderrTail = 9,
     SignalSummary = 10,
+    Crash = 11,
 }
 
 impl TryFrom<u32> for RecordKind {
@@ -51,15 +52,23 @@ impl TryFrom<u32> for RecordKind {
             8 => Self::Existing,
             9 => Self::StderrTail,
             10 => Self::SignalSummary,
+            11 => Self::Crash,
             other => return Err(other),
         })
     }
 }
 
+mod crash;
 mod kill;
 mod offsets;
+pub use crash::{
+    CrashRecord, StackBuildId, BUILD_ID_IP, BUILD_ID_VALID, CRASH_FRAMES, CRASH_HAS_REGS,
+    CRASH_PAGE, CRASH_PAGES, CRASH_SIGNAL_MASK, CRASH_STACK_BYTES,
+};
 mod signal_counts;
-pub use kill::{KillAbi, KillSyscall, StderrSyscall, SyscallArch, KILL_SYSCALLS, STDERR_SYSCALLS};
+pub use kill::{
+    KillAbi, KillSyscall, StderrSyscall, SyscallArch, KILL_SYSCALLS, REG_NONE, STDERR_SYSCALLS,
+};
 pub use offsets::{KernelOffsets, OFFSET_NONE};
 pub use signal_counts::{
     SignalCounts, SignalSlot, SignalSummaryRecord, SIGNAL_FIRST_INDIVIDUAL, SIGNAL_SLOTS,
@@ -114,16 +123,21 @@ pub enum FailReason {
     /// A task in a lifecycle hook read as a fault or an impossible value (a
     /// wrong kernel offset): its event was lost.
     TaskRead = 1,
+    /// The crash ring was full: a fatal signal's stack was not captured
+    /// (the death is still logged; its certificate says the stack is missing).
+    CrashRingFull = 2,
 }
-pub const FAIL_REASONS: u32 = 2;
+pub const FAIL_REASONS: u32 = 3;
 
 impl FailReason {
-    pub const ALL: [FailReason; FAIL_REASONS as usize] = [Self::UserRead, Self::TaskRead];
+    pub const ALL: [FailReason; FAIL_REASONS as usize] =
+        [Self::UserRead, Self::TaskRead, Self::CrashRingFull];
     /// Its field in the log's `lost` object and its metric label.
     pub const fn name(self) -> &'static str {
         match self {
             Self::UserRead => "user_read_failed",
             Self::TaskRead => "task_read_failed",
+            Self::CrashRingFull => "crash_ring_full",
         }
     }
     /// How the reports say it.
@@ -131,6 +145,7 @@ impl FailReason {
         match self {
             Self::UserRead => "unreadable process memory",
             Self::TaskRead => "unreadable task (kernel offsets?)",
+            Self::CrashRingFull => "crash stacks not captured (crash ring full)",
         }
     }
 }
@@ -409,6 +424,8 @@ mod pod {
         ExistingRecord,
         StderrRecord,
         SignalSummaryRecord,
+        StackBuildId,
+        CrashRecord,
     );
 }
 
@@ -450,6 +467,10 @@ mod no_padding {
             StderrRecord { hdr, task, count, len, flags, data }
             SignalSummaryRecord { hdr, sender, target, sender_comm, target_comm, sig, count,
                 first_ns, last_ns }
+            StackBuildId { status, build_id, offset_or_ip }
+            CrashRecord { hdr, task, comm, sig, code, addr, regs, flags, pages_ok, stack_base,
+                exe_start_code, exe_ino, exe_dev, _pad, ips_len, build_ids_len, ips, build_ids,
+                stack }
         }
     }
 }

@@ -89,3 +89,9 @@ pub(crate) fn argv_unreadable(tgid: u32, addr: u64, len: u32) {
 pub(crate) fn map_full(reason: DropReason) {
     warn!(&(), "map full, drop reason {}", reason as u32);
 }
+
+/// The crash ring was full: a fatal signal's stack is not captured.
+#[inline(always)]
+pub(crate) fn crash_ring_full() {
+    count(FailReason::CrashRingFull);
+}

@@ -15,6 +15,7 @@
     reason = "keep the verifier-proven code as the VM matrix ran it"
 )]
 
+mod crash;
 mod diag;
 mod existing;
 mod kill_calls;
@@ -46,6 +47,20 @@ pub(crate) fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
 #[btf_tracepoint(function = "sched_process_exit")]
 pub(crate) fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
     process::on_exit(&ctx).unwrap_or(0)
+}
+
+/// Crash stacks, first choice: with the user registers and the stack's
+/// memory (`bpf_task_pt_regs`, 5.15+).
+#[btf_tracepoint(function = "signal_deliver")]
+pub(crate) fn crash_deliver(ctx: BtfTracePointContext) -> u32 {
+    crash::on_deliver::<true>(&ctx).unwrap_or(0)
+}
+
+/// Crash stacks where `bpf_task_pt_regs` is refused: the kernel's
+/// frame-pointer walk only.
+#[btf_tracepoint(function = "signal_deliver")]
+pub(crate) fn crash_deliver_fp(ctx: BtfTracePointContext) -> u32 {
+    crash::on_deliver::<false>(&ctx).unwrap_or(0)
 }
 
 #[btf_tracepoint(function = "signal_generate")]

@@ -37,6 +37,7 @@ pub mod report;
 pub mod run;
 pub mod snapshot;
 pub mod summarize;
+pub mod symbolize;
 pub mod text;
 
 // A dev-dependency only the offline tests use (the renderers' property

@@ -31,6 +31,9 @@ pub const DISABLEABLE: &[&str] = &[
     "last_words:raw_syscalls",
     "last_words:tracepoint",
     "oom_mark_victim",
+    "crash_stacks",
+    "crash_stacks:tp_btf",
+    "crash_stacks:tp_btf_no_regs",
 ];
 
 /// `--disable-hook`'s value parser: one of [`DISABLEABLE`].
@@ -202,6 +205,38 @@ fn kill_classic(ebpf: &mut Ebpf, _: &Btf, have_tracefs: bool) -> Result<(), Stri
 fn undo_classic(ebpf: &mut Ebpf) {
     detach_all(ebpf, "kill_enter");
     detach_all(ebpf, "kill_exit");
+}
+
+/// Crash stacks (`signal:signal_deliver`, a fatal crash-class signal of a
+/// process of the run), first rung that attaches wins:
+/// 1. `tp_btf`: with the user registers and a copy of the stack
+///    (`bpf_task_pt_regs`, 5.15+): unwound through DWARF CFI,
+/// 2. `tp_btf_no_regs`: the kernel's frame-pointer walk only.
+///
+/// Never required: without it a crash is certified without its stack,
+/// and the certificate says so.
+pub fn attach_crash_stacks(ebpf: &mut Ebpf, btf: &Btf, off: &Disabled) -> HookStatus {
+    let name = "crash_stacks";
+    if let Err(e) = off.check(name) {
+        return unavailable(name, e);
+    }
+    let regs = |ebpf: &mut Ebpf, btf: &Btf, _: bool| {
+        attach_btf(ebpf, btf, "crash_deliver", "signal_deliver")
+    };
+    let fp = |ebpf: &mut Ebpf, btf: &Btf, _: bool| {
+        attach_btf(ebpf, btf, "crash_deliver_fp", "signal_deliver")
+    };
+    let rungs: [Rung; 2] = [
+        ("tp_btf", &regs, |e| unload_btf(e, "crash_deliver")),
+        ("tp_btf_no_regs", &fp, |e| unload_btf(e, "crash_deliver_fp")),
+    ];
+    climb(ebpf, btf, false, off, name, &rungs)
+}
+
+fn unload_btf(ebpf: &mut Ebpf, prog: &str) {
+    if let Ok(p) = program::<BtfTracePoint>(ebpf, prog) {
+        let _ = p.unload();
+    }
 }
 
 pub fn attach_oom(

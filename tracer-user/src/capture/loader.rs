@@ -163,6 +163,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
     let kill_via = kill.via.clone();
     cap.hooks.push(kill);
     cap.hooks.push(hooks::attach_oom(ebpf, &tracefs, &off));
+    cap.hooks.push(hooks::attach_crash_stacks(ebpf, &btf, &off));
     if opts.last_words {
         cap.hooks.push(hooks::attach_last_words(
             ebpf,
@@ -230,6 +231,15 @@ impl Capture {
             .take_map("EVENTS")
             .ok_or(LoadError::MapMissing("EVENTS"))?;
         Ok(RingBuf::try_from(map).map_err(map_err("EVENTS"))?)
+    }
+
+    /// The crash ring (`CRASHES`): one record per fatal crash-class signal.
+    pub fn crash_ring(&mut self) -> Result<RingBuf<MapData>, TracerError> {
+        let map = self
+            .ebpf
+            .take_map("CRASHES")
+            .ok_or(LoadError::MapMissing("CRASHES"))?;
+        Ok(RingBuf::try_from(map).map_err(map_err("CRASHES"))?)
     }
 
     /// How deep the tracer's pid namespace is. No syscall says (NS_GET_PARENT

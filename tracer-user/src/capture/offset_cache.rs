@@ -104,6 +104,12 @@ pub const LAYOUT: &[Field] = layout!(
     oom_shmem_rss,
     oom_pgtables,
     oom_score_adj,
+    mm_start_code,
+    mm_exe_file,
+    file_f_inode,
+    inode_i_ino,
+    inode_i_sb,
+    sb_s_dev,
 );
 
 /// `to_words`/`from_words` treat the struct as `[u32; WORDS]`: checked here
@@ -294,7 +300,7 @@ mod tests {
         assert_eq!(LAYOUT[0], ("task_pid", 0, 4));
         assert_eq!(
             LAYOUT.last().unwrap().0,
-            "oom_score_adj",
+            "sb_s_dev",
             "the last field of KernelOffsets"
         );
         let mut names: Vec<&str> = LAYOUT.iter().map(|f| f.0).collect();

@@ -137,6 +137,12 @@ pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
         signal_live: opt("signal_struct", "live"),
         mm_arg_start: opt("mm_struct", "arg_start"),
         mm_arg_end: opt("mm_struct", "arg_end"),
+        mm_start_code: opt("mm_struct", "start_code"),
+        mm_exe_file: opt("mm_struct", "exe_file"),
+        file_f_inode: opt("file", "f_inode"),
+        inode_i_ino: opt("inode", "i_ino"),
+        inode_i_sb: opt("inode", "i_sb"),
+        sb_s_dev: opt("super_block", "s_dev"),
         bprm_filename: opt("linux_binprm", "filename"),
         css_set_subsys: opt("css_set", "subsys"),
         memory_cgrp_id: enum_value(btf, "cgroup_subsys_id", "memory_cgrp_id")

@@ -31,6 +31,11 @@ pub struct Loss {
     /// wrong kernel offset): that fork, exec or exit was lost.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub task_read_failed: u64,
+    /// The crash ring was full: fatal signals whose stack was not captured
+    /// (each death is still logged; its certificate says the stack is
+    /// missing). Costs detail, not events.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub crash_ring_full: u64,
     /// Records that never reached the log file: writing it failed (a full
     /// disk). Only in a trailer kept in memory, since the file refused it.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
@@ -70,13 +75,14 @@ pub enum LossReason {
 }
 
 impl LossReason {
-    pub const ALL: [LossReason; 9] = [
+    pub const ALL: [LossReason; 10] = [
         Self::Drop(DropReason::RingBufFull),
         Self::Drop(DropReason::TrackedMapFull),
         Self::Drop(DropReason::InflightMapFull),
         Self::Undecodable,
         Self::Fail(FailReason::UserRead),
         Self::Fail(FailReason::TaskRead),
+        Self::Fail(FailReason::CrashRingFull),
         Self::Unwritten,
         Self::TooLarge,
         Self::CutToFit,
@@ -108,10 +114,13 @@ impl LossReason {
     }
 
     /// Whether it costs events (a death, a sender). An unreadable process
-    /// memory costs last words or a command line, a cut record its detail:
-    /// neither is in [`Loss::total`].
+    /// memory costs last words or a command line, a full crash ring a stack,
+    /// a cut record its detail: none is in [`Loss::total`].
     pub const fn loses_events(self) -> bool {
-        !matches!(self, Self::Fail(FailReason::UserRead) | Self::CutToFit)
+        !matches!(
+            self,
+            Self::Fail(FailReason::UserRead | FailReason::CrashRingFull) | Self::CutToFit
+        )
     }
 
     /// Whether `tracer_events_lost_total` has a series for it: a record's
@@ -131,6 +140,7 @@ impl Loss {
             LossReason::Undecodable => self.undecodable,
             LossReason::Fail(FailReason::UserRead) => self.user_read_failed,
             LossReason::Fail(FailReason::TaskRead) => self.task_read_failed,
+            LossReason::Fail(FailReason::CrashRingFull) => self.crash_ring_full,
             LossReason::Unwritten => self.unwritten,
             LossReason::TooLarge => self.too_large,
             LossReason::CutToFit => self.cut_to_fit,
@@ -181,6 +191,7 @@ mod tests {
             &mut l.undecodable,
             &mut l.user_read_failed,
             &mut l.task_read_failed,
+            &mut l.crash_ring_full,
             &mut l.unwritten,
             &mut l.too_large,
             &mut l.cut_to_fit,

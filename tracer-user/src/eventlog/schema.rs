@@ -20,6 +20,7 @@ pub enum Record {
     KillCall(KillCall),
     Oom(Oom),
     LastWords(LastWords),
+    CrashStack(CrashStack),
     Leak(Leak),
     Snapshot(SnapshotTaken),
     Existing(Existing),
@@ -296,6 +297,88 @@ pub struct LastWords {
     pub to_null: bool,
 }
 
+/// Where a process was when a fatal crash-class signal (SIGSEGV, SIGABRT, …)
+/// was delivered to it: the frames unwound from its registers and stack
+/// and symbolised while its files could still be read. Addresses, modules,
+/// build ids and symbols only: the stack's bytes never reach the log.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct CrashStack {
+    #[serde(flatten)]
+    pub at: Stamp,
+    /// The thread the signal was delivered to.
+    pub task: Task,
+    pub sig: i32,
+    pub signal: String,
+    /// `si_code`'s name (`SEGV_MAPERR`, `SI_TKILL`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// `si_addr`, for the signals that carry one (SIGSEGV, SIGBUS, SIGILL,
+    /// SIGFPE, SIGTRAP raised by the kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_addr: Option<u64>,
+    /// How much of the stack is there (see docs/event-log.md).
+    pub completeness: StackCompleteness,
+    /// What is missing and why, in words, when not `complete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Innermost first.
+    pub frames: Vec<CrashFrame>,
+    /// Frames beyond `frames` (the record keeps `MAX_CRASH_FRAMES`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub frames_left_out: u32,
+}
+
+/// How complete a crash stack is.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StackCompleteness {
+    /// Unwound from the registers through every module's unwind tables,
+    /// every frame in a known module.
+    Complete,
+    /// Some frames were found by frame pointers only (no unwind table for
+    /// them, or no registers): frames of code built without frame pointers
+    /// may be missing there.
+    FramePointersOnly,
+    /// A frame lies in no module tracer could read (`detail` says why):
+    /// it has an address, no name.
+    ModuleUnknown,
+    /// The modules were read but could not be parsed (`detail`).
+    SymbolisationFailed,
+    /// Nothing was captured (`detail`: the hook unavailable, the crash ring
+    /// full).
+    NoStack,
+}
+
+/// One frame of a crash stack.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct CrashFrame {
+    /// The instruction's address in the process (for a caller's frame, its
+    /// return address less one: the call instruction).
+    pub address: u64,
+    /// The mapped file, as /proc/PID/maps named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// The module's GNU build id, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    /// The address as an offset into the module's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// The function, demangled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// A function inlined at this address into the frame that follows
+    /// (same address, the caller's name).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub inlined: bool,
+}
+
 /// A process of the run still alive when the wrapped command exited.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Leak {
@@ -369,6 +452,7 @@ impl Record {
             Record::KillCall(e) => Some(&e.at),
             Record::Oom(e) => Some(&e.at),
             Record::LastWords(e) => Some(&e.at),
+            Record::CrashStack(e) => Some(&e.at),
             Record::Leak(e) => Some(&e.at),
             Record::Snapshot(e) => Some(&e.at),
             Record::Existing(e) => Some(&e.at),

@@ -105,6 +105,7 @@ pub fn type_name(r: &Record) -> &'static str {
         Record::KillCall(_) => "kill_call",
         Record::Oom(_) => "oom",
         Record::LastWords(_) => "last_words",
+        Record::CrashStack(_) => "crash_stack",
         Record::Leak(_) => "leak",
         Record::Snapshot(_) => "snapshot",
         Record::Existing(_) => "existing",

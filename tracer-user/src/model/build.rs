@@ -363,6 +363,12 @@ fn record(m: &mut Model, rec: &Record) {
                 p.rare_mut().last_words = Some(Box::new(l.clone()));
             }
         }
+        Record::CrashStack(c) => {
+            let key = see(m, &c.task, c.at.t);
+            if let Some(p) = m.procs.get_mut(&key) {
+                p.rare_mut().crash_stack = Some(Box::new(c.clone()));
+            }
+        }
         Record::Leak(l) => {
             let key = see(m, &l.task, l.at.t);
             if let Some(p) = m.procs.get_mut(&key) {

@@ -192,6 +192,9 @@ pub struct Rare {
     /// The end of what it wrote to stderr (`last_words` record). Boxed:
     /// a process signalled is not one that wrote to stderr.
     pub last_words: Option<Box<crate::eventlog::LastWords>>,
+    /// Where it was when a fatal crash-class signal reached it
+    /// (`crash_stack` record).
+    pub crash_stack: Option<Box<crate::eventlog::CrashStack>>,
     /// Still alive when the command exited (`leak` record).
     pub leak: Option<Box<crate::eventlog::Leak>>,
 }
@@ -265,6 +268,11 @@ impl Process {
     /// The end of what it wrote to stderr (`last_words` record).
     pub fn last_words(&self) -> Option<&crate::eventlog::LastWords> {
         self.rare.as_ref()?.last_words.as_deref()
+    }
+
+    /// Where it crashed (`crash_stack` record).
+    pub fn crash_stack(&self) -> Option<&crate::eventlog::CrashStack> {
+        self.rare.as_ref()?.crash_stack.as_deref()
     }
 
     /// Still alive when the command exited (`leak` record).

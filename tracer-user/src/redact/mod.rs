@@ -16,8 +16,8 @@ use regex::Regex;
 use crate::{
     error::TracerError,
     eventlog::{
-        EventLog, Exec, Existing, Exit, Fork, Header, KillCall, LastWords, Leak, Oom, Record,
-        Signal, SignalSummary, SnapshotTaken, Task,
+        CrashFrame, CrashStack, EventLog, Exec, Existing, Exit, Fork, Header, KillCall, LastWords,
+        Leak, Oom, Record, Signal, SignalSummary, SnapshotTaken, Task,
     },
 };
 
@@ -205,6 +205,35 @@ impl Redactor {
                 // Cut at the front: the first bytes may end a secret.
                 let cut = *truncated && mask_cut_start(text);
                 self.task(task) | self.string(text) | cut
+            }
+            Record::CrashStack(CrashStack {
+                at: _,
+                task,
+                sig: _,
+                signal: _,
+                code: _,
+                fault_addr: _,
+                completeness: _,
+                // Paths (of modules and of files that are not there).
+                detail,
+                frames,
+                frames_left_out: _,
+            }) => {
+                let mut c = self.task(task) | self.opt(detail);
+                for f in frames {
+                    let CrashFrame {
+                        address: _,
+                        module,
+                        build_id: _,
+                        offset: _,
+                        symbol,
+                        file,
+                        line: _,
+                        inlined: _,
+                    } = f;
+                    c |= self.opt(module) | self.opt(symbol) | self.opt(file);
+                }
+                c
             }
             Record::Leak(Leak {
                 at: _,

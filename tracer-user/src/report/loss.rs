@@ -54,6 +54,12 @@ fn capture_loss_only(r: &Report) -> String {
             l.lost.breakdown(),
             l.events
         )
+    } else if l.lost.crash_ring_full > 0 {
+        format!(
+            "**Loss:** none — {} events, 0 lost; {} without its stack (crash ring full).",
+            l.events,
+            w::plural(l.lost.crash_ring_full as usize, "crash", "crashes"),
+        )
     } else if l.lost.user_read_failed > 0 {
         let n = l.lost.user_read_failed as usize;
         format!(

@@ -2,6 +2,7 @@
 //! capture session, the supervisor, leaks, the terminal, privilege
 //! dropping, last words, the watchdog and the run's cgroup.
 pub mod clock;
+pub mod crash_maps;
 pub mod event_loop;
 pub mod header;
 pub mod interpreter;

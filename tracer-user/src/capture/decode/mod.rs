@@ -80,8 +80,34 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
             RecordKind::Stderr => decode_stderr(bytes)?,
             RecordKind::StderrTail => decode_tail(bytes)?,
             RecordKind::Existing => Wire::Existing(copy(bytes, "an existing-process record")?),
+            // Only ever in the crash ring, read by `decode_crash`.
+            RecordKind::Crash => return Err(DecodeError::UnknownKind(hdr.kind)),
         },
     )
+}
+
+/// A crash-ring record (`CRASHES`): boxed, ~19 KiB.
+pub fn decode_crash(bytes: &[u8]) -> Result<Box<tracer_common::CrashRecord>, DecodeError> {
+    let hdr: RecordHeader = copy(bytes, "a record header")?;
+    if RecordKind::try_from(hdr.kind) != Ok(RecordKind::Crash) {
+        return Err(DecodeError::UnknownKind(hdr.kind));
+    }
+    let need = size_of::<tracer_common::CrashRecord>();
+    if bytes.len() < need {
+        return Err(DecodeError::TooShort {
+            what: "a crash record",
+            need,
+            got: bytes.len(),
+        });
+    }
+    // SAFETY: CrashRecord: aya::Pod, valid for any bytes, zeros included;
+    // exactly size_of::<CrashRecord>() bytes (checked above) are copied
+    // into the box.
+    unsafe {
+        let mut rec = Box::<tracer_common::CrashRecord>::new_zeroed();
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), rec.as_mut_ptr().cast::<u8>(), need);
+        Ok(rec.assume_init())
+    }
 }
 
 /// A record cut to its first `header` bytes and the `len_of(rec)` bytes of
@@ -198,7 +224,7 @@ pub fn cstr(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-fn task(id: &TaskId, comm: &[u8]) -> Task {
+pub fn task(id: &TaskId, comm: &[u8]) -> Task {
     Task {
         pid: id.tgid,
         tid: id.tid,

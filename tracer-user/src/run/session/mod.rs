@@ -29,6 +29,17 @@ pub struct Session {
     /// Registered with the reactor: the loop wakes when the kernel side
     /// wakes it (batched, see `pump::ready`).
     ring: AsyncFd<RingBuf<MapData>>,
+    /// The crash ring (`CRASHES`): read first in every drain, and woken
+    /// for at once, so a crashed process's maps are read while it exists.
+    crashes: AsyncFd<RingBuf<MapData>>,
+    /// Crash records whose maps were read, waiting for the rest of the
+    /// drain (their exec records) before they are unwound.
+    pending_crashes: Vec<(Box<tracer_common::CrashRecord>, crate::symbolize::Modules)>,
+    /// The paths the latest processes were exec'd by: a crashed process's
+    /// executable is found by it when its maps were lost.
+    exes: std::collections::VecDeque<(crate::eventlog::ProcKey, String)>,
+    /// Library build ids, read on the first crash that needs them.
+    libs: crate::symbolize::LibIndex,
     writer: LogWriter,
     /// Where the log and the reports go, held open (see `outdir`).
     out: OutDir,
@@ -88,9 +99,14 @@ impl Session {
         last_words_bytes: usize,
     ) -> Result<Self, TracerError> {
         let ring = watch_readable(capture.ring()?).map_err(TracerError::PollRing)?;
+        let crashes = watch_readable(capture.crash_ring()?).map_err(TracerError::PollRing)?;
         Ok(Self {
             capture,
             ring,
+            crashes,
+            pending_crashes: Vec::new(),
+            exes: Default::default(),
+            libs: Default::default(),
             writer,
             out,
             series: Series::default(),
@@ -299,6 +315,7 @@ impl Session {
                 write_error: self.writer.error().map(|e| e.to_string()),
                 too_large: self.too_large_before + self.writer.too_large(),
                 cut_to_fit: self.cut_before + self.writer.cut_to_fit(),
+                crash_ring_full: fails[FailReason::CrashRingFull as usize],
                 per_cpu,
             },
             command_status,

@@ -20,10 +20,25 @@ impl Session {
     /// kernel side commits most records without waking the reader (see
     /// `WAKE_BATCH_NS`). Call `drain` after it.
     pub async fn ready(&self) -> Result<(), TracerError> {
-        let readable = async {
+        let events = async {
             let mut guard = self.ring.readable().await.map_err(TracerError::PollRing)?;
             guard.clear_ready();
             Ok(())
+        };
+        let crashes = async {
+            let mut guard = self
+                .crashes
+                .readable()
+                .await
+                .map_err(TracerError::PollRing)?;
+            guard.clear_ready();
+            Ok(())
+        };
+        let readable = async {
+            tokio::select! {
+                r = events => r,
+                r = crashes => r,
+            }
         };
         match self.catch_up {
             Some(at) => tokio::select! {
@@ -36,6 +51,8 @@ impl Session {
 
     /// Write every event already in the ring buffer.
     pub fn drain(&mut self) -> Result<u64, TracerError> {
+        // Crashes first: their processes may still be there to be read.
+        self.read_crashes();
         let mut n = 0;
         let mut seen = 0u64;
         loop {
@@ -78,6 +95,9 @@ impl Session {
             let Some(mut rec) = wire.into_record(at) else {
                 continue;
             };
+            if let Record::Exec(e) = &rec {
+                self.remember_exe(e.task.key(), &e.filename);
+            }
             self.name_outside_sender(&mut rec);
             resolve_memcg(&mut rec);
             self.write(&rec)?;
@@ -89,11 +109,75 @@ impl Session {
                 }
             }
         }
+        n += self.write_crashes()?;
         self.writer.flush();
         // Records came: more may follow without a wake-up. An idle ring
         // arms no timer, so an idle tracer stays asleep.
         self.catch_up = (seen > 0).then(|| tokio::time::Instant::now() + CATCH_UP);
         Ok(n)
+    }
+
+    /// Each crash record, its process's maps and files read at once (it
+    /// may not have exited yet); unwound after the main ring's records
+    /// (the exec that names its executable among them).
+    fn read_crashes(&mut self) {
+        loop {
+            let decoded = match self.crashes.get_mut().next() {
+                Some(item) => decode::decode_crash(&item),
+                None => break,
+            };
+            match decoded {
+                Ok(rec) => {
+                    let key = crate::eventlog::ProcKey {
+                        pid: rec.task.tgid,
+                        start: rec.task.start_ns,
+                    };
+                    let modules = crate::run::crash_maps::snapshot(key);
+                    self.pending_crashes.push((rec, modules));
+                }
+                Err(e) => {
+                    log::warn!("undecodable crash record: {e}");
+                    self.undecodable += 1;
+                }
+            }
+        }
+    }
+
+    /// A `crash_stack` for each crash read: unwound and symbolised.
+    fn write_crashes(&mut self) -> Result<u64, TracerError> {
+        let mut n = 0;
+        for (rec, snapshot) in std::mem::take(&mut self.pending_crashes) {
+            let task = decode::task(&rec.task, &rec.comm);
+            let key = task.key();
+            let exes: Vec<String> = self
+                .exes
+                .iter()
+                .rev()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, p)| p.clone())
+                .collect();
+            let modules = crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs);
+            let at = self.writer.stamp(rec.hdr.ktime_ns);
+            let stack = crate::symbolize::crash_stack(&rec, &modules, at, task);
+            log::debug!(
+                "crash of {}: {} frames, {:?}",
+                stack.task.pid,
+                stack.frames.len(),
+                stack.completeness
+            );
+            self.write(&Record::CrashStack(stack))?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Exec filenames of the latest processes, at most `MAX_EXES`.
+    fn remember_exe(&mut self, key: crate::eventlog::ProcKey, filename: &str) {
+        const MAX_EXES: usize = 1024;
+        if self.exes.len() >= MAX_EXES {
+            self.exes.pop_front();
+        }
+        self.exes.push_back((key, filename.to_string()));
     }
 
     /// A signal from a process the log cannot name (it was never exec'd in

@@ -1,0 +1,142 @@
+//! signal_deliver: a fatal crash-class signal (SIGSEGV, SIGABRT, …, see
+//! `CRASH_SIGNAL_MASK`) is about to kill a process of the run. The hook runs
+//! in the dying thread's own context, before the kernel tears anything
+//! down: its user registers, the kernel's walk of its user stack and a
+//! copy of its stack memory go into `CRASHES`, a ring of their own (a
+//! crash storm fills it, never the event ring), and user space is woken at
+//! once so it can read the process's maps while the process still exists.
+use core::mem::size_of;
+
+use aya_ebpf::{
+    bindings::{BPF_F_USER_BUILD_ID, BPF_F_USER_STACK, BPF_RB_FORCE_WAKEUP},
+    helpers::generated::{
+        bpf_get_current_task_btf, bpf_get_stack, bpf_probe_read_user, bpf_task_pt_regs,
+    },
+    macros::map,
+    maps::RingBuf,
+    programs::BtfTracePointContext,
+    EbpfContext,
+};
+use tracer_common::{
+    CrashRecord, StackBuildId, CRASH_FRAMES, CRASH_HAS_REGS, CRASH_PAGE, CRASH_PAGES,
+    CRASH_SIGNAL_MASK, REG_NONE,
+};
+
+use crate::{
+    kill_calls::KILL_ABI,
+    maps::{is_tracked, off},
+    task::{comm, current, current_id, header, read, Ptr},
+};
+
+/// Crash records only (~19 KiB each): 16 fit. Crashes are rare; a storm of
+/// them (a crashing test in a loop) fills this ring and counts
+/// `crash_ring_full`, while forks, exits and signals keep their own ring.
+#[map]
+pub(crate) static CRASHES: RingBuf = RingBuf::with_byte_size(512 * 1024, 0);
+
+/// `k_sigaction.sa.sa_handler`'s value for the default action.
+const SIG_DFL: u64 = 0;
+
+/// `kernel_siginfo`: `si_code` at 8, the `_sigfault` union (si_addr) at 16.
+const SI_CODE_OFF: u32 = 8;
+const SI_ADDR_OFF: u32 = 16;
+
+/// `WITH_REGS`: read the user registers with `bpf_task_pt_regs` (5.15+);
+/// without, the program loads on older kernels and keeps only the
+/// kernel's frame-pointer walk.
+#[inline(always)]
+pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+    let sig: i32 = ctx.arg(0);
+    // The common path (SIGURG floods of Go programs, SIGCHLD, SIGALRM…):
+    // one shift, one AND, one branch.
+    if (CRASH_SIGNAL_MASK >> (sig as u32 & 63)) & 1 == 0 {
+        return Ok(0);
+    }
+    let info: Ptr = ctx.arg(1);
+    let ka: Ptr = ctx.arg(2);
+    // Fatal: the default action (a handler that returns would let the
+    // process live, or it is a runtime's own — Go, the JVM — that reports).
+    if read::<u64>(ka, off(|o| &o.ksigaction_handler)) != Some(SIG_DFL) {
+        return Ok(0);
+    }
+    let me = current_id().ok_or(())?;
+    if !is_tracked(me.tgid, me.start_ns) {
+        return Ok(0);
+    }
+    let Some(mut entry) = CRASHES.reserve::<CrashRecord>(0) else {
+        crate::diag::crash_ring_full();
+        return Ok(0);
+    };
+    let rec = entry.as_mut_ptr();
+    unsafe {
+        (*rec).hdr = header(tracer_common::RecordKind::Crash as u32);
+        (*rec).task = me;
+        (*rec).comm = comm(current());
+        (*rec).sig = sig;
+        (*rec).code = read::<i32>(info, SI_CODE_OFF).unwrap_or(0);
+        (*rec).addr = read::<u64>(info, SI_ADDR_OFF).unwrap_or(0);
+        (*rec).regs = [0; 4];
+        (*rec).flags = 0;
+        (*rec)._pad = 0;
+        let mm = read::<Ptr>(current(), off(|o| &o.task_mm)).unwrap_or(core::ptr::null());
+        (*rec).exe_start_code = read::<u64>(mm, off(|o| &o.mm_start_code)).unwrap_or(0);
+        let exe = read::<Ptr>(mm, off(|o| &o.mm_exe_file)).unwrap_or(core::ptr::null());
+        let inode = read::<Ptr>(exe, off(|o| &o.file_f_inode)).unwrap_or(core::ptr::null());
+        (*rec).exe_ino = read::<u64>(inode, off(|o| &o.inode_i_ino)).unwrap_or(0);
+        let sb = read::<Ptr>(inode, off(|o| &o.inode_i_sb)).unwrap_or(core::ptr::null());
+        (*rec).exe_dev = read::<u32>(sb, off(|o| &o.sb_s_dev)).unwrap_or(0);
+        if WITH_REGS {
+            let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as Ptr;
+            let offs = core::ptr::read_volatile(&KILL_ABI.regs_user);
+            let reg = |o: u32| match o {
+                REG_NONE => 0,
+                o => read::<u64>(regs, o).unwrap_or(0),
+            };
+            (*rec).regs = [reg(offs[0]), reg(offs[1]), reg(offs[2]), reg(offs[3])];
+            (*rec).flags = CRASH_HAS_REGS;
+        }
+        // From the stack pointer's page up (no registers: from address 0,
+        // which fails). A failed read zeroes its page: the ring's memory
+        // never carries an earlier record's bytes out.
+        let base = (*rec).regs[1] & !(CRASH_PAGE as u64 - 1);
+        (*rec).stack_base = base;
+        let stack = (*rec).stack.as_mut_ptr();
+        let mut ok = 0u32;
+        // Unrolled: constant-size reads, each page on its own.
+        for i in 0..CRASH_PAGES {
+            let dst = stack.add(i * CRASH_PAGE);
+            let src = if base == 0 {
+                0
+            } else {
+                base + (i * CRASH_PAGE) as u64
+            };
+            if bpf_probe_read_user(dst as *mut _, CRASH_PAGE as u32, src as *const _) == 0 {
+                ok |= 1 << i;
+            }
+        }
+        (*rec).pages_ok = ok;
+        let ips = (*rec).ips.as_mut_ptr();
+        let n = bpf_get_stack(
+            ctx.as_ptr(),
+            ips as *mut _,
+            (CRASH_FRAMES * 8) as u32,
+            BPF_F_USER_STACK as u64,
+        );
+        (*rec).ips_len = if n > 0 { (n as u32) / 8 } else { 0 };
+        let ids = (*rec).build_ids.as_mut_ptr();
+        let n = bpf_get_stack(
+            ctx.as_ptr(),
+            ids as *mut _,
+            (CRASH_FRAMES * size_of::<StackBuildId>()) as u32,
+            (BPF_F_USER_STACK | BPF_F_USER_BUILD_ID) as u64,
+        );
+        (*rec).build_ids_len = if n > 0 {
+            (n as u32) / size_of::<StackBuildId>() as u32
+        } else {
+            0
+        };
+    }
+    // At once: the maps are read while the process still exists.
+    entry.submit(BPF_RB_FORCE_WAKEUP as u64);
+    Ok(0)
+}

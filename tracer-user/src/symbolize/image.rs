@@ -1,0 +1,150 @@
+//! A module's file, frozen: copied (bounded) into a sealed memfd that only
+//! tracer holds, then mapped. The wrapped command cannot change or
+//! truncate what is parsed (a mapping of its own file would fault with
+//! SIGBUS in tracer when truncated), and the copy is the file that was
+//! mapped (opened through its fd, never by path again).
+use std::{
+    fs::File,
+    io::{Read, Write},
+    os::fd::{AsRawFd, FromRawFd},
+    sync::Arc,
+};
+
+use object::{Object, ObjectSection};
+
+use super::Modules;
+
+/// The largest module read (a test binary with full debug info is tens of
+/// MB; libc ~2 MB). Beyond it the module's frames keep their address and
+/// offset, no name.
+pub const MAX_MODULE_BYTES: u64 = 512 << 20;
+
+/// The copies of a crash's modules, by `Modules::files` index.
+pub(super) struct Images {
+    slots: Vec<Result<Image, String>>,
+}
+
+pub(super) struct Image {
+    /// The memfd the copy is in: blazesym opens it as /proc/self/fd/N.
+    pub memfd: File,
+    pub map: Arc<memmap2::Mmap>,
+    pub build_id: Option<String>,
+}
+
+impl Images {
+    pub(super) fn open(modules: &Modules) -> Self {
+        Self {
+            slots: modules.files.iter().map(Image::copy).collect(),
+        }
+    }
+
+    pub(super) fn get(&self, i: usize) -> Option<&Image> {
+        self.slots.get(i)?.as_ref().ok()
+    }
+
+    pub(super) fn error(&self, i: usize) -> Option<&str> {
+        self.slots.get(i)?.as_ref().err().map(String::as_str)
+    }
+}
+
+impl Image {
+    fn copy(file: &File) -> Result<Image, String> {
+        let len = file.metadata().map_err(|e| e.to_string())?.len();
+        if len > MAX_MODULE_BYTES {
+            return Err(format!(
+                "{len} bytes, more than the {} MiB tracer reads",
+                MAX_MODULE_BYTES >> 20
+            ));
+        }
+        let memfd = memfd().map_err(|e| format!("memfd: {e}"))?;
+        let mut src = file.take(MAX_MODULE_BYTES);
+        let mut dst = &memfd;
+        // pread-like: the fd's offset is tracer's own (opened for this).
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = src.read(&mut buf).map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            dst.write_all(&buf[..n]).map_err(|e| format!("copy: {e}"))?;
+        }
+        seal(&memfd).map_err(|e| format!("seal: {e}"))?;
+        // SAFETY: the memfd is tracer's own, sealed against writes and
+        // shrinking: the mapping's bytes cannot change or disappear.
+        let map = unsafe { memmap2::Mmap::map(&memfd) }.map_err(|e| format!("mmap: {e}"))?;
+        let build_id = object::File::parse(&map[..])
+            .ok()
+            .and_then(|o| o.build_id().ok().flatten().map(super::hex));
+        Ok(Image {
+            memfd,
+            map: Arc::new(map),
+            build_id,
+        })
+    }
+
+    /// `/proc/self/fd/N` of the copy (for blazesym, which opens by path).
+    pub(super) fn path(&self) -> String {
+        format!("/proc/self/fd/{}", self.memfd.as_raw_fd())
+    }
+
+    /// A section's bytes and its address range (SVMA).
+    pub(super) fn section(&self, name: &str) -> Option<(Bytes, std::ops::Range<u64>)> {
+        let obj = object::File::parse(&self.map[..]).ok()?;
+        let s = obj.section_by_name(name)?;
+        let (off, size) = s.file_range()?;
+        let (off, size) = (usize::try_from(off).ok()?, usize::try_from(size).ok()?);
+        if off.checked_add(size)? > self.map.len() {
+            return None;
+        }
+        Some((
+            Bytes {
+                map: Some(self.map.clone()),
+                range: off..off + size,
+            },
+            s.address()..s.address() + s.size(),
+        ))
+    }
+}
+
+/// Part of an image's mapping, as framehop takes section data.
+/// (`Default`, empty: framehop's section info asks for it.)
+#[derive(Clone, Default)]
+pub(super) struct Bytes {
+    map: Option<Arc<memmap2::Mmap>>,
+    range: std::ops::Range<usize>,
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.map {
+            Some(m) => m.get(self.range.clone()).unwrap_or(&[]),
+            None => &[],
+        }
+    }
+}
+
+fn memfd() -> std::io::Result<File> {
+    // SAFETY: a NUL-terminated name and flags; the fd returned is owned
+    // by the File below.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"tracer-module".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just created and is owned by nothing else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn seal(f: &File) -> std::io::Result<()> {
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on an fd this File owns.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

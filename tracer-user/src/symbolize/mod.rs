@@ -1,0 +1,207 @@
+//! Crash stacks: a crash record (the dying thread's registers, the kernel's
+//! walk of its stack, a copy of its stack memory) and the files its process
+//! had mapped -> a `crash_stack` record: frames unwound by `framehop` (DWARF
+//! CFI from .eh_frame/.debug_frame, frame pointers where a module has none)
+//! and named by `blazesym` (ELF symtab, DWARF file:line with inlined
+//! functions, demangled).
+//!
+//! Everything parsed here was written by the wrapped command: each module is
+//! first copied, bounded (`image::MAX_MODULE_BYTES`), into a sealed memfd
+//! (no one can change or truncate what is parsed, so a mapping of it never
+//! faults), and a module that does not parse yields a frame without a name
+//! ("symbolisation failed"), never an error out of here.
+mod found;
+mod image;
+mod names;
+mod unwind;
+
+pub use found::LibIndex;
+
+use std::fs::File;
+
+use tracer_common::{CrashRecord, BUILD_ID_VALID, CRASH_HAS_REGS};
+
+use crate::eventlog::{
+    si_code_name, signal_name, CrashFrame, CrashStack, StackCompleteness, Stamp, Task,
+};
+
+pub use image::MAX_MODULE_BYTES;
+
+/// Frames a record keeps (innermost first); the rest are counted.
+pub const MAX_CRASH_FRAMES: usize = 64;
+
+/// One mapping of the crashed process, as /proc/PID/maps had it.
+#[derive(Debug)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    /// The file offset the mapping starts at.
+    pub offset: u64,
+    pub executable: bool,
+    /// The path /proc/PID/maps printed, without " (deleted)".
+    pub path: String,
+    pub deleted: bool,
+    /// Index into `Modules::files` (mappings of one file share it).
+    pub file: Option<usize>,
+}
+
+/// What user space could read of the crashed process while it lived.
+#[derive(Debug, Default)]
+pub struct Modules {
+    pub mappings: Vec<Mapping>,
+    /// The mapped files, held open (read through these, never by path).
+    pub files: Vec<File>,
+    /// Why there are no mappings (the process exited before its maps were
+    /// read), or why some files could not be opened.
+    pub missing: Option<String>,
+}
+
+impl Modules {
+    fn mapping(&self, addr: u64) -> Option<&Mapping> {
+        let i = self.mappings.partition_point(|m| m.start <= addr);
+        let m = self.mappings.get(i.checked_sub(1)?)?;
+        (addr < m.end).then_some(m)
+    }
+}
+
+/// Said of a frame in no module when the maps were lost.
+pub const EXITED: &str = "module unknown: the process exited before its maps were read";
+
+/// The modules to unwind and name `rec` with: the maps `snapshot` read
+/// while the process lived, or, when it was gone first (its maps empty or
+/// unreadable), the modules found from what the kernel recorded
+/// (`found.rs`): `exes` are the paths its process may have been exec'd by.
+pub fn modules_for(
+    rec: &CrashRecord,
+    snapshot: Modules,
+    exes: &[String],
+    libs: &mut LibIndex,
+) -> Modules {
+    if !snapshot.mappings.is_empty() {
+        return snapshot;
+    }
+    let mut m = found::rebuild(rec, exes, libs);
+    m.missing = Some(EXITED.to_string());
+    m
+}
+
+/// The `crash_stack` record of `rec`, with the modules of its process
+/// (`modules_for`).
+pub fn crash_stack(rec: &CrashRecord, modules: &Modules, at: Stamp, task: Task) -> CrashStack {
+    let sig = rec.sig;
+    let code = Some(si_code_name(sig, rec.code));
+    let fault_addr = carries_addr(sig, rec.code).then_some(rec.addr);
+    let mut stack = CrashStack {
+        at,
+        task,
+        sig,
+        signal: signal_name(sig),
+        code,
+        fault_addr,
+        completeness: StackCompleteness::Complete,
+        detail: None,
+        frames: Vec::new(),
+        frames_left_out: 0,
+    };
+    let images = image::Images::open(modules);
+    let walk = if rec.flags & CRASH_HAS_REGS != 0 {
+        unwind::walk(rec, modules, &images)
+    } else {
+        unwind::Walk::kernel_only(
+            rec,
+            "no user registers on this kernel (bpf_task_pt_regs needs 5.15): the kernel's frame-pointer walk only",
+        )
+    };
+    let mut addrs = walk.frames;
+    if addrs.len() > MAX_CRASH_FRAMES {
+        stack.frames_left_out = (addrs.len() - MAX_CRASH_FRAMES) as u32;
+        addrs.truncate(MAX_CRASH_FRAMES);
+    }
+    let mut notes: Vec<String> = walk.note.into_iter().collect();
+    let mut unknown = 0usize;
+    let mut failed: Option<String> = None;
+    let mut frames = Vec::new();
+    for f in &addrs {
+        let Some(m) = modules.mapping(f.lookup) else {
+            unknown += 1;
+            frames.push(CrashFrame {
+                address: f.lookup,
+                build_id: kernel_build_id(rec, f.lookup),
+                ..Default::default()
+            });
+            continue;
+        };
+        let offset = f.lookup - m.start + m.offset;
+        let img = m.file.and_then(|i| images.get(i));
+        let mut base = CrashFrame {
+            address: f.lookup,
+            module: Some(m.path.clone()),
+            build_id: img.and_then(|i| i.build_id.clone()),
+            offset: Some(offset),
+            ..Default::default()
+        };
+        match img {
+            Some(img) => match names::name(img, offset) {
+                Ok(named) => frames.extend(named.into_frames(base)),
+                Err(e) => {
+                    failed.get_or_insert(format!("{}: {e}", m.path));
+                    frames.push(base);
+                }
+            },
+            None => {
+                if let Some(e) = m.file.and_then(|i| images.error(i)) {
+                    failed.get_or_insert(format!("{}: {e}", m.path));
+                }
+                base.build_id = base.build_id.or_else(|| kernel_build_id(rec, f.lookup));
+                frames.push(base);
+            }
+        }
+    }
+    stack.frames = frames;
+    if addrs.is_empty() {
+        stack.completeness = StackCompleteness::NoStack;
+        notes.push("no frame was captured".into());
+    } else if unknown > 0 {
+        stack.completeness = StackCompleteness::ModuleUnknown;
+        notes.insert(
+            0,
+            match &modules.missing {
+                Some(why) => why.clone(),
+                None => format!("{unknown} frame(s) in no mapped file"),
+            },
+        );
+    } else if let Some(e) = failed {
+        stack.completeness = StackCompleteness::SymbolisationFailed;
+        notes.insert(0, format!("symbolisation failed: {e}"));
+    } else if walk.frame_pointers {
+        stack.completeness = StackCompleteness::FramePointersOnly;
+    }
+    if !notes.is_empty() {
+        stack.detail = Some(notes.join("; "));
+    }
+    stack
+}
+
+/// The kernel's build id for the frame at `addr`, when its walk had one
+/// (the module may be gone by the time user space reads the maps).
+fn kernel_build_id(rec: &CrashRecord, addr: u64) -> Option<String> {
+    let n = (rec.ips_len as usize)
+        .min(rec.ips.len())
+        .min(rec.build_ids_len as usize);
+    (0..n)
+        .find(|&i| rec.ips[i] == addr || rec.ips[i].wrapping_sub(1) == addr)
+        .map(|i| &rec.build_ids[i])
+        .filter(|b| b.status == BUILD_ID_VALID)
+        .map(|b| hex(&b.build_id))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The signals whose `si_addr` is the faulting address, when the kernel
+/// raised them (si_code > 0).
+fn carries_addr(sig: i32, code: i32) -> bool {
+    use tracer_common::signals::{SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP};
+    code > 0 && [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP].contains(&sig)
+}
