@@ -175,6 +175,43 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
             format!("{s}{}", suffix.unwrap_or(""))
         }
     };
+    // Where it crashed, from the crash_stack record of the signal it died
+    // of. An interpreter's native frames are its own machinery: its words
+    // (last words) say more, so its headline stays as it was.
+    let died_of = match &end.status {
+        ExitStatus::Signaled { signal, .. } => Some(*signal),
+        ExitStatus::Exited { .. } => None,
+    };
+    let crash = super::crash::crash_ref(p, died_of);
+    let interpreter = p.comm.as_deref().is_some_and(super::crash::is_interpreter);
+    let summary = match crash
+        .as_ref()
+        .filter(|c| !interpreter && !c.clause.is_empty())
+    {
+        Some(c) if cls.kind == CauseKind::Fault => {
+            let sig = fatal.map_or_else(
+                || crate::eventlog::signal_name(died_of.unwrap_or(0)),
+                |s| s.ev.sig_name.to_string(),
+            );
+            let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
+            let fault = c
+                .fault
+                .as_deref()
+                .map_or_else(|| format!(" ({code})"), |f| format!(": {f} ({code})"));
+            let handled = reraise_call
+                .as_deref()
+                .map(|call| format!("; its handler caught it and re-raised it via {call}"))
+                .unwrap_or_default();
+            let core = if victim.core_dumped {
+                ", core dumped"
+            } else {
+                ""
+            };
+            format!("died of {sig}{fault} in {}{handled}{core}", c.clause)
+        }
+        Some(c) => format!("{summary}, in {}", c.clause),
+        None => summary,
+    };
     // A process-sent signal that came from no kill syscall: the kernel path
     // that sent it (cgroup.kill) is the mechanism.
     let uncaptured = fatal
@@ -247,6 +284,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
     evidence.extend(refined.iter().flat_map(|r| r.evidence.iter().copied()));
     evidence.push(end.seq);
     evidence.extend(last_words.as_ref().map(|l| l.seq));
+    evidence.extend(crash.as_ref().map(|c| c.seq));
     evidence.sort_unstable();
     evidence.dedup();
 
@@ -261,6 +299,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         oom,
         history,
         last_words,
+        crash,
         evidence,
         consequence_of: None,
         consequences: Vec::new(),

@@ -6,6 +6,7 @@ pub mod cascade;
 mod caught;
 mod cause;
 mod certificate;
+mod crash;
 mod extras;
 pub mod hangs;
 mod mechanism;
@@ -26,6 +27,7 @@ use regex::Regex;
 use serde::Serialize;
 
 pub use ancestors::{chain, Ancestor};
+pub use crash::{completeness_words, frame_line};
 pub use extras::MAX_NEAR_MISSES;
 pub(crate) use mechanism::READER_EXIT_AFTER_NS;
 pub use side_findings::*;

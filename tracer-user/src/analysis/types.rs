@@ -427,6 +427,10 @@ pub struct Certificate {
     /// The end of what the victim wrote to stderr (`last_words` record).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_words: Option<LastWordsRef>,
+    /// Where it was when a fatal crash-class signal reached it
+    /// (`crash_stack` record): the frames, the machinery folded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crash: Option<CrashRef>,
     /// Sequence numbers of the events this certificate rests on.
     pub evidence: Vec<u64>,
     /// This death follows from the death of another certificate's victim,
@@ -530,6 +534,44 @@ pub enum LinkEvidence {
     PipeReader,
     /// The kernel killed it when the init of its pid namespace ended.
     PidNamespace,
+}
+
+/// A crash's stack, as a certificate shows it.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct CrashRef {
+    /// Sequence number of the crash_stack record.
+    pub seq: u64,
+    /// `si_addr`, for the faults that carry one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault_addr: Option<u64>,
+    /// The fault in words: `address 0x0 not mapped`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+    /// How complete the stack is.
+    pub completeness: crate::eventlog::StackCompleteness,
+    /// What is missing and why, when not complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Every frame of the record, innermost first.
+    pub frames: Vec<crate::eventlog::CrashFrame>,
+    /// Frames beyond `frames` the record left out.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub frames_left_out: usize,
+    /// The innermost frames that are abort, panic or unwind machinery
+    /// (`abort`, `raise`, `std::panicking::…`), folded in the headline.
+    pub machinery: usize,
+    /// Index into `frames` of the first frame of the program's own code
+    /// (after the machinery), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_user_frame: Option<usize>,
+    /// The stack in one clause: `parse_header (src/parse.c:42) ← load_file
+    /// (src/parse.c:88) ← main`.
+    pub clause: String,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A process's last words: the end of its stderr, as the kernel saw it.

@@ -369,8 +369,10 @@ pub struct CrashFrame {
     /// The function, demangled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symbol: Option<String>,
+    /// The source file of the instruction (DWARF line tables).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// Its line in `file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
     /// A function inlined at this address into the frame that follows

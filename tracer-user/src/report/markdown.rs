@@ -388,6 +388,9 @@ fn certificate(o: &mut String, c: &Certificate, a: &Analysis) {
     if let Some(lw) = &c.last_words {
         sections::last_words(o, lw);
     }
+    if let Some(crash) = &c.crash {
+        sections::crash_stack(o, crash);
+    }
 }
 
 /// The whole command line, when the abbreviated one left out more than the

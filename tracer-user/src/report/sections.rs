@@ -8,7 +8,7 @@ use super::{
     loss::loss_line,
 };
 use crate::{
-    analysis::{quote, wording as w, Direction, LastWordsRef},
+    analysis::{quote, wording as w, CrashRef, Direction, LastWordsRef},
     text::{self, markdown as md},
 };
 
@@ -258,6 +258,34 @@ pub(super) fn last_words(o: &mut String, lw: &LastWordsRef) {
     };
     let _ = writeln!(o, "Last words (stderr{earlier}{null}, seq {}):\n", lw.seq);
     let lines: Vec<String> = lines.into_iter().map(str::to_string).collect();
+    let _ = writeln!(o, "{}", md::fence_lines(&lines, "text"));
+}
+
+/// A crash's frames, innermost first (names are the binary's: fenced).
+pub(super) fn crash_stack(o: &mut String, c: &CrashRef) {
+    let fault = c
+        .fault
+        .as_deref()
+        .map(|f| format!(", {f}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "Crash stack (seq {}{fault}; {}):\n",
+        c.seq,
+        crate::analysis::completeness_words(c)
+    );
+    let mut lines: Vec<String> = c
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| crate::analysis::frame_line(i, f))
+        .collect();
+    if c.frames_left_out > 0 {
+        lines.push(format!("… {} more frames", c.frames_left_out));
+    }
+    if lines.is_empty() {
+        lines.push("(no frame)".into());
+    }
     let _ = writeln!(o, "{}", md::fence_lines(&lines, "text"));
 }
 

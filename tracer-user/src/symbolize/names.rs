@@ -61,10 +61,24 @@ pub(super) fn name(img: &Image, offset: u64) -> Result<Named, String> {
         // the wrapped command's to choose, and read as root.
         .set_debug_dirs(None::<&[&str]>)
         .build();
-    let src = Source::Elf(Elf::new(img.path()));
-    let sym = symbolizer
-        .symbolize_single(&src, Input::FileOffset(offset))
-        .map_err(|e| e.to_string())?;
+    // With debug info first; a module whose DWARF (or debug link) does
+    // not resolve the address is asked again for its ELF symbols alone
+    // (a distribution's stripped libc keeps only .dynsym).
+    let mut sym = Symbolized::Unknown(blazesym::symbolize::Reason::Unsupported);
+    for debug_syms in [true, false] {
+        let mut elf = Elf::new(img.path());
+        elf.debug_syms = debug_syms;
+        let src = Source::Elf(elf);
+        match symbolizer.symbolize_single(&src, Input::FileOffset(offset)) {
+            Ok(found @ Symbolized::Sym(_)) => {
+                sym = found;
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if !debug_syms => return Err(e.to_string()),
+            Err(_) => {}
+        }
+    }
     let mut parts = Vec::new();
     if let Symbolized::Sym(sym) = sym {
         // blazesym lists the inlined calls outermost first; each one's

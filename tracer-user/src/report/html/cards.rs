@@ -304,6 +304,23 @@ fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
             ),
         );
     }
+    if let Some(crash) = &c.crash {
+        let lines: Vec<String> = crash
+            .frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| esc(&crate::analysis::frame_line(i, f)))
+            .collect();
+        row(
+            o,
+            "crash stack",
+            &format!(
+                "{}<pre>{}</pre>",
+                esc(&crate::analysis::completeness_words(crash)),
+                lines.join("\n")
+            ),
+        );
+    }
     let ev: Vec<String> = c.evidence.iter().map(u64::to_string).collect();
     row(o, "evidence", &format!("events {}", esc(&ev.join(", "))));
     o.push_str("</table>\n");

@@ -1,0 +1,211 @@
+//! A crash's stack on its certificate: the `crash_stack` record of the
+//! victim (its signal the one it died of), abort/panic machinery folded,
+//! the first frame of the program's own code, and the clause a headline
+//! ends with: `in parse_header (src/parse.c:42) ← load_file (src/parse.c:88)
+//! ← main`.
+use super::types::CrashRef;
+use crate::{
+    eventlog::{CrashFrame, CrashStack},
+    model::Process,
+};
+
+/// Frames named in the headline, at most (the rest are in the details).
+const CLAUSE_FRAMES: usize = 4;
+
+/// Functions that are how a program dies, not where: libc's abort and
+/// raise, the C++ terminate path, Rust's panic machinery, assertion and
+/// fortify failures. Matched on the demangled name's start.
+const MACHINERY: &[&str] = &[
+    "raise",
+    "abort",
+    "gsignal",
+    "__GI_raise",
+    "__GI_abort",
+    "__pthread_kill",
+    "pthread_kill",
+    "__restore_rt",
+    "__assert_fail",
+    "__libc_message",
+    "__libc_fatal",
+    "__fortify_fail",
+    "__chk_fail",
+    "__stack_chk_fail",
+    "malloc_printerr",
+    "__cxa_throw",
+    "__cxa_rethrow",
+    "std::terminate",
+    "__cxxabiv1::",
+    "__gnu_cxx::__verbose_terminate_handler",
+    "_Unwind_",
+    "std::panicking::",
+    "core::panicking::",
+    "std::sys::",
+    "std::process::abort",
+    "std::rt::",
+    "std::panic::",
+    "core::panic::",
+    "panic_abort::",
+    "__rust_start_panic",
+    "__rust_abort",
+    "__rust_end_short_backtrace",
+    "__rustc::",
+    "rust_panic",
+    "rust_begin_unwind",
+];
+
+/// Where a C or Rust program's own code ends going outwards: frames past
+/// these are the runtime's start-up.
+const ENTRY: &[&str] = &["main", "std::rt::lang_start", "__libc_start_call_main"];
+
+fn is_machinery(f: &CrashFrame) -> bool {
+    f.symbol.as_deref().is_some_and(|s| {
+        MACHINERY
+            .iter()
+            .any(|m| s == *m || (m.ends_with(':') || m.ends_with('_')) && s.starts_with(m))
+            || s.starts_with("__pthread_kill_")
+            || s.starts_with("std::panicking")
+    })
+}
+
+/// The crash stack of `p` if it died of the signal the record is of.
+pub(super) fn crash_ref(p: &Process, died_of: Option<i32>) -> Option<CrashRef> {
+    let c = p.crash_stack()?;
+    if died_of.is_some_and(|sig| sig != c.sig) {
+        return None;
+    }
+    Some(reference(c))
+}
+
+pub(crate) fn reference(c: &CrashStack) -> CrashRef {
+    let frames = &c.frames;
+    // The innermost run of machinery, with the unnamed frames inside it
+    // (libc's local __pthread_kill_implementation has no exported name).
+    let machinery = frames
+        .iter()
+        .take_while(|f| is_machinery(f) || f.symbol.is_none())
+        .enumerate()
+        .filter(|(_, f)| is_machinery(f))
+        .map(|(i, _)| i + 1)
+        .last()
+        .unwrap_or(0);
+    let first_user_frame = (machinery < frames.len()).then_some(machinery);
+    CrashRef {
+        seq: c.at.seq,
+        fault_addr: c.fault_addr,
+        fault: fault_phrase(c),
+        completeness: c.completeness,
+        detail: c.detail.clone(),
+        frames: frames.clone(),
+        frames_left_out: c.frames_left_out as usize,
+        machinery,
+        first_user_frame,
+        clause: clause(frames, machinery),
+    }
+}
+
+/// `address 0x0 not mapped` and the like: what the fault address means for
+/// this signal and si_code.
+fn fault_phrase(c: &CrashStack) -> Option<String> {
+    let a = c.fault_addr?;
+    let code = c.code.as_deref().unwrap_or("");
+    Some(match (c.signal.as_str(), code) {
+        ("SIGSEGV", "SEGV_MAPERR") => format!("address {a:#x} not mapped"),
+        ("SIGSEGV", "SEGV_ACCERR") => format!("access to {a:#x} not permitted by its mapping"),
+        ("SIGBUS", "BUS_ADRERR") => format!("address {a:#x} has no backing (past a file's end?)"),
+        ("SIGBUS", "BUS_ADRALN") => format!("misaligned access at {a:#x}"),
+        ("SIGFPE", "FPE_INTDIV") => format!("integer division by zero at {a:#x}"),
+        ("SIGILL", _) => format!("illegal instruction at {a:#x}"),
+        ("SIGTRAP", _) => format!("trap at {a:#x}"),
+        _ => format!("address {a:#x}"),
+    })
+}
+
+/// One frame as the clause names it: `parse_header (parse.c:42)`, or its
+/// module and offset when it has no name.
+fn frame_words(f: &CrashFrame) -> String {
+    let place = match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!(" ({}:{line})", short_path(file)),
+        (Some(file), None) => format!(" ({})", short_path(file)),
+        _ => String::new(),
+    };
+    match (&f.symbol, &f.module, f.offset) {
+        (Some(s), _, _) => format!("{s}{place}"),
+        (None, Some(m), Some(off)) => format!("{}+{off:#x}", basename(m)),
+        _ => format!("{:#x} (module unknown)", f.address),
+    }
+}
+
+fn basename(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// The last two components of a source path: `src/parse.c`.
+fn short_path(p: &str) -> String {
+    let parts: Vec<&str> = p.rsplit('/').take(2).collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
+fn clause(frames: &[CrashFrame], machinery: usize) -> String {
+    let mut words = Vec::new();
+    if machinery > 0 {
+        words.push(match machinery {
+            1 => "… 1 frame of abort machinery …".to_string(),
+            n => format!("… {n} frames of abort machinery …"),
+        });
+    }
+    let mut named = false;
+    for f in frames.iter().skip(machinery).take(CLAUSE_FRAMES) {
+        // Past the program's named frames, an unnamed one is the runtime's
+        // start-up (libc's, found by nothing): the details list it.
+        if named && f.symbol.is_none() {
+            break;
+        }
+        named |= f.symbol.is_some();
+        words.push(frame_words(f));
+        if f.symbol.as_deref().is_some_and(|s| ENTRY.contains(&s)) {
+            break;
+        }
+    }
+    words.join(" ← ")
+}
+
+/// Interpreters whose native stack is their own machinery: for them the
+/// program's own words (a faulthandler traceback, V8's `FATAL ERROR`) say
+/// more than any native frame, so the headline keeps those.
+pub(super) fn is_interpreter(comm: &str) -> bool {
+    let c = comm.to_ascii_lowercase();
+    c.starts_with("python") || c == "node" || c == "nodejs" || c.starts_with("node-")
+}
+
+/// One frame as the reports list it: `#0 parse_header (src/parse.c:42) —
+/// /usr/bin/parser+0x1170 [build id 24b4…]`, an inlined function marked.
+pub fn frame_line(i: usize, f: &CrashFrame) -> String {
+    let name = frame_words(f);
+    let inlined = if f.inlined { " [inlined]" } else { "" };
+    let at = match (&f.module, f.offset) {
+        (Some(m), Some(off)) => format!(" — {m}+{off:#x}"),
+        _ => format!(" — {:#x}", f.address),
+    };
+    let id = f
+        .build_id
+        .as_deref()
+        .map(|b| format!(" [build id {}]", &b[..b.len().min(12)]))
+        .unwrap_or_default();
+    format!("#{i} {name}{inlined}{at}{id}")
+}
+
+/// The stack's completeness in words, for the reports.
+pub fn completeness_words(c: &CrashRef) -> String {
+    use crate::eventlog::StackCompleteness as S;
+    let kind = match c.completeness {
+        S::Complete => "complete",
+        S::FramePointersOnly => "frame pointers only",
+        S::ModuleUnknown => "module unknown",
+        S::SymbolisationFailed => "symbolisation failed",
+        S::NoStack => "no stack",
+    };
+    match &c.detail {
+        Some(d) => format!("{kind}: {d}"),
+        None => kind.to_string(),
+    }
+}
