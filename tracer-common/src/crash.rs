@@ -53,6 +53,21 @@ pub struct StackBuildId {
     pub offset_or_ip: u64,
 }
 
+/// Objects of the dynamic linker's list (`r_debug.r_map`) recorded, and
+/// the bytes of each one's path kept.
+pub const CRASH_OBJECTS: usize = 16;
+pub const CRASH_OBJECT_NAME: usize = 120;
+
+/// One object the dynamic linker had loaded: its load bias (`l_addr`) and
+/// path (`l_name`, NUL-terminated, cut), read from the process's memory
+/// while it lived.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LoadedObject {
+    pub bias: u64,
+    pub name: [u8; CRASH_OBJECT_NAME],
+}
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CrashRecord {
@@ -86,6 +101,10 @@ pub struct CrashRecord {
     /// Entries of `ips` / `build_ids` the kernel filled.
     pub ips_len: u32,
     pub build_ids_len: u32,
+    /// Entries of `objects` read.
+    pub objects_len: u32,
+    pub _pad2: u32,
+    pub objects: [LoadedObject; CRASH_OBJECTS],
     pub ips: [u64; CRASH_FRAMES],
     pub build_ids: [StackBuildId; CRASH_FRAMES],
     pub stack: [u8; CRASH_STACK_BYTES],

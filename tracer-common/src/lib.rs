@@ -62,8 +62,9 @@ mod crash;
 mod kill;
 mod offsets;
 pub use crash::{
-    CrashRecord, StackBuildId, BUILD_ID_IP, BUILD_ID_VALID, CRASH_FRAMES, CRASH_HAS_REGS,
-    CRASH_PAGE, CRASH_PAGES, CRASH_SIGNAL_MASK, CRASH_STACK_BYTES,
+    CrashRecord, LoadedObject, StackBuildId, BUILD_ID_IP, BUILD_ID_VALID, CRASH_FRAMES,
+    CRASH_HAS_REGS, CRASH_OBJECTS, CRASH_OBJECT_NAME, CRASH_PAGE, CRASH_PAGES, CRASH_SIGNAL_MASK,
+    CRASH_STACK_BYTES,
 };
 mod signal_counts;
 pub use kill::{
@@ -425,6 +426,7 @@ mod pod {
         StderrRecord,
         SignalSummaryRecord,
         StackBuildId,
+        LoadedObject,
         CrashRecord,
     );
 }
@@ -469,8 +471,9 @@ mod no_padding {
                 first_ns, last_ns }
             StackBuildId { status, build_id, offset_or_ip }
             CrashRecord { hdr, task, comm, sig, code, addr, regs, flags, pages_ok, stack_base,
-                exe_start_code, exe_ino, exe_dev, _pad, ips_len, build_ids_len, ips, build_ids,
-                stack }
+                exe_start_code, exe_ino, exe_dev, _pad, ips_len, build_ids_len, objects_len, _pad2,
+                objects, ips, build_ids, stack }
+            LoadedObject { bias, name }
         }
     }
 }

@@ -73,6 +73,9 @@ pub struct KernelOffsets {
     pub inode_i_ino: u32,
     pub inode_i_sb: u32,
     pub sb_s_dev: u32,
+    /// `mm->saved_auxv`: AT_PHDR leads to the dynamic linker's list of
+    /// loaded objects (`r_debug`), walked at a crash.
+    pub mm_saved_auxv: u32,
 }
 
 pub const OFFSET_NONE: u32 = u32::MAX;
@@ -132,5 +135,6 @@ impl KernelOffsets {
         inode_i_ino: OFFSET_NONE,
         inode_i_sb: OFFSET_NONE,
         sb_s_dev: OFFSET_NONE,
+        mm_saved_auxv: OFFSET_NONE,
     };
 }

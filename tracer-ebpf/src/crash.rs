@@ -10,7 +10,8 @@ use core::mem::size_of;
 use aya_ebpf::{
     bindings::{BPF_F_USER_BUILD_ID, BPF_F_USER_STACK, BPF_RB_FORCE_WAKEUP},
     helpers::generated::{
-        bpf_get_current_task_btf, bpf_get_stack, bpf_probe_read_user, bpf_task_pt_regs,
+        bpf_get_current_task_btf, bpf_get_stack, bpf_probe_read_user, bpf_probe_read_user_str,
+        bpf_task_pt_regs,
     },
     macros::map,
     maps::RingBuf,
@@ -18,8 +19,8 @@ use aya_ebpf::{
     EbpfContext,
 };
 use tracer_common::{
-    CrashRecord, StackBuildId, CRASH_FRAMES, CRASH_HAS_REGS, CRASH_PAGE, CRASH_PAGES,
-    CRASH_SIGNAL_MASK, REG_NONE,
+    CrashRecord, StackBuildId, CRASH_FRAMES, CRASH_HAS_REGS, CRASH_OBJECTS, CRASH_OBJECT_NAME,
+    CRASH_PAGE, CRASH_PAGES, CRASH_SIGNAL_MASK, REG_NONE,
 };
 
 use crate::{
@@ -85,6 +86,8 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
         (*rec).exe_ino = read::<u64>(inode, off(|o| &o.inode_i_ino)).unwrap_or(0);
         let sb = read::<Ptr>(inode, off(|o| &o.inode_i_sb)).unwrap_or(core::ptr::null());
         (*rec).exe_dev = read::<u32>(sb, off(|o| &o.sb_s_dev)).unwrap_or(0);
+        (*rec)._pad2 = 0;
+        (*rec).objects_len = loaded_objects(mm, rec);
         if WITH_REGS {
             let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as Ptr;
             let offs = core::ptr::read_volatile(&KILL_ABI.regs_user);
@@ -139,4 +142,108 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
     // At once: the maps are read while the process still exists.
     entry.submit(BPF_RB_FORCE_WAKEUP as u64);
     Ok(0)
+}
+
+/// A u64 of the process's memory, 0 when unreadable.
+#[inline(always)]
+fn user_u64(addr: u64) -> u64 {
+    let mut v: u64 = 0;
+    unsafe {
+        if bpf_probe_read_user(&mut v as *mut u64 as *mut _, 8, addr as *const _) != 0 {
+            return 0;
+        }
+    }
+    v
+}
+
+/// The dynamic linker's list of loaded objects, read while the process
+/// lives: auxv's AT_PHDR -> the executable's PT_PHDR and PT_DYNAMIC ->
+/// DT_DEBUG -> `r_debug.r_map` -> each `link_map`'s `l_addr` and `l_name`.
+/// Every step bounded; any unreadable step ends the walk (a static binary
+/// has no list: 0 objects). Returns the objects recorded.
+#[inline(always)]
+fn loaded_objects(mm: Ptr, rec: *mut CrashRecord) -> u32 {
+    const AT_PHDR: u64 = 3;
+    const AT_PHNUM: u64 = 5;
+    const PT_DYNAMIC: u32 = 2;
+    const PT_PHDR: u32 = 6;
+    const DT_DEBUG: u64 = 21;
+    let auxv = off(|o| &o.mm_saved_auxv);
+    if mm.is_null() || auxv == tracer_common::OFFSET_NONE {
+        return 0;
+    }
+    let (mut phdr, mut phnum) = (0u64, 0u64);
+    for i in 0..24u32 {
+        let key = read::<u64>(mm, auxv + i * 16).unwrap_or(0);
+        let val = read::<u64>(mm, auxv + i * 16 + 8).unwrap_or(0);
+        if key == AT_PHDR {
+            phdr = val;
+        } else if key == AT_PHNUM {
+            phnum = val;
+        } else if key == 0 {
+            break;
+        }
+    }
+    if phdr == 0 {
+        return 0;
+    }
+    // Program headers (56 bytes each): p_type at 0, p_vaddr at 16.
+    let (mut phdr_vaddr, mut dyn_vaddr, mut have_phdr) = (0u64, 0u64, false);
+    for i in 0..16u64 {
+        if i >= phnum {
+            break;
+        }
+        let at = phdr + i * 56;
+        let ty = user_u64(at) as u32;
+        if ty == PT_PHDR {
+            phdr_vaddr = user_u64(at + 16);
+            have_phdr = true;
+        } else if ty == PT_DYNAMIC {
+            dyn_vaddr = user_u64(at + 16);
+        }
+    }
+    if !have_phdr || dyn_vaddr == 0 {
+        return 0;
+    }
+    let dynamic = phdr.wrapping_sub(phdr_vaddr).wrapping_add(dyn_vaddr);
+    let mut r_debug = 0u64;
+    for i in 0..64u64 {
+        let tag = user_u64(dynamic + i * 16);
+        if tag == DT_DEBUG {
+            r_debug = user_u64(dynamic + i * 16 + 8);
+            break;
+        }
+        if tag == 0 {
+            break;
+        }
+    }
+    if r_debug == 0 {
+        return 0;
+    }
+    // struct r_debug { int r_version; struct link_map *r_map; ... }
+    // struct link_map { l_addr, l_name, l_ld, l_next, ... }
+    let mut lm = user_u64(r_debug + 8);
+    let mut n = 0u32;
+    for i in 0..CRASH_OBJECTS {
+        if lm == 0 {
+            break;
+        }
+        let name = user_u64(lm + 8);
+        // SAFETY: `rec` is the reserved ring record; `i` < CRASH_OBJECTS.
+        unsafe {
+            let obj = &raw mut (*rec).objects[i];
+            (*obj).bias = user_u64(lm);
+            (*obj).name[0] = 0;
+            if name != 0 {
+                bpf_probe_read_user_str(
+                    (*obj).name.as_mut_ptr() as *mut _,
+                    CRASH_OBJECT_NAME as u32,
+                    name as *const _,
+                );
+            }
+        }
+        n += 1;
+        lm = user_u64(lm + 24);
+    }
+    n
 }

@@ -57,13 +57,19 @@ const MACHINERY: &[&str] = &[
 /// these are the runtime's start-up.
 const ENTRY: &[&str] = &["main", "std::rt::lang_start", "__libc_start_call_main"];
 
+fn is_entry(s: &str) -> bool {
+    ENTRY.contains(&s.split('(').next().unwrap_or(s))
+}
+
 fn is_machinery(f: &CrashFrame) -> bool {
     f.symbol.as_deref().is_some_and(|s| {
+        // C++ names carry their parameters: `std::terminate()`.
+        let base = s.split('(').next().unwrap_or(s);
         MACHINERY
             .iter()
-            .any(|m| s == *m || (m.ends_with(':') || m.ends_with('_')) && s.starts_with(m))
-            || s.starts_with("__pthread_kill_")
-            || s.starts_with("std::panicking")
+            .any(|m| base == *m || (m.ends_with(':') || m.ends_with('_')) && base.starts_with(m))
+            || base.starts_with("__pthread_kill_")
+            || base.starts_with("std::panicking")
     })
 }
 
@@ -162,7 +168,7 @@ fn clause(frames: &[CrashFrame], machinery: usize) -> String {
         }
         named |= f.symbol.is_some();
         words.push(frame_words(f));
-        if f.symbol.as_deref().is_some_and(|s| ENTRY.contains(&s)) {
+        if f.symbol.as_deref().is_some_and(is_entry) {
             break;
         }
     }

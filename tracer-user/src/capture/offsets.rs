@@ -143,6 +143,7 @@ pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
         inode_i_ino: opt("inode", "i_ino"),
         inode_i_sb: opt("inode", "i_sb"),
         sb_s_dev: opt("super_block", "s_dev"),
+        mm_saved_auxv: opt("mm_struct", "saved_auxv"),
         bprm_filename: opt("linux_binprm", "filename"),
         css_set_subsys: opt("css_set", "subsys"),
         memory_cgrp_id: enum_value(btf, "cgroup_subsys_id", "memory_cgrp_id")

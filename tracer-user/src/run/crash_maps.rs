@@ -43,7 +43,9 @@ fn read(key: ProcKey) -> Result<Modules, String> {
         .and_then(|f| f.take(MAX_MAPS_BYTES).read_to_string(&mut text))
         .map_err(|_| EXITED.to_string())?;
     let mut modules = Modules::default();
-    let mut by_inode: Vec<(((u64, u64), u64), usize)> = Vec::new();
+    // ((device, inode), index into files): one open per file.
+    type Inode = ((u64, u64), u64);
+    let mut by_inode: Vec<(Inode, usize)> = Vec::new();
     let mut unopened = 0usize;
     for line in text.lines() {
         let Some(m) = parse_line(line) else { continue };

@@ -281,6 +281,45 @@ pub(super) fn rebuild(rec: &CrashRecord, exes: &[String], libs: &mut LibIndex) -
         let path = path.to_string_lossy().into_owned();
         place(&mut modules, f, path, ip.wrapping_sub(svma));
     }
+    // The dynamic linker's list (read from the process's memory while it
+    // lived): each shared object by its path at its load bias. A module
+    // the kernel's walk named by build id must be that build id.
+    let objects = (rec.objects_len as usize).min(rec.objects.len());
+    for o in &rec.objects[..objects] {
+        let name = crate::symbolize::cstr(&o.name);
+        if !name.starts_with('/') || modules.mappings.iter().any(|m| m.path == name) {
+            continue;
+        }
+        let Some(f) = open_regular(Path::new(&name)) else {
+            continue;
+        };
+        let id = note_build_id(&f);
+        if id.as_ref().is_some_and(|id| seen_ids.contains(id)) {
+            continue;
+        }
+        let before = modules.mappings.len();
+        if place(&mut modules, f, name, o.bias).is_none() {
+            continue;
+        }
+        let (lo, hi) = modules.mappings[before..]
+            .iter()
+            .fold((u64::MAX, 0), |(lo, hi), m| {
+                (lo.min(m.start), hi.max(m.end))
+            });
+        let contradicted = (0..n).any(|i| {
+            let b = &rec.build_ids[i];
+            let ip = rec.ips.get(i).copied().unwrap_or(0);
+            b.status == BUILD_ID_VALID
+                && (lo..hi).contains(&ip)
+                && id.as_deref() != Some(hex(&b.build_id).as_str())
+        });
+        if contradicted {
+            modules.mappings.truncate(before);
+            modules.files.pop();
+            continue;
+        }
+        seen_ids.extend(id);
+    }
     modules.mappings.sort_by_key(|m| m.start);
     modules
 }

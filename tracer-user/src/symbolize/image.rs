@@ -7,6 +7,7 @@ use std::{
     fs::File,
     io::{Read, Write},
     os::fd::{AsRawFd, FromRawFd},
+    rc::Rc,
     sync::Arc,
 };
 
@@ -21,7 +22,7 @@ pub const MAX_MODULE_BYTES: u64 = 512 << 20;
 
 /// The copies of a crash's modules, by `Modules::files` index.
 pub(super) struct Images {
-    slots: Vec<Result<Image, String>>,
+    slots: Vec<Result<Rc<Image>, String>>,
 }
 
 pub(super) struct Image {
@@ -29,17 +30,54 @@ pub(super) struct Image {
     pub memfd: File,
     pub map: Arc<memmap2::Mmap>,
     pub build_id: Option<String>,
+    /// It has DWARF of its own (`.debug_info`).
+    pub has_dwarf: bool,
+    /// blazesym's parsed view of this copy (symbols, DWARF), kept with it:
+    /// the next crash in the same module costs lookups, not a parse.
+    pub symbolizer: blazesym::symbolize::Symbolizer,
+}
+
+/// A file as it was copied: (device, inode, size, mtime s, mtime ns).
+type FileKey = (u64, u64, u64, i64, i64);
+
+/// Module copies kept across crashes (a crash storm of one test binary
+/// copies and parses its modules once: before, each crash cost a copy and a
+/// parse of libc and the binary, ~100 ms in a debug build, and a storm of
+/// 200 filled the crash ring). Bounded: emptied when full.
+#[derive(Default)]
+pub struct ImageCache {
+    images: std::collections::HashMap<FileKey, Rc<Image>>,
+}
+
+/// Copies kept at most: their memory is the files' size, in memfds.
+const MAX_CACHED: usize = 32;
+
+impl ImageCache {
+    fn get(&mut self, file: &File) -> Result<Rc<Image>, String> {
+        use std::os::unix::fs::MetadataExt;
+        let m = file.metadata().map_err(|e| e.to_string())?;
+        let key = (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+        if let Some(img) = self.images.get(&key) {
+            return Ok(img.clone());
+        }
+        let img = Rc::new(Image::copy(file)?);
+        if self.images.len() >= MAX_CACHED {
+            self.images.clear();
+        }
+        self.images.insert(key, img.clone());
+        Ok(img)
+    }
 }
 
 impl Images {
-    pub(super) fn open(modules: &Modules) -> Self {
+    pub(super) fn open(modules: &Modules, cache: &mut ImageCache) -> Self {
         Self {
-            slots: modules.files.iter().map(Image::copy).collect(),
+            slots: modules.files.iter().map(|f| cache.get(f)).collect(),
         }
     }
 
     pub(super) fn get(&self, i: usize) -> Option<&Image> {
-        self.slots.get(i)?.as_ref().ok()
+        self.slots.get(i)?.as_ref().ok().map(|a| &**a)
     }
 
     pub(super) fn error(&self, i: usize) -> Option<&str> {
@@ -72,13 +110,17 @@ impl Image {
         // SAFETY: the memfd is tracer's own, sealed against writes and
         // shrinking: the mapping's bytes cannot change or disappear.
         let map = unsafe { memmap2::Mmap::map(&memfd) }.map_err(|e| format!("mmap: {e}"))?;
-        let build_id = object::File::parse(&map[..])
-            .ok()
+        let obj = object::File::parse(&map[..]).ok();
+        let build_id = obj
+            .as_ref()
             .and_then(|o| o.build_id().ok().flatten().map(super::hex));
+        let has_dwarf = obj.is_some_and(|o| o.section_by_name(".debug_info").is_some());
         Ok(Image {
             memfd,
             map: Arc::new(map),
             build_id,
+            has_dwarf,
+            symbolizer: super::names::symbolizer(),
         })
     }
 

@@ -16,6 +16,7 @@ mod names;
 mod unwind;
 
 pub use found::LibIndex;
+pub use image::ImageCache;
 
 use std::fs::File;
 
@@ -87,7 +88,13 @@ pub fn modules_for(
 
 /// The `crash_stack` record of `rec`, with the modules of its process
 /// (`modules_for`).
-pub fn crash_stack(rec: &CrashRecord, modules: &Modules, at: Stamp, task: Task) -> CrashStack {
+pub fn crash_stack(
+    rec: &CrashRecord,
+    modules: &Modules,
+    cache: &mut ImageCache,
+    at: Stamp,
+    task: Task,
+) -> CrashStack {
     let sig = rec.sig;
     let code = Some(si_code_name(sig, rec.code));
     let fault_addr = carries_addr(sig, rec.code).then_some(rec.addr);
@@ -103,7 +110,7 @@ pub fn crash_stack(rec: &CrashRecord, modules: &Modules, at: Stamp, task: Task) 
         frames: Vec::new(),
         frames_left_out: 0,
     };
-    let images = image::Images::open(modules);
+    let images = image::Images::open(modules, cache);
     let walk = if rec.flags & CRASH_HAS_REGS != 0 {
         unwind::walk(rec, modules, &images)
     } else {
@@ -193,6 +200,12 @@ fn kernel_build_id(rec: &CrashRecord, addr: u64) -> Option<String> {
         .map(|i| &rec.build_ids[i])
         .filter(|b| b.status == BUILD_ID_VALID)
         .map(|b| hex(&b.build_id))
+}
+
+/// Text up to the first NUL.
+pub(crate) fn cstr(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

@@ -50,35 +50,32 @@ fn place(ci: Option<&CodeInfo>) -> (Option<String>, Option<u32>) {
     }
 }
 
-/// The function (and what was inlined into it) at file offset `offset`.
-/// No symbol there is not an error: the frame keeps its address.
-pub(super) fn name(img: &Image, offset: u64) -> Result<Named, String> {
-    let symbolizer = Symbolizer::builder()
+/// A symboliser for one module copy.
+pub(super) fn symbolizer() -> Symbolizer {
+    Symbolizer::builder()
         .enable_code_info(true)
         .enable_inlined_fns(true)
         .enable_demangling(true)
         // Only the module itself: a debug directory or debuglink path is
         // the wrapped command's to choose, and read as root.
         .set_debug_dirs(None::<&[&str]>)
-        .build();
-    // With debug info first; a module whose DWARF (or debug link) does
-    // not resolve the address is asked again for its ELF symbols alone
-    // (a distribution's stripped libc keeps only .dynsym).
-    let mut sym = Symbolized::Unknown(blazesym::symbolize::Reason::Unsupported);
-    for debug_syms in [true, false] {
-        let mut elf = Elf::new(img.path());
-        elf.debug_syms = debug_syms;
-        let src = Source::Elf(elf);
-        match symbolizer.symbolize_single(&src, Input::FileOffset(offset)) {
-            Ok(found @ Symbolized::Sym(_)) => {
-                sym = found;
-                break;
-            }
-            Ok(_) => {}
-            Err(e) if !debug_syms => return Err(e.to_string()),
-            Err(_) => {}
-        }
-    }
+        .build()
+}
+
+/// The function (and what was inlined into it) at file offset `offset`.
+/// No symbol there is not an error: the frame keeps its address.
+pub(super) fn name(img: &Image, offset: u64) -> Result<Named, String> {
+    let symbolizer = &img.symbolizer;
+    // A module's own DWARF when it has any; else its ELF symbols alone (a
+    // distribution's stripped libc keeps only .dynsym). Never its debug
+    // link: following one made blazesym checksum candidate files on every
+    // lookup (crc32 was most of tracer's time in a crash storm), and the
+    // directories it names are not the module's.
+    let mut elf = Elf::new(img.path());
+    elf.debug_syms = img.has_dwarf;
+    let sym = symbolizer
+        .symbolize_single(&Source::Elf(elf), Input::FileOffset(offset))
+        .map_err(|e| e.to_string())?;
     let mut parts = Vec::new();
     if let Symbolized::Sym(sym) = sym {
         // blazesym lists the inlined calls outermost first; each one's

@@ -53,7 +53,7 @@ fn kernel_frames(rec: &CrashRecord, from: usize) -> Vec<Frame> {
 /// A u64 of the copied stack, if `addr` is in a page that was read.
 fn read_stack(rec: &CrashRecord, addr: u64) -> Result<u64, ()> {
     let off = addr.checked_sub(rec.stack_base).ok_or(())? as usize;
-    if off % 8 != 0 || off + 8 > CRASH_STACK_BYTES {
+    if !off.is_multiple_of(8) || off + 8 > CRASH_STACK_BYTES {
         return Err(());
     }
     if rec.pages_ok & (1 << (off / CRASH_PAGE)) == 0 {

@@ -21,6 +21,7 @@ mod caught {
 mod certificates;
 mod ci_integrations;
 mod compat;
+mod crash_stacks;
 mod daemon;
 mod debug_ebpf;
 mod errors;

@@ -40,6 +40,8 @@ pub struct Session {
     exes: std::collections::VecDeque<(crate::eventlog::ProcKey, String)>,
     /// Library build ids, read on the first crash that needs them.
     libs: crate::symbolize::LibIndex,
+    /// Module copies kept across crashes.
+    images: crate::symbolize::ImageCache,
     writer: LogWriter,
     /// Where the log and the reports go, held open (see `outdir`).
     out: OutDir,
@@ -107,6 +109,7 @@ impl Session {
             pending_crashes: Vec::new(),
             exes: Default::default(),
             libs: Default::default(),
+            images: Default::default(),
             writer,
             out,
             series: Series::default(),

@@ -156,14 +156,16 @@ impl Session {
                 .filter(|(k, _)| *k == key)
                 .map(|(_, p)| p.clone())
                 .collect();
+            let maps_read = !snapshot.mappings.is_empty();
             let modules = crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs);
             let at = self.writer.stamp(rec.hdr.ktime_ns);
-            let stack = crate::symbolize::crash_stack(&rec, &modules, at, task);
+            let stack = crate::symbolize::crash_stack(&rec, &modules, &mut self.images, at, task);
             log::debug!(
-                "crash of {}: {} frames, {:?}",
+                "crash of {}: {} frames, {:?}, maps {}",
                 stack.task.pid,
                 stack.frames.len(),
-                stack.completeness
+                stack.completeness,
+                if maps_read { "read" } else { "lost" }
             );
             self.write(&Record::CrashStack(stack))?;
             n += 1;

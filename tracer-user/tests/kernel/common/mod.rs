@@ -14,6 +14,7 @@ use tracer_user::eventlog::{read_log, EventLog, Record};
 
 pub(crate) mod cgroup;
 pub(crate) mod metrics_daemon;
+pub(crate) mod native;
 pub(crate) mod proc;
 pub(crate) mod ready;
 pub(crate) mod rss;

@@ -1,0 +1,50 @@
+//! Native test programs compiled by the test itself (cc, c++, rustc), as CI
+//! builds them, into a directory the test owns.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+/// Compile `src` (C, C++ or Rust by `ext`) with `flags` into `dir/name`;
+/// `strip` removes its symbols and debug info afterwards.
+pub(crate) fn compile(dir: &Path, name: &str, ext: &str, src: &str, flags: &[&str]) -> PathBuf {
+    let source = dir.join(format!("{name}.{ext}"));
+    std::fs::write(&source, src).unwrap();
+    let out = dir.join(name);
+    let compiler = match ext {
+        "c" => "cc",
+        "cc" => "c++",
+        "rs" => "rustc",
+        other => panic!("no compiler for .{other}"),
+    };
+    let mut c = Command::new(compiler);
+    c.args(flags).arg("-o").arg(&out).arg(&source);
+    let o = c.output().unwrap_or_else(|e| panic!("{compiler}: {e}"));
+    assert!(
+        o.status.success(),
+        "{compiler} {flags:?} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+pub(crate) fn strip(bin: &Path) {
+    let o = Command::new("strip")
+        .arg("--strip-all")
+        .arg(bin)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "strip: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Is `tool` on PATH?
+pub(crate) fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
