@@ -15,6 +15,9 @@ mod image;
 mod names;
 mod unwind;
 
+#[cfg(test)]
+mod tests;
+
 pub use found::LibIndex;
 pub use image::ImageCache;
 
@@ -112,7 +115,25 @@ pub fn crash_stack(
     };
     let images = image::Images::open(modules, cache);
     let walk = if rec.flags & CRASH_HAS_REGS != 0 {
-        unwind::walk(rec, modules, &images)
+        // The unwind tables are the wrapped command's: a parser that
+        // panics on them (gimli 0.33 overflows on a fuzzed .eh_frame_hdr,
+        // tests.rs) costs this crash its unwind, never tracer its run.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            unwind::walk(rec, modules, &images)
+        }))
+        .unwrap_or_else(|_| {
+            let mut w = unwind::Walk::kernel_only(
+                rec,
+                "symbolisation failed: the unwinder panicked on the modules' unwind tables",
+            );
+            w.failed = true;
+            if w.frames.is_empty() && rec.regs[0] != 0 {
+                w.frames.push(unwind::Frame {
+                    lookup: rec.regs[0],
+                });
+            }
+            w
+        })
     } else {
         unwind::Walk::kernel_only(
             rec,
@@ -148,13 +169,19 @@ pub fn crash_stack(
             ..Default::default()
         };
         match img {
-            Some(img) => match names::name(img, offset) {
-                Ok(named) => frames.extend(named.into_frames(base)),
-                Err(e) => {
-                    failed.get_or_insert(format!("{}: {e}", m.path));
-                    frames.push(base);
+            Some(img) => {
+                let named = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    names::name(img, offset)
+                }))
+                .unwrap_or_else(|_| Err("the symboliser panicked on it".into()));
+                match named {
+                    Ok(named) => frames.extend(named.into_frames(base)),
+                    Err(e) => {
+                        failed.get_or_insert(format!("{}: {e}", m.path));
+                        frames.push(base);
+                    }
                 }
-            },
+            }
             None => {
                 if let Some(e) = m.file.and_then(|i| images.error(i)) {
                     failed.get_or_insert(format!("{}: {e}", m.path));
@@ -177,6 +204,8 @@ pub fn crash_stack(
                 None => format!("{unknown} frame(s) in no mapped file"),
             },
         );
+    } else if walk.failed {
+        stack.completeness = StackCompleteness::SymbolisationFailed;
     } else if let Some(e) = failed {
         stack.completeness = StackCompleteness::SymbolisationFailed;
         notes.insert(0, format!("symbolisation failed: {e}"));

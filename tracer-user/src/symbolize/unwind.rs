@@ -22,6 +22,8 @@ pub(super) struct Walk {
     /// Some frames were found by frame pointers alone.
     pub frame_pointers: bool,
     pub note: Option<String>,
+    /// The unwind itself failed (a parser panicked on the tables).
+    pub failed: bool,
 }
 
 impl Walk {
@@ -31,6 +33,7 @@ impl Walk {
             frames: kernel_frames(rec, 0),
             frame_pointers: true,
             note: Some(why.to_string()),
+            failed: false,
         }
     }
 }
@@ -108,6 +111,7 @@ pub(super) fn walk(rec: &CrashRecord, modules: &Modules, images: &Images) -> Wal
         frames,
         frame_pointers,
         note,
+        failed: false,
     }
 }
 
