@@ -13,6 +13,7 @@ mod bad_logs;
 mod cascade_fixtures;
 mod caught_fixtures;
 mod common;
+mod crash_stack_fixtures;
 mod field_fixtures;
 mod html_chromium;
 mod output_fuzz;
