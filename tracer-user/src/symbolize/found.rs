@@ -212,6 +212,26 @@ fn kdev(dev: u32) -> (u64, u64) {
     ((dev >> 20) as u64, (dev & 0xfffff) as u64)
 }
 
+/// Run `f` with this thread's filesystem ids set to `user` (uid, gid),
+/// then back: the paths a crashed process named (its exec path, its
+/// dynamic linker's list, which it can forge) are opened with its user's
+/// rights, never root's, so no file that user could not read is parsed
+/// into its report. setfsuid/setfsgid are per thread (raw syscalls in
+/// glibc and musl alike); supplementary groups stay root's.
+pub(super) fn as_user<T>(user: Option<(u32, u32)>, f: impl FnOnce() -> T) -> T {
+    let Some((uid, gid)) = user else { return f() };
+    // SAFETY: filesystem ids of this thread only; restored below, while
+    // CAP_SETUID (kept by setfsuid) still allows it.
+    let (old_gid, old_uid) = unsafe { (libc::setfsgid(gid), libc::setfsuid(uid)) };
+    let r = f();
+    // SAFETY: as above: back to tracer's own filesystem ids.
+    unsafe {
+        libc::setfsuid(old_uid as u32);
+        libc::setfsgid(old_gid as u32);
+    }
+    r
+}
+
 /// The modules of `rec`'s process from what the kernel recorded: `exes`
 /// are the paths it may have been exec'd by (the latest first).
 pub(super) fn rebuild(rec: &CrashRecord, exes: &[String], libs: &mut LibIndex) -> Modules {
@@ -245,6 +265,51 @@ pub(super) fn rebuild(rec: &CrashRecord, exes: &[String], libs: &mut LibIndex) -
         }
     }
     let n = (rec.build_ids_len as usize).min(rec.build_ids.len());
+    // The dynamic linker's list (read from the process's memory while it
+    // lived): each shared object by its path at its load bias. A module
+    // the kernel's walk named by build id must be that build id.
+    let objects = (rec.objects_len as usize).min(rec.objects.len());
+    for o in &rec.objects[..objects] {
+        let name = crate::symbolize::cstr(&o.name);
+        if !name.starts_with('/') || modules.mappings.iter().any(|m| m.path == name) {
+            continue;
+        }
+        let Some(f) = open_regular(Path::new(&name)) else {
+            continue;
+        };
+        let id = note_build_id(&f);
+        if id.as_ref().is_some_and(|id| seen_ids.contains(id)) {
+            continue;
+        }
+        let before = modules.mappings.len();
+        if place(&mut modules, f, name, o.bias).is_none() {
+            continue;
+        }
+        // A kernel frame in this range whose file offset is the one this
+        // placement gives it is a claim about this module: its build id
+        // must be this file's. (One whose offset is not was resolved
+        // against another mapping: the kernel's build-id walk takes the
+        // next mapping above an unmapped address.)
+        let placed = &modules.mappings[before..];
+        let contradicted = (0..n).any(|i| {
+            let b = &rec.build_ids[i];
+            let ip = rec.ips.get(i).copied().unwrap_or(0);
+            let ours = placed
+                .iter()
+                .find(|m| (m.start..m.end).contains(&ip))
+                .map(|m| ip - m.start + m.offset);
+            b.status == BUILD_ID_VALID
+                && ours == Some(b.offset_or_ip)
+                && id.as_deref() != Some(hex(&b.build_id).as_str())
+        });
+        if contradicted {
+            modules.mappings.truncate(before);
+            modules.files.pop();
+            continue;
+        }
+        seen_ids.extend(id);
+    }
+    // Modules the kernel's walk named by build id and nothing above placed.
     for b in &rec.build_ids[..n] {
         if b.status != BUILD_ID_VALID {
             continue;
@@ -280,45 +345,6 @@ pub(super) fn rebuild(rec: &CrashRecord, exes: &[String], libs: &mut LibIndex) -
         let svma = off - seg.2 + seg.0;
         let path = path.to_string_lossy().into_owned();
         place(&mut modules, f, path, ip.wrapping_sub(svma));
-    }
-    // The dynamic linker's list (read from the process's memory while it
-    // lived): each shared object by its path at its load bias. A module
-    // the kernel's walk named by build id must be that build id.
-    let objects = (rec.objects_len as usize).min(rec.objects.len());
-    for o in &rec.objects[..objects] {
-        let name = crate::symbolize::cstr(&o.name);
-        if !name.starts_with('/') || modules.mappings.iter().any(|m| m.path == name) {
-            continue;
-        }
-        let Some(f) = open_regular(Path::new(&name)) else {
-            continue;
-        };
-        let id = note_build_id(&f);
-        if id.as_ref().is_some_and(|id| seen_ids.contains(id)) {
-            continue;
-        }
-        let before = modules.mappings.len();
-        if place(&mut modules, f, name, o.bias).is_none() {
-            continue;
-        }
-        let (lo, hi) = modules.mappings[before..]
-            .iter()
-            .fold((u64::MAX, 0), |(lo, hi), m| {
-                (lo.min(m.start), hi.max(m.end))
-            });
-        let contradicted = (0..n).any(|i| {
-            let b = &rec.build_ids[i];
-            let ip = rec.ips.get(i).copied().unwrap_or(0);
-            b.status == BUILD_ID_VALID
-                && (lo..hi).contains(&ip)
-                && id.as_deref() != Some(hex(&b.build_id).as_str())
-        });
-        if contradicted {
-            modules.mappings.truncate(before);
-            modules.files.pop();
-            continue;
-        }
-        seen_ids.extend(id);
     }
     modules.mappings.sort_by_key(|m| m.start);
     modules

@@ -74,17 +74,19 @@ pub const EXITED: &str = "module unknown: the process exited before its maps wer
 /// The modules to unwind and name `rec` with: the maps `snapshot` read
 /// while the process lived, or, when it was gone first (its maps empty or
 /// unreadable), the modules found from what the kernel recorded
-/// (`found.rs`): `exes` are the paths its process may have been exec'd by.
+/// (`found.rs`): `exes` are the paths its process may have been exec'd by;
+/// they are opened as `user` (uid, gid: the run's user, when not root).
 pub fn modules_for(
     rec: &CrashRecord,
     snapshot: Modules,
     exes: &[String],
     libs: &mut LibIndex,
+    user: Option<(u32, u32)>,
 ) -> Modules {
     if !snapshot.mappings.is_empty() {
         return snapshot;
     }
-    let mut m = found::rebuild(rec, exes, libs);
+    let mut m = found::as_user(user, || found::rebuild(rec, exes, libs));
     m.missing = Some(EXITED.to_string());
     m
 }

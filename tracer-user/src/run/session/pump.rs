@@ -157,7 +157,9 @@ impl Session {
                 .map(|(_, p)| p.clone())
                 .collect();
             let maps_read = !snapshot.mappings.is_empty();
-            let modules = crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs);
+            let user = self.viewer.map(|v| (v.uid, v.gid));
+            let modules =
+                crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs, user);
             let at = self.writer.stamp(rec.hdr.ktime_ns);
             let stack = crate::symbolize::crash_stack(&rec, &modules, &mut self.images, at, task);
             log::debug!(
