@@ -64,12 +64,12 @@ pub struct KernelOffsets {
     pub oom_pgtables: u32,
     pub oom_score_adj: u32,
     /// Crash stacks: where the executable is and which file it is
-    /// (`mm->start_code`, `mm->exe_file->f_inode->{i_ino, i_sb->s_dev}`),
+    /// (`mm->start_code`, `mm->exe_file->f_inode->{i_ino, i_sb->s_dev}`;
+    /// `file.f_inode` is `file_inode` above),
     /// so its frames are found when the process is gone before its maps
     /// are read.
     pub mm_start_code: u32,
     pub mm_exe_file: u32,
-    pub file_f_inode: u32,
     pub inode_i_ino: u32,
     pub inode_i_sb: u32,
     pub sb_s_dev: u32,
@@ -131,7 +131,6 @@ impl KernelOffsets {
         oom_score_adj: OFFSET_NONE,
         mm_start_code: OFFSET_NONE,
         mm_exe_file: OFFSET_NONE,
-        file_f_inode: OFFSET_NONE,
         inode_i_ino: OFFSET_NONE,
         inode_i_sb: OFFSET_NONE,
         sb_s_dev: OFFSET_NONE,

@@ -69,6 +69,13 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
         return Ok(0);
     };
     let rec = entry.as_mut_ptr();
+    // SAFETY: `rec` is the reserved ring entry, a whole `CrashRecord`
+    // (the verifier checks every field access against the reservation's
+    // size); each page copy is CRASH_PAGE bytes at `i * CRASH_PAGE` for
+    // i < CRASH_PAGES, inside `stack`; bpf_get_stack is given the byte size
+    // of `ips`/`build_ids`; the probe reads never fault (an unreadable source
+    // is an error return); `bpf_task_pt_regs` of the current task is its
+    // user registers, read only through probe reads.
     unsafe {
         (*rec).hdr = header(tracer_common::RecordKind::Crash as u32);
         (*rec).task = me;
@@ -82,7 +89,7 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
         let mm = read::<Ptr>(current(), off(|o| &o.task_mm)).unwrap_or(core::ptr::null());
         (*rec).exe_start_code = read::<u64>(mm, off(|o| &o.mm_start_code)).unwrap_or(0);
         let exe = read::<Ptr>(mm, off(|o| &o.mm_exe_file)).unwrap_or(core::ptr::null());
-        let inode = read::<Ptr>(exe, off(|o| &o.file_f_inode)).unwrap_or(core::ptr::null());
+        let inode = read::<Ptr>(exe, off(|o| &o.file_inode)).unwrap_or(core::ptr::null());
         (*rec).exe_ino = read::<u64>(inode, off(|o| &o.inode_i_ino)).unwrap_or(0);
         let sb = read::<Ptr>(inode, off(|o| &o.inode_i_sb)).unwrap_or(core::ptr::null());
         (*rec).exe_dev = read::<u32>(sb, off(|o| &o.sb_s_dev)).unwrap_or(0);
@@ -147,13 +154,7 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
 /// A u64 of the process's memory, 0 when unreadable.
 #[inline(always)]
 fn user_u64(addr: u64) -> u64 {
-    let mut v: u64 = 0;
-    unsafe {
-        if bpf_probe_read_user(&mut v as *mut u64 as *mut _, 8, addr as *const _) != 0 {
-            return 0;
-        }
-    }
-    v
+    crate::probe::user::<u64>(addr).unwrap_or(0)
 }
 
 /// The dynamic linker's list of loaded objects, read while the process

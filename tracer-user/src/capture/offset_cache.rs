@@ -106,7 +106,6 @@ pub const LAYOUT: &[Field] = layout!(
     oom_score_adj,
     mm_start_code,
     mm_exe_file,
-    file_f_inode,
     inode_i_ino,
     inode_i_sb,
     sb_s_dev,

@@ -139,7 +139,6 @@ pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
         mm_arg_end: opt("mm_struct", "arg_end"),
         mm_start_code: opt("mm_struct", "start_code"),
         mm_exe_file: opt("mm_struct", "exe_file"),
-        file_f_inode: opt("file", "f_inode"),
         inode_i_ino: opt("inode", "i_ino"),
         inode_i_sb: opt("inode", "i_sb"),
         sb_s_dev: opt("super_block", "s_dev"),
