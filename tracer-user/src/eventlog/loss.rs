@@ -245,8 +245,9 @@ mod tests {
 
     #[test]
     fn total_counts_only_what_loses_events() {
-        // 1+2+3+4 + 6+7+8: not user_read_failed (5), not cut_to_fit (9).
-        assert_eq!(numbered().total(), 31);
+        // 1+2+3+4 + 6 + 8+9: not user_read_failed (5), crash_ring_full (7)
+        // or cut_to_fit (10).
+        assert_eq!(numbered().total(), 33);
     }
 
     #[test]

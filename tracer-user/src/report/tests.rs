@@ -10,6 +10,7 @@ fn fixtures() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ndjson"))
         .collect();
     v.sort();
     assert!(v.len() >= 9, "fixtures missing");
