@@ -27,6 +27,7 @@ pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod eventlog;
+pub mod labels;
 pub mod live;
 pub mod metrics;
 pub mod model;

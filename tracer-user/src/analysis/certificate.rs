@@ -74,6 +74,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         ),
         children: p.children.len(),
         threads: p.threads.len(),
+        test: cx.test_at(key, None, end.t),
     };
 
     let blames_sender = matches!(
@@ -253,7 +254,12 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         },
         _ => String::new(),
     };
-    let headline = format!("{} {}{said}", proc_phrase(&victim.process), cause.summary);
+    let tests = super::wording::tests_phrase(victim.test.as_ref(), killer.as_ref());
+    let headline = format!(
+        "{} {}{said}{tests}",
+        proc_phrase(&victim.process),
+        cause.summary
+    );
 
     let mut evidence: Vec<u64> = Vec::new();
     evidence.extend(p.fork.as_ref().map(|f| f.seq));
@@ -357,6 +363,7 @@ fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
         call: notation,
         call_seq: k.map(|k| k.at.seq),
         deliveries: k.map(|k| k.deliveries),
+        test: cx.test_at(s.sender, Some(s.ev.sender.tid), s.ev.at.t),
     }
 }
 

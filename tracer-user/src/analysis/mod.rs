@@ -173,6 +173,9 @@ pub(crate) struct Ctx<'a> {
     pub opts: &'a AnalysisOptions,
     /// The ancestry chains cited so far (see [`ancestors`]).
     pub ancestors: RefCell<ancestors::Table>,
+    /// Which test each process ran (`labels/`), built on first use: a log
+    /// with no death never needs it.
+    pub labels: std::cell::OnceCell<crate::labels::Labels>,
 }
 
 impl<'a> Ctx<'a> {
@@ -183,7 +186,24 @@ impl<'a> Ctx<'a> {
             wall_offset,
             opts,
             ancestors: RefCell::default(),
+            labels: Default::default(),
         }
+    }
+
+    /// The test windows of the run.
+    pub(crate) fn labels(&self) -> &crate::labels::Labels {
+        self.labels
+            .get_or_init(|| crate::labels::Labels::build(self.m))
+    }
+
+    /// The test `key` (its thread `tid`, when one acted) was running at `t`.
+    pub(crate) fn test_at(
+        &self,
+        key: ProcKey,
+        tid: Option<u32>,
+        t: u64,
+    ) -> Option<crate::labels::TestAt> {
+        self.labels().at(self.m, key, tid, t)
     }
 
     /// The call of a signal as (syscall, target as given, tid as given),

@@ -284,6 +284,11 @@ pub struct Killer {
     /// Signals the call produced (a group kill reaches every member).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deliveries: Option<u32>,
+    /// The test the sending thread was running at the kill, or, for a
+    /// helper (`pkill`, `sh -c`), the test of the thread that spawned it
+    /// (docs/report.md, "Which test").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test: Option<crate::labels::TestAt>,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -398,6 +403,10 @@ pub struct Victim {
     pub children: usize,
     /// Threads seen in the process.
     pub threads: usize,
+    /// The test it was running when it died (any of its threads; a helper:
+    /// its spawner's), docs/report.md, "Which test".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test: Option<crate::labels::TestAt>,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

@@ -184,6 +184,39 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// What the headline says of the tests (docs/report.md, "Which test"): the
+/// killer's — ", spawned by `T` in vitest worker 1" for a helper, ", in `T`
+/// …" when the sending thread ran it — then the victim's: "; the victim
+/// was running `V` …" (or "was spawned by"). Only when the killer's test is
+/// known and is not the victim's: a death with no killer's test (or both
+/// ends in the one test of a scenario) keeps its sentence; report.json
+/// keeps both tests whatever the headline says.
+pub fn tests_phrase(
+    victim: Option<&crate::labels::TestAt>,
+    killer: Option<&super::Killer>,
+) -> String {
+    use crate::labels::Via;
+    let Some(kt) = killer.and_then(|k| k.test.as_ref()) else {
+        return String::new();
+    };
+    if victim.is_some_and(|v| v.same_tests(kt)) {
+        return String::new();
+    }
+    let how = match kt.via {
+        Via::Spawned => "spawned by",
+        Via::Own => "in",
+    };
+    let mut out = format!(", {how} {}", kt.phrase());
+    if let Some(v) = victim {
+        let lead = match v.via {
+            Via::Own => "; the victim was running",
+            Via::Spawned => "; the victim was spawned by",
+        };
+        out.push_str(&format!("{lead} {}", v.phrase()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -189,7 +189,15 @@ fn see_mut<'a>(
     // million times.
     if let Some(comm) = comm {
         if p.comm.as_deref() != Some(comm) {
-            p.comm = Some(intern.text(comm));
+            let name = intern.text(comm);
+            // A process's name changing between records is a thread of
+            // another name (or a rename): kept per thread for the labels
+            // stage. Only on a change, so a storm from one thread costs
+            // nothing more.
+            if p.comm.is_some() || task.tid != task.pid {
+                note_thread_name(p, task.tid, t, &name);
+            }
+            p.comm = Some(name);
         }
     }
     p.threads.or_insert(
@@ -200,6 +208,41 @@ fn see_mut<'a>(
         },
     );
     (key, p)
+}
+
+/// Thread `tid` showed `name` at `t`: a new entry when that is not the
+/// name its latest entry (or, with none, the process's first) says.
+fn note_thread_name(p: &mut Process, tid: u32, t: u64, name: &std::sync::Arc<str>) {
+    let first = p.comm.clone();
+    let (pid, start) = (p.key.pid, p.key.start);
+    let r = p.rare_mut();
+    let last = r.thread_names.iter().rev().find(|n| n.tid == tid);
+    let unchanged = match last {
+        Some(n) => n.name == *name,
+        None => first.as_ref() == Some(name) && tid == pid,
+    };
+    if unchanged {
+        return;
+    }
+    if r.thread_names.is_empty() && tid != pid {
+        // The main thread's name so far: what the other threads differ from.
+        if let Some(first) = first {
+            r.thread_names.push(super::ThreadName {
+                tid: pid,
+                t: start,
+                name: first,
+            });
+        }
+    }
+    if r.thread_names.len() >= super::MAX_THREAD_NAMES {
+        r.thread_names_left_out = r.thread_names_left_out.saturating_add(1);
+        return;
+    }
+    r.thread_names.push(super::ThreadName {
+        tid,
+        t,
+        name: name.clone(),
+    });
 }
 
 /// A task whose start time the capture could not read (`start: 0`) is the

@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 
 pub use build::Builder;
 pub use compact::{At, CallRec, Ids, KillRec, SigRec, Sym, Who};
-pub use process::{End, ExecInfo, Execs, ForkInfo, Process, ThreadSpan};
+pub use process::{
+    End, ExecInfo, Execs, ForkInfo, Process, ThreadName, ThreadSpan, MAX_THREAD_NAMES,
+};
 
 use crate::eventlog::{EventLog, Oom, ProcKey, SnapshotTaken};
 

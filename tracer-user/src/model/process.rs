@@ -197,6 +197,26 @@ pub struct Rare {
     pub crash_stack: Option<Box<crate::eventlog::CrashStack>>,
     /// Still alive when the command exited (`leak` record).
     pub leak: Option<Box<crate::eventlog::Leak>>,
+    /// Each thread's names over time, as the kernel reported them on the
+    /// records it is named in (a libtest thread is named after its test):
+    /// one entry per change, at most [`MAX_THREAD_NAMES`] a process.
+    pub thread_names: Vec<ThreadName>,
+    /// Name changes past the cap, not kept.
+    pub thread_names_left_out: u32,
+}
+
+/// Most name changes kept for one process: a libtest binary names a thread
+/// per test (a big crate runs thousands), and a process that renames its
+/// threads in a loop must not grow the model without end.
+pub const MAX_THREAD_NAMES: usize = 16_384;
+
+/// Thread `tid` was named `name` from `t` on (the first record that showed
+/// it; until its next entry).
+#[derive(Debug, Clone)]
+pub struct ThreadName {
+    pub tid: u32,
+    pub t: u64,
+    pub name: Arc<str>,
 }
 
 #[derive(Debug, Clone)]
@@ -278,6 +298,11 @@ impl Process {
     /// Still alive when the command exited (`leak` record).
     pub fn leak(&self) -> Option<&crate::eventlog::Leak> {
         self.rare.as_ref()?.leak.as_deref()
+    }
+
+    /// Each thread's names over time (see [`Rare::thread_names`]).
+    pub fn thread_names(&self) -> &[ThreadName] {
+        self.rare.as_ref().map_or(&[], |r| &r.thread_names)
     }
 
     /// The rare parts, made on first use.

@@ -1,0 +1,218 @@
+//! Where the labels come from: what the kernel shows of each runner with
+//! no change to the project (docs/report.md, "Which test").
+//!
+//! - libtest (`cargo test`): every test runs on a thread named after it;
+//!   the kernel keeps 15 bytes of the name (`comm`), completed from the
+//!   binary's `--exact NAME` or from a panic line (`thread 'NAME'`) in
+//!   what the process wrote last to stderr.
+//! - cargo-nextest (and any libtest binary run `--exact NAME`): one process
+//!   per test, named by its argv.
+use crate::{
+    eventlog::ProcKey,
+    model::{Model, Process},
+};
+
+use super::{Labels, Runner, Source, Test};
+
+/// The bytes of a thread name the kernel keeps (`TASK_COMM_LEN` - 1).
+const COMM_BYTES: usize = 15;
+
+pub(super) fn collect(m: &Model, l: &mut Labels) {
+    for p in m.procs.values() {
+        libtest(m, p, l);
+    }
+}
+
+/// A libtest binary: cargo names it `<crate>-<16 hex digits>` in
+/// `target/*/deps` (the hash is cargo's metadata); its stem is the crate
+/// (or integration test) name.
+fn test_binary(filename: &str, argv: &[String]) -> Option<String> {
+    let path = if filename.is_empty() {
+        argv.first()?.as_str()
+    } else {
+        filename
+    };
+    let base = path.rsplit('/').next()?;
+    let (stem, hash) = base.rsplit_once('-')?;
+    let ok = hash.len() == 16
+        && hash.bytes().all(|b| b.is_ascii_hexdigit())
+        && !stem.is_empty()
+        && stem.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    ok.then(|| stem.to_string())
+}
+
+/// `--exact NAME`: the one test a libtest binary was told to run.
+pub(super) fn exact_arg(argv: &[String]) -> Option<&str> {
+    let i = argv.iter().position(|a| a == "--exact")?;
+    // libtest takes the filter as a free argument anywhere: a re-run names
+    // it after `--exact`, nextest just before (`NAME --exact --nocapture`).
+    // A flag's own value (`--skip X`) is no filter.
+    const VALUED: [&str; 6] = [
+        "--skip",
+        "--test-threads",
+        "--format",
+        "--logfile",
+        "--color",
+        "-Z",
+    ];
+    let free =
+        |j: usize| !argv[j].starts_with('-') && (j == 0 || !VALUED.contains(&argv[j - 1].as_str()));
+    (i + 1..argv.len())
+        .find(|&j| free(j))
+        .or_else(|| (1..i).rev().find(|&j| free(j)))
+        .map(|j| argv[j].as_str())
+}
+
+/// A libtest test name: a Rust path (`module::test_name`), which is never
+/// what a runtime names its own threads (`tokio-runtime-w`, `V8 Worker`).
+fn test_like(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+        && !name.starts_with(':')
+}
+
+/// Run by cargo-nextest: an ancestor's argv or name says so.
+fn under_nextest(m: &Model, key: ProcKey) -> bool {
+    m.ancestors(key).into_iter().any(|a| {
+        m.proc(a).is_some_and(|p| {
+            p.comm.as_deref().is_some_and(|c| c.contains("nextest"))
+                || p.execs.iter().any(|e| {
+                    e.argv.iter().take(3).any(|a| {
+                        a.rsplit('/').next().is_some_and(|b| b.contains("nextest"))
+                            || a == "nextest"
+                    })
+                })
+        })
+    })
+}
+
+fn libtest(m: &Model, p: &Process, l: &mut Labels) {
+    let execs = &p.execs;
+    for (i, e) in execs.iter().enumerate() {
+        let Some(stem) = test_binary(&e.filename, &e.argv) else {
+            continue;
+        };
+        let until = execs
+            .get(i + 1)
+            .map(|n| n.t)
+            .or(p.end.as_ref().map(|x| x.t));
+        let nextest = under_nextest(m, p.key);
+        let runner = if nextest {
+            Runner::Nextest
+        } else {
+            Runner::CargoTest
+        };
+        let exact = exact_arg(&e.argv).filter(|n| test_like(n));
+        if let Some(name) = exact {
+            l.add_proc(
+                p.key,
+                e.t,
+                until,
+                Test {
+                    runner,
+                    worker: None,
+                    file: Some(stem.clone()),
+                    name: name.to_string(),
+                    name_truncated: false,
+                    phase: None,
+                    source: Source::ArgvEnv,
+                },
+            );
+            if nextest {
+                l.set_worker(p.key, format!("nextest: {stem}::{name}"));
+            }
+        }
+        thread_tests(p, e.t, until, &stem, runner, exact, l);
+    }
+}
+
+/// The test threads of a libtest process during one exec (`from`..`until`).
+fn thread_tests(
+    p: &Process,
+    from: u64,
+    until: Option<u64>,
+    stem: &str,
+    runner: Runner,
+    exact: Option<&str>,
+    l: &mut Labels,
+) {
+    let names = p.thread_names();
+    let main_names: Vec<&str> = names
+        .iter()
+        .filter(|n| n.tid == p.key.pid)
+        .map(|n| &*n.name)
+        .chain(p.comm.as_deref().filter(|_| names.is_empty()))
+        .collect();
+    for (i, n) in names.iter().enumerate() {
+        // The main thread is the harness (named after the binary), and a
+        // name it also had is the harness's, not a test's.
+        if n.tid == p.key.pid || main_names.contains(&&*n.name) || !test_like(&n.name) {
+            continue;
+        }
+        if n.t < from || until.is_some_and(|u| n.t > u) {
+            continue;
+        }
+        let span = p.threads.get(&n.tid);
+        let earlier = names[..i].iter().any(|o| o.tid == n.tid);
+        // A libtest thread is named as it starts: its first name holds from
+        // its creation; a later one from when it was seen.
+        let start = match (earlier, span) {
+            (false, Some(s)) => s.from.max(from),
+            _ => n.t,
+        };
+        let end = names[i + 1..]
+            .iter()
+            .find(|o| o.tid == n.tid)
+            .map(|o| o.t)
+            .or(span.and_then(|s| s.until))
+            .or(until);
+        let (name, cut) = complete(&n.name, exact, p);
+        l.add_thread(
+            p.key,
+            n.tid,
+            start,
+            end,
+            Test {
+                runner,
+                worker: None,
+                file: Some(stem.to_string()),
+                name,
+                name_truncated: cut,
+                phase: None,
+                source: Source::ArgvEnv,
+            },
+        );
+    }
+}
+
+/// A thread name cut at the kernel's 15 bytes, completed from the binary's
+/// `--exact NAME` or a panic line (`thread 'NAME' panicked`, with or without
+/// the tid Rust 1.89+ adds) in the process's last words, when exactly one
+/// name fits; else kept cut (and said so).
+fn complete(comm: &str, exact: Option<&str>, p: &Process) -> (String, bool) {
+    if comm.len() < COMM_BYTES {
+        return (comm.to_string(), false);
+    }
+    if let Some(full) = exact.filter(|e| e.starts_with(comm)) {
+        return (full.to_string(), false);
+    }
+    let mut fits: Vec<&str> = Vec::new();
+    if let Some(words) = p.last_words() {
+        let mut rest = words.text.as_str();
+        while let Some(i) = rest.find("thread '") {
+            rest = &rest[i + "thread '".len()..];
+            let Some(end) = rest.find('\'') else { break };
+            let name = &rest[..end];
+            if name.starts_with(comm) && test_like(name) && !fits.contains(&name) {
+                fits.push(name);
+            }
+            rest = &rest[end..];
+        }
+    }
+    match fits.as_slice() {
+        [one] => (one.to_string(), false),
+        _ => (comm.to_string(), true),
+    }
+}

@@ -1,0 +1,116 @@
+//! The labels of logs captured from real runners (tests/fixtures/real_labels_*).
+use std::path::Path;
+
+use super::*;
+use crate::{
+    analysis::{analyze, AnalysisOptions},
+    eventlog::read_log,
+    model::Model,
+};
+
+fn fixture(name: &str) -> crate::eventlog::EventLog {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    read_log(&path).unwrap()
+}
+
+/// A cargo test binary (tests/fixtures/real_labels_cargo_test.ndjson, from a
+/// crate of two tests run `--test-threads=2`): `sibling_owns_a_sleeper`
+/// starts `bash -c 'exec -a MARKER sleep 30'`, `cleanup_kills_stray_workers`
+/// runs `pkill -KILL -f ^MARKER` 400 ms later. Each end is the helper of the
+/// thread that spawned it; the kernel kept 15 bytes of each name and
+/// nothing completed them (no `--exact`, no panic).
+#[test]
+fn cargo_test_threads_name_both_ends_of_a_kill() {
+    let log = fixture("real_labels_cargo_test.ndjson");
+    let (_, a) = analyze(&log, &AnalysisOptions::default());
+    let c = &a.certificates[0];
+    let v = c.victim.test.as_ref().expect("the victim's test");
+    let k = c
+        .killer
+        .as_ref()
+        .unwrap()
+        .test
+        .as_ref()
+        .expect("the killer's test");
+    assert_eq!(
+        (v.test.name.as_str(), v.via, v.test.name_truncated),
+        ("tests::sibling_", Via::Spawned, true)
+    );
+    assert_eq!(
+        (k.test.name.as_str(), k.via, k.test.runner),
+        ("tests::cleanup_", Via::Spawned, Runner::CargoTest)
+    );
+    assert_eq!(k.test.file.as_deref(), Some("cleanup_suite"));
+    // Each spawner is the test binary, through a different thread.
+    let (vs, ks) = (v.spawned_by.unwrap(), k.spawned_by.unwrap());
+    assert_eq!(vs.pid, ks.pid);
+    assert_ne!(vs.tid, ks.tid);
+    assert!(
+        c.headline.ends_with(
+            ", spawned by `tests::cleanup_…` (cargo test); the victim was spawned by \
+             `tests::sibling_…` (cargo test)"
+        ),
+        "{}",
+        c.headline
+    );
+}
+
+/// The harness's own thread (named after the binary) is no test, and the
+/// binary's process as a whole ran both tests at once: "one of".
+#[test]
+fn a_process_running_two_test_threads_is_one_of_them() {
+    let log = fixture("real_labels_cargo_test.ndjson");
+    let m = Model::build(&log);
+    let l = Labels::build(&m);
+    let bin = m
+        .procs
+        .values()
+        .find(|p| {
+            p.execs
+                .iter()
+                .any(|e| e.filename.contains("cleanup_suite-"))
+        })
+        .unwrap();
+    // While both threads lived (between their creation and the kill).
+    let kill = m.kill_calls[0].ev.at.t;
+    let at = l.at(&m, bin.key, None, kill).unwrap();
+    let names: Vec<&str> = at.one_of.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["tests::sibling_", "tests::cleanup_"]);
+    assert!(at.phrase().starts_with("one of: "), "{}", at.phrase());
+    // The main thread itself ran no test.
+    assert!(l.at(&m, bin.key, Some(bin.key.pid), kill).is_none());
+}
+
+/// A thread name cut at 15 bytes is completed by the one panic line or
+/// `--exact` argument it begins, and only by one.
+#[test]
+fn a_cut_name_is_completed_only_when_one_name_fits() {
+    assert_eq!(
+        sources::exact_arg(&["bin".into(), "--exact".into(), "a::b".into()]),
+        Some("a::b")
+    );
+    assert_eq!(
+        sources::exact_arg(&[
+            "bin".into(),
+            "a::b".into(),
+            "--exact".into(),
+            "--nocapture".into()
+        ]),
+        Some("a::b")
+    );
+    assert_eq!(
+        sources::exact_arg(&["bin".into(), "--skip".into(), "x".into(), "--exact".into()]),
+        None
+    );
+}
+
+/// Labels never invent a test: a log with no runner in it has none.
+#[test]
+fn a_log_without_runners_has_no_labels() {
+    for name in ["real_pgroup_kill.ndjson", "vitest_workers.ndjson"] {
+        let m = Model::build(&fixture(name));
+        assert!(Labels::build(&m).is_empty(), "{name}");
+    }
+}
