@@ -49,6 +49,8 @@ pub struct ExecFlat {
     filename: String,
     argv: Vec<String>,
     argv_truncated: bool,
+    #[serde(default)]
+    test_env: std::collections::BTreeMap<String, String>,
 }
 
 impl From<ExecFlat> for Exec {
@@ -64,6 +66,7 @@ impl From<ExecFlat> for Exec {
             filename: e.filename,
             argv: e.argv,
             argv_truncated: e.argv_truncated,
+            test_env: e.test_env,
         }
     }
 }

@@ -92,6 +92,11 @@ pub struct Exec {
     pub argv: Vec<String>,
     /// argv was longer than the capture limit and was cut.
     pub argv_truncated: bool,
+    /// The test runners' variables of its environment at exec, and only
+    /// those (`labels::env::ALLOWED`; never the rest: secrets), read from
+    /// /proc while it lived. Absent when it had none or was already gone.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub test_env: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

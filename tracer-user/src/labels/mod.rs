@@ -14,6 +14,7 @@
 //! Built from the model alone ([`Labels::build`]), so a log re-renders its
 //! labels byte for byte; the analysis asks [`Labels::at`] for the victim's
 //! and the killer's test.
+pub mod env;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -140,13 +141,7 @@ impl Test {
     /// The test in words, for a sentence: "`file > name`" and its worker,
     /// or the runner when no worker is named.
     pub fn phrase(&self) -> String {
-        let name = match &self.file {
-            Some(f) if matches!(self.runner, Runner::Vitest | Runner::Jest) => {
-                format!("{f} > {}", self.name)
-            }
-            Some(f) if self.runner == Runner::Nextest => format!("{f}::{}", self.name),
-            _ => self.name.clone(),
-        };
+        let name = self.full_name();
         let cut = if self.name_truncated { "…" } else { "" };
         let phase = self
             .phase
@@ -159,6 +154,37 @@ impl Test {
         };
         let shown = crate::text::command::cut(&format!("{name}{cut}"));
         format!("{}{phase}{place}", crate::text::markdown::code(&shown))
+    }
+}
+
+impl Test {
+    /// The test's full name as its runner prints it: `file > name` (vitest,
+    /// jest), `binary::name` (nextest), else the name. Run-independent (no
+    /// pid, no worker): what a signature across runs keys on.
+    pub fn full_name(&self) -> String {
+        match &self.file {
+            Some(f) if matches!(self.runner, Runner::Vitest | Runner::Jest) => {
+                format!("{f} > {}", self.name)
+            }
+            Some(f) if self.runner == Runner::Nextest => format!("{f}::{}", self.name),
+            _ => self.name.clone(),
+        }
+    }
+
+    /// Plain text (no markup), for a lane, a JUnit body, an attribute:
+    /// "name (phase) in worker" or "name (runner)". Escaped by the caller.
+    pub fn plain(&self) -> String {
+        let cut = if self.name_truncated { "…" } else { "" };
+        let phase = self
+            .phase
+            .filter(|p| *p != Phase::Call)
+            .map(|p| format!(" ({})", p.as_str()))
+            .unwrap_or_default();
+        let place = match &self.worker {
+            Some(w) => format!(" in {w}"),
+            None => format!(" ({})", self.runner.as_str()),
+        };
+        format!("{}{cut}{phase}{place}", self.full_name())
     }
 }
 
@@ -205,6 +231,16 @@ impl TestAt {
         }
     }
 
+    /// Plain text: the test, or "one of: A, B".
+    pub fn plain(&self) -> String {
+        if self.one_of.len() > 1 {
+            let all: Vec<String> = self.one_of.iter().map(Test::plain).collect();
+            format!("one of: {}", all.join(", "))
+        } else {
+            self.test.plain()
+        }
+    }
+
     /// The same test(s), whatever the way there.
     pub fn same_tests(&self, other: &TestAt) -> bool {
         if self.one_of.is_empty() && other.one_of.is_empty() {
@@ -233,6 +269,9 @@ struct Window {
     /// Open while the thread or process lives on.
     until: Option<u64>,
     test: usize,
+    /// The source says the test ran in the spawner, not here (pytest's
+    /// variable is in the environment of what a test spawns).
+    helper: bool,
 }
 
 impl Window {
@@ -279,10 +318,23 @@ impl Labels {
 
     fn add_proc(&mut self, key: ProcKey, from: u64, until: Option<u64>, test: Test) {
         let test = self.intern(test);
-        self.procs
-            .entry(key)
-            .or_default()
-            .push(Window { from, until, test });
+        self.procs.entry(key).or_default().push(Window {
+            from,
+            until,
+            test,
+            helper: false,
+        });
+    }
+
+    /// A window of a process the test spawned (it ran in the spawner).
+    fn add_helper(&mut self, key: ProcKey, from: u64, until: Option<u64>, test: Test) {
+        let test = self.intern(test);
+        self.procs.entry(key).or_default().push(Window {
+            from,
+            until,
+            test,
+            helper: true,
+        });
     }
 
     fn add_thread(&mut self, key: ProcKey, tid: u32, from: u64, until: Option<u64>, test: Test) {
@@ -292,7 +344,12 @@ impl Labels {
             .or_default()
             .entry(tid)
             .or_default()
-            .push(Window { from, until, test });
+            .push(Window {
+                from,
+                until,
+                test,
+                helper: false,
+            });
     }
 
     fn set_worker(&mut self, key: ProcKey, name: String) {
@@ -334,7 +391,18 @@ impl Labels {
         let mut via = Via::Own;
         let mut spawned_by = None;
         for _ in 0..MAX_SPAWN_DEPTH {
-            let found = self.direct(key, tid, t);
+            let (found, helper) = self.direct(key, tid, t);
+            if helper && via == Via::Own {
+                via = Via::Spawned;
+                spawned_by = m.proc(key).and_then(|p| {
+                    let (parent, fork) = (p.parent?, p.fork.as_ref()?);
+                    Some(SpawnedBy {
+                        pid: parent.pid,
+                        start: parent.start,
+                        tid: fork.by_tid,
+                    })
+                });
+            }
             if let Some(first) = found.first() {
                 let test = self.tests[*first].clone();
                 let one_of = if found.len() > 1 {
@@ -370,11 +438,14 @@ impl Labels {
     }
 
     /// The tests running at `t` in thread `tid` of `key` (or any thread),
-    /// then the process's own, distinct, sorted by index (first seen).
-    fn direct(&self, key: ProcKey, tid: Option<u32>, t: u64) -> Vec<usize> {
+    /// then the process's own, distinct, sorted by index (first seen); and
+    /// whether a helper's window named them.
+    fn direct(&self, key: ProcKey, tid: Option<u32>, t: u64) -> (Vec<usize>, bool) {
         let mut found: Vec<usize> = Vec::new();
-        let take = |found: &mut Vec<usize>, ws: &Vec<Window>| {
+        let mut helper = false;
+        let mut take = |found: &mut Vec<usize>, ws: &Vec<Window>| {
             for w in ws.iter().filter(|w| w.covers(t)) {
+                helper |= w.helper;
                 if !found.contains(&w.test) {
                     found.push(w.test);
                 }
@@ -401,6 +472,6 @@ impl Labels {
             }
         }
         found.sort_unstable();
-        found
+        (found, helper)
     }
 }

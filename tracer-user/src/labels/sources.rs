@@ -6,13 +6,17 @@
 //!   binary's `--exact NAME` or from a panic line (`thread 'NAME'`) in
 //!   what the process wrote last to stderr.
 //! - cargo-nextest (and any libtest binary run `--exact NAME`): one process
-//!   per test, named by its argv.
+//!   per test, named by its argv, or by `NEXTEST_TEST_NAME` at exec.
+//! - pytest: `PYTEST_CURRENT_TEST` (and xdist's `PYTEST_XDIST_WORKER`) in the
+//!   environment of every process a test spawns, read at its exec.
+//! - vitest, jest: `VITEST_POOL_ID` in a worker's children, `JEST_WORKER_ID`
+//!   in a jest worker: the worker's name.
 use crate::{
     eventlog::ProcKey,
     model::{Model, Process},
 };
 
-use super::{Labels, Runner, Source, Test};
+use super::{Labels, Phase, Runner, Source, Test};
 
 /// The bytes of a thread name the kernel keeps (`TASK_COMM_LEN` - 1).
 const COMM_BYTES: usize = 15;
@@ -20,6 +24,103 @@ const COMM_BYTES: usize = 15;
 pub(super) fn collect(m: &Model, l: &mut Labels) {
     for p in m.procs.values() {
         libtest(m, p, l);
+        environment(m, p, l);
+    }
+}
+
+/// A worker id as a name may carry it: digits, or xdist's `gw` and digits.
+fn worker_id(v: &str) -> Option<&str> {
+    let ok = !v.is_empty() && v.len() <= 16 && v.bytes().all(|b| b.is_ascii_alphanumeric());
+    ok.then_some(v)
+}
+
+/// The runners' variables each exec of `p` had (`test_env`).
+fn environment(m: &Model, p: &Process, l: &mut Labels) {
+    let parent_env = |name: &str| -> Option<&str> {
+        let parent = m.proc(p.parent?)?;
+        let fork_t = p.fork.as_ref()?.t;
+        parent
+            .exec_at(fork_t)?
+            .test_env()
+            .get(name)
+            .map(String::as_str)
+    };
+    for (i, e) in p.execs.iter().enumerate() {
+        let env = e.test_env();
+        if env.is_empty() {
+            continue;
+        }
+        let until = p
+            .execs
+            .get(i + 1)
+            .map(|n| n.t)
+            .or(p.end.as_ref().map(|x| x.t));
+        let xdist = env
+            .get("PYTEST_XDIST_WORKER")
+            .and_then(|w| worker_id(w))
+            .map(|w| format!("xdist {w}"));
+        // Set in the test's own process (os.environ): in the environment of
+        // what it spawns, so this process is the test's helper.
+        if let Some(current) = env.get("PYTEST_CURRENT_TEST") {
+            // "<nodeid> (<phase>)", as pytest sets it.
+            let (nodeid, phase) = match current.rsplit_once(" (") {
+                Some((id, ph)) => (id, ph.strip_suffix(')').and_then(Phase::parse)),
+                None => (current.as_str(), None),
+            };
+            l.add_helper(
+                p.key,
+                e.t,
+                until,
+                Test {
+                    runner: Runner::Pytest,
+                    worker: xdist.clone(),
+                    file: nodeid.split_once("::").map(|(f, _)| f.to_string()),
+                    name: nodeid.to_string(),
+                    name_truncated: false,
+                    phase,
+                    source: Source::ArgvEnv,
+                },
+            );
+        }
+        if let Some(name) = env.get("NEXTEST_TEST_NAME") {
+            let binary = env.get("NEXTEST_BINARY_ID").cloned();
+            if let Some(b) = &binary {
+                l.set_worker(p.key, format!("nextest: {b}::{name}"));
+            }
+            l.add_proc(
+                p.key,
+                e.t,
+                until,
+                Test {
+                    runner: Runner::Nextest,
+                    worker: None,
+                    file: binary,
+                    name: name.clone(),
+                    name_truncated: false,
+                    phase: None,
+                    source: Source::ArgvEnv,
+                },
+            );
+        }
+        // vitest sets its ids inside the worker once it runs: a process
+        // that has them at exec is a worker's child, and names its parent.
+        if let Some(id) = env.get("VITEST_POOL_ID").and_then(|v| worker_id(v)) {
+            if parent_env("VITEST_POOL_ID").is_none() {
+                if let Some(parent) = p.parent {
+                    l.set_worker(parent, format!("vitest worker {id}"));
+                }
+            }
+        }
+        // jest hands its id to the worker's fork: the topmost process that
+        // has it is the worker (its children inherit it).
+        if let Some(id) = env.get("JEST_WORKER_ID").and_then(|v| worker_id(v)) {
+            if parent_env("JEST_WORKER_ID") != Some(id) {
+                l.set_worker(p.key, format!("jest worker {id}"));
+            }
+        }
+        if let Some(w) = xdist.filter(|_| parent_env("PYTEST_XDIST_WORKER").is_none()) {
+            l.set_worker(p.key, w);
+        }
     }
 }
 

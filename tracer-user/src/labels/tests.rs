@@ -114,3 +114,34 @@ fn a_log_without_runners_has_no_labels() {
         assert!(Labels::build(&m).is_empty(), "{name}");
     }
 }
+
+/// pytest's variables at exec (tests/fixtures/real_labels_pytest_env.ndjson:
+/// a Python program that sets them as pytest does, starts a sleeper in one
+/// "test" and pkills it from the next, then runs /bin/true 500 times).
+/// Both ends are helpers of their test, in xdist gw1.
+#[test]
+fn pytest_environment_names_both_ends() {
+    let log = fixture("real_labels_pytest_env.ndjson");
+    let (m, a) = analyze(&log, &AnalysisOptions::default());
+    let c = &a.certificates[0];
+    let v = c.victim.test.as_ref().unwrap();
+    let k = c.killer.as_ref().unwrap().test.as_ref().unwrap();
+    assert_eq!(v.test.name, "tests/test_pool.py::test_owns_a_sleeper");
+    assert_eq!(
+        k.test.name,
+        "tests/test_cleanup.py::test_kills_stray_workers"
+    );
+    assert_eq!(
+        (k.test.phase, k.test.worker.as_deref(), k.via),
+        (Some(Phase::Call), Some("xdist gw1"), Via::Spawned)
+    );
+    // The program set the variables in its own os.environ, so its exec had
+    // none: it is named no worker (a real xdist worker has it at its exec).
+    let l = Labels::build(&m);
+    let root = m.root.unwrap();
+    assert_eq!(l.worker(root), None);
+    assert!(c.headline.contains(
+        "spawned by `tests/test_cleanup.py::test_kills_stray_workers` in xdist gw1; \
+         the victim was spawned by `tests/test_pool.py::test_owns_a_sleeper` in xdist gw1"
+    ));
+}

@@ -341,6 +341,7 @@ fn record(m: &mut Model, rec: &Record) {
                 filename: m.intern.text(&e.filename),
                 argv: m.intern.argv(&e.argv),
                 argv_truncated: e.argv_truncated,
+                env: (!e.test_env.is_empty()).then(|| Box::new(e.test_env.clone())),
             });
         }
         Record::Exit(x) => {
@@ -453,6 +454,7 @@ fn record(m: &mut Model, rec: &Record) {
                     filename: m.intern.text(x.exe.as_deref().unwrap_or_default()),
                     argv: m.intern.argv(&x.argv),
                     argv_truncated: x.argv_truncated,
+                    env: None,
                 });
             }
             if let Some(parent) = parent.filter(|pk| *pk != key) {
@@ -490,6 +492,7 @@ fn signal(
                 filename: m.intern.text(""),
                 argv: m.intern.argv(argv),
                 argv_truncated: cut,
+                env: None,
             });
         }
     }

@@ -20,6 +20,18 @@ pub struct ExecInfo {
     pub filename: Arc<str>,
     pub argv: Arc<[String]>,
     pub argv_truncated: bool,
+    /// The runners' variables of its environment at exec (the log's
+    /// `test_env`), boxed: most execs have none, and a fork storm's model
+    /// holds a million execs.
+    pub env: Option<Box<std::collections::BTreeMap<String, String>>>,
+}
+
+impl ExecInfo {
+    /// The runners' variables at this exec (empty for most).
+    pub fn test_env(&self) -> &std::collections::BTreeMap<String, String> {
+        static NONE: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+        self.env.as_deref().unwrap_or(&NONE)
+    }
 }
 
 /// A process's execs, in order. Most processes exec once (or never): the

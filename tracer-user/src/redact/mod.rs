@@ -132,7 +132,14 @@ impl Redactor {
                 filename,
                 argv,
                 argv_truncated,
-            }) => self.task(task) | self.string(filename) | self.cut_argv(argv, *argv_truncated),
+                test_env,
+            }) => {
+                // Test names are the job's text, as argv is.
+                let env = test_env
+                    .values_mut()
+                    .fold(false, |hit, v| self.string(v) | hit);
+                self.task(task) | self.string(filename) | self.cut_argv(argv, *argv_truncated) | env
+            }
             Record::Exit(Exit {
                 at: _,
                 task,

@@ -137,6 +137,7 @@ fn every_command_line_and_stderr_field_is_masked() {
             filename: secret("/bin/S"),
             argv: vec!["tool".into(), secret("--pw=S")],
             argv_truncated: false,
+            test_env: Default::default(),
         }),
         Record::Signal(Signal {
             at: Stamp::default(),
@@ -312,6 +313,7 @@ fn a_secret_cut_by_the_kernel_leaks_no_prefix() {
         filename: "/bin/tool".into(),
         argv: vec!["tool".into(), "--pw=hunter1".into()],
         argv_truncated: true,
+        test_env: Default::default(),
     });
     assert!(r.record(&mut exec));
     let Record::Exec(e) = &exec else { panic!() };

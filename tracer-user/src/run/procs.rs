@@ -45,3 +45,35 @@ pub fn argv_of(key: ProcKey) -> Option<(Vec<String>, bool)> {
         .ok()
         .filter(|(a, _)| !a.is_empty())
 }
+
+/// Most of an environment read to find the runners' variables: a CI job's
+/// environment is a few KiB to ~100 KiB (GitHub Actions: ~10 KiB); the
+/// kernel caps argv + environment at a quarter of the stack limit (2 MiB
+/// at the usual 8 MiB). Past this the rest is not read.
+const MAX_ENVIRON: u64 = 2 << 20;
+
+/// The test runners' variables of `key`'s environment (and only those:
+/// `labels::env::filter` drops the rest in this function, before anything
+/// leaves it), read from /proc/PID/environ while it is this very process —
+/// its identity checked before and after the read, so a recycled pid's
+/// environment is never taken for it. Empty when it is already gone (a
+/// `pkill` can be, by the time the ring is drained: docs/security.md
+/// measures how often).
+pub fn test_env_of(key: ProcKey) -> std::collections::BTreeMap<String, String> {
+    use std::io::Read;
+    if !alive(key) {
+        return Default::default();
+    }
+    let Ok(file) = std::fs::File::open(format!("/proc/{}/environ", key.pid)) else {
+        return Default::default();
+    };
+    let mut area = Vec::new();
+    if file.take(MAX_ENVIRON).read_to_end(&mut area).is_err() || !alive(key) {
+        return Default::default();
+    }
+    let kept = crate::labels::env::filter(&area);
+    // The rest of the environment is not kept a moment longer than this.
+    area.fill(0);
+    std::hint::black_box(&area);
+    kept
+}

@@ -50,4 +50,5 @@ mod security;
 mod signal_floods;
 mod snapshot;
 mod teardown;
+mod test_names;
 mod whole_truth;

@@ -311,6 +311,7 @@ impl Wire {
                     filename: cstr(&r.filename),
                     argv: split_argv(&r.argv[..len]),
                     argv_truncated: r.args_size > r.argv_len,
+                    test_env: Default::default(),
                 })
             }
             Wire::Exit(r) => Record::Exit(Exit {

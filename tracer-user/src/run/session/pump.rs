@@ -100,6 +100,9 @@ impl Session {
             }
             self.name_outside_sender(&mut rec);
             resolve_memcg(&mut rec);
+            if let Record::Exec(e) = &mut rec {
+                e.test_env = procs::test_env_of(e.task.key());
+            }
             self.write(&rec)?;
             n += 1;
             // A process's last words follow its death in the log.

@@ -1,0 +1,135 @@
+//! Which test: real programs whose one test kills what another test owns,
+//! each end named by what the kernel shows of the runner (docs/report.md,
+//! "Which test"). Hermetic: every kill aims at a marker this test made.
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn report(r: &Recorded) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(r.path("report.json")).unwrap()).unwrap()
+}
+
+/// The one certificate whose victim ran `marker`.
+fn certificate<'a>(rep: &'a Value, marker: &str) -> &'a Value {
+    rep["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["victim"]["argv"][0] == marker)
+        .unwrap_or_else(|| panic!("no certificate for {marker}: {rep:#}"))
+}
+
+/// libtest runs each test on a thread named after it: two such threads of
+/// this very binary (named as libtest names them), one starting a sleeper,
+/// the other `pkill`ing it. Both ends are helpers of their thread's test.
+#[test]
+fn libtest_threads_name_the_victims_and_the_killers_test() {
+    let marker = format!("tn-libtest-{}", std::process::id());
+    let s = scenario(|| {
+        let marker = std::env::var("TN_MARKER").unwrap();
+        let m2 = marker.clone();
+        let owner = std::thread::Builder::new()
+            .name("owns_a_sleeper".into())
+            .spawn(move || {
+                let _ = Command::new("bash")
+                    .args(["-c", &format!("exec -a {m2} sleep 30")])
+                    .status();
+            })
+            .unwrap();
+        let cleanup = std::thread::Builder::new()
+            .name("cleanup_kills".into())
+            .spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(400));
+                let _ = Command::new("pkill")
+                    .args(["-KILL", "-f", &format!("^{marker}")])
+                    .status();
+            })
+            .unwrap();
+        owner.join().unwrap();
+        cleanup.join().unwrap();
+    });
+    let r = s.record_env(&[], &[("TN_MARKER", &marker)]);
+    let rep = report(&r);
+    let c = certificate(&rep, &marker);
+    let (v, k) = (&c["victim"]["test"], &c["killer"]["test"]);
+    assert_eq!(v["name"], "owns_a_sleeper", "{c:#}");
+    assert_eq!(v["via"], "spawned");
+    assert_eq!(v["runner"], "cargo_test");
+    assert_eq!(k["name"], "cleanup_kills", "{c:#}");
+    assert_eq!(k["source"], "argv/env");
+    // The two spawners are two threads of the one test binary.
+    assert_eq!(v["spawned_by"]["pid"], k["spawned_by"]["pid"]);
+    assert_ne!(v["spawned_by"]["tid"], k["spawned_by"]["tid"]);
+    let headline = c["headline"].as_str().unwrap();
+    assert!(
+        headline.ends_with(
+            ", spawned by `cleanup_kills` (cargo test); the victim was spawned by \
+             `owns_a_sleeper` (cargo test)"
+        ),
+        "{headline}"
+    );
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    assert!(
+        md.contains("spawned by `cleanup_kills` (cargo test)"),
+        "{md}"
+    );
+}
+
+/// pytest sets `PYTEST_CURRENT_TEST` in os.environ for each test (and xdist
+/// `PYTEST_XDIST_WORKER`): a Python program doing just that, one "test"
+/// starting a sleeper, the next pkill-ing it. Only the runners' variables
+/// reach the log; a token beside them never does.
+#[test]
+fn pytest_environment_names_both_tests_and_keeps_no_secret() {
+    let marker = format!("tn-pytest-{}", std::process::id());
+    let secret = format!("ghp_{:x}", std::process::id() as u64 * 0x9e37_79b9);
+    let script = r#"
+import os, subprocess, sys, time
+marker = sys.argv[1]
+os.environ["PYTEST_XDIST_WORKER"] = "gw1"
+os.environ["PYTEST_CURRENT_TEST"] = "tests/test_pool.py::test_owns_a_sleeper (call)"
+sleeper = subprocess.Popen(["bash", "-c", f"exec -a {marker} sleep 30"])
+time.sleep(0.3)
+os.environ["PYTEST_CURRENT_TEST"] = "tests/test_cleanup.py::test_kills_stray_workers (teardown)"
+subprocess.run(["pkill", "-KILL", "-f", f"^{marker}"])
+sleeper.wait()
+"#;
+    let r = record_env(
+        &[],
+        &["python3", "-c", script, &marker],
+        &[("GITHUB_TOKEN", &secret)],
+    );
+    let rep = report(&r);
+    let c = certificate(&rep, &marker);
+    let (v, k) = (&c["victim"]["test"], &c["killer"]["test"]);
+    assert_eq!(
+        v["name"], "tests/test_pool.py::test_owns_a_sleeper",
+        "{c:#}"
+    );
+    assert_eq!(
+        (&v["phase"], &v["worker"]),
+        (&"call".into(), &"xdist gw1".into())
+    );
+    assert_eq!(v["file"], "tests/test_pool.py");
+    assert_eq!(
+        k["name"], "tests/test_cleanup.py::test_kills_stray_workers",
+        "{c:#}"
+    );
+    assert_eq!(
+        (&k["phase"], &k["via"]),
+        (&"teardown".into(), &"spawned".into())
+    );
+    let headline = c["headline"].as_str().unwrap();
+    assert!(
+        headline.contains(
+            ", spawned by `tests/test_cleanup.py::test_kills_stray_workers` (teardown) in xdist gw1"
+        ),
+        "{headline}"
+    );
+    for file in ["events.ndjson", "report.json", "report.md", "report.html"] {
+        let text = std::fs::read_to_string(r.path(file)).unwrap();
+        assert!(!text.contains(&secret), "{file} holds the secret");
+    }
+}
