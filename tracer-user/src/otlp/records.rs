@@ -167,6 +167,17 @@ fn certificate(c: &Certificate, parent: Option<u32>, time: u64) -> LogRecord {
         a.push(kv("tracer.killer.command", s(&k.process.command)));
         a.push(kv("tracer.killer.relation", s(k.relation.as_str())));
         a.push(kv("tracer.killer.call", s(&k.call)));
+        if let Some(t) = &k.test {
+            a.push(kv("tracer.killer.test.case.name", s(&t.test.full_name())));
+        }
+    }
+    // The victim's test, per the semantic conventions' `test.*` attributes
+    // (log attributes only: never a metric label, a test name is unbounded).
+    if let Some(t) = &c.victim.test {
+        a.push(kv("test.case.name", s(&t.test.full_name())));
+        if let Some(f) = &t.test.file {
+            a.push(kv("test.suite.name", s(f)));
+        }
     }
     record("tracer.death", time, severity, text, a, c)
 }

@@ -32,7 +32,10 @@ fn proc_shape(p: &ProcRef) -> String {
 pub fn signature(c: &Certificate) -> String {
     let victim = proc_shape(&c.victim.process);
     let cause = c.cause.kind.as_str();
-    let killer = c.killer.as_ref().map(|k| proc_shape(&k.process));
+    let killer = c
+        .killer
+        .as_ref()
+        .map(|k| shape::with_test(proc_shape(&k.process), killer_test(c).as_deref()));
     let relation = c.killer.as_ref().map(|k| k.relation.as_str());
     let exit_code = match &c.victim.status {
         crate::eventlog::ExitStatus::Exited { code } => Some(*code),
@@ -46,6 +49,13 @@ pub fn signature(c: &Certificate) -> String {
         relation,
         killer: killer.as_deref(),
     })
+}
+
+/// The killer's test, run-independent, when one is known: a signature
+/// keyed by it shows a flaky killer test across runs.
+fn killer_test(c: &Certificate) -> Option<String> {
+    let t = c.killer.as_ref()?.test.as_ref()?;
+    (t.one_of.len() <= 1).then(|| t.test.full_name())
 }
 
 /// The signature of a signal across the run's boundary.
@@ -116,6 +126,12 @@ fn death_case(c: &Certificate, names: &mut Names) -> Case {
             k.call,
             k.process.argv.join(" ")
         );
+    }
+    if let Some(t) = &v.test {
+        let _ = writeln!(body, "victim's test: {}", t.plain());
+    }
+    if let Some(t) = c.killer.as_ref().and_then(|k| k.test.as_ref()) {
+        let _ = writeln!(body, "killer's test: {}", t.plain());
     }
     let _ = writeln!(body, "cause: {}", c.cause.summary);
     let _ = writeln!(body, "rank: {}", c.rank_reason);

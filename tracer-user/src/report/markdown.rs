@@ -283,6 +283,9 @@ fn certificate(o: &mut String, c: &Certificate, a: &Analysis) {
         "| status (as the parent saw it) | {}{core} |",
         cell(&w::status_phrase(&v.status))
     );
+    if let Some(t) = &v.test {
+        let _ = writeln!(o, "| victim's test | {} |", test_cell(t));
+    }
     if let Some(k) = &c.killer {
         let _ = writeln!(
             o,
@@ -293,6 +296,9 @@ fn certificate(o: &mut String, c: &Certificate, a: &Analysis) {
         );
         full_command(o, "killer command", &k.process);
         let _ = writeln!(o, "| killer ancestry | {} |", ancestry(anc, k.ancestry));
+        if let Some(t) = &k.test {
+            let _ = writeln!(o, "| killer's test | {} |", test_cell(t));
+        }
         let deliveries = k
             .deliveries
             .map(|d| format!(", {}", w::plural(d as usize, "delivery", "deliveries")));
@@ -406,4 +412,21 @@ fn full_command(o: &mut String, label: &str, p: &ProcRef) {
     if w::short_command(&w::prose_command(p)) != plain {
         let _ = writeln!(o, "| {label} | {} |", code(&p.command));
     }
+}
+
+/// A test for a details table: the phrase, how the process ran it, and its
+/// source ("spawned by pid 4240, thread 4243 · from argv/env").
+fn test_cell(t: &crate::labels::TestAt) -> String {
+    let how = match (t.via, t.spawned_by) {
+        (crate::labels::Via::Spawned, Some(b)) => {
+            format!(" · spawned by pid {}, thread {}", b.pid, b.tid)
+        }
+        _ => String::new(),
+    };
+    let source = match t.test.source {
+        crate::labels::Source::Exact => "exact",
+        crate::labels::Source::ArgvEnv => "from argv/env",
+        crate::labels::Source::Approximate => "approximate",
+    };
+    md::cell(&md::inline(&format!("{}{how} · {source}", t.phrase())))
 }

@@ -146,9 +146,35 @@ pub struct SignalIn {
 #[serde(default)]
 pub struct KillerIn {
     pub process: ProcIn,
+    /// report.json's `killer.test` (only what a signature keys on).
+    pub test: Option<TestIn>,
     pub relation: String,
     pub call: String,
     pub target_arg: Option<i64>,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct TestIn {
+    pub runner: String,
+    pub file: Option<String>,
+    pub name: String,
+    pub one_of: Vec<serde_json::Value>,
+}
+
+impl TestIn {
+    /// As `labels::Test::full_name`: `file > name` (vitest, jest),
+    /// `binary::name` (nextest), else the name; none for "one of".
+    pub fn full_name(&self) -> Option<String> {
+        if self.one_of.len() > 1 || self.name.is_empty() {
+            return None;
+        }
+        Some(match (&self.file, self.runner.as_str()) {
+            (Some(f), "vitest" | "jest") => format!("{f} > {}", self.name),
+            (Some(f), "nextest") => format!("{f}::{}", self.name),
+            _ => self.name.clone(),
+        })
+    }
 }
 
 #[derive(Deserialize, Debug, Clone, Default)]

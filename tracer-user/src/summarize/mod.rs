@@ -248,7 +248,13 @@ pub fn summarize(loaded: &Loaded) -> Summary {
             let killer = c
                 .killer
                 .as_ref()
-                .map(|k| shape::command(&k.process.argv, &k.process.command))
+                .map(|k| {
+                    let test = k.test.as_ref().and_then(|t| t.full_name());
+                    shape::with_test(
+                        shape::command(&k.process.argv, &k.process.command),
+                        test.as_deref(),
+                    )
+                })
                 .unwrap_or_default();
             let key = (
                 rank_order(&c.rank),

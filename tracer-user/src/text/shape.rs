@@ -95,6 +95,15 @@ pub struct Death<'a> {
 /// pid, a time or a temp path. `sleep <n> killed by SIGKILL from a sibling
 /// (sh -c <n>)`, `a.out died of SIGSEGV (fault)`, `make exited 2 (nonzero
 /// exit)`.
+/// A killer's shape with the test it ran ("pkill, test `a::b`"), so a
+/// signature across runs keys on the killer's test.
+pub fn with_test(shape: String, test: Option<&str>) -> String {
+    match test {
+        Some(t) => format!("{shape}, test {t}"),
+        None => shape,
+    }
+}
+
 pub fn death(d: &Death) -> String {
     let words = d.cause.replace('_', " ");
     match (d.relation, d.signal) {

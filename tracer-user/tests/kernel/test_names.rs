@@ -50,7 +50,12 @@ fn libtest_threads_name_the_victims_and_the_killers_test() {
         owner.join().unwrap();
         cleanup.join().unwrap();
     });
-    let r = s.record_env(&[], &[("TN_MARKER", &marker)]);
+    let junit_dir = tempfile::tempdir().unwrap();
+    let junit = junit_dir.path().join("deaths.xml");
+    let r = s.record_env(
+        &["--junit", junit.to_str().unwrap()],
+        &[("TN_MARKER", &marker)],
+    );
     let rep = report(&r);
     let c = certificate(&rep, &marker);
     let (v, k) = (&c["victim"]["test"], &c["killer"]["test"]);

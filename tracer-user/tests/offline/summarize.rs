@@ -214,3 +214,46 @@ fn reports_of_schema_1_and_3_fold_alike() {
     };
     assert_eq!(fold(&old), fold(&new));
 }
+
+/// Two runs whose cleanup test pkills another test's sleeper
+/// (real_labels_cargo_test.ndjson, the pids moved in the second): one
+/// signature, keyed by the killer's test, so a flaky killer test shows up
+/// across runs.
+#[test]
+fn a_signature_is_keyed_by_the_killers_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = report_json("real_labels_cargo_test.ndjson");
+    put(dir.path(), "run-1", &one);
+    put(
+        dir.path(),
+        "run-2",
+        &one.replace("21548", "31548").replace("21554", "31554"),
+    );
+    // Another killer test in a third run is another signature.
+    put(
+        dir.path(),
+        "run-3",
+        &one.replace("\"tests::cleanup_\"", "\"tests::other_cl\""),
+    );
+    let (json, _) = summarize(dir.path(), "json");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let sigs = v["signatures"].as_array().unwrap();
+    let shapes: Vec<(&str, u64)> = sigs
+        .iter()
+        .filter(|s| s["rank"] == "unexpected")
+        .map(|s| {
+            (
+                s["killer_shape"].as_str().unwrap(),
+                s["runs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            ("pkill -KILL -f ^tn-marker-<n>, test tests::cleanup_", 2),
+            ("pkill -KILL -f ^tn-marker-<n>, test tests::other_cl", 1)
+        ],
+        "{json}"
+    );
+}

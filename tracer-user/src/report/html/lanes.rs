@@ -56,6 +56,9 @@ pub(super) struct Lane {
     pub class: EndClass,
     /// Certificate id, when the process has one.
     pub cert: Option<usize>,
+    /// The test the process ran, as a certificate names it (plain text,
+    /// escaped where drawn): "tests::cleanup_… (cargo test)".
+    pub test: Option<String>,
 }
 
 pub(super) struct Lanes {
@@ -237,6 +240,19 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
             .entry(key(&c.victim.process))
             .or_insert((c.id, class, c.victim.end_t));
     }
+    // Each lane's test, from the certificates that name one: the victim's,
+    // and the killer's at its kill (the first certificate wins).
+    let mut test_of: BTreeMap<Key, String> = BTreeMap::new();
+    for c in certs {
+        if let Some(t) = &c.victim.test {
+            test_of
+                .entry(key(&c.victim.process))
+                .or_insert_with(|| t.plain());
+        }
+        if let Some((k, t)) = c.killer.as_ref().and_then(|k| Some((k, k.test.as_ref()?))) {
+            test_of.entry(key(&k.process)).or_insert_with(|| t.plain());
+        }
+    }
     let leaks: BTreeSet<Key> = r
         .analysis
         .leftovers
@@ -277,6 +293,7 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
             end,
             class,
             cert,
+            test: test_of.get(&k).cloned(),
         });
         if let Some(kids) = children.get(&Some(k)) {
             stack.extend(kids.iter().rev().map(|&c| (c, depth + 1)));

@@ -179,12 +179,21 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
             Some(ns) => format!("{} ({} in ns) {}", p.pid, ns.pid, p.command),
             None => format!("{} {}", p.pid, p.command),
         };
+        // The test it ran, first on the lane: what a reader looks for.
+        let label = match &l.test {
+            Some(t) => format!("{label} · test: {t}"),
+            None => label,
+        };
         // The lane shows the abbreviated command (what tells workers apart);
         // the tooltip keeps it whole.
         let shown = crate::analysis::wording::prose_command(p);
         let shown = match p.ns_pid {
             Some(ns) => format!("{} ({} in ns) {shown}", p.pid, ns.pid),
             None => format!("{} {shown}", p.pid),
+        };
+        let shown = match &l.test {
+            Some(t) => format!("{} · {t}", p.pid),
+            None => shown,
         };
         let room = ((LABEL_W - 14.0 - l.depth.min(12) as f64 * 12.0) / 6.6) as usize;
         let _ = write!(
