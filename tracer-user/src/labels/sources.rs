@@ -84,23 +84,25 @@ fn environment(m: &Model, p: &Process, l: &mut Labels) {
         }
         if let Some(name) = env.get("NEXTEST_TEST_NAME") {
             let binary = env.get("NEXTEST_BINARY_ID").cloned();
-            if let Some(b) = &binary {
-                l.set_worker(p.key, format!("nextest: {b}::{name}"));
+            let test = Test {
+                runner: Runner::Nextest,
+                worker: None,
+                file: binary.clone(),
+                name: name.clone(),
+                name_truncated: false,
+                phase: None,
+                source: Source::ArgvEnv,
+            };
+            // The test's own process is the first with the variable; what
+            // it spawns inherits it, and is its helper.
+            if parent_env("NEXTEST_TEST_NAME") == Some(name.as_str()) {
+                l.add_helper(p.key, e.t, until, test);
+            } else {
+                if let Some(b) = &binary {
+                    l.set_worker(p.key, format!("nextest: {b}::{name}"));
+                }
+                l.add_proc(p.key, e.t, until, test);
             }
-            l.add_proc(
-                p.key,
-                e.t,
-                until,
-                Test {
-                    runner: Runner::Nextest,
-                    worker: None,
-                    file: binary,
-                    name: name.clone(),
-                    name_truncated: false,
-                    phase: None,
-                    source: Source::ArgvEnv,
-                },
-            );
         }
         // vitest sets its ids inside the worker once it runs: a process
         // that has them at exec is a worker's child, and names its parent.
@@ -206,7 +208,10 @@ fn libtest(m: &Model, p: &Process, l: &mut Labels) {
             Runner::CargoTest
         };
         let exact = exact_arg(&e.argv).filter(|n| test_like(n));
-        if let Some(name) = exact {
+        // nextest's own variables name it better (its binary id): the
+        // environment source takes it (`environment`).
+        let by_env = e.test_env().contains_key("NEXTEST_TEST_NAME");
+        if let Some(name) = exact.filter(|_| !by_env) {
             l.add_proc(
                 p.key,
                 e.t,

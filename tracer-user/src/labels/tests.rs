@@ -145,3 +145,42 @@ fn pytest_environment_names_both_ends() {
          the victim was spawned by `tests/test_pool.py::test_owns_a_sleeper` in xdist gw1"
     ));
 }
+
+/// cargo-nextest (tests/fixtures/real_labels_nextest.ndjson: `cargo nextest
+/// run` on the same two-test crate): one process per test, named whole by
+/// its NEXTEST_* variables; the pkill and the sleeper are helpers of theirs.
+#[test]
+fn nextest_names_both_ends_whole() {
+    let log = fixture("real_labels_nextest.ndjson");
+    let (m, a) = analyze(&log, &AnalysisOptions::default());
+    let c = &a.certificates[0];
+    let v = c.victim.test.as_ref().unwrap();
+    let k = c.killer.as_ref().unwrap().test.as_ref().unwrap();
+    assert_eq!(
+        (v.test.runner, v.test.full_name().as_str(), v.via),
+        (
+            Runner::Nextest,
+            "cleanup_suite::tests::sibling_owns_a_sleeper",
+            Via::Spawned
+        )
+    );
+    assert_eq!(
+        k.test.full_name(),
+        "cleanup_suite::tests::cleanup_kills_stray_workers"
+    );
+    assert_eq!(k.via, Via::Spawned);
+    assert!(c
+        .headline
+        .contains(", spawned by `cleanup_suite::tests::cleanup_kills_stray_workers` (nextest)"));
+    // The test's own process is named as nextest names it.
+    let l = Labels::build(&m);
+    let owner = k.spawned_by.unwrap();
+    let key = crate::eventlog::ProcKey {
+        pid: owner.pid,
+        start: owner.start,
+    };
+    assert_eq!(
+        l.worker(key),
+        Some("nextest: cleanup_suite::tests::cleanup_kills_stray_workers")
+    );
+}
