@@ -36,6 +36,8 @@ pub enum RecordKind {
     StderrTail = 9,
     SignalSummary = 10,
     Crash = 11,
+    /// A test mark: a write(2) to [`MARK_FD`] (a `StderrRecord` of this kind).
+    TestMark = 12,
 }
 
 impl TryFrom<u32> for RecordKind {
@@ -53,6 +55,7 @@ impl TryFrom<u32> for RecordKind {
             9 => Self::StderrTail,
             10 => Self::SignalSummary,
             11 => Self::Crash,
+            12 => Self::TestMark,
             other => return Err(other),
         })
     }
@@ -87,6 +90,18 @@ pub enum DropReason {
     InflightMapFull = 2,
 }
 pub const DROP_REASONS: u32 = 3;
+
+/// The fd a test mark is written to: above the kernel's `nr_open` ceiling
+/// (at most 2147483584 on 64-bit: `sysctl fs.nr_open` can never reach
+/// it), so no file can ever be open there, the write fails with EBADF in
+/// the test, and the write hook sees its buffer, its tid and the time.
+pub const MARK_FD: u64 = 0x7FFF_FFF0;
+/// Bytes of a mark kept (the first): a test's file and name fit.
+pub const MARK_LEN: usize = 512;
+/// Marks a thread may send per window; past it they are counted, not sent
+/// (a hostile test cannot fill the ring with them).
+pub const MARK_RATE: u64 = 256;
+pub const MARK_WINDOW_NS: u64 = 100_000_000;
 
 impl DropReason {
     pub const ALL: [DropReason; DROP_REASONS as usize] = [
@@ -127,18 +142,24 @@ pub enum FailReason {
     /// The crash ring was full: a fatal signal's stack was not captured
     /// (the death is still logged; its certificate says the stack is missing).
     CrashRingFull = 2,
+    /// A test mark past its thread's rate ([`MARK_RATE`] per
+    /// [`MARK_WINDOW_NS`]): not sent. Counted here, not in `DROPS`: it costs
+    /// a label, never an event, and the log's per-CPU drop columns keep
+    /// their shape.
+    MarkRate = 3,
 }
-pub const FAIL_REASONS: u32 = 3;
+pub const FAIL_REASONS: u32 = 4;
 
 impl FailReason {
     pub const ALL: [FailReason; FAIL_REASONS as usize] =
-        [Self::UserRead, Self::TaskRead, Self::CrashRingFull];
+        [Self::UserRead, Self::TaskRead, Self::CrashRingFull, Self::MarkRate];
     /// Its field in the log's `lost` object and its metric label.
     pub const fn name(self) -> &'static str {
         match self {
             Self::UserRead => "user_read_failed",
             Self::TaskRead => "task_read_failed",
             Self::CrashRingFull => "crash_ring_full",
+            Self::MarkRate => "marks_dropped",
         }
     }
     /// How the reports say it.
@@ -147,6 +168,7 @@ impl FailReason {
             Self::UserRead => "unreadable process memory",
             Self::TaskRead => "unreadable task (kernel offsets?)",
             Self::CrashRingFull => "crash stacks not captured (crash ring full)",
+            Self::MarkRate => "test marks past their thread's rate",
         }
     }
 }

@@ -61,6 +61,13 @@ pub(crate) fn checked_task(id: Option<TaskId>, hook: u32) -> Option<TaskId> {
     }
 }
 
+/// A test mark past its thread's rate: counted, never logged (the write
+/// hooks run from a tail call on the raw_syscalls rung).
+#[inline(always)]
+pub(crate) fn mark_rate() {
+    count(FailReason::MarkRate);
+}
+
 /// `bpf_probe_read_user` of a traced process's stderr buffer failed.
 #[inline(always)]
 pub(crate) fn stderr_unreadable<const LOG: bool>(tgid: u32, addr: u64, len: u64) {

@@ -253,6 +253,12 @@ pub(crate) static CONFIG: Array<RuntimeConfig> = Array::with_max_entries(1, 0);
 #[map]
 pub(crate) static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS, 0);
 
+/// Each marking thread's window: (start ns, marks in it). LRU: a thread
+/// that marked once and left costs nothing for long.
+#[map]
+pub(crate) static MARK_RATES: aya_ebpf::maps::LruHashMap<u32, [u64; 2]> =
+    aya_ebpf::maps::LruHashMap::with_max_entries(8192, 0);
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct Inflight {

@@ -15,15 +15,16 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use tracer_common::{
-    DropReason, RecordKind, StderrRecord, StderrSyscall, StderrTail, TaskId, STDERR_CHUNK,
-    STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, STDERR_TO_NULL, TAIL_CAP,
+    DropReason, RecordKind, StderrRecord, StderrSyscall, StderrTail, TaskId, MARK_FD, MARK_LEN,
+    MARK_RATE, MARK_WINDOW_NS, STDERR_CHUNK, STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN,
+    STDERR_TO_NULL, TAIL_CAP,
 };
 
 use crate::{
     kill_calls::{current_is_compat, regs_arg},
     maps::{
-        batched_output, count_drop, is_tracked, off, size_mask, stderr_per_write, tail_mask,
-        EVENTS, STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
+        batched_output, count_drop_unlogged, is_tracked, off, size_mask, stderr_per_write,
+        tail_mask, EVENTS, MARK_RATES, STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
     },
     probe::{self, tp_field},
     task::{current, current_id, header, read, Ptr},
@@ -111,9 +112,83 @@ pub(crate) fn on_writev_regs(regs: Ptr) -> Result<u32, ()> {
     Ok(0)
 }
 
+/// A test mark: the first [`MARK_LEN`] bytes written to [`MARK_FD`] by a
+/// process of the run, as a record of their own (a `StderrRecord` of kind
+/// `TestMark`), at most [`MARK_RATE`] per thread per [`MARK_WINDOW_NS`]: the
+/// rest counted (`mark_rate`), never sent. The writer's identity and the
+/// time are the kernel's; the payload is the test's word only.
+#[inline(always)]
+fn mark(buf: u64, count: u64) {
+    if count == 0 {
+        return;
+    }
+    let Some(id) = current_id() else { return };
+    if !is_tracked(id.tgid, id.start_ns) {
+        return;
+    }
+    let now = probe::boot_ns();
+    match MARK_RATES.get_ptr_mut(&id.tid) {
+        // SAFETY: a non-null pointer to this thread's LRU map value, two u64
+        // (the verifier checks the index against the value size); another
+        // program on another CPU may race this count: a mark more or less.
+        Some(w) => unsafe {
+            if now.wrapping_sub((*w)[0]) > MARK_WINDOW_NS {
+                (*w)[0] = now;
+                (*w)[1] = 0;
+            }
+            if (*w)[1] >= MARK_RATE {
+                crate::diag::mark_rate();
+                return;
+            }
+            (*w)[1] += 1;
+        },
+        None => {
+            let _ = MARK_RATES.insert(&id.tid, &[now, 1], 0);
+        }
+    }
+    let Some(rec) = STDERR_SCRATCH.get_ptr_mut(WRITE) else {
+        return;
+    };
+    const MAX: u64 = MARK_LEN as u64;
+    let len = if count > MAX { MAX } else { count };
+    let len = len & size_mask();
+    // SAFETY: as in `emit`: `rec` is this program's non-null per-CPU slot, a
+    // whole `StderrRecord`; the copy's size is masked below `STDERR_CHUNK`
+    // and the output slice checked against the record's size first; the
+    // user read never faults (an unreadable buffer is an error return).
+    unsafe {
+        (*rec).hdr = header(RecordKind::TestMark as u32);
+        (*rec).task = id;
+        (*rec).count = count;
+        (*rec).flags = 0;
+        if bpf_probe_read_user(
+            (*rec).data.as_mut_ptr() as *mut _,
+            len as u32,
+            buf as *const _,
+        ) != 0
+        {
+            return;
+        }
+        (*rec).len = len as u32;
+        let total = STDERR_HEADER_LEN + (len & size_mask()) as usize;
+        if total > core::mem::size_of::<StderrRecord>() {
+            return;
+        }
+        let bytes = core::slice::from_raw_parts(rec as *const u8, total);
+        if EVENTS.output::<[u8]>(bytes, batched_output(total)).is_err() {
+            crate::maps::count_drop(DropReason::RingBufFull);
+        }
+    }
+}
+
 #[inline(always)]
 fn write(fd: u64, buf: u64, count: u64) {
     if count == 0 {
+        return;
+    }
+    // Above MAX_FD, so before the stderr walk: a mark is no stderr.
+    if fd == MARK_FD {
+        mark(buf, count);
         return;
     }
     if let Some((id, tail, flags)) = caller_writing_to_stderr(fd) {
@@ -400,7 +475,7 @@ pub(crate) fn flush_tail(id: &TaskId) {
                 )
             };
             if out.is_err() {
-                count_drop(DropReason::RingBufFull);
+                crate::maps::count_drop(DropReason::RingBufFull);
             }
         }
     }
@@ -445,7 +520,7 @@ fn emit<const LOG: bool, const SLOT: u32>(id: TaskId, flags: u32, buf: u64, coun
         }
         let bytes = core::slice::from_raw_parts(rec as *const u8, total);
         if EVENTS.output::<[u8]>(bytes, batched_output(total)).is_err() {
-            count_drop(DropReason::RingBufFull);
+            crate::maps::count_drop(DropReason::RingBufFull);
         }
     }
 }

@@ -52,6 +52,12 @@ pub struct Loss {
     /// the record. They cost detail, not events.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub cut_to_fit: u64,
+    /// Test marks past their thread's rate, not sent (`test_mark`): they
+    /// cost a test's label, never an event of the run, so they are not in
+    /// [`Loss::total`] — a test that floods marks cannot take the log's
+    /// completeness (and the certificates resting on it) with them.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub marks_dropped: u64,
     /// Per CPU, the same counters in the order above (kernel-side only).
     #[serde(default)]
     pub per_cpu: Vec<[u64; DROP_REASONS as usize]>,
@@ -75,7 +81,7 @@ pub enum LossReason {
 }
 
 impl LossReason {
-    pub const ALL: [LossReason; 10] = [
+    pub const ALL: [LossReason; 11] = [
         Self::Drop(DropReason::RingBufFull),
         Self::Drop(DropReason::TrackedMapFull),
         Self::Drop(DropReason::InflightMapFull),
@@ -86,6 +92,7 @@ impl LossReason {
         Self::Unwritten,
         Self::TooLarge,
         Self::CutToFit,
+        Self::Fail(FailReason::MarkRate),
     ];
 
     /// Its field in the log's `lost` object and report.json's `log.lost`,
@@ -119,7 +126,8 @@ impl LossReason {
     pub const fn loses_events(self) -> bool {
         !matches!(
             self,
-            Self::Fail(FailReason::UserRead | FailReason::CrashRingFull) | Self::CutToFit
+            Self::Fail(FailReason::UserRead | FailReason::CrashRingFull | FailReason::MarkRate)
+                | Self::CutToFit
         )
     }
 
@@ -144,6 +152,7 @@ impl Loss {
             LossReason::Unwritten => self.unwritten,
             LossReason::TooLarge => self.too_large,
             LossReason::CutToFit => self.cut_to_fit,
+            LossReason::Fail(FailReason::MarkRate) => self.marks_dropped,
         }
     }
 
@@ -195,6 +204,7 @@ mod tests {
             &mut l.unwritten,
             &mut l.too_large,
             &mut l.cut_to_fit,
+            &mut l.marks_dropped,
         ];
         for (i, f) in fields.into_iter().enumerate() {
             *f = i as u64 + 1;

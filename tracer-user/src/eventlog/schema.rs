@@ -24,7 +24,23 @@ pub enum Record {
     Leak(Leak),
     Snapshot(SnapshotTaken),
     Existing(Existing),
+    TestMark(TestMark),
     Trailer(Trailer),
+}
+
+/// A mark a test wrote (a `write(2)` to `tracer_common::MARK_FD`, which
+/// fails with EBADF): who and when are the kernel's, `text` is the test's
+/// word only (docs/event-log.md, "Test marks").
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TestMark {
+    #[serde(flatten)]
+    pub at: Stamp,
+    /// The writing thread.
+    pub task: Task,
+    /// The first `MARK_LEN` bytes written, lossily decoded as UTF-8.
+    pub text: String,
+    /// Bytes the write asked to write.
+    pub bytes: u64,
 }
 
 /// A task as seen by the kernel. `pid` is the process (tgid), `tid` the
@@ -463,6 +479,7 @@ impl Record {
             Record::Leak(e) => Some(&e.at),
             Record::Snapshot(e) => Some(&e.at),
             Record::Existing(e) => Some(&e.at),
+            Record::TestMark(e) => Some(&e.at),
             Record::Header(_) | Record::Trailer(_) => None,
         }
     }

@@ -109,6 +109,7 @@ pub fn type_name(r: &Record) -> &'static str {
         Record::Leak(_) => "leak",
         Record::Snapshot(_) => "snapshot",
         Record::Existing(_) => "existing",
+        Record::TestMark(_) => "test_mark",
         Record::Trailer(_) => "trailer",
     }
 }

@@ -15,6 +15,7 @@
 //! labels byte for byte; the analysis asks [`Labels::at`] for the victim's
 //! and the killer's test.
 pub mod env;
+pub mod marks;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -66,7 +67,8 @@ impl Runner {
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
     /// Kernel-stamped: a mark the test's own thread wrote, in program order
-    /// with its kill and fork calls.
+    /// with its kill and fork calls. Who and when are the kernel's; the
+    /// test's name is what the test declared.
     #[serde(rename = "exact")]
     Exact,
     /// What the kernel shows of the runner: a thread name, argv, the
@@ -299,6 +301,7 @@ impl Labels {
     pub fn build(m: &Model) -> Labels {
         let mut l = Labels::default();
         sources::collect(m, &mut l);
+        marks::collect(m, &mut l);
         l
     }
 

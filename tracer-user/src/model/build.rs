@@ -42,6 +42,8 @@ impl Builder {
                 last_t: 0,
                 not_run: None,
                 coverage: Default::default(),
+                marks: Vec::new(),
+                marks_left_out: 0,
             },
             hooks: header.hooks.clone(),
             command: header.command.clone(),
@@ -465,6 +467,21 @@ fn record(m: &mut Model, rec: &Record) {
                     }
                 }
             }
+        }
+        Record::TestMark(mk) => {
+            let key = see(m, &mk.task, mk.at.t);
+            if m.marks.len() >= super::MAX_MARKS {
+                m.marks_left_out += 1;
+                return;
+            }
+            let text = m.intern.text(&mk.text);
+            m.marks.push(super::Mark {
+                seq: mk.at.seq,
+                t: mk.at.t,
+                key,
+                tid: mk.task.tid,
+                text,
+            });
         }
         Record::Header(_) | Record::Trailer(_) => {}
     }

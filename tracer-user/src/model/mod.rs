@@ -122,6 +122,26 @@ pub struct Model {
     pub not_run: Option<NotRun>,
     /// What the log can vouch for (hooks attached, nothing lost).
     pub coverage: Coverage,
+    /// Test marks (`test_mark` records), in log order, at most [`MAX_MARKS`].
+    pub marks: Vec<Mark>,
+    /// Marks past the cap, not kept.
+    pub marks_left_out: u64,
+}
+
+/// Most test marks a model keeps: the kernel sends at most 2,560 a second
+/// per thread (`tracer_common::MARK_RATE`), and a long run of many threads
+/// must still cost bounded memory.
+pub const MAX_MARKS: usize = 200_000;
+
+/// One test mark: the writer (process and thread) and the time are the
+/// kernel's; `text` is what the test declared.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    pub seq: u64,
+    pub t: u64,
+    pub key: ProcKey,
+    pub tid: u32,
+    pub text: std::sync::Arc<str>,
 }
 
 /// A `tracer record` whose command could not be run: what it was to run,

@@ -88,6 +88,8 @@ mod tests {
             last_t: 0,
             not_run: None,
             coverage: Default::default(),
+            marks: Vec::new(),
+            marks_left_out: 0,
         };
         assert_eq!(
             m.tid_owner(100, 20),

@@ -201,6 +201,12 @@ impl Redactor {
                 oom_score_adj: _,
                 memcg: _,
             }) => self.task(trigger),
+            Record::TestMark(crate::eventlog::TestMark {
+                at: _,
+                task,
+                text,
+                bytes: _,
+            }) => self.task(task) | self.string(text),
             Record::LastWords(LastWords {
                 at: _,
                 task,

@@ -28,6 +28,13 @@ fn export_sentence(x: &crate::otlp::ExportFacts) -> String {
 fn capture_loss(r: &Report) -> String {
     let mut line = capture_loss_only(r);
     let l = &r.log;
+    // Marks past a thread's rate cost test labels, not events: said apart.
+    if l.lost.marks_dropped > 0 {
+        line.push_str(&format!(
+            " {} over the per-thread rate, not sent (labels of the tests that wrote them may be missing).",
+            w::plural(l.lost.marks_dropped as usize, "test mark", "test marks")
+        ));
+    }
     if l.lines_skipped > 0 {
         line.push_str(&format!(
             " **{}** when reading the log: what it held is missing.",

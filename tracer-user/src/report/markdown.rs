@@ -424,7 +424,7 @@ fn test_cell(t: &crate::labels::TestAt) -> String {
         _ => String::new(),
     };
     let source = match t.test.source {
-        crate::labels::Source::Exact => "exact",
+        crate::labels::Source::Exact => "exact (kernel-stamped), name declared by the test",
         crate::labels::Source::ArgvEnv => "from argv/env",
         crate::labels::Source::Approximate => "approximate",
     };

@@ -138,3 +138,109 @@ sleeper.wait()
         assert!(!text.contains(&secret), "{file} holds the secret");
     }
 }
+
+/// A mark: what the in-process integrations write (`--tests`), here from
+/// Python: a write to an fd that can never be open, which fails with EBADF.
+const MARK_PY: &str = r#"
+import json, os, signal, subprocess, sys, threading, time
+MARK_FD = 0x7FFFFFF0
+def mark(ev, name, worker="1"):
+    payload = {"ev": ev, "runner": "vitest", "worker": worker, "file": "pool.test.js", "name": name, "phase": "call"}
+    try:
+        os.write(MARK_FD, ("tracer-test-mark/1 " + json.dumps(payload)).encode())
+    except OSError as e:
+        assert e.errno == 9, e  # EBADF: nothing is ever open there
+marker, forged = sys.argv[1], int(sys.argv[2])
+started = threading.Event()
+box = {}
+def owner():
+    mark("begin", "owns a sleeper")
+    box["p"] = subprocess.Popen(["bash", "-c", f"exec -a {marker} sleep 30"])
+    started.set()
+    box["p"].wait()
+    mark("end", "owns a sleeper")
+def cleanup():
+    started.wait()
+    time.sleep(0.2)
+    mark("begin", "cleanup kills stray workers", "2")
+    os.kill(box["p"].pid, signal.SIGKILL)
+    mark("end", "cleanup kills stray workers", "2")
+def flood():
+    # A hostile test claiming the other tests' names, a million times.
+    for _ in range(forged):
+        mark("begin", "cleanup kills stray workers", "2")
+threads = [threading.Thread(target=f) for f in (owner, cleanup)]
+if forged:
+    threads.append(threading.Thread(target=flood))
+for t in threads: t.start()
+for t in threads: t.join()
+"#;
+
+/// A mark labels exactly the thread that wrote it: the victim's test is the
+/// thread that forked its sleeper, the killer's the thread that called
+/// kill(), both `exact`.
+#[test]
+fn marks_name_the_thread_that_wrote_them() {
+    let marker = format!("tn-mark-{}", std::process::id());
+    let r = record(&[], &["python3", "-c", MARK_PY, &marker, "0"]);
+    let rep = report(&r);
+    let c = certificate(&rep, &marker);
+    let (v, k) = (&c["victim"]["test"], &c["killer"]["test"]);
+    assert_eq!(
+        (&v["name"], &v["via"], &v["source"], &v["worker"]),
+        (
+            &"owns a sleeper".into(),
+            &"spawned".into(),
+            &"exact".into(),
+            &"vitest worker 1".into()
+        ),
+        "{c:#}"
+    );
+    assert_eq!(
+        (&k["name"], &k["via"], &k["worker"]),
+        (
+            &"cleanup kills stray workers".into(),
+            &"own".into(),
+            &"vitest worker 2".into()
+        ),
+        "{c:#}"
+    );
+    let headline = c["headline"].as_str().unwrap();
+    assert!(
+        headline.contains(", in `pool.test.js > cleanup kills stray workers` in vitest worker 2"),
+        "{headline}"
+    );
+}
+
+/// 10^6 forged marks from a third thread: the kernel sends at most its
+/// rate, the rest is counted in the loss line, and the certificate is the
+/// one without the flood — the forger labels only its own thread.
+#[test]
+fn a_million_forged_marks_label_only_their_writer() {
+    let marker = format!("tn-forged-{}", std::process::id());
+    let r = record(&[], &["python3", "-c", MARK_PY, &marker, "1000000"]);
+    let rep = report(&r);
+    let c = certificate(&rep, &marker);
+    assert_eq!(c["victim"]["test"]["name"], "owns a sleeper", "{c:#}");
+    assert_eq!(c["killer"]["test"]["name"], "cleanup kills stray workers");
+    assert_eq!(c["killer"]["test"]["via"], "own");
+    assert!(c["killer"]["test"]["one_of"].is_null(), "{c:#}");
+    let dropped = rep["log"]["lost"]["marks_dropped"].as_u64().unwrap_or(0);
+    assert!(dropped > 900_000, "marks dropped: {dropped}");
+    // Not a loss of events: the log is still complete.
+    assert_eq!(rep["log"]["lost"]["ringbuf_full"], 0);
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    assert!(
+        md.contains("test marks over the per-thread rate, not sent"),
+        "{md}"
+    );
+    // The flood's kept marks are on its own thread, none on the others.
+    let marks = r
+        .events()
+        .filter_map(|e| match e {
+            tracer_user::eventlog::Record::TestMark(m) => Some(m.task.tid),
+            _ => None,
+        })
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(marks.len(), 3, "three writer threads: {marks:?}");
+}

@@ -49,6 +49,13 @@ pub enum Wire {
     },
     /// A process that was running before the tracer (task iterator).
     Existing(ExistingRecord),
+    /// A test mark (a write to `MARK_FD`).
+    TestMark {
+        ktime: u64,
+        task: TaskId,
+        count: u64,
+        data: Vec<u8>,
+    },
 }
 
 fn copy<T: aya::Pod>(bytes: &[u8], what: &'static str) -> Result<T, DecodeError> {
@@ -78,6 +85,21 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
             RecordKind::KillCall => Wire::KillCall(copy(bytes, "a kill-call record")?),
             RecordKind::OomVictim => Wire::Oom(copy(bytes, "an OOM record")?),
             RecordKind::Stderr => decode_stderr(bytes)?,
+            RecordKind::TestMark => match decode_stderr(bytes)? {
+                Wire::Stderr {
+                    ktime,
+                    task,
+                    count,
+                    data,
+                    ..
+                } => Wire::TestMark {
+                    ktime,
+                    task,
+                    count,
+                    data,
+                },
+                other => other,
+            },
             RecordKind::StderrTail => decode_tail(bytes)?,
             RecordKind::Existing => Wire::Existing(copy(bytes, "an existing-process record")?),
             // Only ever in the crash ring, read by `decode_crash`.
@@ -280,7 +302,7 @@ impl Wire {
             Wire::SignalSummary(r) => r.last_ns,
             Wire::KillCall(r) => r.hdr.ktime_ns,
             Wire::Oom(r) => r.hdr.ktime_ns,
-            Wire::Stderr { ktime, .. } => *ktime,
+            Wire::Stderr { ktime, .. } | Wire::TestMark { ktime, .. } => *ktime,
             Wire::Existing(r) => r.hdr.ktime_ns,
         }
     }
@@ -290,6 +312,23 @@ impl Wire {
     pub fn into_record(self, at: Stamp) -> Option<Record> {
         Some(match self {
             Wire::Stderr { .. } | Wire::Existing(_) => return None,
+            Wire::TestMark {
+                task: t,
+                count,
+                data,
+                ..
+            } => Record::TestMark(crate::eventlog::TestMark {
+                at,
+                // No comm: the mark record carries none, and an empty one
+                // would read as a rename of the thread.
+                task: Task {
+                    comm: None,
+                    ..task(&t, &[])
+                },
+                text: String::from_utf8_lossy(&data[..data.len().min(tracer_common::MARK_LEN)])
+                    .into_owned(),
+                bytes: count,
+            }),
             Wire::Fork(r) => Record::Fork(Fork {
                 at,
                 parent: task(&r.parent, &r.comm),

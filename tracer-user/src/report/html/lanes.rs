@@ -227,7 +227,7 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
         .count();
 
     let mut cert_of: BTreeMap<Key, (usize, EndClass, u64)> = BTreeMap::new();
-    for c in certs {
+    for c in certs.clone() {
         let class = match (c.cause.kind, c.rank) {
             (CauseKind::Oom, _) => EndClass::Oom,
             (_, Rank::Unexpected) => EndClass::Unexpected,

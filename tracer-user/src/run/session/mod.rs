@@ -319,6 +319,7 @@ impl Session {
                 too_large: self.too_large_before + self.writer.too_large(),
                 cut_to_fit: self.cut_before + self.writer.cut_to_fit(),
                 crash_ring_full: fails[FailReason::CrashRingFull as usize],
+                marks_dropped: fails[FailReason::MarkRate as usize],
                 per_cpu,
             },
             command_status,
