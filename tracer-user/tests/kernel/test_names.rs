@@ -244,3 +244,72 @@ fn a_million_forged_marks_label_only_their_writer() {
         .collect::<std::collections::BTreeSet<_>>();
     assert_eq!(marks.len(), 3, "three writer threads: {marks:?}");
 }
+
+/// The Node integration's marks (integrations/node/tracer-mark.js) from two
+/// worker threads of one process, as vitest's threads pool runs tests: one
+/// spawns a sleeper, the other `process.kill`s it. Each end is named by its
+/// own thread (tid ≠ pid), the process's other test never taken for it.
+#[test]
+fn node_worker_threads_mark_their_own_tests() {
+    let marker = format!("tn-node-{}", std::process::id());
+    let lib = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/integrations/node/tracer-mark.js"
+    );
+    let script = r#"
+const { Worker, isMainThread, workerData } = require('worker_threads');
+const [lib, marker] = process.argv.slice(2);
+if (isMainThread) {
+  const sab = new SharedArrayBuffer(8);
+  const owner = new Worker(__filename, { argv: [lib, marker], workerData: { role: 'owner', sab } });
+  const cleanup = new Worker(__filename, { argv: [lib, marker], workerData: { role: 'cleanup', sab } });
+} else {
+  const { mark } = require(lib);
+  const shared = new Int32Array(workerData.sab);
+  const t = (name, worker) => ({ runner: 'vitest', worker, file: 'pool.test.js', name, phase: 'call' });
+  if (workerData.role === 'owner') {
+    mark('begin', t('owns a sleeper', 1));
+    const cp = require('child_process').spawn('bash', ['-c', `exec -a ${marker} sleep 30`]);
+    Atomics.store(shared, 0, cp.pid);
+    Atomics.notify(shared, 0);
+    cp.on('exit', () => mark('end', t('owns a sleeper', 1)));
+  } else {
+    mark('begin', t('cleanup kills stray workers', 2));
+    Atomics.wait(shared, 0, 0);
+    setTimeout(() => {
+      process.kill(Atomics.load(shared, 0), 'SIGKILL');
+      mark('end', t('cleanup kills stray workers', 2));
+    }, 200);
+  }
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pool.js");
+    std::fs::write(&file, script).unwrap();
+    let r = record(&[], &["node", file.to_str().unwrap(), lib, &marker]);
+    let rep = report(&r);
+    let c = certificate(&rep, &marker);
+    let (v, k) = (&c["victim"]["test"], &c["killer"]["test"]);
+    assert_eq!(
+        (&v["name"], &v["via"]),
+        (&"owns a sleeper".into(), &"spawned".into()),
+        "{c:#}"
+    );
+    assert_ne!(
+        v["spawned_by"]["tid"], v["spawned_by"]["pid"],
+        "a worker thread forked it"
+    );
+    assert_eq!(
+        (&k["name"], &k["via"]),
+        (&"cleanup kills stray workers".into(), &"own".into()),
+        "{c:#}"
+    );
+    assert_ne!(
+        c["killer"]["tid"], c["killer"]["process"]["pid"],
+        "a worker thread killed"
+    );
+    assert!(c["headline"].as_str().unwrap().contains(
+        ", in `pool.test.js > cleanup kills stray workers` in vitest worker 2; the victim was spawned by \
+         `pool.test.js > owns a sleeper` in vitest worker 1"
+    ), "{}", c["headline"]);
+}
