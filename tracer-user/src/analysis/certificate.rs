@@ -75,6 +75,7 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         children: p.children.len(),
         threads: p.threads.len(),
         test: cx.test_at(key, None, end.t),
+        worker: cx.worker_of(key),
     };
 
     let blames_sender = matches!(
@@ -255,6 +256,11 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         _ => String::new(),
     };
     let tests = super::wording::tests_phrase(victim.test.as_ref(), killer.as_ref());
+    let tests = if tests.is_empty() {
+        super::wording::workers_phrase(victim.worker.as_deref(), killer.as_ref())
+    } else {
+        tests
+    };
     let headline = format!(
         "{} {}{said}{tests}",
         proc_phrase(&victim.process),
@@ -364,6 +370,7 @@ fn killer(cx: &Ctx, s: &SignalEv, victim: ProcKey) -> Killer {
         call_seq: k.map(|k| k.at.seq),
         deliveries: k.map(|k| k.deliveries),
         test: cx.test_at(s.sender, Some(s.ev.sender.tid), s.ev.at.t),
+        worker: cx.worker_of(s.sender),
     }
 }
 

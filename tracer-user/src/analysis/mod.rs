@@ -196,6 +196,17 @@ impl<'a> Ctx<'a> {
             .get_or_init(|| crate::labels::Labels::build(self.m))
     }
 
+    /// The worker `key` is or was spawned from: "vitest worker 3", or
+    /// "spawned from vitest worker 3"'s name alone (see `wording`).
+    pub(crate) fn worker_of(&self, key: ProcKey) -> Option<String> {
+        let (w, own) = self.labels().worker_of(self.m, key)?;
+        Some(if own {
+            w.to_string()
+        } else {
+            format!("a child of {w}")
+        })
+    }
+
     /// The test `key` (its thread `tid`, when one acted) was running at `t`.
     pub(crate) fn test_at(
         &self,

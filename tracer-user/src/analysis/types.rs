@@ -289,6 +289,11 @@ pub struct Killer {
     /// (docs/report.md, "Which test").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test: Option<crate::labels::TestAt>,
+    /// The runner's worker it is or was spawned from, as the runner calls
+    /// it (`vitest worker 3`, `jest worker 2`, `xdist gw1`), docs/report.md,
+    /// "Which test".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -407,6 +412,11 @@ pub struct Victim {
     /// its spawner's), docs/report.md, "Which test".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test: Option<crate::labels::TestAt>,
+    /// The runner's worker it is or was spawned from, as the runner calls
+    /// it (`vitest worker 3`, `jest worker 2`, `xdist gw1`), docs/report.md,
+    /// "Which test".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

@@ -217,6 +217,22 @@ pub fn tests_phrase(
     out
 }
 
+/// With no test known: the workers, as their runner calls them, when the
+/// killer's is known and is not the victim's (", from vitest worker 1; the
+/// victim: vitest worker 2"). Nothing otherwise: the sentence stays as it was.
+pub fn workers_phrase(victim: Option<&str>, killer: Option<&super::Killer>) -> String {
+    let Some(kw) = killer.and_then(|k| k.worker.as_deref()) else {
+        return String::new();
+    };
+    if victim == Some(kw) {
+        return String::new();
+    }
+    match victim {
+        Some(v) => format!(", from {kw}; the victim: {v}"),
+        None => format!(", from {kw}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -364,6 +364,25 @@ impl Labels {
         self.workers.get(&key).map(String::as_str)
     }
 
+    /// The worker `key` is, or was spawned from (up its spawners), as its
+    /// runner calls it, and whether it is that worker itself.
+    pub fn worker_of(&self, m: &Model, key: ProcKey) -> Option<(&str, bool)> {
+        if self.workers.is_empty() {
+            return None;
+        }
+        let mut cur = key;
+        for depth in 0..MAX_SPAWN_DEPTH {
+            if let Some(w) = self.worker(cur) {
+                return Some((w, depth == 0));
+            }
+            cur = m.proc(cur)?.parent?;
+            if m.is_tracer(cur) {
+                return None;
+            }
+        }
+        None
+    }
+
     /// The tests a process ran itself, each once, in the order first seen
     /// (a lane's labels): `(from, until, test)`.
     pub fn spans(&self, key: ProcKey) -> Vec<(u64, Option<u64>, &Test)> {

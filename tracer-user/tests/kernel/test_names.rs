@@ -313,3 +313,28 @@ if (isMainThread) {
          `pool.test.js > owns a sleeper` in vitest worker 1"
     ), "{}", c["headline"]);
 }
+
+/// Without `--tests`, vitest's workers are still named: it sets
+/// `VITEST_POOL_ID` in a worker once it runs, so what a worker spawns has it
+/// at exec. Two shells stand for two workers: one's child is the sleeper,
+/// the other's child pkills it.
+#[test]
+fn vitest_pool_ids_name_the_workers_of_both_ends() {
+    let marker = format!("tn-pool-{}", std::process::id());
+    let script = format!(
+        "(export VITEST_POOL_ID=1; bash -c 'exec -a {marker} sleep 30'; true) & \
+         (sleep 0.3; export VITEST_POOL_ID=2; pkill -KILL -f '^{marker}'; true); wait"
+    );
+    let r = record(&[], &["sh", "-c", &script]);
+    let rep = report(&r);
+    let c = certificate(&rep, &marker);
+    assert_eq!(c["victim"]["worker"], "a child of vitest worker 1", "{c:#}");
+    assert_eq!(c["killer"]["worker"], "a child of vitest worker 2", "{c:#}");
+    assert!(c["victim"]["test"].is_null());
+    let headline = c["headline"].as_str().unwrap();
+    assert!(
+        headline
+            .ends_with(", from a child of vitest worker 2; the victim: a child of vitest worker 1"),
+        "{headline}"
+    );
+}
