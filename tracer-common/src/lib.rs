@@ -151,8 +151,12 @@ pub enum FailReason {
 pub const FAIL_REASONS: u32 = 4;
 
 impl FailReason {
-    pub const ALL: [FailReason; FAIL_REASONS as usize] =
-        [Self::UserRead, Self::TaskRead, Self::CrashRingFull, Self::MarkRate];
+    pub const ALL: [FailReason; FAIL_REASONS as usize] = [
+        Self::UserRead,
+        Self::TaskRead,
+        Self::CrashRingFull,
+        Self::MarkRate,
+    ];
     /// Its field in the log's `lost` object and its metric label.
     pub const fn name(self) -> &'static str {
         match self {
