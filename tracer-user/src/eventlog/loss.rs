@@ -255,8 +255,8 @@ mod tests {
 
     #[test]
     fn total_counts_only_what_loses_events() {
-        // 1+2+3+4 + 6 + 8+9: not user_read_failed (5), crash_ring_full (7)
-        // or cut_to_fit (10).
+        // 1+2+3+4 + 6 + 8+9: not user_read_failed (5), crash_ring_full (7),
+        // cut_to_fit (10) or marks_dropped (11).
         assert_eq!(numbered().total(), 33);
     }
 
