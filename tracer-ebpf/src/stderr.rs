@@ -23,8 +23,8 @@ use tracer_common::{
 use crate::{
     kill_calls::{current_is_compat, regs_arg},
     maps::{
-        batched_output, count_drop_unlogged, is_tracked, off, size_mask, stderr_per_write,
-        tail_mask, EVENTS, MARK_RATES, STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
+        batched_output, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
+        MARK_RATES, STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT, TAIL_SCRATCH,
     },
     probe::{self, tp_field},
     task::{current, current_id, header, read, Ptr},
