@@ -301,15 +301,21 @@ fn two_hundred_crashes_in_a_row_are_each_named_right() {
     // is always there.
     let full = r.log.trailer.as_ref().unwrap().lost.crash_ring_full as usize;
     assert_eq!(stacks.len() + full, 200, "{}", r.stderr());
-    assert!(stacks.len() >= 26, "{} of 200 stacks", stacks.len());
-    for c in stacks {
-        assert_eq!(
-            c.frames[0].symbol.as_deref(),
-            Some("parse_header"),
-            "{c:#?}"
-        );
-        assert_calls(c, &["parse_header", "load_file", "main"]);
+    // A stack whose module could not be read in time is said so, and
+    // names nothing (seen once in a run beside the other kernel tests); a
+    // named one is named right.
+    let mut named = 0;
+    for c in &stacks {
+        let names = symbols(c);
+        if names.first() == Some(&"parse_header") {
+            assert_calls(c, &["parse_header", "load_file", "main"]);
+            named += 1;
+        } else {
+            assert_eq!(c.completeness, StackCompleteness::ModuleUnknown, "{c:#?}");
+            assert!(names.is_empty(), "a wrong frame: {c:#?}");
+        }
     }
+    assert!(named >= 26, "{named} of 200 stacks named");
 }
 
 #[test]
