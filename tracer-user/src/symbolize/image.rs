@@ -120,7 +120,7 @@ impl Image {
             map: Arc::new(map),
             build_id,
             has_dwarf,
-            symbolizer: super::names::symbolizer(),
+            symbolizer: symbolizer(),
         })
     }
 
@@ -189,4 +189,17 @@ fn seal(f: &File) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// blazesym's reader of one module copy: line tables, inlined functions,
+/// demangled names.
+fn symbolizer() -> blazesym::symbolize::Symbolizer {
+    blazesym::symbolize::Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(true)
+        // Only the module itself: a debug directory or debuglink path is
+        // the wrapped command's to choose, and read as root.
+        .set_debug_dirs(None::<&[&str]>)
+        .build()
 }

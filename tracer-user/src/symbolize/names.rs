@@ -2,7 +2,7 @@
 //! symtab, DWARF file:line and inlined functions, demangled).
 use blazesym::symbolize::{
     source::{Elf, Source},
-    CodeInfo, Input, Symbolized, Symbolizer,
+    CodeInfo, Input, Symbolized,
 };
 
 use super::image::Image;
@@ -48,18 +48,6 @@ fn place(ci: Option<&CodeInfo>) -> (Option<String>, Option<u32>) {
         Some(ci) => (Some(cut(&ci.to_path().to_string_lossy())), ci.line),
         None => (None, None),
     }
-}
-
-/// A symboliser for one module copy.
-pub(super) fn symbolizer() -> Symbolizer {
-    Symbolizer::builder()
-        .enable_code_info(true)
-        .enable_inlined_fns(true)
-        .enable_demangling(true)
-        // Only the module itself: a debug directory or debuglink path is
-        // the wrapped command's to choose, and read as root.
-        .set_debug_dirs(None::<&[&str]>)
-        .build()
 }
 
 /// The function (and what was inlined into it) at file offset `offset`.

@@ -83,14 +83,19 @@ fn sibling_killed_by_a_process_group_kill() {
         .expect("the group's other member");
     assert_eq!(other["killer"]["relation"], "unrelated_in_run");
     let verdict = s(&rep["verdict"]);
+    assert_verdict_leads(
+        verdict,
+        &format!("2 unexpected deaths: {}", s(&c["headline"])),
+    );
+    // Unless the 300-character verdict had to cut its clauses (the test
+    // names of #21 lengthen the headline): then the certificates say it.
     assert!(
-        verdict.starts_with(&format!("2 unexpected deaths: {}", s(&c["headline"]))),
+        verdict.contains(&format!(
+            "(the same call also killed pid {})",
+            other["victim"]["pid"]
+        )) || verdict.ends_with('…'),
         "{verdict}"
     );
-    assert!(verdict.contains(&format!(
-        "(the same call also killed pid {})",
-        other["victim"]["pid"]
-    )));
     // The runner's own exit 3, right after its child B was killed, follows
     // from that kill: a consequence, ranked last, pointing back to B.
     assert_ranked(&rep);

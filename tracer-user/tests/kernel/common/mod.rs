@@ -232,3 +232,20 @@ pub(crate) fn python3() -> String {
     })
     .clone()
 }
+
+/// `verdict` leads with `want`, as far as the 300-character verdict keeps it:
+/// whole, or cut (a shortened clause ends in "…" where it leaves `want`)
+/// after at least its first 60 characters. The certificate keeps every word
+/// the verdict cut.
+pub(crate) fn assert_verdict_leads(verdict: &str, want: &str) {
+    let same = verdict
+        .char_indices()
+        .zip(want.chars())
+        .take_while(|((_, a), b)| a == b)
+        .last()
+        .map_or(0, |((i, c), _)| i + c.len_utf8());
+    assert!(
+        same == want.len() || (same >= 60.min(want.len()) && verdict[same..].starts_with('…')),
+        "the verdict does not lead with {want:?}:\n{verdict}"
+    );
+}

@@ -15,7 +15,7 @@ use tracer_user::{
     report::{build_report, render_markdown, Report, ReportOptions},
 };
 
-use crate::common::{suites::Suite, Recorded};
+use crate::common::{assert_verdict_leads, suites::Suite, Recorded};
 
 mod cargo_test;
 mod go;
@@ -131,10 +131,9 @@ pub(super) fn root_cause_then(
     let all = headlines(rep);
     assert_eq!(dead.rank, Rank::Unexpected, "{all}");
     assert_eq!(rep.analysis.counts.unexpected, 1, "{all}");
-    assert!(
-        rep.verdict
-            .starts_with(&format!("1 unexpected death: {}", dead.headline)),
-        "{all}"
+    assert_verdict_leads(
+        &rep.verdict,
+        &format!("1 unexpected death: {}", dead.headline),
     );
     let after = runner.victim.end_t.saturating_sub(dead.victim.end_t);
     if evidence == LinkEvidence::Window && after > WINDOW_NS {
@@ -147,9 +146,9 @@ pub(super) fn root_cause_then(
     follows(rep, runner, dead, dead, evidence);
     // report.md: the verdict, then the chain under it.
     let md = markdown_head(rep);
-    assert!(
-        md.starts_with(&format!("1 unexpected death: {}", dead.headline)),
-        "{md}"
+    assert_verdict_leads(
+        md.lines().next().unwrap_or(""),
+        &format!("1 unexpected death: {}", dead.headline),
     );
     assert!(
         md.contains("then: `")
