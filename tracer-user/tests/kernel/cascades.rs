@@ -9,41 +9,8 @@
 use crate::common::*;
 use tracer_user::{
     analysis::{Certificate, LinkEvidence, LinkVia, Rank},
-    report::{build_report, render_markdown, Report, ReportOptions},
+    report::{render_markdown, Report},
 };
-
-fn report(r: &Recorded) -> Report {
-    build_report(&r.log, &ReportOptions::default())
-}
-
-/// The one certificate whose argv starts with `argv` (the first word
-/// compared by basename).
-fn cert<'a>(rep: &'a Report, argv: &[&str]) -> &'a Certificate {
-    let found: Vec<&Certificate> = rep
-        .analysis
-        .certificates
-        .iter()
-        .filter(|c| {
-            let a = &c.victim.process.argv;
-            !c.victim.process.argv_inherited
-                && a.len() >= argv.len()
-                && a[0].rsplit('/').next() == Some(argv[0])
-                && a[1..argv.len()] == argv[1..]
-        })
-        .collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one certificate for {argv:?}; verdict: {}; headlines: {:#?}",
-        rep.verdict,
-        rep.analysis
-            .certificates
-            .iter()
-            .map(|c| &c.headline)
-            .collect::<Vec<_>>()
-    );
-    found[0]
-}
 
 /// The unexpected death the run is about: exactly one.
 fn root(rep: &Report) -> &Certificate {
@@ -94,9 +61,9 @@ fn shell_137(shell: &str, script: &str, code: i32) {
     let r = record(&[], &[shell, "-c", script]);
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(code), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
-    let sh = cert(&rep, &[shell, "-c"]);
+    let sh = cert_by_argv(&rep, &[shell, "-c"]);
     follows(sh, dead, dead, LinkEvidence::ExitCode);
     assert!(
         sh.headline
@@ -169,13 +136,13 @@ fn bash_139_after_its_child_segfaulted() {
     );
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(139), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
     assert_eq!(
         dead.cause.signal.as_ref().map(|s| s.sig_name.as_str()),
         Some("SIGSEGV")
     );
-    let sh = cert(&rep, &["bash", "-c"]);
+    let sh = cert_by_argv(&rep, &["bash", "-c"]);
     follows(sh, dead, dead, LinkEvidence::ExitCode);
     assert!(
         sh.headline.contains("crashed with SIGSEGV"),
@@ -192,9 +159,9 @@ fn pipefail_141_names_the_sigpipe_it_reports() {
     );
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(141), "{}", r.stderr());
-    let rep = report(&r);
-    let yes = cert(&rep, &["yes"]);
-    let sh = cert(&rep, &["bash", "-c"]);
+    let rep = default_report(&r);
+    let yes = cert_by_argv(&rep, &["yes"]);
+    let sh = cert_by_argv(&rep, &["bash", "-c"]);
     // `yes | head` is the normal end of a pipeline: expected, so bash's 141
     // is the failure the verdict names, and it says why.
     assert_eq!((yes.rank, sh.rank), (Rank::Expected, Rank::NonzeroExit));
@@ -245,9 +212,9 @@ if __name__ == "__main__":
     let r = record(&[], &["python3", &py]);
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
-    let main = cert(&rep, &["python3", &py]);
+    let main = cert_by_argv(&rep, &["python3", &py]);
     follows(main, dead, dead, LinkEvidence::LastWords);
     assert!(
         main.consequence_of
@@ -303,9 +270,9 @@ if __name__ == "__main__":
     let r = record(&[], &["python3", &py, pid_file.to_str().unwrap()]);
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
-    let main = cert(&rep, &["python3", &py]);
+    let main = cert_by_argv(&rep, &["python3", &py]);
     // TimeoutError 2 s later names nothing: the window ties them.
     follows(main, dead, dead, LinkEvidence::Window);
     assert_eq!(main.consequence_of.as_ref().unwrap().via, LinkVia::Child);
@@ -331,7 +298,7 @@ setTimeout(() => spawn('kill', ['-9', String(c.pid)]), 300);
     let r = record(&[], &["node", &js]);
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
     assert_eq!(dead.victim.process.argv.last().unwrap(), "child");
     let parent = rep
@@ -376,10 +343,10 @@ setTimeout(() => spawn('kill', ['-9', String(c.pid)]), 300);
     let r = record(&[], &["sh", "-c", &cmd]);
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
-    let runner = cert(&rep, &["node", &bin.join("runme").display().to_string()]);
-    let sh = cert(&rep, &["sh", "-c", "'runme'"]);
+    let runner = cert_by_argv(&rep, &["node", &bin.join("runme").display().to_string()]);
+    let sh = cert_by_argv(&rep, &["sh", "-c", "'runme'"]);
     let npx = rep
         .analysis
         .certificates
@@ -413,9 +380,9 @@ fn xargs_125_after_its_command_was_killed() {
     let r = record(&[], &["sh", "-c", &cmd]);
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(125), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
-    let xargs = cert(&rep, &["xargs"]);
+    let xargs = cert_by_argv(&rep, &["xargs"]);
     follows(xargs, dead, dead, LinkEvidence::LastWords);
     assert!(
         xargs
@@ -427,7 +394,7 @@ fn xargs_125_after_its_command_was_killed() {
         "{:?}",
         xargs.consequence_of
     );
-    let sh = cert(&rep, &["sh", "-c", &cmd]);
+    let sh = cert_by_argv(&rep, &["sh", "-c", &cmd]);
     follows(sh, xargs, dead, LinkEvidence::Window);
 }
 
@@ -443,9 +410,9 @@ fn make_j_2_after_a_recipe_was_killed() {
     let r = record(&[], &["make", "-j2", "-C", dir.path().to_str().unwrap()]);
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(2), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
-    let make = cert(&rep, &["make"]);
+    let make = cert_by_argv(&rep, &["make"]);
     // make waits for `b` (1 s more) and says "[Makefile:3: a] Killed".
     follows(make, dead, dead, LinkEvidence::LastWords);
     assert!(
@@ -476,10 +443,10 @@ fn unshare_passes_the_namespace_inits_137_on() {
     );
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(137), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     let dead = root(&rep);
-    let bash = cert(&rep, &["bash", "-c"]);
-    let unshare = cert(&rep, &["unshare"]);
+    let bash = cert_by_argv(&rep, &["bash", "-c"]);
+    let unshare = cert_by_argv(&rep, &["unshare"]);
     follows(bash, dead, dead, LinkEvidence::ExitCode);
     follows(unshare, bash, dead, LinkEvidence::ExitCode);
     assert!(
@@ -507,6 +474,6 @@ fn fail_on_counts_the_root_once() {
         "{}",
         r.stderr()
     );
-    let rep = report(&r);
+    let rep = default_report(&r);
     assert_eq!(rep.analysis.counts.consequence, 2, "{}", rep.verdict);
 }

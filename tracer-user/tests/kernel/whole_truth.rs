@@ -6,37 +6,9 @@
 //! interpreter is named. Every signal goes to a process the test spawned.
 use crate::common::*;
 use tracer_user::{
-    analysis::{CauseKind, Certificate, Rank},
-    report::{build_report, render_markdown, Report, ReportOptions},
+    analysis::{CauseKind, Rank},
+    report::{build_report, render_markdown, ReportOptions},
 };
-
-fn report(r: &Recorded) -> Report {
-    build_report(&r.log, &ReportOptions::default())
-}
-
-/// The one certificate whose argv starts with `argv` (the first word by
-/// basename), never a fork that did not exec.
-fn cert<'a>(rep: &'a Report, argv: &[&str]) -> &'a Certificate {
-    let found: Vec<&Certificate> = rep
-        .analysis
-        .certificates
-        .iter()
-        .filter(|c| {
-            let a = &c.victim.process.argv;
-            !c.victim.process.argv_inherited
-                && a.len() >= argv.len()
-                && a[0].rsplit('/').next() == Some(argv[0])
-                && a[1..argv.len()] == argv[1..]
-        })
-        .collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one certificate for {argv:?}; verdict: {}",
-        rep.verdict
-    );
-    found[0]
-}
 
 #[test]
 fn a_sigkill_to_a_process_outside_the_run_leads_the_verdict() {
@@ -51,7 +23,7 @@ fn a_sigkill_to_a_process_outside_the_run_leads_the_verdict() {
     let _ = stranger.wait();
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
-    let rep = report(&r);
+    let rep = default_report(&r);
     assert!(
         rep.verdict.contains(&format!(
             "in the run sent SIGKILL to `[sleep]` (pid {pid}), outside the run, via kill({pid}, \
@@ -85,8 +57,8 @@ fn a_pid_namespace_teardown_is_named_and_ranked_with_the_inits_end() {
     );
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(0), "no unexpected death: {}", r.stderr());
-    let rep = report(&r);
-    let c = cert(&rep, &["sleep", "101"]);
+    let rep = default_report(&r);
+    let c = cert_by_argv(&rep, &["sleep", "101"]);
     assert_eq!(
         (c.cause.kind, c.rank),
         (CauseKind::PidNamespaceTeardown, Rank::Expected),
@@ -119,9 +91,9 @@ fn a_pid_namespace_whose_init_failed_goes_down_as_its_consequence() {
     );
     assert_no_loss(&r);
     assert_eq!(r.code(), Some(3));
-    let rep = report(&r);
-    let init = cert(&rep, &["sh", "-c"]);
-    let sleep = cert(&rep, &["sleep", "102"]);
+    let rep = default_report(&r);
+    let init = cert_by_argv(&rep, &["sh", "-c"]);
+    let sleep = cert_by_argv(&rep, &["sleep", "102"]);
     assert_eq!(init.rank, Rank::NonzeroExit);
     assert_eq!(sleep.rank, Rank::Consequence, "{}", sleep.headline);
     assert_eq!(sleep.consequence_of.as_ref().unwrap().of, init.id);
@@ -145,8 +117,8 @@ fn a_sigkill_after_a_caught_sigterm_says_it_was_survived() {
         ],
     );
     assert_no_loss(&r);
-    let rep = report(&r);
-    let c = cert(&rep, &["python3", "-c"]);
+    let rep = default_report(&r);
+    let c = cert_by_argv(&rep, &["python3", "-c"]);
     let k = c.killer.as_ref().unwrap();
     assert!(
         c.headline.ends_with(&format!(
@@ -165,8 +137,8 @@ fn trap_kill_0_on_exit_is_cleanup_not_a_suicide() {
         &["bash", "-c", "trap 'kill 0' EXIT; sleep 31 & sleep 0.3"],
     );
     assert_no_loss(&r);
-    let rep = report(&r);
-    let bash = cert(&rep, &["bash", "-c"]);
+    let rep = default_report(&r);
+    let bash = cert_by_argv(&rep, &["bash", "-c"]);
     assert_eq!(
         (bash.cause.kind, bash.rank),
         (CauseKind::OwnGroupKill, Rank::Expected),
@@ -188,7 +160,7 @@ fn trap_kill_jobs_on_exit_stops_the_jobs_in_order() {
         ],
     );
     assert_no_loss(&r);
-    let rep = report(&r);
+    let rep = default_report(&r);
     assert_eq!(rep.analysis.counts.unexpected, 0, "{}", rep.verdict);
     assert!(rep
         .analysis
@@ -232,7 +204,7 @@ fn a_pkill_of_the_tracer_from_inside_the_run_names_its_sender() {
         rep.verdict
     );
     assert!(!rep.verdict.contains("Cancelled"), "{}", rep.verdict);
-    let sleep = cert(&rep, &["sleep", "34"]);
+    let sleep = cert_by_argv(&rep, &["sleep", "34"]);
     assert_eq!(sleep.rank, Rank::Unexpected, "{}", sleep.headline);
     assert_eq!(
         sleep.cause.forwarded_from.as_ref().map(|p| p.pid),
@@ -253,8 +225,8 @@ fn ctrl_c_at_a_pty_is_the_terminal_sending_sigint() {
         ],
     );
     assert_no_loss(&r);
-    let rep = report(&r);
-    let sleep = cert(&rep, &["sleep", "35"]);
+    let rep = default_report(&r);
+    let sleep = cert_by_argv(&rep, &["sleep", "35"]);
     assert_eq!(
         (sleep.cause.kind, sleep.rank),
         (CauseKind::TerminalInterrupt, Rank::Expected),
@@ -285,7 +257,7 @@ fn alarm_is_the_victims_own_timer_whoever_held_the_cpu() {
         ],
     );
     assert_no_loss(&r);
-    let rep = report(&r);
+    let rep = default_report(&r);
     let c = rep
         .analysis
         .certificates
@@ -343,7 +315,7 @@ time.sleep(30)
     ] {
         let r = record(&[], &cmd);
         assert_no_loss(&r);
-        let rep = report(&r);
+        let rep = default_report(&r);
         let c = rep
             .analysis
             .certificates
@@ -373,7 +345,7 @@ fn a_script_whose_interpreter_is_missing_says_so() {
         "{}",
         r.stderr()
     );
-    let rep = report(&r);
+    let rep = default_report(&r);
     let c = &rep.analysis.certificates[0];
     assert_eq!(c.cause.kind, CauseKind::NotRun);
     assert!(

@@ -249,3 +249,40 @@ pub(crate) fn assert_verdict_leads(verdict: &str, want: &str) {
         "the verdict does not lead with {want:?}:\n{verdict}"
     );
 }
+
+/// The report of a recorded run, with default options.
+pub(crate) fn default_report(r: &Recorded) -> tracer_user::report::Report {
+    tracer_user::report::build_report(&r.log, &tracer_user::report::ReportOptions::default())
+}
+
+/// The one certificate whose argv starts with `argv` (the first word
+/// compared by basename), never a fork that did not exec.
+pub(crate) fn cert_by_argv<'a>(
+    rep: &'a tracer_user::report::Report,
+    argv: &[&str],
+) -> &'a tracer_user::analysis::Certificate {
+    let found: Vec<_> = rep
+        .analysis
+        .certificates
+        .iter()
+        .filter(|c| {
+            let a = &c.victim.process.argv;
+            !c.victim.process.argv_inherited
+                && a.len() >= argv.len()
+                && a[0].rsplit('/').next() == Some(argv[0])
+                && a[1..argv.len()] == argv[1..]
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one certificate for {argv:?}; verdict: {}; headlines: {:#?}",
+        rep.verdict,
+        rep.analysis
+            .certificates
+            .iter()
+            .map(|c| &c.headline)
+            .collect::<Vec<_>>()
+    );
+    found[0]
+}
