@@ -3,46 +3,14 @@
 //! running the scenario named in its test): every rule of docs/report.md's
 //! "Cascades" — which death a consequence follows from, each kind of
 //! evidence, and the cases that must stay unlinked. No root needed.
-use std::path::PathBuf;
-
+use crate::common::{cert, fixture_report};
 use tracer_user::{
     analysis::{Certificate, LinkEvidence, LinkVia, Rank},
-    eventlog::read_log,
-    report::{build_report, render_markdown, Report, ReportOptions},
+    report::{render_markdown, Report},
 };
 
 fn report(name: &str) -> Report {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(format!("real_cascade_{name}.ndjson"));
-    build_report(&read_log(&path).unwrap(), &ReportOptions::default())
-}
-
-/// The one certificate whose victim's argv starts with these words (the
-/// first one's basename).
-fn cert<'a>(r: &'a Report, argv: &[&str]) -> &'a Certificate {
-    let found: Vec<&Certificate> = r
-        .analysis
-        .certificates
-        .iter()
-        .filter(|c| {
-            let a = &c.victim.process.argv;
-            a.len() >= argv.len()
-                && a[0].rsplit('/').next() == Some(argv[0])
-                && a[1..argv.len()] == argv[1..]
-        })
-        .collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one certificate for {argv:?}; headlines: {:#?}",
-        r.analysis
-            .certificates
-            .iter()
-            .map(|c| &c.headline)
-            .collect::<Vec<_>>()
-    );
-    found[0]
+    fixture_report(&format!("real_cascade_{name}"))
 }
 
 fn by_id(r: &Report, id: usize) -> &Certificate {

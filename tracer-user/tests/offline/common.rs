@@ -26,3 +26,45 @@ pub(crate) fn no_panic(out: &Output) -> String {
     );
     stderr
 }
+
+/// The report of `tests/fixtures/NAME.ndjson`, with default options.
+pub(crate) fn fixture_report(name: &str) -> tracer_user::report::Report {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("{name}.ndjson"));
+    tracer_user::report::build_report(
+        &tracer_user::eventlog::read_log(&path).unwrap(),
+        &tracer_user::report::ReportOptions::default(),
+    )
+}
+
+/// The one certificate whose victim's argv starts with these words (the
+/// first one's basename), never a fork that did not exec.
+pub(crate) fn cert<'a>(
+    r: &'a tracer_user::report::Report,
+    argv: &[&str],
+) -> &'a tracer_user::analysis::Certificate {
+    let found: Vec<_> = r
+        .analysis
+        .certificates
+        .iter()
+        .filter(|c| {
+            let a = &c.victim.process.argv;
+            !c.victim.process.argv_inherited
+                && a.len() >= argv.len()
+                && a[0].rsplit('/').next() == Some(argv[0])
+                && a[1..argv.len()] == argv[1..]
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one certificate for {argv:?}; headlines: {:#?}",
+        r.analysis
+            .certificates
+            .iter()
+            .map(|c| &c.headline)
+            .collect::<Vec<_>>()
+    );
+    found[0]
+}

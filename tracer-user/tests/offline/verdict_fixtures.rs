@@ -7,6 +7,7 @@
 //! timers are named, and a missing interpreter is. No root needed.
 use std::path::PathBuf;
 
+use crate::common::{cert, fixture_report};
 use tracer_user::{
     analysis::{CauseKind, Certificate, LinkEvidence, LinkVia, MechanismKind, Rank},
     eventlog::read_log,
@@ -14,38 +15,7 @@ use tracer_user::{
 };
 
 fn report(name: &str) -> Report {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(format!("real_truth_{name}.ndjson"));
-    build_report(&read_log(&path).unwrap(), &ReportOptions::default())
-}
-
-/// The one certificate whose victim's argv starts with these words (the
-/// first one's basename), never a fork that did not exec.
-fn cert<'a>(r: &'a Report, argv: &[&str]) -> &'a Certificate {
-    let found: Vec<&Certificate> = r
-        .analysis
-        .certificates
-        .iter()
-        .filter(|c| {
-            let a = &c.victim.process.argv;
-            !c.victim.process.argv_inherited
-                && a.len() >= argv.len()
-                && a[0].rsplit('/').next() == Some(argv[0])
-                && a[1..argv.len()] == argv[1..]
-        })
-        .collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one certificate for {argv:?}: {:#?}",
-        r.analysis
-            .certificates
-            .iter()
-            .map(|c| &c.headline)
-            .collect::<Vec<_>>()
-    );
-    found[0]
+    fixture_report(&format!("real_truth_{name}"))
 }
 
 fn mechanism(c: &Certificate) -> MechanismKind {
