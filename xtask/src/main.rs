@@ -13,6 +13,7 @@ mod ebpf;
 mod kernel_tests;
 mod privilege;
 mod run;
+mod screenshot;
 mod test;
 mod test_deps;
 mod vm;
@@ -96,6 +97,9 @@ enum Command {
         #[arg(last = true)]
         args: Vec<OsString>,
     },
+    /// Regenerate docs/images/report.png: report.html of a fixture log in headless Chromium
+    /// (installed from Debian when missing).
+    Screenshot,
     /// Run the kernel tests in qemu VMs on other kernels, and on the host (docs/kernels.md).
     VmTest {
         /// Architecture of the VMs: x86_64 (this machine's; KVM when it has it) or arm64
@@ -155,6 +159,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Build { release } => build::run(&ws, release).map(drop),
         Command::Run { release, args } => run::run(&ws, release, &args),
         Command::Test { release, args } => test::run(&ws, release, &args),
+        Command::Screenshot => screenshot::run(&ws),
         Command::Dist { target, check } => {
             let target = match target {
                 Some(name) => dist::Target::named(&name)?,
