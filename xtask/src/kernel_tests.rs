@@ -8,7 +8,11 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{cmd, dist, workspace::Workspace};
+use crate::{
+    cmd,
+    target::{self, Target},
+    workspace::Workspace,
+};
 
 /// Cargo's name of the test target.
 pub(crate) const TARGET: &str = "kernel";
@@ -16,7 +20,7 @@ pub(crate) const TARGET: &str = "kernel";
 /// Builds the kernel test binary (`cargo test --no-run`; for `cross`'s
 /// target when given, static, without debug info); its path from cargo's
 /// JSON messages.
-pub(crate) fn build(ws: &Workspace, cross: Option<&dist::Target>) -> Result<PathBuf> {
+pub(crate) fn build(ws: &Workspace, cross: Option<&Target>) -> Result<PathBuf> {
     let mut cargo = Command::new("cargo");
     cargo.current_dir(&ws.root).args([
         "test",
@@ -30,8 +34,8 @@ pub(crate) fn build(ws: &Workspace, cross: Option<&dist::Target>) -> Result<Path
     match cross {
         Some(target) => {
             cargo.args(["--target", target.triple]);
-            cargo.env("CARGO_PROFILE_DEV_DEBUG", crate::vm::NO_DEBUG_INFO);
-            dist::cross_env(ws, target, &mut cargo)?;
+            cargo.env("CARGO_PROFILE_DEV_DEBUG", target::NO_DEBUG_INFO);
+            target::cross_env(ws, target, &mut cargo)?;
         }
         None => {
             if let Some((key, value)) = ws.ebpf_object_env() {
@@ -59,7 +63,7 @@ pub(crate) fn build(ws: &Workspace, cross: Option<&dist::Target>) -> Result<Path
 /// binary is listed under qemu's user-mode emulator.
 pub(crate) fn select(
     bin: &Path,
-    cross: Option<&dist::Target>,
+    cross: Option<&Target>,
     modules: &[String],
 ) -> Result<Vec<String>> {
     let mut list = match cross {

@@ -14,6 +14,7 @@ mod kernel_tests;
 mod privilege;
 mod run;
 mod screenshot;
+mod target;
 mod test;
 mod test_deps;
 mod vm;
@@ -162,8 +163,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Screenshot => screenshot::run(&ws),
         Command::Dist { target, check } => {
             let target = match target {
-                Some(name) => dist::Target::named(&name)?,
-                None => dist::Target::host()?,
+                Some(name) => target::Target::named(&name)?,
+                None => target::Target::host()?,
             };
             dist::run(&ws, target, check).map(drop)
         }

@@ -67,7 +67,7 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     let driver = build_driver(&scratch)?;
     // The release a CI job downloads, timed beside the glibc build (issue 26:
     // within 5 % on every workload).
-    let tracer_static = crate::dist::build_static(ws, crate::dist::Target::host()?)?;
+    let tracer_static = crate::dist::build_static(ws, crate::target::Target::host()?)?;
     let go = extra::build_go(&scratch);
     let which =
         |name: &str| crate::bootstrap::which(name, &std::env::var_os("PATH").unwrap_or_default());

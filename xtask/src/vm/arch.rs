@@ -4,7 +4,7 @@
 //! `qemu-system-aarch64 -M virt`, a static aarch64 userland).
 use std::{path::Path, process::Command};
 
-use crate::dist::{self, Target};
+use crate::target::{self, Target};
 
 pub(crate) struct VmArch {
     /// As `--arch` takes it.
@@ -41,7 +41,7 @@ pub(crate) const ARM64: VmArch = VmArch {
     debian: "arm64",
     qemu: ("qemu-system-aarch64", "qemu-system-arm"),
     console: "ttyAMA0",
-    cross: Some(&dist::AARCH64),
+    cross: Some(&target::AARCH64),
     default_kernels: &["6.1", "6.12"],
     default_timeout: 5400,
 };
@@ -80,8 +80,22 @@ impl VmArch {
     /// The accelerator: KVM only for this machine's own architecture.
     pub(crate) fn accel(&self) -> &'static str {
         match self.cross {
-            None => super::qemu::accel(),
+            None => host_accel(),
             Some(_) => "tcg",
         }
+    }
+}
+
+/// KVM when this machine's CPU has it (vmx/svm) and /dev/kvm exists, else TCG.
+fn host_accel() -> &'static str {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let hw = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+    if hw && Path::new("/dev/kvm").exists() {
+        "kvm"
+    } else {
+        "tcg"
     }
 }

@@ -23,7 +23,11 @@ use initramfs::Initramfs;
 use kernel::{Kernel, Mirror};
 use qemu::{Run, Vm};
 
-use crate::{bootstrap, build, cmd, dist, kernel_tests, privilege, workspace::Workspace};
+use crate::{
+    bootstrap, build, cmd, dist, kernel_tests, privilege,
+    target::{self, Target, NO_DEBUG_INFO},
+    workspace::Workspace,
+};
 
 /// The modules of the kernel test binary that run in a VM (snapshot needs
 /// python3, which the initramfs lacks).
@@ -111,7 +115,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     };
     let mut tests = test_binaries(ws, &opts.tests, arch.cross)?;
     if opts.dist {
-        let target = arch.cross.unwrap_or(&dist::X86_64);
+        let target = arch.cross.unwrap_or(&target::X86_64);
         tests.push(("static".into(), dist::build_static(ws, target)?));
     }
 
@@ -240,20 +244,15 @@ fn tool(name: &str, package: &str) -> Result<PathBuf> {
         .with_context(|| format!("{name} still missing after installing {package}"))
 }
 
-/// The cross-built dev profile without debug info: the initramfs strips it
-/// anyway, and with it the test binaries took gigabytes of a shared disk
-/// (one build ran out of space). A panic still names its file and line.
-pub(crate) const NO_DEBUG_INFO: &str = "0";
-
 /// The debug `tracer` for another architecture: static (musl), the release
 /// eBPF object embedded, at the path the cross-built tests name
 /// (`target/<triple>/debug/tracer`).
-fn cross_tracer(ws: &Workspace, target: &dist::Target) -> Result<PathBuf> {
+fn cross_tracer(ws: &Workspace, target: &Target) -> Result<PathBuf> {
     let mut cargo = Command::new("cargo");
     cargo
         .current_dir(&ws.root)
         .args(["build", "-p", "tracer-user", "--target", target.triple]);
-    dist::cross_env(ws, target, &mut cargo)?;
+    target::cross_env(ws, target, &mut cargo)?;
     cmd::run(cargo.env("CARGO_PROFILE_DEV_DEBUG", NO_DEBUG_INFO))?;
     let bin = ws.target_dir.join(target.triple).join("debug/tracer");
     crate::workspace::require_file(&bin, "cross-built tracer")?;
@@ -266,7 +265,7 @@ fn cross_tracer(ws: &Workspace, target: &dist::Target) -> Result<PathBuf> {
 fn test_binaries(
     ws: &Workspace,
     wanted: &[String],
-    cross: Option<&dist::Target>,
+    cross: Option<&Target>,
 ) -> Result<Vec<(String, PathBuf)>> {
     let bin = kernel_tests::build(ws, cross)?;
     kernel_tests::select(&bin, cross, wanted)?;

@@ -11,6 +11,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
+use super::arch::VmArch;
 use crate::cmd;
 
 const MARK: &str = "@@tracer-vm ";
@@ -40,21 +41,8 @@ impl Run {
     }
 }
 
-pub(crate) fn accel() -> &'static str {
-    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let hw = cpuinfo
-        .lines()
-        .filter(|l| l.starts_with("flags"))
-        .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
-    if hw && Path::new("/dev/kvm").exists() {
-        "kvm"
-    } else {
-        "tcg"
-    }
-}
-
 pub(crate) struct Vm<'a> {
-    pub arch: &'a super::arch::VmArch,
+    pub arch: &'a VmArch,
     /// `cgroup_no_v1=all`: vm/init.sh then mounts cgroup2 alone, with the
     /// memory controller (its fallback when v1 memory cannot be mounted).
     pub cgroup_v2: bool,
