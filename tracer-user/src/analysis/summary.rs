@@ -37,41 +37,6 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
         |s| s.ev.sig_name.to_string(),
     );
     let core = if v.core_dumped { ", core dumped" } else { "" };
-    let by_process = |k: &Killer| {
-        let note = match (&k.syscall, k.target_arg) {
-            (Some(sc), Some(arg)) => w::aim_note(sc, arg, k.tid_arg),
-            _ => String::new(),
-        };
-        // A signal aimed at one thread that is not the leader: say which, and
-        // that it still ended the whole process.
-        let thread = fatal
-            .filter(|s| s.ev.target.tid != v.process.pid && !s.ev.group)
-            .filter(|_| cls.reraised.is_none() && cls.handled_then_exited.is_none())
-            .map(|s| {
-                let aim = if note.is_empty() {
-                    format!(" — aimed at its thread {}", s.ev.target.tid)
-                } else {
-                    String::new()
-                };
-                format!("{aim}, which took the whole process down")
-            })
-            .unwrap_or_default();
-        format!(
-            "from {}, {}, via {}{note}{thread}",
-            proc_phrase(&k.process),
-            w::relation_phrase(k.relation),
-            k.call
-        )
-    };
-    // How a process that caught the signal ended: the chain in words.
-    let ended = || match (f.reraise_call, cls.handled_then_exited) {
-        (Some(call), _) => format!("and re-raised it on itself via {call}{core}"),
-        (None, Some(code)) => {
-            let after = fatal.map_or(0, |s| v.end_t.saturating_sub(s.ev.at.t));
-            format!("and exited with code {code} {} later", w::duration(after))
-        }
-        (None, None) => String::new(),
-    };
     let chain = cls.reraised.is_some() || cls.handled_then_exited.is_some();
     let lead = if chain {
         format!("caught {sig}")
@@ -80,45 +45,16 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
     };
     match (cls.kind, f.killer) {
         (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) if chain => {
-            format!("{lead} {}, {}", by_process(k), ended())
+            format!("{lead} {}, {}", by_process(cls, f, k), ended(cls, f, core))
         }
         (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, Some(k)) => {
-            format!("{lead} {}{}", by_process(k), f.survived.unwrap_or(""))
-        }
-        (CauseKind::Tracer, Some(k)) => {
-            let via = k
-                .syscall
-                .as_ref()
-                .map(|_| format!(" via {}", k.call))
-                .unwrap_or_default();
-            let inside = f.forwarded_from.map(|(p, sig)| {
-                format!(
-                    "it forwarded the {sig} that {}, a process of the run, sent to the tracer \
-                     (no CI cancellation)",
-                    proc_phrase(p)
-                )
-            });
-            let why = if f.leaked {
-                "it outlived the command and `--leaks kill` removed it"
-            } else if let Some(inside) = &inside {
-                inside
-            } else if cls.cancelled {
-                "the run was cancelled (a signal to the tracer, forwarded to the job)"
-            } else if cls.timed_out {
-                "its `--timeout` expired and the tracer stopped the run"
-            } else {
-                "a forwarded signal or the tracer's timeout"
-            };
-            let then = if chain {
-                format!(", {}", ended())
-            } else {
-                f.survived.unwrap_or("").to_string()
-            };
             format!(
-                "{lead} from the tracer (pid {}){via}{then}: {why}",
-                k.process.pid
+                "{lead} {}{}",
+                by_process(cls, f, k),
+                f.survived.unwrap_or("")
             )
         }
+        (CauseKind::Tracer, Some(k)) => by_tracer(cls, f, k, &lead, chain, core),
         (CauseKind::SelfInflicted, Some(k)) => {
             format!(
                 "{lead}, sent by itself via {} (abort, raise or kill of self){core}",
@@ -127,7 +63,7 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
         }
         (CauseKind::ParentDeathSignal, Some(k)) => {
             let then = if chain {
-                format!(", {}", ended())
+                format!(", {}", ended(cls, f, core))
             } else {
                 String::new()
             };
@@ -136,38 +72,7 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
                 proc_phrase(&k.process)
             )
         }
-        (CauseKind::Oom, _) => {
-            let mut s = "killed by the kernel OOM killer".to_string();
-            if let Some(o) = f.oom {
-                let mut facts = Vec::new();
-                let memcg = o
-                    .memcg
-                    .as_ref()
-                    .map(|mc| mc.path.as_deref().unwrap_or(&mc.name));
-                match (&o.group, memcg) {
-                    (Some(g), Some(path)) => {
-                        s = format!("{s} in one group kill of memcg {path}");
-                        facts.push(format!(
-                            "memory.oom.group: its {} processes at once",
-                            g.victims
-                        ));
-                    }
-                    (_, Some(path)) => facts.push(format!("memcg {path}")),
-                    (_, None) => {}
-                }
-                if let Some(l) = o.limit_bytes {
-                    facts.push(format!("limit {}", w::bytes(l)));
-                }
-                if let Some(r) = &o.rss {
-                    let rss = (r.anon_rss_kb + r.file_rss_kb + r.shmem_rss_kb) * 1024;
-                    facts.push(format!("rss {}", w::bytes(rss)));
-                }
-                if !facts.is_empty() {
-                    s = format!("{s} ({})", facts.join(", "));
-                }
-            }
-            s
-        }
+        (CauseKind::Oom, _) => oom_killed(f.oom),
         (CauseKind::Fault, _) => {
             let code = fatal.map(|s| s.ev.code_name.as_str()).unwrap_or("?");
             let handled = f
@@ -187,64 +92,193 @@ pub(super) fn summary(cls: &Classified, f: &Facts) -> String {
             "died of {sig} when its thread {} took the whole process down (group exit)",
             cls.group_exit_tid.unwrap_or(0)
         ),
-        (CauseKind::NonzeroExit, _) => {
-            // Shells report a child killed by signal N as 128+N: say so, or
-            // a reader hunts for a signal this process never received.
-            let hint = match v.status {
-                ExitStatus::Exited { code } if code > 128 && code < 128 + 65 => format!(
-                    " (128+{}: how shells report a child killed by that signal)",
-                    crate::eventlog::signal_name(code - 128)
-                ),
-                _ => String::new(),
-            };
-            // A caught signal is never "no signal involved", even when it
-            // came too long before the exit to be blamed.
-            let signals = match f.earlier {
-                Some((name, from, t)) => format!(
-                    "; it had caught {name} from {} {} before",
-                    proc_phrase(from),
-                    w::duration(v.end_t.saturating_sub(*t))
-                ),
-                None if cls.cancelled => ", after the run was cancelled".into(),
-                None if f.forwarded_from.is_some() => {
-                    let (p, sig) = f.forwarded_from.expect("checked");
-                    format!(
-                        ", after {}, a process of the run, sent {sig} to the tracer, which \
-                         stopped the run",
-                        proc_phrase(p)
-                    )
-                }
-                None => ", no signal involved".into(),
-            };
-            format!(
-                "{}{hint} after {}{signals}",
-                w::status_phrase(&v.status),
-                w::duration(v.lifetime_ns)
-            )
-        }
-        (CauseKind::NotRun, _) => {
-            let nr = f.not_run.expect("a not-run cause has its facts");
-            let shell = match nr.code {
-                Some(127) => "; tracer exited 127, as a shell does for a command not found",
-                Some(126) => "; tracer exited 126, as a shell does for a command it cannot execute",
-                _ => "",
-            };
-            let program = nr.command.first().map_or("", String::as_str);
-            // The tracer's own explanation ("its interpreter … was not
-            // found") reads as a sentence; an OS error as what it failed with.
-            let how = if nr.reason.starts_with("its ") {
-                ": "
-            } else {
-                " with "
-            };
-            format!(
-                "could not be run: executing `{}` failed{how}{}{shell}",
-                w::short_command(program),
-                nr.reason
-            )
-        }
+        (CauseKind::NonzeroExit, _) => nonzero_exit(cls, f),
+        (CauseKind::NotRun, _) => not_run(f),
         _ => format!(
             "died of {sig}, but no signal event for it was recorded (lost events or a missing hook)"
         ),
     }
+}
+
+/// "from X, its parent, via kill(…)": the sending process, and the
+/// thread it aimed at when not the leader.
+fn by_process(cls: &Classified, f: &Facts, k: &Killer) -> String {
+    let (v, fatal) = (f.victim, f.fatal);
+    let note = match (&k.syscall, k.target_arg) {
+        (Some(sc), Some(arg)) => w::aim_note(sc, arg, k.tid_arg),
+        _ => String::new(),
+    };
+    // A signal aimed at one thread that is not the leader: say which, and
+    // that it still ended the whole process.
+    let thread = fatal
+        .filter(|s| s.ev.target.tid != v.process.pid && !s.ev.group)
+        .filter(|_| cls.reraised.is_none() && cls.handled_then_exited.is_none())
+        .map(|s| {
+            let aim = if note.is_empty() {
+                format!(" — aimed at its thread {}", s.ev.target.tid)
+            } else {
+                String::new()
+            };
+            format!("{aim}, which took the whole process down")
+        })
+        .unwrap_or_default();
+    format!(
+        "from {}, {}, via {}{note}{thread}",
+        proc_phrase(&k.process),
+        w::relation_phrase(k.relation),
+        k.call
+    )
+}
+
+/// How a process that caught the signal ended: the chain in words.
+fn ended(cls: &Classified, f: &Facts, core: &str) -> String {
+    let (v, fatal) = (f.victim, f.fatal);
+    match (f.reraise_call, cls.handled_then_exited) {
+        (Some(call), _) => format!("and re-raised it on itself via {call}{core}"),
+        (None, Some(code)) => {
+            let after = fatal.map_or(0, |s| v.end_t.saturating_sub(s.ev.at.t));
+            format!("and exited with code {code} {} later", w::duration(after))
+        }
+        (None, None) => String::new(),
+    }
+}
+
+/// Killed by the tracer itself: how, and why it did (a leak, a
+/// cancellation, a forwarded signal, its timeout).
+fn by_tracer(
+    cls: &Classified,
+    f: &Facts,
+    k: &Killer,
+    lead: &str,
+    chain: bool,
+    core: &str,
+) -> String {
+    let via = k
+        .syscall
+        .as_ref()
+        .map(|_| format!(" via {}", k.call))
+        .unwrap_or_default();
+    let inside = f.forwarded_from.map(|(p, sig)| {
+        format!(
+            "it forwarded the {sig} that {}, a process of the run, sent to the tracer \
+             (no CI cancellation)",
+            proc_phrase(p)
+        )
+    });
+    let why = if f.leaked {
+        "it outlived the command and `--leaks kill` removed it"
+    } else if let Some(inside) = &inside {
+        inside
+    } else if cls.cancelled {
+        "the run was cancelled (a signal to the tracer, forwarded to the job)"
+    } else if cls.timed_out {
+        "its `--timeout` expired and the tracer stopped the run"
+    } else {
+        "a forwarded signal or the tracer's timeout"
+    };
+    let then = if chain {
+        format!(", {}", ended(cls, f, core))
+    } else {
+        f.survived.unwrap_or("").to_string()
+    };
+    format!(
+        "{lead} from the tracer (pid {}){via}{then}: {why}",
+        k.process.pid
+    )
+}
+
+/// The OOM killer's kill, with its memcg, group kill, limit and rss.
+fn oom_killed(oom: Option<&OomInfo>) -> String {
+    let mut s = "killed by the kernel OOM killer".to_string();
+    if let Some(o) = oom {
+        let mut facts = Vec::new();
+        let memcg = o
+            .memcg
+            .as_ref()
+            .map(|mc| mc.path.as_deref().unwrap_or(&mc.name));
+        match (&o.group, memcg) {
+            (Some(g), Some(path)) => {
+                s = format!("{s} in one group kill of memcg {path}");
+                facts.push(format!(
+                    "memory.oom.group: its {} processes at once",
+                    g.victims
+                ));
+            }
+            (_, Some(path)) => facts.push(format!("memcg {path}")),
+            (_, None) => {}
+        }
+        if let Some(l) = o.limit_bytes {
+            facts.push(format!("limit {}", w::bytes(l)));
+        }
+        if let Some(r) = &o.rss {
+            let rss = (r.anon_rss_kb + r.file_rss_kb + r.shmem_rss_kb) * 1024;
+            facts.push(format!("rss {}", w::bytes(rss)));
+        }
+        if !facts.is_empty() {
+            s = format!("{s} ({})", facts.join(", "));
+        }
+    }
+    s
+}
+
+/// An exit with a nonzero code: the status, a shell's 128+N, and whatever
+/// signal came before it.
+fn nonzero_exit(cls: &Classified, f: &Facts) -> String {
+    let v = f.victim;
+    // Shells report a child killed by signal N as 128+N: say so, or
+    // a reader hunts for a signal this process never received.
+    let hint = match v.status {
+        ExitStatus::Exited { code } if code > 128 && code < 128 + 65 => format!(
+            " (128+{}: how shells report a child killed by that signal)",
+            crate::eventlog::signal_name(code - 128)
+        ),
+        _ => String::new(),
+    };
+    // A caught signal is never "no signal involved", even when it
+    // came too long before the exit to be blamed.
+    let signals = match f.earlier {
+        Some((name, from, t)) => format!(
+            "; it had caught {name} from {} {} before",
+            proc_phrase(from),
+            w::duration(v.end_t.saturating_sub(*t))
+        ),
+        None if cls.cancelled => ", after the run was cancelled".into(),
+        None if f.forwarded_from.is_some() => {
+            let (p, sig) = f.forwarded_from.expect("checked");
+            format!(
+                ", after {}, a process of the run, sent {sig} to the tracer, which \
+                 stopped the run",
+                proc_phrase(p)
+            )
+        }
+        None => ", no signal involved".into(),
+    };
+    format!(
+        "{}{hint} after {}{signals}",
+        w::status_phrase(&v.status),
+        w::duration(v.lifetime_ns)
+    )
+}
+
+/// The command that could not be run, and what executing it failed with.
+fn not_run(f: &Facts) -> String {
+    let nr = f.not_run.expect("a not-run cause has its facts");
+    let shell = match nr.code {
+        Some(127) => "; tracer exited 127, as a shell does for a command not found",
+        Some(126) => "; tracer exited 126, as a shell does for a command it cannot execute",
+        _ => "",
+    };
+    let program = nr.command.first().map_or("", String::as_str);
+    // The tracer's own explanation ("its interpreter … was not
+    // found") reads as a sentence; an OS error as what it failed with.
+    let how = if nr.reason.starts_with("its ") {
+        ": "
+    } else {
+        " with "
+    };
+    format!(
+        "could not be run: executing `{}` failed{how}{}{shell}",
+        w::short_command(program),
+        nr.reason
+    )
 }

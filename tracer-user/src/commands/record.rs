@@ -108,39 +108,9 @@ async fn record(
     let run_as = RunAs::resolve(args.user.as_deref(), &SudoEnv::from_process())?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = getpid().as_raw() as u32;
-    let capture = match capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))
-    {
-        Ok(capture) => capture,
-        Err(e) if args.fail_open && e.is_load_failure() => {
-            return Err(untraced(args, &run_as, &e));
-        }
-        Err(e) => return Err(e),
-    };
+    let capture = load(args, &run_as, &redactor, tracer_tgid)?;
     phase(t0, "loaded and attached");
-    // The output directory, held from here on: an unsafe one is refused
-    // before the command runs.
-    let policy = Policy {
-        owner: run_as.owner(),
-        any_owner: false,
-    };
-    let out = OutDir::open(&args.output, policy)?;
-    // --junit's directory too, checked and held before the command runs.
-    let junit = args.report.open_junit(policy)?;
-    let mut header = header::header(
-        "record",
-        args.command.clone(),
-        &capture,
-        args.capture.ring_buffer_size,
-    );
-    header.command_user = Some(run_as.describe());
-    redactor.header(&mut header);
-    let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
-    if let Some((uid, gid)) = run_as.owner() {
-        session.snapshots_for(crate::snapshot::Viewer {
-            uid: uid.as_raw(),
-            gid: gid.as_raw(),
-        });
-    }
+    let (mut session, header, junit) = open_session(args, &run_as, capture, redactor)?;
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
     // and their zombies are ours to reap.
@@ -173,65 +143,29 @@ async fn record(
     phase(t0, "command spawned");
     let child = match spawned {
         Ok(child) => child,
-        Err(mut err) => {
+        Err(err) => {
             // Nothing ran: nothing for the watchdog to end.
             watchdog.disarm();
             run_cgroup.as_ref().map(RunCgroup::remove);
-            // The log stays complete (header + trailer) even when CMD never
-            // ran, and says why, so the reports can carry a certificate.
-            let code = crate::error::spawn_exit_code(&err);
-            // The explanation may name a path from the command (a script's
-            // interpreter): masked as the command itself is, in the log and
-            // on stderr.
-            if let TracerError::Spawn { source, why, .. } = &mut err {
-                *why = why.as_deref().map(|w| session.redact_text(w));
-                session.set_command_error(why.clone().unwrap_or_else(|| source.to_string()));
-            }
-            let status = ExitStatus::Exited { code: code.into() };
-            deliver(session.finish(Some(status))?, &args.report, junit.as_ref());
-            return Err(err);
+            return Err(not_run(session, err, args, junit.as_ref())?);
         }
     };
-    // Detached, the command leads a session of its own: that is the run's.
-    let run_sid = if detach {
-        Some(child.id() as i32)
-    } else {
-        nix::unistd::getsid(None).ok().map(|s| s.as_raw())
-    };
+    let run_sid = run_sid(detach, &child);
     let limits = supervise::Limits {
         timeout: args.timeout,
         kill_grace: args.kill_grace,
     };
     let outcome = supervise::supervise(&mut session, child, &mut signals, &limits).await?;
     let command_status = outcome.status;
-    if outcome.timed_out {
-        // The timeout stops the whole run, not only the command: finish the
-        // job on whatever is still dying or ignored the SIGTERM.
-        let rest = session.tracked()?;
-        leaks::enforce(
-            leaks::LeakPolicy::Kill,
-            &rest,
-            args.kill_grace,
-            &mut session,
-        )
-        .await?;
-    }
-    phase(t0, "command exited");
-    session.drain()?;
-    let viewer = run_as.owner().map(|(uid, gid)| crate::snapshot::Viewer {
-        uid: uid.as_raw(),
-        gid: gid.as_raw(),
-    });
-    leaks::settle(
+    wind_down(
         &mut session,
-        args.leaks,
-        args.leak_grace,
-        tracer_tgid,
-        run_sid,
-        viewer,
+        args,
+        &run_as,
+        (tracer_tgid, run_sid),
+        outcome.timed_out,
+        t0,
     )
     .await?;
-    phase(t0, "leaks handled");
     // The run's fate is settled: what `--leaks report` leaves running is
     // left running on purpose.
     watchdog.disarm();
@@ -242,6 +176,149 @@ async fn record(
     phase(t0, "log closed, hooks detached");
     let delivered = deliver(closed, &args.report, junit.as_ref());
     phase(t0, "reports written");
+    Ok(ExitCode::from(exit_code(
+        args,
+        outcome.timed_out,
+        &command_status,
+        delivered.as_ref(),
+    )))
+}
+
+/// The hooks loaded and attached; with `--fail-open`, a machine where they
+/// cannot be runs the command untraced instead (and returns only its error).
+fn load(
+    args: &RecordArgs,
+    run_as: &RunAs,
+    redactor: &Redactor,
+    tracer_tgid: u32,
+) -> Result<capture::Capture, TracerError> {
+    match capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active())) {
+        Ok(capture) => Ok(capture),
+        Err(e) if args.fail_open && e.is_load_failure() => Err(untraced(args, run_as, &e)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The session the run is: detached, the command leads a session of its
+/// own; otherwise tracer's.
+fn run_sid(detach: bool, child: &std::process::Child) -> Option<i32> {
+    if detach {
+        Some(child.id() as i32)
+    } else {
+        nix::unistd::getsid(None).ok().map(|s| s.as_raw())
+    }
+}
+
+/// The output directory and --junit's file, held from here on, the log
+/// header, and the capture session writing to them.
+fn open_session(
+    args: &RecordArgs,
+    run_as: &RunAs,
+    capture: capture::Capture,
+    redactor: Redactor,
+) -> Result<
+    (
+        Session,
+        eventlog::Header,
+        Option<std::sync::Arc<crate::outdir::OutFile>>,
+    ),
+    TracerError,
+> {
+    // The output directory, held from here on: an unsafe one is refused
+    // before the command runs.
+    let policy = Policy {
+        owner: run_as.owner(),
+        any_owner: false,
+    };
+    let out = OutDir::open(&args.output, policy)?;
+    // --junit's directory too, checked and held before the command runs.
+    let junit = args.report.open_junit(policy)?;
+    let mut header = header::header(
+        "record",
+        args.command.clone(),
+        &capture,
+        args.capture.ring_buffer_size,
+    );
+    header.command_user = Some(run_as.describe());
+    redactor.header(&mut header);
+    let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
+    if let Some((uid, gid)) = run_as.owner() {
+        session.snapshots_for(crate::snapshot::Viewer {
+            uid: uid.as_raw(),
+            gid: gid.as_raw(),
+        });
+    }
+    Ok((session, header, junit))
+}
+
+/// The command could not be spawned: the log is closed and the reports
+/// written all the same; returns the spawn error (the one to report).
+fn not_run(
+    mut session: Session,
+    mut err: TracerError,
+    args: &RecordArgs,
+    junit: Option<&std::sync::Arc<crate::outdir::OutFile>>,
+) -> Result<TracerError, TracerError> {
+    // The log stays complete (header + trailer) even when CMD never
+    // ran, and says why, so the reports can carry a certificate.
+    let code = crate::error::spawn_exit_code(&err);
+    // The explanation may name a path from the command (a script's
+    // interpreter): masked as the command itself is, in the log and
+    // on stderr.
+    if let TracerError::Spawn { source, why, .. } = &mut err {
+        *why = why.as_deref().map(|w| session.redact_text(w));
+        session.set_command_error(why.clone().unwrap_or_else(|| source.to_string()));
+    }
+    let status = ExitStatus::Exited { code: code.into() };
+    deliver(session.finish(Some(status))?, &args.report, junit);
+    Ok(err)
+}
+
+/// After the command exited: a timed-out run killed whole, the ring
+/// drained, and what is left of the run handled by `--leaks`.
+/// `(tracer_tgid, run_sid)`: who is not a leak.
+async fn wind_down(
+    session: &mut Session,
+    args: &RecordArgs,
+    run_as: &RunAs,
+    (tracer_tgid, run_sid): (u32, Option<i32>),
+    timed_out: bool,
+    t0: std::time::Instant,
+) -> Result<(), TracerError> {
+    if timed_out {
+        // The timeout stops the whole run, not only the command: finish the
+        // job on whatever is still dying or ignored the SIGTERM.
+        let rest = session.tracked()?;
+        leaks::enforce(leaks::LeakPolicy::Kill, &rest, args.kill_grace, session).await?;
+    }
+    phase(t0, "command exited");
+    session.drain()?;
+    let viewer = run_as.owner().map(|(uid, gid)| crate::snapshot::Viewer {
+        uid: uid.as_raw(),
+        gid: gid.as_raw(),
+    });
+    leaks::settle(
+        session,
+        args.leaks,
+        args.leak_grace,
+        tracer_tgid,
+        run_sid,
+        viewer,
+    )
+    .await?;
+    phase(t0, "leaks handled");
+    Ok(())
+}
+
+/// The step's exit status: timeout(1)'s on a timeout, tracer's failure when
+/// --fail-on cannot be judged, --fail-on's when a condition was met, else
+/// the command's own.
+fn exit_code(
+    args: &RecordArgs,
+    timed_out: bool,
+    command_status: &ExitStatus,
+    delivered: Option<&(eventlog::LogSummary, crate::analysis::Analysis)>,
+) -> u8 {
     // --fail-on fails closed: a run whose log could not be read back is not
     // judged "nothing found" (a job that spoiled its own log would pass).
     let unjudged = delivered.is_none() && !args.fail_on.is_empty();
@@ -251,18 +328,17 @@ async fn record(
             crate::error::EXIT_TRACER_FAILED
         );
     }
-    let met = match &delivered {
+    let met = match delivered {
         Some((log, analysis)) => output::judge(&args.fail_on, log, analysis),
         None => Vec::new(),
     };
-    let code = match (outcome.timed_out, passthrough_code(&command_status)) {
+    match (timed_out, passthrough_code(command_status)) {
         // As timeout(1) does: the run did not finish, whatever it exited with.
         (true, _) => EXIT_TIMED_OUT,
         (false, 0) if unjudged => crate::error::EXIT_TRACER_FAILED,
         (false, 0) if !met.is_empty() => fail_on::EXIT_FAIL_ON,
         (false, code) => code,
-    };
-    Ok(ExitCode::from(code))
+    }
 }
 
 /// `--fail-open`: tracer cannot load here, so the command runs as it would

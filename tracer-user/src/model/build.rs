@@ -8,7 +8,9 @@ use super::{
     process::{End, ExecInfo, ForkInfo, Process, ThreadExit, ThreadSpan},
     KillCallEv, Model, OomEv, SignalEv,
 };
-use crate::eventlog::{Header, ProcKey, Record, Task, Trailer};
+use crate::eventlog::{
+    Exec, Existing, Exit, Fork, Header, ProcKey, Record, Task, TestMark, Trailer,
+};
 
 use tracer_common::signals::{SIGCHLD, SI_QUEUE, SI_TKILL, SI_USER};
 /// Builds the model from records handed over one at a time, in log order:
@@ -277,100 +279,9 @@ fn active(m: &mut Model, key: ProcKey, t: u64) {
 
 fn record(m: &mut Model, rec: &Record) {
     match rec {
-        Record::Fork(f) => {
-            let (parent, pp) = see_task(m, &f.parent, f.at.t);
-            pp.last_active = pp.last_active.max(f.at.t);
-            // The kernel side logs a fork only from a process it tracks (or
-            // the tracer's own): under `daemon --all` that is how a process
-            // started before the daemon, which never execs or exits while
-            // watched (the job's shell), is known to be watched.
-            pp.lifecycle_seen = true;
-            if f.thread {
-                let (_, p) = see_task(m, &f.child, f.at.t);
-                p.threads.insert(
-                    f.child.tid,
-                    ThreadSpan {
-                        from: f.at.t,
-                        until: None,
-                    },
-                );
-                return;
-            }
-            let (child, p) = see_task(m, &f.child, f.at.t);
-            // A child is in a parent's `children` only if its `parent` was
-            // once set to it: a child with no parent yet needs no search (a
-            // fork storm's parent has thousands of children).
-            let listed = p.parent.is_some();
-            p.parent = Some(parent);
-            p.ns = f.child_ns;
-            p.fork = Some(ForkInfo {
-                seq: f.at.seq,
-                t: f.at.t,
-                by_tid: f.parent.tid,
-            });
-            p.lifecycle_seen = true;
-            p.threads.insert(
-                f.child.tid,
-                ThreadSpan {
-                    from: f.at.t,
-                    until: None,
-                },
-            );
-            let pp = m.procs.get_mut(&parent).expect("registered");
-            if !listed || !pp.children.contains(&child) {
-                pp.children.push(child);
-            }
-        }
-        Record::Exec(e) => {
-            let (_, p) = see_mut(
-                &mut m.procs,
-                &mut m.intern,
-                Who::from(&e.task),
-                e.task.comm.as_deref(),
-                e.at.t,
-            );
-            p.last_active = p.last_active.max(e.at.t);
-            p.lifecycle_seen = true;
-            // A non-leader exec takes over the leader's tid; the old tid ends.
-            if let Some(old) = e.old_tid.filter(|&o| o != e.task.tid) {
-                if let Some(span) = p.threads.get_mut(&old) {
-                    span.until = Some(e.at.t);
-                }
-            }
-            p.execs.push(ExecInfo {
-                seq: e.at.seq,
-                t: e.at.t,
-                filename: m.intern.text(&e.filename),
-                argv: m.intern.argv(&e.argv),
-                argv_truncated: e.argv_truncated,
-                env: (!e.test_env.is_empty()).then(|| Box::new(e.test_env.clone())),
-            });
-        }
-        Record::Exit(x) => {
-            let (_, p) = see_task(m, &x.task, x.at.t);
-            p.lifecycle_seen = true;
-            if let Some(span) = p.threads.get_mut(&x.task.tid) {
-                span.until = Some(x.at.t);
-            }
-            if x.group_dead {
-                // The first group-dead exit wins; a second one would be a
-                // corrupt log, not a second death.
-                p.end.get_or_insert(End {
-                    seq: x.at.seq,
-                    t: x.at.t,
-                    tid: x.task.tid,
-                    exit_code: x.exit_code,
-                    status: x.status.clone(),
-                });
-            } else {
-                p.rare_mut().thread_exits.push(ThreadExit {
-                    seq: x.at.seq,
-                    t: x.at.t,
-                    tid: x.task.tid,
-                    status: x.status.clone(),
-                });
-            }
-        }
+        Record::Fork(f) => fork(m, f),
+        Record::Exec(e) => exec(m, e),
+        Record::Exit(x) => exit(m, x),
         Record::Signal(s) => signal(
             m,
             SigRec::from(s),
@@ -422,69 +333,178 @@ fn record(m: &mut Model, rec: &Record) {
             }
         }
         Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
-        Record::Existing(x) => {
-            let key = see(m, &x.task, x.at.t);
-            // Its parent, if that was already running too (same instant):
-            // the latest process of that pid started before it. Looked up
-            // in the map's (pid, start) order, not by a scan of every
-            // process: a daemon starting on 20,000 processes scanned them
-            // all for each (1.6 s).
-            let parent = m
-                .procs
-                .range(
-                    ProcKey {
-                        pid: x.ppid,
-                        start: 0,
-                    }..=ProcKey {
-                        pid: x.ppid,
-                        start: x.task.start,
-                    },
-                )
-                .next_back()
-                .map(|(k, _)| *k);
-            let p = m.procs.get_mut(&key).expect("registered");
-            // Listed among a parent's children only if its parent was once
-            // set (as for forks): a shell with thousands of existing
-            // children needs no search of them.
-            let listed = p.parent.is_some();
-            p.lifecycle_seen = true;
-            p.ns = x.ns;
-            if !x.argv.is_empty() {
-                p.execs.push(ExecInfo {
-                    seq: x.at.seq,
-                    t: x.at.t,
-                    filename: m.intern.text(x.exe.as_deref().unwrap_or_default()),
-                    argv: m.intern.argv(&x.argv),
-                    argv_truncated: x.argv_truncated,
-                    env: None,
-                });
-            }
-            if let Some(parent) = parent.filter(|pk| *pk != key) {
-                p.parent = Some(parent);
-                if let Some(pp) = m.procs.get_mut(&parent) {
-                    if !listed || !pp.children.contains(&key) {
-                        pp.children.push(key);
-                    }
-                }
-            }
-        }
-        Record::TestMark(mk) => {
-            let key = see(m, &mk.task, mk.at.t);
-            if m.marks.len() >= super::MAX_MARKS {
-                m.marks_left_out += 1;
-                return;
-            }
-            let text = m.intern.text(&mk.text);
-            m.marks.push(super::Mark {
-                seq: mk.at.seq,
-                t: mk.at.t,
-                key,
-                tid: mk.task.tid,
-                text,
-            });
-        }
+        Record::Existing(x) => existing(m, x),
+        Record::TestMark(mk) => test_mark(m, mk),
         Record::Header(_) | Record::Trailer(_) => {}
     }
+}
+
+/// A fork: a thread joins its process; a process gets its parent, its
+/// namespace and its first thread, and joins its parent's children.
+fn fork(m: &mut Model, f: &Fork) {
+    let (parent, pp) = see_task(m, &f.parent, f.at.t);
+    pp.last_active = pp.last_active.max(f.at.t);
+    // The kernel side logs a fork only from a process it tracks (or
+    // the tracer's own): under `daemon --all` that is how a process
+    // started before the daemon, which never execs or exits while
+    // watched (the job's shell), is known to be watched.
+    pp.lifecycle_seen = true;
+    if f.thread {
+        let (_, p) = see_task(m, &f.child, f.at.t);
+        p.threads.insert(
+            f.child.tid,
+            ThreadSpan {
+                from: f.at.t,
+                until: None,
+            },
+        );
+        return;
+    }
+    let (child, p) = see_task(m, &f.child, f.at.t);
+    // A child is in a parent's `children` only if its `parent` was
+    // once set to it: a child with no parent yet needs no search (a
+    // fork storm's parent has thousands of children).
+    let listed = p.parent.is_some();
+    p.parent = Some(parent);
+    p.ns = f.child_ns;
+    p.fork = Some(ForkInfo {
+        seq: f.at.seq,
+        t: f.at.t,
+        by_tid: f.parent.tid,
+    });
+    p.lifecycle_seen = true;
+    p.threads.insert(
+        f.child.tid,
+        ThreadSpan {
+            from: f.at.t,
+            until: None,
+        },
+    );
+    let pp = m.procs.get_mut(&parent).expect("registered");
+    if !listed || !pp.children.contains(&child) {
+        pp.children.push(child);
+    }
+}
+
+/// An exec: the process's new program and argv (a non-leader's exec ends
+/// the old leader tid).
+fn exec(m: &mut Model, e: &Exec) {
+    let (_, p) = see_mut(
+        &mut m.procs,
+        &mut m.intern,
+        Who::from(&e.task),
+        e.task.comm.as_deref(),
+        e.at.t,
+    );
+    p.last_active = p.last_active.max(e.at.t);
+    p.lifecycle_seen = true;
+    // A non-leader exec takes over the leader's tid; the old tid ends.
+    if let Some(old) = e.old_tid.filter(|&o| o != e.task.tid) {
+        if let Some(span) = p.threads.get_mut(&old) {
+            span.until = Some(e.at.t);
+        }
+    }
+    p.execs.push(ExecInfo {
+        seq: e.at.seq,
+        t: e.at.t,
+        filename: m.intern.text(&e.filename),
+        argv: m.intern.argv(&e.argv),
+        argv_truncated: e.argv_truncated,
+        env: (!e.test_env.is_empty()).then(|| Box::new(e.test_env.clone())),
+    });
+}
+
+/// An exit: a thread's, or the group's (the process's end).
+fn exit(m: &mut Model, x: &Exit) {
+    let (_, p) = see_task(m, &x.task, x.at.t);
+    p.lifecycle_seen = true;
+    if let Some(span) = p.threads.get_mut(&x.task.tid) {
+        span.until = Some(x.at.t);
+    }
+    if x.group_dead {
+        // The first group-dead exit wins; a second one would be a
+        // corrupt log, not a second death.
+        p.end.get_or_insert(End {
+            seq: x.at.seq,
+            t: x.at.t,
+            tid: x.task.tid,
+            exit_code: x.exit_code,
+            status: x.status.clone(),
+        });
+    } else {
+        p.rare_mut().thread_exits.push(ThreadExit {
+            seq: x.at.seq,
+            t: x.at.t,
+            tid: x.task.tid,
+            status: x.status.clone(),
+        });
+    }
+}
+
+/// A process already running when the capture began, with its parent when
+/// that was running too.
+fn existing(m: &mut Model, x: &Existing) {
+    let key = see(m, &x.task, x.at.t);
+    // Its parent, if that was already running too (same instant):
+    // the latest process of that pid started before it. Looked up
+    // in the map's (pid, start) order, not by a scan of every
+    // process: a daemon starting on 20,000 processes scanned them
+    // all for each (1.6 s).
+    let parent = m
+        .procs
+        .range(
+            ProcKey {
+                pid: x.ppid,
+                start: 0,
+            }..=ProcKey {
+                pid: x.ppid,
+                start: x.task.start,
+            },
+        )
+        .next_back()
+        .map(|(k, _)| *k);
+    let p = m.procs.get_mut(&key).expect("registered");
+    // Listed among a parent's children only if its parent was once
+    // set (as for forks): a shell with thousands of existing
+    // children needs no search of them.
+    let listed = p.parent.is_some();
+    p.lifecycle_seen = true;
+    p.ns = x.ns;
+    if !x.argv.is_empty() {
+        p.execs.push(ExecInfo {
+            seq: x.at.seq,
+            t: x.at.t,
+            filename: m.intern.text(x.exe.as_deref().unwrap_or_default()),
+            argv: m.intern.argv(&x.argv),
+            argv_truncated: x.argv_truncated,
+            env: None,
+        });
+    }
+    if let Some(parent) = parent.filter(|pk| *pk != key) {
+        p.parent = Some(parent);
+        if let Some(pp) = m.procs.get_mut(&parent) {
+            if !listed || !pp.children.contains(&key) {
+                pp.children.push(key);
+            }
+        }
+    }
+}
+
+/// A test's mark, up to [`super::MAX_MARKS`] (counted beyond).
+fn test_mark(m: &mut Model, mk: &TestMark) {
+    let key = see(m, &mk.task, mk.at.t);
+    if m.marks.len() >= super::MAX_MARKS {
+        m.marks_left_out += 1;
+        return;
+    }
+    let text = m.intern.text(&mk.text);
+    m.marks.push(super::Mark {
+        seq: mk.at.seq,
+        t: mk.at.t,
+        key,
+        tid: mk.task.tid,
+        text,
+    });
 }
 
 /// A signal, from a record or a line ([`super::lines`]). `comms`: the

@@ -12,7 +12,7 @@ use crate::{
     analysis::{
         terminal_key, timer_source,
         wording::{self as w, proc_phrase, relation_phrase},
-        Analysis, Certificate, ProcRef, Rank,
+        Analysis, Ancestor, Certificate, HistoryEntry, Killer, OomInfo, ProcRef, Rank, Victim,
     },
     text::markdown as md,
 };
@@ -258,6 +258,37 @@ fn certificate(o: &mut String, c: &Certificate, a: &Analysis) {
         let _ = writeln!(o, "{}\n", md::inline(&then));
     }
     let _ = writeln!(o, "| | |\n|---|---|");
+    victim_rows(o, v, anc);
+    if let Some(k) = &c.killer {
+        killer_rows(o, k, anc);
+    }
+    // The kernel path behind the death (cgroup.kill, an rlimit, seccomp...).
+    if let Some(m) = &c.cause.mechanism {
+        let who = m
+            .process
+            .as_ref()
+            .map(|p| format!(" · {}", proc_cell(p)))
+            .unwrap_or_default();
+        let _ = writeln!(o, "| mechanism | {}{who} |", cell(&m.detail));
+    }
+    if let Some(m) = &c.oom {
+        oom_rows(o, m);
+    }
+    let seqs: Vec<String> = c.evidence.iter().map(u64::to_string).collect();
+    let _ = writeln!(o, "| evidence (seq) | {} |\n", seqs.join(", "));
+    if !c.history.is_empty() {
+        history_table(o, &c.history);
+    }
+    if let Some(lw) = &c.last_words {
+        sections::last_words(o, lw);
+    }
+    if let Some(crash) = &c.crash {
+        sections::crash_stack(o, crash);
+    }
+}
+
+/// The victim's rows: who, what it ran, its ancestry, life, status, test.
+fn victim_rows(o: &mut String, v: &Victim, anc: &[Ancestor]) {
     let _ = writeln!(o, "| victim | {} |", proc_cell(&v.process));
     full_command(o, "command", &v.process);
     if let Some(f) = &v.process.filename {
@@ -286,117 +317,106 @@ fn certificate(o: &mut String, c: &Certificate, a: &Analysis) {
     if let Some(t) = &v.test {
         let _ = writeln!(o, "| victim's test | {} |", test_cell(t));
     }
-    if let Some(k) = &c.killer {
+}
+
+/// The killer's rows: who, its command, ancestry and test, and the call.
+fn killer_rows(o: &mut String, k: &Killer, anc: &[Ancestor]) {
+    let _ = writeln!(
+        o,
+        "| killer | {}, tid {}, {} |",
+        proc_cell(&k.process),
+        k.tid,
+        relation_phrase(k.relation)
+    );
+    full_command(o, "killer command", &k.process);
+    let _ = writeln!(o, "| killer ancestry | {} |", ancestry(anc, k.ancestry));
+    if let Some(t) = &k.test {
+        let _ = writeln!(o, "| killer's test | {} |", test_cell(t));
+    }
+    let deliveries = k
+        .deliveries
+        .map(|d| format!(", {}", w::plural(d as usize, "delivery", "deliveries")));
+    let call = if k.syscall.is_some() {
+        code(&k.call)
+    } else {
+        cell(&k.call)
+    };
+    let _ = writeln!(
+        o,
+        "| call | {call} aimed at {}{} |",
+        cell(&k.aimed_at),
+        deliveries.unwrap_or_default()
+    );
+}
+
+/// An OOM kill's rows: memcg, limit, rss, score, and the allocating task.
+fn oom_rows(o: &mut String, m: &OomInfo) {
+    if let Some(mc) = &m.memcg {
         let _ = writeln!(
             o,
-            "| killer | {}, tid {}, {} |",
-            proc_cell(&k.process),
-            k.tid,
-            relation_phrase(k.relation)
+            "| memcg | {} (id {}) |",
+            code(mc.path.as_deref().unwrap_or(&mc.name)),
+            mc.id
         );
-        full_command(o, "killer command", &k.process);
-        let _ = writeln!(o, "| killer ancestry | {} |", ancestry(anc, k.ancestry));
-        if let Some(t) = &k.test {
-            let _ = writeln!(o, "| killer's test | {} |", test_cell(t));
-        }
-        let deliveries = k
-            .deliveries
-            .map(|d| format!(", {}", w::plural(d as usize, "delivery", "deliveries")));
-        let call = if k.syscall.is_some() {
-            code(&k.call)
-        } else {
-            cell(&k.call)
+    }
+    let limit = m.limit_bytes.map_or("unknown".to_string(), w::bytes);
+    let _ = writeln!(o, "| memory limit | {limit} |");
+    if let Some(rss) = &m.rss {
+        let _ = writeln!(
+            o,
+            "| rss at kill | anon {} · file {} · shmem {} · vm {} · page tables {} |",
+            w::bytes(rss.anon_rss_kb * 1024),
+            w::bytes(rss.file_rss_kb * 1024),
+            w::bytes(rss.shmem_rss_kb * 1024),
+            w::bytes(rss.total_vm_kb * 1024),
+            w::bytes(rss.pgtables_kb * 1024)
+        );
+    }
+    if let Some(adj) = m.oom_score_adj {
+        let _ = writeln!(o, "| oom_score_adj | {adj} |");
+    }
+    let who = if m.trigger_is_victim {
+        " (the victim itself)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        o,
+        "| allocating task | {}{who} — it triggered the OOM killer by allocating; it is **not** \
+         the culprit |",
+        proc_cell(&m.trigger)
+    );
+}
+
+/// The signals the victim received, oldest first, as a table.
+fn history_table(o: &mut String, history: &[HistoryEntry]) {
+    let _ = writeln!(o, "Signals received, oldest first:\n");
+    let _ = writeln!(
+        o,
+        "| after start | signal | from | via | result |\n|---|---|---|---|---|"
+    );
+    for h in history {
+        let fatal = if h.fatal { " **(fatal)**" } else { "" };
+        let (sig, si_code) = (h.signal.sig, h.signal.code);
+        let from = match (h.relation, timer_source(sig, si_code)) {
+            (Some(rel), _) => format!("{}, {}", proc_cell(&h.sender), relation_phrase(rel)),
+            (None, Some(which)) => format!("its own timer ({})", cell(which)),
+            (None, None) => match terminal_key(sig, si_code, h.signal.group) {
+                Some(key) => format!("its terminal ({})", cell(key)),
+                None => format!("the kernel (while {} ran)", proc_cell(&h.sender)),
+            },
         };
         let _ = writeln!(
             o,
-            "| call | {call} aimed at {}{} |",
-            cell(&k.aimed_at),
-            deliveries.unwrap_or_default()
+            "| +{} | {} ({}){fatal} | {from} | {} | {} |",
+            w::duration(h.since_start_ns),
+            cell(&h.signal.sig_name),
+            cell(&h.signal.code_name),
+            h.call.as_deref().map_or("—".into(), code),
+            cell(&h.signal.result)
         );
     }
-    // The kernel path behind the death (cgroup.kill, an rlimit, seccomp...).
-    if let Some(m) = &c.cause.mechanism {
-        let who = m
-            .process
-            .as_ref()
-            .map(|p| format!(" · {}", proc_cell(p)))
-            .unwrap_or_default();
-        let _ = writeln!(o, "| mechanism | {}{who} |", cell(&m.detail));
-    }
-    if let Some(m) = &c.oom {
-        if let Some(mc) = &m.memcg {
-            let _ = writeln!(
-                o,
-                "| memcg | {} (id {}) |",
-                code(mc.path.as_deref().unwrap_or(&mc.name)),
-                mc.id
-            );
-        }
-        let limit = m.limit_bytes.map_or("unknown".to_string(), w::bytes);
-        let _ = writeln!(o, "| memory limit | {limit} |");
-        if let Some(rss) = &m.rss {
-            let _ = writeln!(
-                o,
-                "| rss at kill | anon {} · file {} · shmem {} · vm {} · page tables {} |",
-                w::bytes(rss.anon_rss_kb * 1024),
-                w::bytes(rss.file_rss_kb * 1024),
-                w::bytes(rss.shmem_rss_kb * 1024),
-                w::bytes(rss.total_vm_kb * 1024),
-                w::bytes(rss.pgtables_kb * 1024)
-            );
-        }
-        if let Some(adj) = m.oom_score_adj {
-            let _ = writeln!(o, "| oom_score_adj | {adj} |");
-        }
-        let who = if m.trigger_is_victim {
-            " (the victim itself)"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            o,
-            "| allocating task | {}{who} — it triggered the OOM killer by allocating; it is **not** \
-             the culprit |",
-            proc_cell(&m.trigger)
-        );
-    }
-    let seqs: Vec<String> = c.evidence.iter().map(u64::to_string).collect();
-    let _ = writeln!(o, "| evidence (seq) | {} |\n", seqs.join(", "));
-    if !c.history.is_empty() {
-        let _ = writeln!(o, "Signals received, oldest first:\n");
-        let _ = writeln!(
-            o,
-            "| after start | signal | from | via | result |\n|---|---|---|---|---|"
-        );
-        for h in &c.history {
-            let fatal = if h.fatal { " **(fatal)**" } else { "" };
-            let (sig, si_code) = (h.signal.sig, h.signal.code);
-            let from = match (h.relation, timer_source(sig, si_code)) {
-                (Some(rel), _) => format!("{}, {}", proc_cell(&h.sender), relation_phrase(rel)),
-                (None, Some(which)) => format!("its own timer ({})", cell(which)),
-                (None, None) => match terminal_key(sig, si_code, h.signal.group) {
-                    Some(key) => format!("its terminal ({})", cell(key)),
-                    None => format!("the kernel (while {} ran)", proc_cell(&h.sender)),
-                },
-            };
-            let _ = writeln!(
-                o,
-                "| +{} | {} ({}){fatal} | {from} | {} | {} |",
-                w::duration(h.since_start_ns),
-                cell(&h.signal.sig_name),
-                cell(&h.signal.code_name),
-                h.call.as_deref().map_or("—".into(), code),
-                cell(&h.signal.result)
-            );
-        }
-        o.push('\n');
-    }
-    if let Some(lw) = &c.last_words {
-        sections::last_words(o, lw);
-    }
-    if let Some(crash) = &c.crash {
-        sections::crash_stack(o, crash);
-    }
+    o.push('\n');
 }
 
 /// The whole command line, when the abbreviated one left out more than the

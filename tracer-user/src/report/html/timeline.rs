@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 
 use super::{
     esc,
-    lanes::{self, key, EndClass, Key, Lanes},
+    lanes::{self, key, EndClass, Key, Lane, Lanes},
     marks,
     scale::{Scale, LABEL_W, PLOT_W, TOP},
     Context,
@@ -31,14 +31,54 @@ struct Arrow {
     label: Option<String>,
 }
 
+/// A near miss drawn on its sender's lane: (sender, time, tooltip).
+type Miss<'a> = (&'a ProcRef, u64, String);
+
 /// The SVG and a sentence about what was left out (empty when nothing was).
 pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
     let Lanes { lanes, dropped } = lanes::pick(r, cx);
     let row: BTreeMap<Key, usize> = lanes.iter().enumerate().map(|(i, l)| (l.key, i)).collect();
     let y = |k: &Key| row.get(k).map(|&i| TOP + i as f64 * LANE_H + LANE_H / 2.0);
 
-    // Signals: every signal the certified victims received, plus the
-    // signals crossing the run's boundary, once each (by sequence number).
+    let (arrows, kernel_marks) = signal_arrows(r, &lanes);
+    let misses = near_misses(r, cx);
+    let snaps: Vec<(u64, String)> = r
+        .snapshots
+        .iter()
+        .filter_map(|s| Some((cx.seq_t(s.seq)?, s.reason.clone())))
+        .collect();
+
+    let sc = time_scale(r, &lanes, &arrows, &misses, &snaps);
+    let t0 = sc.t0;
+    let height = TOP + lanes.len() as f64 * LANE_H + 10.0;
+    let width = LABEL_W + PLOT_W + RIGHT;
+
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<svg id=\"timeline-svg\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" \
+         height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
+         aria-label=\"process timeline\">\n<defs><marker id=\"ah\" viewBox=\"0 0 10 10\" \
+         refX=\"9\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">\
+         <path d=\"M0,0 L10,5 L0,10 z\" fill=\"context-stroke\"/></marker></defs>\n"
+    );
+    marks::axis(&mut o, &sc, height);
+    for (i, l) in lanes.iter().enumerate() {
+        draw_lane(&mut o, i, l, &sc, t0, width);
+    }
+    draw_snapshots(&mut o, &snaps, &sc, height);
+    let drawn = draw_arrows(&mut o, &arrows, &y, &sc);
+    draw_kernel_marks(&mut o, &kernel_marks, &y, &sc);
+    let missed = draw_misses(&mut o, &misses, &y, &sc);
+    o.push_str("</svg>\n");
+
+    (o, left_out(r, &lanes, dropped, drawn, missed))
+}
+
+/// Signals: every signal the certified victims received, plus the
+/// signals crossing the run's boundary, once each (by sequence number).
+/// Those the kernel raised are marks on the victim's lane, not arrows.
+fn signal_arrows(r: &Report, lanes: &[Lane]) -> (BTreeMap<u64, Arrow>, Vec<(Key, u64, String)>) {
     let mut arrows: BTreeMap<u64, Arrow> = BTreeMap::new();
     let mut kernel_marks: Vec<(Key, u64, String)> = Vec::new();
     for c in r.analysis.shown_certificates() {
@@ -98,8 +138,12 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
             label: f.outbound_kill.then(|| s.sig_name.clone()),
         });
     }
-    let misses: Vec<(&ProcRef, u64, String)> = r
-        .analysis
+    (arrows, kernel_marks)
+}
+
+/// The near misses whose time and sender are known, with their tooltips.
+fn near_misses<'r>(r: &'r Report, cx: &Context) -> Vec<Miss<'r>> {
+    r.analysis
         .near_misses
         .iter()
         .filter_map(|n| {
@@ -118,14 +162,17 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
                 format!("near miss: {call} → {errno}{probe}{times}"),
             ))
         })
-        .collect();
-    let snaps: Vec<(u64, String)> = r
-        .snapshots
-        .iter()
-        .filter_map(|s| Some((cx.seq_t(s.seq)?, s.reason.clone())))
-        .collect();
+        .collect()
+}
 
-    // The time axis: from the run's start to the last thing drawn.
+/// The time axis: from the run's start to the last thing drawn.
+fn time_scale(
+    r: &Report,
+    lanes: &[Lane],
+    arrows: &BTreeMap<u64, Arrow>,
+    misses: &[Miss<'_>],
+    snaps: &[(u64, String)],
+) -> Scale {
     let t0 = r
         .run
         .root
@@ -133,7 +180,7 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
         .map(|p| p.start)
         .unwrap_or_else(|| lanes.iter().map(|l| l.key.1).min().unwrap_or(0));
     let mut t1 = t0 + r.run.duration_ns;
-    for l in &lanes {
+    for l in lanes {
         t1 = t1.max(l.key.1).max(l.end.unwrap_or(0));
     }
     for a in arrows.values() {
@@ -143,93 +190,87 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
         t1 = t1.max(t);
     }
     let span = (t1.saturating_sub(t0).max(1_000) as f64) * 1.03;
-    let sc = Scale { t0, span };
-    let height = TOP + lanes.len() as f64 * LANE_H + 10.0;
-    let width = LABEL_W + PLOT_W + RIGHT;
+    Scale { t0, span }
+}
 
-    let mut o = String::new();
+/// Lane `i`: its stripe, its label (pid, command or test), its life line
+/// from spawn to end, and its end mark.
+fn draw_lane(o: &mut String, i: usize, l: &Lane, sc: &Scale, t0: u64, width: f64) {
+    let yc = TOP + i as f64 * LANE_H + LANE_H / 2.0;
+    let p = &l.proc;
     let _ = write!(
         o,
-        "<svg id=\"timeline-svg\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" \
-         height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
-         aria-label=\"process timeline\">\n<defs><marker id=\"ah\" viewBox=\"0 0 10 10\" \
-         refX=\"9\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">\
-         <path d=\"M0,0 L10,5 L0,10 z\" fill=\"context-stroke\"/></marker></defs>\n"
+        "<g class=\"lane {}{}\" data-pid=\"{}\" data-start=\"{}\">",
+        l.class.css(),
+        if p.in_run { "" } else { " outside" },
+        p.pid,
+        p.start
     );
-    marks::axis(&mut o, &sc, height);
-    for (i, l) in lanes.iter().enumerate() {
-        let yc = TOP + i as f64 * LANE_H + LANE_H / 2.0;
-        let p = &l.proc;
+    if i % 2 == 0 {
         let _ = write!(
             o,
-            "<g class=\"lane {}{}\" data-pid=\"{}\" data-start=\"{}\">",
-            l.class.css(),
-            if p.in_run { "" } else { " outside" },
-            p.pid,
-            p.start
+            "<rect class=\"stripe\" x=\"0\" y=\"{:.1}\" width=\"{width}\" height=\"{LANE_H}\"/>",
+            yc - LANE_H / 2.0
         );
-        if i % 2 == 0 {
-            let _ = write!(
-                o,
-                "<rect class=\"stripe\" x=\"0\" y=\"{:.1}\" width=\"{width}\" height=\"{LANE_H}\"/>",
-                yc - LANE_H / 2.0
-            );
-        }
-        let label = match p.ns_pid {
-            Some(ns) => format!("{} ({} in ns) {}", p.pid, ns.pid, p.command),
-            None => format!("{} {}", p.pid, p.command),
-        };
-        // The test it ran, first on the lane: what a reader looks for.
-        let label = match &l.test {
-            Some(t) => format!("{label} · test: {t}"),
-            None => label,
-        };
-        // The lane shows the abbreviated command (what tells workers apart);
-        // the tooltip keeps it whole.
-        let shown = crate::analysis::wording::prose_command(p);
-        let shown = match p.ns_pid {
-            Some(ns) => format!("{} ({} in ns) {shown}", p.pid, ns.pid),
-            None => format!("{} {shown}", p.pid),
-        };
-        let shown = match &l.test {
-            Some(t) => format!("{} · {t}", p.pid),
-            None => shown,
-        };
-        let room = ((LABEL_W - 14.0 - l.depth.min(12) as f64 * 12.0) / 6.6) as usize;
-        let _ = write!(
-            o,
-            "<text class=\"label\" x=\"{:.1}\" y=\"{:.1}\"><title>{}</title>{}</text>",
-            6.0 + l.depth.min(12) as f64 * 12.0,
-            yc + 4.0,
-            esc(&format!(
-                "{label}{}",
-                if p.in_run { "" } else { " (outside the run)" }
-            )),
-            esc(&marks::cut(&shown, room))
-        );
-        let xs = sc.x(l.key.1.max(t0));
-        let xe = match (l.end, l.class) {
-            (Some(t), _) => sc.x(t),
-            _ => LABEL_W + PLOT_W + RIGHT / 2.0,
-        };
-        let life = match l.class {
-            EndClass::Leak | EndClass::Unknown => "life open",
-            _ => "life",
-        };
-        let _ = write!(
-            o,
-            "<line class=\"{life}\" x1=\"{xs:.1}\" y1=\"{yc:.1}\" x2=\"{xe:.1}\" y2=\"{yc:.1}\"/>"
-        );
-        if l.key.1 >= t0 {
-            let _ = write!(
-                o,
-                "<circle class=\"spawn\" cx=\"{xs:.1}\" cy=\"{yc:.1}\" r=\"3\"/>"
-            );
-        }
-        marks::end_mark(&mut o, l, xe, yc);
-        o.push_str("</g>\n");
     }
-    for (t, reason) in &snaps {
+    let label = match p.ns_pid {
+        Some(ns) => format!("{} ({} in ns) {}", p.pid, ns.pid, p.command),
+        None => format!("{} {}", p.pid, p.command),
+    };
+    // The test it ran, first on the lane: what a reader looks for.
+    let label = match &l.test {
+        Some(t) => format!("{label} · test: {t}"),
+        None => label,
+    };
+    // The lane shows the abbreviated command (what tells workers apart);
+    // the tooltip keeps it whole.
+    let shown = crate::analysis::wording::prose_command(p);
+    let shown = match p.ns_pid {
+        Some(ns) => format!("{} ({} in ns) {shown}", p.pid, ns.pid),
+        None => format!("{} {shown}", p.pid),
+    };
+    let shown = match &l.test {
+        Some(t) => format!("{} · {t}", p.pid),
+        None => shown,
+    };
+    let room = ((LABEL_W - 14.0 - l.depth.min(12) as f64 * 12.0) / 6.6) as usize;
+    let _ = write!(
+        o,
+        "<text class=\"label\" x=\"{:.1}\" y=\"{:.1}\"><title>{}</title>{}</text>",
+        6.0 + l.depth.min(12) as f64 * 12.0,
+        yc + 4.0,
+        esc(&format!(
+            "{label}{}",
+            if p.in_run { "" } else { " (outside the run)" }
+        )),
+        esc(&marks::cut(&shown, room))
+    );
+    let xs = sc.x(l.key.1.max(t0));
+    let xe = match (l.end, l.class) {
+        (Some(t), _) => sc.x(t),
+        _ => LABEL_W + PLOT_W + RIGHT / 2.0,
+    };
+    let life = match l.class {
+        EndClass::Leak | EndClass::Unknown => "life open",
+        _ => "life",
+    };
+    let _ = write!(
+        o,
+        "<line class=\"{life}\" x1=\"{xs:.1}\" y1=\"{yc:.1}\" x2=\"{xe:.1}\" y2=\"{yc:.1}\"/>"
+    );
+    if l.key.1 >= t0 {
+        let _ = write!(
+            o,
+            "<circle class=\"spawn\" cx=\"{xs:.1}\" cy=\"{yc:.1}\" r=\"3\"/>"
+        );
+    }
+    marks::end_mark(o, l, xe, yc);
+    o.push_str("</g>\n");
+}
+
+/// A vertical line across every lane at each snapshot, with its reason.
+fn draw_snapshots(o: &mut String, snaps: &[(u64, String)], sc: &Scale, height: f64) {
+    for (t, reason) in snaps {
         let x = sc.x(*t);
         let _ = writeln!(
             o,
@@ -240,9 +281,17 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
             esc(reason)
         );
     }
+}
 
-    // Arrows: those of one call (same sender, same call, same pixel) fan
-    // out from one dot, so a process-group kill reads as one act.
+/// Arrows: those of one call (same sender, same call, same pixel) fan
+/// out from one dot, so a process-group kill reads as one act. Returns how
+/// many arrows had both ends on a lane (drawn or counted past [`MAX_ARROWS`]).
+fn draw_arrows(
+    o: &mut String,
+    arrows: &BTreeMap<u64, Arrow>,
+    y: &impl Fn(&Key) -> Option<f64>,
+    sc: &Scale,
+) -> usize {
     let mut drawn = 0;
     let mut calls: BTreeMap<(Key, i64), usize> = BTreeMap::new();
     let mut body = String::new();
@@ -297,7 +346,17 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
         }
     }
     o.push_str(&body);
-    for (k, t, title) in &kernel_marks {
+    drawn
+}
+
+/// A lightning mark on the victim's lane for each signal the kernel raised.
+fn draw_kernel_marks(
+    o: &mut String,
+    kernel_marks: &[(Key, u64, String)],
+    y: &impl Fn(&Key) -> Option<f64>,
+    sc: &Scale,
+) {
+    for (k, t, title) in kernel_marks {
         if let Some(yc) = y(k) {
             let x = sc.x(*t);
             let _ = writeln!(
@@ -310,6 +369,16 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
             );
         }
     }
+}
+
+/// A crossed circle on the sender's lane for each near miss, up to
+/// [`MAX_MISSES`]; returns how many were counted instead of drawn.
+fn draw_misses(
+    o: &mut String,
+    misses: &[Miss<'_>],
+    y: &impl Fn(&Key) -> Option<f64>,
+    sc: &Scale,
+) -> usize {
     let mut missed = 0;
     for (i, (sender, t, title)) in misses.iter().enumerate() {
         let Some(yc) = y(&key(sender)) else { continue };
@@ -327,8 +396,11 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
             esc(title)
         );
     }
-    o.push_str("</svg>\n");
+    missed
+}
 
+/// The sentence under the picture: what it does not show, and why.
+fn left_out(r: &Report, lanes: &[Lane], dropped: usize, drawn: usize, missed: usize) -> String {
     let mut left_out = Vec::new();
     let shown = lanes.iter().filter(|l| l.proc.in_run).count();
     let rest = r.run.processes.saturating_sub(shown);
@@ -355,5 +427,5 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
     if missed > 0 {
         left_out.push(format!("{missed} near misses not drawn"));
     }
-    (o, left_out.join("; "))
+    left_out.join("; ")
 }
