@@ -33,6 +33,8 @@ struct Arrow {
 
 /// A near miss drawn on its sender's lane: (sender, time, tooltip).
 type Miss<'a> = (&'a ProcRef, u64, String);
+/// A signal the kernel raised, marked on the victim's lane: (lane, time, tooltip).
+type KernelMark = (Key, u64, String);
 
 /// The SVG and a sentence about what was left out (empty when nothing was).
 pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
@@ -78,9 +80,9 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
 /// Signals: every signal the certified victims received, plus the
 /// signals crossing the run's boundary, once each (by sequence number).
 /// Those the kernel raised are marks on the victim's lane, not arrows.
-fn signal_arrows(r: &Report, lanes: &[Lane]) -> (BTreeMap<u64, Arrow>, Vec<(Key, u64, String)>) {
+fn signal_arrows(r: &Report, lanes: &[Lane]) -> (BTreeMap<u64, Arrow>, Vec<KernelMark>) {
     let mut arrows: BTreeMap<u64, Arrow> = BTreeMap::new();
-    let mut kernel_marks: Vec<(Key, u64, String)> = Vec::new();
+    let mut kernel_marks: Vec<KernelMark> = Vec::new();
     for c in r.analysis.shown_certificates() {
         let to = key(&c.victim.process);
         let class = lanes
@@ -206,7 +208,7 @@ fn draw_lane(o: &mut String, i: usize, l: &Lane, sc: &Scale, t0: u64, width: f64
         p.pid,
         p.start
     );
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         let _ = write!(
             o,
             "<rect class=\"stripe\" x=\"0\" y=\"{:.1}\" width=\"{width}\" height=\"{LANE_H}\"/>",
@@ -352,7 +354,7 @@ fn draw_arrows(
 /// A lightning mark on the victim's lane for each signal the kernel raised.
 fn draw_kernel_marks(
     o: &mut String,
-    kernel_marks: &[(Key, u64, String)],
+    kernel_marks: &[KernelMark],
     y: &impl Fn(&Key) -> Option<f64>,
     sc: &Scale,
 ) {
