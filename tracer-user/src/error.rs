@@ -53,6 +53,12 @@ pub enum TracerError {
         of: usize,
         reason: String,
     },
+    #[error("--tests: cannot write the test integrations into a private directory in {path}: {source}; set TMPDIR to a directory only root can write, or run without --tests")]
+    TestsDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot write {path}: {source}")]
     Output {
         path: PathBuf,

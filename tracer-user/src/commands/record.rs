@@ -14,7 +14,9 @@ use crate::{
     outdir::{OutDir, Policy},
     redact::Redactor,
     run::{
-        event_loop, header, leaks,
+        event_loop, header,
+        inject::Injected,
+        leaks,
         options::CaptureOptions,
         run_as::{RunAs, SudoEnv},
         run_cgroup::RunCgroup,
@@ -110,7 +112,17 @@ async fn record(
     let tracer_tgid = getpid().as_raw() as u32;
     let capture = load(args, &run_as, &redactor, tracer_tgid)?;
     phase(t0, "loaded and attached");
-    let (mut session, header, junit) = open_session(args, &run_as, capture, redactor)?;
+    // Removed when the run is over (dropped as `record` returns).
+    let injected = match args.capture.tests {
+        true => Some(Injected::prepare(run_as.owner())?),
+        false => None,
+    };
+    let env_changes = injected
+        .as_ref()
+        .map(Injected::changes)
+        .unwrap_or_default();
+    let (mut session, header, junit) =
+        open_session(args, &run_as, capture, redactor, env_changes)?;
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
     // and their zombies are ours to reap.
@@ -138,6 +150,7 @@ async fn record(
             detach,
             cgroup: run_cgroup.as_ref().map(|c| c.procs_c().to_owned()),
             withhold_env: withheld_env(&args.report),
+            set_env: injected.as_ref().map(Injected::vars).unwrap_or_default(),
         },
     );
     phase(t0, "command spawned");
@@ -216,6 +229,7 @@ fn open_session(
     run_as: &RunAs,
     capture: capture::Capture,
     redactor: Redactor,
+    env_changes: Vec<eventlog::EnvChange>,
 ) -> Result<
     (
         Session,
@@ -240,6 +254,7 @@ fn open_session(
         args.capture.ring_buffer_size,
     );
     header.command_user = Some(run_as.describe());
+    header.env_changes = env_changes;
     redactor.header(&mut header);
     let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
     if let Some((uid, gid)) = run_as.owner() {

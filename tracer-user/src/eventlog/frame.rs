@@ -49,6 +49,28 @@ pub struct Header {
     /// when it started (docs/event-log.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<super::CiContext>,
+    /// Record mode with `--tests`: every variable tracer changed in the
+    /// command's environment to load its test integrations, in the order
+    /// made. Empty (absent): the environment was passed on as given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_changes: Vec<EnvChange>,
+}
+
+/// One variable of the command's environment that tracer changed
+/// (`--tests`): what it was, how, and what the command got.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct EnvChange {
+    /// The variable, e.g. `PYTEST_PLUGINS`.
+    pub var: String,
+    /// `set` (it was unset or empty), `appended` (tracer's part after the
+    /// old value), `prepended` (before it).
+    pub how: String,
+    /// The value before (absent: unset), as the command would have had it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old: Option<String>,
+    /// The value the command got.
+    pub new: String,
 }
 
 /// A pid namespace: its depth (the host's is 0) and inode number, as

@@ -241,7 +241,7 @@ pub fn stream_from(file: impl Read, path: &Path, sink: &mut impl Sink) -> Result
             }
         }
         match parse_record(&line) {
-            Ok(Record::Header(h)) if header.is_none() => header = Some(h),
+            Ok(Record::Header(h)) if header.is_none() => header = Some(*h),
             Ok(Record::Trailer(t)) => trailer = Some(t),
             Ok(rec) if header.is_some() => sink.record(header.as_ref().expect("checked"), rec),
             Ok(_) => {

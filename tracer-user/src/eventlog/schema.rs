@@ -1,7 +1,7 @@
 //! Serde types for every line of `events.ndjson`.
 use serde::{Deserialize, Serialize};
 
-pub use super::frame::{Header, HookStatus, NsPid, PidNamespace, Trailer};
+pub use super::frame::{EnvChange, Header, HookStatus, NsPid, PidNamespace, Trailer};
 pub use super::loss::{Loss, LossReason};
 
 /// Bumped on any incompatible change; readers refuse newer versions.
@@ -11,7 +11,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
-    Header(Header),
+    /// Boxed: one per log, and the largest record by far.
+    Header(Box<Header>),
     Fork(Fork),
     Exec(Exec),
     Exit(Exit),

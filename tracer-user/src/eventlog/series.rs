@@ -330,7 +330,7 @@ fn first_header(file: &File) -> Result<Header, String> {
         .read_until(b'\n', &mut line)
         .map_err(|e| e.to_string())?;
     match parse_record(&line) {
-        Ok(Record::Header(h)) => Ok(h),
+        Ok(Record::Header(h)) => Ok(*h),
         _ => Err("its first line is not an event log header: ignored".into()),
     }
 }

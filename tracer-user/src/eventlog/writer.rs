@@ -62,7 +62,7 @@ impl LogWriter {
             too_large: 0,
             cut_to_fit: 0,
         };
-        w.line(&Record::Header(header.clone()));
+        w.line(&Record::Header(Box::new(header.clone())));
         w.flush();
         w
     }

@@ -388,6 +388,14 @@ pub fn open_regular<Fd: AsFd>(dir: Fd, path: &Path) -> io::Result<File> {
 
 /// `.NAME.<16 random hex>.tmp`: a name the command cannot guess in advance.
 fn temp_name(name: &str) -> io::Result<std::ffi::OsString> {
+    let hex = random_hex()?;
+    Ok(OsStr::from_bytes(format!(".{name}.{hex}.tmp").as_bytes()).to_owned())
+}
+
+/// 16 hex digits from the kernel's random pool: the unguessable part of
+/// a name tracer creates where others may look (a temp file here, the
+/// `--tests` directory in /tmp).
+pub fn random_hex() -> io::Result<String> {
     let mut bytes = [0u8; 8];
     let mut got = 0;
     while got < bytes.len() {
@@ -402,8 +410,7 @@ fn temp_name(name: &str) -> io::Result<std::ffi::OsString> {
         }
         got += n as usize;
     }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(OsStr::from_bytes(format!(".{name}.{hex}.tmp").as_bytes()).to_owned())
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Refuse a directory others could write into (see [`Policy`]).

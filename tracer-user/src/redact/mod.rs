@@ -314,8 +314,15 @@ impl Redactor {
             command_user: _,
             redactions,
             ci,
+            env_changes,
         } = h;
         self.strings(command);
+        // A PYTHONPATH or NODE_OPTIONS the job set may carry what a
+        // pattern masks (a token in a path, an option's value).
+        for c in env_changes {
+            self.opt(&mut c.old);
+            self.string(&mut c.new);
+        }
         if let Some(ci) = ci {
             for v in ci.values_mut() {
                 self.opt(v);

@@ -108,6 +108,7 @@ fn header() -> Header {
         command_user: Some("hunter (uid 1000)".into()),
         redactions: 0,
         ci: None,
+        env_changes: Vec::new(),
     }
 }
 

@@ -55,6 +55,21 @@ pub struct RunFacts {
     /// attempt), as the CI system's environment said when it started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ci: Option<crate::eventlog::CiContext>,
+    /// Record mode with `--tests`: every variable tracer changed in the
+    /// command's environment (absent: none; docs/report.md, "Which test").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_changes: Vec<crate::eventlog::EnvChange>,
+}
+
+/// One `--tests` change in words, as report.md and report.html list them:
+/// `PYTHONPATH` `/src` → `/tmp/tracer-tests-…:/src` (prepended); `value`
+/// is the format's escaper for the variable and its values.
+pub(super) fn env_change_phrase(
+    c: &crate::eventlog::EnvChange,
+    value: impl Fn(&str) -> String,
+) -> String {
+    let old = c.old.as_deref().map_or_else(|| "unset".to_string(), &value);
+    format!("{} {old} → {} ({})", value(&c.var), value(&c.new), c.how)
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

@@ -195,6 +195,7 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         hooks_missing,
         pid_namespace: h.pid_namespace,
         ci: h.ci.clone(),
+        env_changes: h.env_changes.clone(),
     };
     let log_facts = LogFacts {
         events: log.events,

@@ -117,10 +117,10 @@ impl<'r> Folded<'r> {
     }
 
     fn masked(&self, header: &Header) -> Header {
-        let mut rec = Record::Header(header.clone());
+        let mut rec = Record::Header(Box::new(header.clone()));
         self.redactor.record(&mut rec);
         match rec {
-            Record::Header(h) => h,
+            Record::Header(h) => *h,
             _ => unreachable!("a header stays a header"),
         }
     }

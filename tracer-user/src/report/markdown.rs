@@ -43,6 +43,19 @@ pub(super) fn render(r: &Report) -> String {
         let _ = writeln!(o, "{}\n", md::inline(&line));
     }
     let _ = writeln!(o, "{}  ", run_line(r));
+    if !r.run.env_changes.is_empty() {
+        let changes: Vec<String> = r
+            .run
+            .env_changes
+            .iter()
+            .map(|c| super::facts::env_change_phrase(c, md::code))
+            .collect();
+        let _ = writeln!(
+            o,
+            "**Environment changed by tracer (--tests):** {}  ",
+            changes.join("; ")
+        );
+    }
     let _ = writeln!(o, "{}  ", loss_line(r));
     if !r.run.hooks_missing.is_empty() {
         let _ = writeln!(

@@ -41,6 +41,7 @@ pub fn header(
         command_user: None,
         redactions: 0,
         ci: crate::eventlog::CiContext::from_env(),
+        env_changes: Vec::new(),
     }
 }
 

@@ -1,10 +1,12 @@
 //! The runtime: what runs while a command or a CI job is watched — the
 //! capture session, the supervisor, leaks, the terminal, privilege
-//! dropping, last words, the watchdog and the run's cgroup.
+//! dropping, last words, the watchdog, the run's cgroup and the test
+//! integrations `--tests` hands the command (`inject/`).
 pub mod clock;
 pub mod crash_maps;
 pub mod event_loop;
 pub mod header;
+pub mod inject;
 pub mod interpreter;
 pub mod last_words;
 pub mod leaks;

@@ -26,6 +26,13 @@ pub struct CaptureOptions {
     /// kernel offsets) to stderr; also on with TRACER_LOG=debug.
     #[arg(long)]
     pub debug_ebpf: bool,
+    /// Name the tests: hand the command tracer's test-runner integrations
+    /// (a pytest plugin), written into a private directory for the run and
+    /// loaded through the runners' own variables (PYTEST_PLUGINS,
+    /// PYTHONPATH), each joined to the value it had. The report header
+    /// lists every change (docs/report.md, "Which test").
+    #[arg(long)]
+    pub tests: bool,
 }
 
 impl CaptureOptions {

@@ -29,6 +29,8 @@ pub struct Spawn {
     /// Variables of tracer's environment the command does not get (the
     /// OTLP export's header secrets, when tracer exports).
     pub withhold_env: &'static [&'static str],
+    /// Variables the command gets in place of tracer's (`--tests`).
+    pub set_env: Vec<(&'static str, std::ffi::OsString)>,
 }
 
 /// Spawn CMD with the kernel adopting the tracer's next child, so the command
@@ -47,6 +49,7 @@ pub fn spawn_adopted(
     for var in how.withhold_env {
         cmd.env_remove(var);
     }
+    cmd.envs(how.set_env.iter().map(|(k, v)| (k, v)));
     run_as.set_env(&mut cmd);
     let child_creds = run_as.clone();
     let child_nofile = nofile::for_child();

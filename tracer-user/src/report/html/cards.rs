@@ -73,6 +73,20 @@ pub(super) fn run_facts(o: &mut String, r: &Report) {
             )),
         );
     }
+    if !run.env_changes.is_empty() {
+        let changes: Vec<String> = run
+            .env_changes
+            .iter()
+            .map(|c| {
+                super::super::facts::env_change_phrase(c, |v| format!("<code>{}</code>", esc(v)))
+            })
+            .collect();
+        row(
+            o,
+            "environment changed by tracer (--tests)",
+            &changes.join("<br>"),
+        );
+    }
     if let Some(s) = &run.command_status {
         row(o, "ended", &esc(&w::status_phrase(s)));
     }

@@ -131,9 +131,20 @@ impl Suite {
 
     /// The suite without tracer and without its kill: it must pass.
     pub(crate) fn passes_without_the_kill(&self, argv: &[&str]) -> Duration {
+        self.passes_without_the_kill_env(argv, &[]).0
+    }
+
+    /// As `passes_without_the_kill`, with `env` on top of the suite's; the
+    /// wall time and the runner's output.
+    pub(crate) fn passes_without_the_kill_env(
+        &self,
+        argv: &[&str],
+        env: &[(&str, String)],
+    ) -> (Duration, Output) {
         let started = Instant::now();
-        let out = self
-            .command(argv_command(argv), false)
+        let mut cmd = self.command(argv_command(argv), false);
+        let out = cmd
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .output()
             .unwrap_or_else(|e| panic!("run {argv:?}: {e}"));
         assert!(
@@ -142,17 +153,31 @@ impl Suite {
             out.status,
             both(&out)
         );
-        started.elapsed()
+        (started.elapsed(), out)
     }
 
     /// `tracer record [extra...] -- argv` on the suite, its kill on; the
     /// wall time.
     pub(crate) fn record(&self, extra: &[&str], argv: &[&str]) -> (Recorded, Duration) {
+        self.record_env(extra, argv, &[])
+    }
+
+    /// As `record`, with `env` on top of the suite's.
+    pub(crate) fn record_env(
+        &self,
+        extra: &[&str],
+        argv: &[&str],
+        env: &[(&str, String)],
+    ) -> (Recorded, Duration) {
         require_root();
         let out = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let cmd = record_command(out.path(), extra, argv);
-        let output = self.command(cmd, true).output().expect("run tracer");
+        let output = self
+            .command(cmd, true)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .expect("run tracer");
         let took = started.elapsed();
         (Recorded::read(out, output), took)
     }

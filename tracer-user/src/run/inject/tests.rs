@@ -1,0 +1,319 @@
+use std::{collections::HashMap, ffi::OsString, os::unix::ffi::OsStringExt, path::Path};
+
+use super::*;
+
+fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+    let m: HashMap<String, OsString> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), OsString::from(v)))
+        .collect();
+    move |k| m.get(k).cloned()
+}
+
+fn planned(p: &[Planned]) -> Vec<(&str, String, &str)> {
+    p.iter()
+        .map(|p| {
+            (
+                p.var,
+                p.value.to_string_lossy().into_owned(),
+                p.change.how.as_str(),
+            )
+        })
+        .collect()
+}
+
+const DIR: &str = "/tmp/tracer-tests-0123456789abcdef";
+
+/// With nothing set, pytest's two variables are set, in table order, and
+/// the header's record says they were unset.
+#[test]
+fn an_empty_environment_gets_the_pytest_plugin() {
+    let p = plan(INTEGRATIONS, Path::new(DIR), env(&[]));
+    assert_eq!(
+        planned(&p),
+        [
+            ("PYTEST_PLUGINS", "tracer_pytest".into(), "set"),
+            ("PYTHONPATH", DIR.into(), "set"),
+        ]
+    );
+    assert!(p.iter().all(|p| p.change.old.is_none()));
+}
+
+/// The job's own plugins and paths stay, in their order, with tracer's
+/// joined as each runner reads the variable; the header keeps the old
+/// values beside the new.
+#[test]
+fn existing_values_are_kept_and_joined() {
+    let p = plan(
+        INTEGRATIONS,
+        Path::new(DIR),
+        env(&[
+            ("PYTEST_PLUGINS", "myplugin,other.mod"),
+            ("PYTHONPATH", "/src:/lib with space"),
+        ]),
+    );
+    assert_eq!(
+        planned(&p),
+        [
+            (
+                "PYTEST_PLUGINS",
+                "myplugin,other.mod,tracer_pytest".into(),
+                "appended"
+            ),
+            (
+                "PYTHONPATH",
+                format!("{DIR}:/src:/lib with space"),
+                "prepended"
+            ),
+        ]
+    );
+    assert_eq!(p[0].change.old.as_deref(), Some("myplugin,other.mod"));
+    assert_eq!(p[1].change.old.as_deref(), Some("/src:/lib with space"));
+    assert_eq!(p[1].change.new, p[1].value.to_string_lossy());
+}
+
+/// Set but empty is unset to every runner: no empty entry is added (an
+/// empty PYTHONPATH entry would put the working directory on the path).
+#[test]
+fn an_empty_value_is_set_not_joined() {
+    assert_eq!(
+        join(Join::PathPrepend, Some("".as_ref()), DIR.as_ref()),
+        Some((OsString::from(DIR), "set"))
+    );
+    assert_eq!(
+        join(
+            Join::ListAppend,
+            Some("".as_ref()),
+            "tracer_pytest".as_ref()
+        ),
+        Some((OsString::from("tracer_pytest"), "set"))
+    );
+}
+
+/// A plugin the job already loads is not loaded twice; `a,` gets no
+/// second comma; a name that only contains tracer's is another name.
+#[test]
+fn list_append_adds_a_name_once() {
+    let add = "tracer_pytest".as_ref();
+    assert_eq!(
+        join(Join::ListAppend, Some("a,tracer_pytest".as_ref()), add),
+        None
+    );
+    assert_eq!(
+        join(Join::ListAppend, Some("a,".as_ref()), add),
+        Some((OsString::from("a,tracer_pytest"), "appended"))
+    );
+    assert_eq!(
+        join(Join::ListAppend, Some("tracer_pytest_x".as_ref()), add),
+        Some((OsString::from("tracer_pytest_x,tracer_pytest"), "appended"))
+    );
+    // pytest does not strip names: " tracer_pytest" is another module.
+    assert_eq!(
+        join(Join::ListAppend, Some(" tracer_pytest".as_ref()), add),
+        Some((OsString::from(" tracer_pytest,tracer_pytest"), "appended"))
+    );
+}
+
+/// Bytes that are not UTF-8 in a job's PYTHONPATH reach the command as
+/// they were; only the header's copy is lossy.
+#[test]
+fn values_are_bytes_not_text() {
+    let old = OsString::from_vec(b"/src/\xff".to_vec());
+    let (v, how) = join(Join::PathPrepend, Some(&old), DIR.as_ref()).unwrap();
+    assert_eq!(how, "prepended");
+    assert_eq!(v.into_vec(), [DIR.as_bytes(), b":/src/\xff"].concat());
+}
+
+/// A long old value reaches the command whole; the header keeps a
+/// bounded copy and says so.
+#[test]
+fn the_header_copy_is_bounded() {
+    let long = "/p".repeat(40_000);
+    let p = plan(INTEGRATIONS, Path::new(DIR), env(&[("PYTHONPATH", &long)]));
+    let py = p.iter().find(|p| p.var == "PYTHONPATH").unwrap();
+    assert_eq!(py.value.len(), DIR.len() + 1 + long.len());
+    let old = py.change.old.as_deref().unwrap();
+    assert!(old.len() < MAX_SHOWN + 40, "{}", old.len());
+    assert!(
+        old.ends_with("… (80000 bytes in all)"),
+        "{}",
+        &old[old.len() - 40..]
+    );
+}
+
+/// NODE_OPTIONS: tracer's `--require` after the job's options, its path
+/// quoted as Node reads a quoted value (a `"` or `\` escaped), so a
+/// space, quote or backslash in the path is one argument.
+#[test]
+fn node_options_append_a_quoted_require() {
+    let dir = Path::new("/tmp/a b\"c\\d");
+    let add = part(Part::Require("tracer-node.js"), dir);
+    assert_eq!(
+        add.to_string_lossy(),
+        r#"--require "/tmp/a b\"c\\d/tracer-node.js""#
+    );
+    assert_eq!(
+        join(
+            Join::NodeOptionsAppend,
+            Some("--max-old-space-size=4096".as_ref()),
+            &add
+        ),
+        Some((
+            OsString::from(format!(
+                "--max-old-space-size=4096 {}",
+                add.to_string_lossy()
+            )),
+            "appended"
+        ))
+    );
+    assert_eq!(
+        join(Join::NodeOptionsAppend, None, &add),
+        Some((add.clone(), "set"))
+    );
+}
+
+/// Two integrations on one variable join into one change, in table order
+/// (a second Node integration's NODE_OPTIONS, say): the header lists the
+/// variable once, with the first old value and the last new one.
+#[test]
+fn a_shared_variable_is_one_change() {
+    const TWO: &[Integration] = &[
+        Integration {
+            runner: "a",
+            files: &[],
+            env: &[Var {
+                name: "NODE_OPTIONS",
+                join: Join::NodeOptionsAppend,
+                part: Part::Require("a.js"),
+            }],
+        },
+        Integration {
+            runner: "b",
+            files: &[],
+            env: &[Var {
+                name: "NODE_OPTIONS",
+                join: Join::NodeOptionsAppend,
+                part: Part::Require("b.js"),
+            }],
+        },
+    ];
+    let p = plan(TWO, Path::new("/d"), env(&[("NODE_OPTIONS", "--x")]));
+    assert_eq!(p.len(), 1);
+    assert_eq!(
+        p[0].value.to_string_lossy(),
+        r#"--x --require "/d/a.js" --require "/d/b.js""#
+    );
+    assert_eq!(p[0].change.old.as_deref(), Some("--x"));
+    assert_eq!(p[0].change.how, "appended");
+}
+
+/// Every file an integration names is in the table once, and every
+/// `Require` names one of them.
+#[test]
+fn the_table_names_its_files_once() {
+    let mut names: Vec<&str> = INTEGRATIONS
+        .iter()
+        .flat_map(|i| i.files.iter().map(|f| f.0))
+        .collect();
+    let n = names.len();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), n);
+    for v in INTEGRATIONS.iter().flat_map(|i| i.env) {
+        if let Part::Require(f) = v.part {
+            assert!(names.contains(&f), "{f} is not an integration file");
+        }
+    }
+    // The pytest plugin's mark is the one labels/ parses.
+    let py = INTEGRATIONS[0].files[0].1;
+    assert!(py.contains(&format!("PREFIX = b\"{}\"", crate::labels::marks::PREFIX)));
+    assert!(py.contains(&format!("MARK_FD = 0x{:X}", tracer_common::MARK_FD)));
+    assert!(py.contains(&format!("MAX = {}", tracer_common::MARK_LEN)));
+}
+
+mod directory {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    use super::super::dir::open_base;
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// The directory is 0700 under the given TMPDIR, its files 0444 with
+    /// the table's text; removal takes what the command added (Python's
+    /// `__pycache__`, a link to a file outside) without following a link.
+    #[test]
+    fn made_private_and_removed_whole() {
+        let base = tempfile::tempdir().unwrap();
+        let outside = base.path().join("outside");
+        std::fs::write(&outside, "keep").unwrap();
+        let files = [("tracer_pytest.py", "print(1)\n"), ("b.js", "x")];
+        let d = IntegrationDir::create(&files, None, Some(base.path().as_os_str())).unwrap();
+        let path = d.path().to_owned();
+        assert_eq!(path.parent(), Some(base.path()));
+        assert!(path
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("tracer-tests-"));
+        assert_eq!(mode(&path), 0o700);
+        assert_eq!(mode(&path.join("b.js")), 0o444);
+        assert_eq!(
+            std::fs::read_to_string(path.join("tracer_pytest.py")).unwrap(),
+            "print(1)\n"
+        );
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.uid(), nix::unistd::Uid::effective().as_raw());
+        std::fs::create_dir_all(path.join("__pycache__/deeper")).unwrap();
+        std::fs::write(path.join("__pycache__/tracer_pytest.pyc"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, path.join("__pycache__/link")).unwrap();
+        std::os::unix::fs::symlink(base.path(), path.join("dirlink")).unwrap();
+        drop(d);
+        assert!(!path.exists());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+    }
+
+    /// Two runs never share a directory.
+    #[test]
+    fn each_run_has_its_own() {
+        let base = tempfile::tempdir().unwrap();
+        let a = IntegrationDir::create(&[], None, Some(base.path().as_os_str())).unwrap();
+        let b = IntegrationDir::create(&[], None, Some(base.path().as_os_str())).unwrap();
+        assert_ne!(a.path(), b.path());
+    }
+
+    /// A TMPDIR others may write into (and that is not sticky), or whose
+    /// path would not survive PYTHONPATH's `:`, is refused and /tmp used.
+    #[test]
+    fn an_unsafe_tmpdir_falls_back_to_tmp() {
+        let base = tempfile::tempdir().unwrap();
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let why = open_base(&open, false).unwrap_err();
+        assert!(why.contains("writable by others"), "{why}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(open_base(&open, false).is_ok(), "sticky, as /tmp");
+        let colon = base.path().join("a:b");
+        std::fs::create_dir(&colon).unwrap();
+        assert!(open_base(&colon, false).is_err());
+        let d = IntegrationDir::create(&[], None, Some(colon.as_os_str())).unwrap();
+        assert_eq!(d.path().parent(), Some(Path::new("/tmp")));
+        // Another user's command: never root's TMPDIR.
+        let owner = Some((
+            nix::unistd::Uid::from_raw(65534),
+            nix::unistd::Gid::from_raw(65534),
+        ));
+        let d =
+            IntegrationDir::create(&[("f", "x")], owner, Some(base.path().as_os_str())).unwrap();
+        assert_eq!(d.path().parent(), Some(Path::new("/tmp")));
+        let meta = std::fs::metadata(d.path()).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid(), mode(d.path())),
+            (65534, 65534, 0o700)
+        );
+    }
+}
