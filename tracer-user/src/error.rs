@@ -53,6 +53,8 @@ pub enum TracerError {
         of: usize,
         reason: String,
     },
+    #[error("daemon --tests: a daemon starts no command to hand the integrations to; load them in the job with one line (pytest: PYTHONPATH=<tracer>/integrations/pytest and -p tracer_pytest; docs/report.md, \"--tests\"), or wrap the step in `tracer record --tests`")]
+    TestsWithoutCommand,
     #[error("--tests: cannot write the test integrations into a private directory in {path}: {source}; set TMPDIR to a directory only root can write, or run without --tests")]
     TestsDir {
         path: PathBuf,
@@ -204,6 +206,7 @@ impl TracerError {
                 | Self::UserNeedsRoot(_)
                 | Self::SudoIdNotNumeric { .. }
                 | Self::FailOnDaemon(_)
+                | Self::TestsWithoutCommand
                 | Self::OutDir(crate::outdir::OutDirError::NotAFile { .. })
         )
     }

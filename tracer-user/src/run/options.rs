@@ -30,7 +30,8 @@ pub struct CaptureOptions {
     /// (a pytest plugin), written into a private directory for the run and
     /// loaded through the runners' own variables (PYTEST_PLUGINS,
     /// PYTHONPATH), each joined to the value it had. The report header
-    /// lists every change (docs/report.md, "Which test").
+    /// lists every change (docs/report.md, "Which test"). `record` only: a
+    /// daemon starts no command (its jobs load the plugin with one line).
     #[arg(long)]
     pub tests: bool,
 }

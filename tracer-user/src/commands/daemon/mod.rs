@@ -111,6 +111,12 @@ const RESCAN: Duration = Duration::from_secs(1);
 
 async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, TracerError> {
     fail_on::daemon_supports(&args.fail_on)?;
+    // The flag is a capture option (`record` and `daemon` share them), but
+    // only `record` starts the command whose environment it changes. The
+    // marks themselves work under a daemon: the one-line setup writes them.
+    if args.capture.tests {
+        return Err(TracerError::TestsWithoutCommand);
+    }
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
     let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;

@@ -311,3 +311,22 @@ fn with_tests_the_jobs_own_plugins_and_path_are_kept() {
     );
     assert!(c[1].new.ends_with(&format!(":{old_path}")), "{c:?}");
 }
+
+/// A daemon starts no command: `--tests` there is a usage error that says
+/// what to do, before anything is loaded or written.
+#[test]
+fn daemon_tests_is_refused_with_what_to_do() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = crate::common::tracer()
+        .args(["daemon", "--all", "--tests", "--output"])
+        .arg(out_dir.path().join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("daemon --tests") && err.contains("-p tracer_pytest"),
+        "{err}"
+    );
+    assert!(!out_dir.path().join("out").exists(), "nothing written");
+}
