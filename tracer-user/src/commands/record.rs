@@ -117,12 +117,8 @@ async fn record(
         true => Some(Injected::prepare(run_as.owner())?),
         false => None,
     };
-    let env_changes = injected
-        .as_ref()
-        .map(Injected::changes)
-        .unwrap_or_default();
-    let (mut session, header, junit) =
-        open_session(args, &run_as, capture, redactor, env_changes)?;
+    let env_changes = injected.as_ref().map(Injected::changes).unwrap_or_default();
+    let (mut session, header, junit) = open_session(args, &run_as, capture, redactor, env_changes)?;
 
     // Orphans of the run re-parent to us, not to init: they stay attributable
     // and their zombies are ours to reap.
