@@ -61,6 +61,34 @@ fn is_entry(s: &str) -> bool {
     ENTRY.contains(&s.split('(').next().unwrap_or(s))
 }
 
+/// The allocator's entry points and checks: how a heap corruption that
+/// glibc detects dies (`free` → `_int_free` → `malloc_printerr` →
+/// `abort`). Machinery only in an abort: a SIGSEGV in `free` is where
+/// the process faulted.
+const HEAP_CHECKS: &[&str] = &[
+    "free",
+    "cfree",
+    "__libc_free",
+    "_int_free",
+    "_int_free_merge_chunk",
+    "_int_free_create_chunk",
+    "malloc",
+    "__libc_malloc",
+    "_int_malloc",
+    "realloc",
+    "__libc_realloc",
+    "_int_realloc",
+    "calloc",
+    "__libc_calloc",
+    "malloc_consolidate",
+];
+
+fn is_heap_check(f: &CrashFrame) -> bool {
+    f.symbol
+        .as_deref()
+        .is_some_and(|s| HEAP_CHECKS.contains(&s.split('(').next().unwrap_or(s)))
+}
+
 fn is_machinery(f: &CrashFrame) -> bool {
     f.symbol.as_deref().is_some_and(|s| {
         // C++ names carry their parameters: `std::terminate()`.
@@ -84,13 +112,15 @@ pub(super) fn crash_ref(p: &Process, died_of: Option<i32>) -> Option<CrashRef> {
 
 pub(crate) fn reference(c: &CrashStack) -> CrashRef {
     let frames = &c.frames;
+    let abort = c.sig == tracer_common::signals::SIGABRT;
+    let folded = |f: &CrashFrame| is_machinery(f) || abort && is_heap_check(f);
     // The innermost run of machinery, with the unnamed frames inside it
     // (libc's local __pthread_kill_implementation has no exported name).
     let machinery = frames
         .iter()
-        .take_while(|f| is_machinery(f) || f.symbol.is_none())
+        .take_while(|f| folded(f) || f.symbol.is_none())
         .enumerate()
-        .filter(|(_, f)| is_machinery(f))
+        .filter(|(_, f)| folded(f))
         .map(|(i, _)| i + 1)
         .last()
         .unwrap_or(0);
