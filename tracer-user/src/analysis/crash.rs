@@ -245,3 +245,66 @@ pub fn completeness_words(c: &CrashRef) -> String {
         None => kind.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::reference;
+    use crate::eventlog::{CrashFrame, CrashStack, StackCompleteness, Stamp, Task};
+
+    fn stack(sig: i32, names: &[Option<&str>]) -> CrashStack {
+        CrashStack {
+            at: Stamp {
+                seq: 1,
+                t: 1,
+                time: String::new(),
+            },
+            task: Task {
+                pid: 1,
+                tid: 1,
+                start: 1,
+                comm: None,
+            },
+            sig,
+            signal: crate::eventlog::signal_name(sig),
+            code: None,
+            fault_addr: None,
+            completeness: StackCompleteness::Complete,
+            detail: None,
+            frames: names
+                .iter()
+                .map(|n| CrashFrame {
+                    symbol: n.map(str::to_string),
+                    module: Some("/lib/libc.so.6".into()),
+                    offset: Some(0x10),
+                    ..Default::default()
+                })
+                .collect(),
+            frames_left_out: 0,
+        }
+    }
+
+    /// glibc's heap check dies through free: in an abort its frames are
+    /// machinery (the double free's caller is where); a SIGSEGV in free
+    /// faulted there.
+    #[test]
+    fn the_allocator_folds_into_an_abort_only() {
+        let names = [
+            None,
+            Some("gsignal"),
+            Some("abort"),
+            None,
+            Some("__libc_free"),
+            Some("release_twice"),
+            Some("main"),
+        ];
+        let abort = reference(&stack(6, &names));
+        assert_eq!(abort.machinery, 5);
+        assert_eq!(abort.first_user_frame, Some(5));
+        assert!(abort
+            .clause
+            .starts_with("… 5 frames of abort machinery … ← release_twice"));
+        let segv = reference(&stack(11, &[Some("__libc_free"), Some("release_twice")]));
+        assert_eq!(segv.machinery, 0);
+        assert!(segv.clause.starts_with("__libc_free"), "{}", segv.clause);
+    }
+}

@@ -216,7 +216,10 @@ fn a_glibc_double_free_is_folded_and_names_the_function_that_freed_twice() {
             && h.contains("← main ("),
         "{h}\n{c:#?}"
     );
-    assert!(h.contains("double free"), "its last words: {h}");
+    // libc's free is named (`__libc_free`, .dynsym) and folded: how it
+    // died, not where (measured: 7 frames, 3 of them unnamed locals).
+    assert!(symbols(c).iter().any(|s| s.ends_with("free")), "{c:#?}");
+    assert!(!h.contains("_free") && !h.contains("← free"), "{h}");
 }
 
 #[test]
