@@ -213,6 +213,33 @@ pub(super) fn is_interpreter(comm: &str) -> bool {
     c.starts_with("python") || c == "node" || c == "nodejs" || c.starts_with("node-")
 }
 
+/// The native module an interpreter's crash fell in, when it is not the
+/// interpreter's own code: `libc.so.6`, `_ctypes.cpython-311-x86_64-linux-gnu.so
+/// (string_at)`. The fault's frame (past any abort machinery) must lie in
+/// a shared object that is not the interpreter (its executable,
+/// libpython, libnode): a crash in the interpreter itself names none.
+pub(super) fn native_module(c: &CrashRef) -> Option<String> {
+    let f = c.frames.get(c.first_user_frame.unwrap_or(0))?;
+    let name = basename(f.module.as_deref()?);
+    let own = ["python", "libpython", "node", "libnode"]
+        .iter()
+        .any(|p| name.starts_with(p));
+    if own || !(name.ends_with(".so") || name.contains(".so.")) {
+        return None;
+    }
+    Some(match &f.symbol {
+        Some(s) => format!("{name} ({s})"),
+        None => name.to_string(),
+    })
+}
+
+/// An interpreter's own words about its crash (Python's faulthandler,
+/// V8's `FATAL ERROR`): when its last words have them, they lead and the
+/// headline names no native module.
+pub(super) fn interpreter_said(last_words: &str) -> bool {
+    last_words.contains("Fatal Python error") || last_words.contains("FATAL ERROR")
+}
+
 /// One frame as the reports list it: `#0 parse_header (src/parse.c:42) —
 /// /usr/bin/parser+0x1170 [build id 24b4…]`, an inlined function marked.
 pub fn frame_line(i: usize, f: &CrashFrame) -> String {

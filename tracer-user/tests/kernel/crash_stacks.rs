@@ -212,8 +212,8 @@ fn a_glibc_double_free_is_folded_and_names_the_function_that_freed_twice() {
     assert_calls(c, &["abort", "release_twice", "main"]);
     let h = headline(&r);
     assert!(
-        h.contains("frames of abort machinery … ← release_twice (frees.c:")
-            && h.contains("← main ("),
+        h.contains("frames of abort machinery … ← release_twice (")
+            && h.contains("/frees.c:5) ← main ("),
         "{h}\n{c:#?}"
     );
     // libc's free is named (`__libc_free`, .dynsym) and folded: how it
@@ -676,4 +676,37 @@ fn a_stripped_binary_is_named_from_its_debug_file_found_by_build_id() {
     assert!(top.file.as_deref().unwrap().ends_with("split.c"), "{c:#?}");
     assert_eq!(top.line, Some(6), "{c:#?}");
     assert_eq!(top.module.as_deref(), bin.to_str(), "{c:#?}");
+}
+
+/// Python's `ctypes.string_at(0)` faults in libc (strlen, under ctypes):
+/// the interpreter's headline stays its own and names the native module
+/// the fault fell in; with faulthandler on, Python's own words lead
+/// (its last words quote "Fatal Python error") and no module is named.
+#[test]
+fn a_python_native_crash_names_its_module_unless_faulthandler_speaks() {
+    if !have("python3") {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let cmd = ["python3", "-c", "import ctypes; ctypes.string_at(0)"];
+    let r = record(&[], &cmd);
+    assert_eq!(r.code(), Some(139), "{}", r.stderr());
+    let h = headline(&r);
+    assert!(
+        h.contains("crashed: SIGSEGV (SEGV_MAPERR)") && h.contains(", in native module libc.so.6"),
+        "{h}\n{:#?}",
+        the_crash(&r)
+    );
+    let r = record_env(&[], &cmd, &[("PYTHONFAULTHANDLER", "1")]);
+    assert_eq!(r.code(), Some(139), "{}", r.stderr());
+    let h = headline(&r);
+    assert!(!h.contains("native module"), "{h}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.path("report.json")).unwrap()).unwrap();
+    assert!(
+        json["certificates"][0]
+            .to_string()
+            .contains("Fatal Python error"),
+        "{json:#}"
+    );
 }
