@@ -9,6 +9,7 @@ use clap::{
 use crate::{
     commands::{
         daemon::{self, DaemonArgs},
+        parse_crash::{self, ParseCrashArgs},
         record::{self, RecordArgs},
         report::{self, ReportArgs},
         summarize::{self, SummarizeArgs},
@@ -52,6 +53,10 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Fold many runs' report.json into death signatures (docs/summarize.md).
     Summarize(SummarizeArgs),
+    /// Internal: the confined child tracer parses crashed processes'
+    /// modules in (symbolize/sandbox.rs).
+    #[command(name = "__parse-crash-stacks", hide = true)]
+    ParseCrashStacks(ParseCrashArgs),
 }
 
 /// tracer's own log (warnings and `--debug-ebpf`'s records) on stderr, at
@@ -68,6 +73,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
         Command::Report(args) => report::run(&args),
         Command::Daemon(args) => daemon::run(&args),
         Command::Summarize(args) => summarize::run(&args),
+        Command::ParseCrashStacks(args) => parse_crash::run(&args),
     }
 }
 
@@ -157,5 +163,21 @@ mod tests {
                     .to_string();
             assert!(err.contains("one of: kill_syscalls,"), "{typo}: {err}");
         }
+    }
+
+    /// The parse child's command line, as `symbolize::sandbox` spells it,
+    /// is this hidden subcommand (a rename on one side only would leave
+    /// every crash "symbolisation failed").
+    #[test]
+    fn the_parse_childs_command_line_parses() {
+        use crate::symbolize::sandbox::SUBCOMMAND;
+        let args = ["tracer", SUBCOMMAND, "--uid", "65534", "--gid", "65534"];
+        let cli = Cli::try_parse_from(args.iter().chain(&["--fds", "3,7"])).unwrap();
+        match cli.command {
+            super::Command::ParseCrashStacks(a) => assert_eq!(a.fds, [3, 7]),
+            other => panic!("{other:?}"),
+        }
+        // A crash in no readable module hands over no memfd: no --fds.
+        assert!(parses(&args));
     }
 }

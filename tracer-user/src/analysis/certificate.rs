@@ -341,7 +341,24 @@ impl<'c, 'm> Death<'c, 'm> {
                 format!("died of {sig}{fault} in {}{handled}{core}", c.clause)
             }
             Some(c) => format!("{summary}, in {}", c.clause),
-            None => summary,
+            // An interpreter's native stack is its own machinery, but a
+            // crash in a native module (an extension, libc under ctypes)
+            // is named by that module, unless the interpreter's own words
+            // say more.
+            None => match crash.filter(|_| interpreter) {
+                Some(c)
+                    if !self
+                        .p
+                        .last_words()
+                        .is_some_and(|l| super::crash::interpreter_said(&l.text)) =>
+                {
+                    match super::crash::native_module(c) {
+                        Some(m) => format!("{summary}, in native module {m}"),
+                        None => summary,
+                    }
+                }
+                _ => summary,
+            },
         }
     }
 

@@ -61,6 +61,34 @@ fn is_entry(s: &str) -> bool {
     ENTRY.contains(&s.split('(').next().unwrap_or(s))
 }
 
+/// The allocator's entry points and checks: how a heap corruption that
+/// glibc detects dies (`free` → `_int_free` → `malloc_printerr` →
+/// `abort`). Machinery only in an abort: a SIGSEGV in `free` is where
+/// the process faulted.
+const HEAP_CHECKS: &[&str] = &[
+    "free",
+    "cfree",
+    "__libc_free",
+    "_int_free",
+    "_int_free_merge_chunk",
+    "_int_free_create_chunk",
+    "malloc",
+    "__libc_malloc",
+    "_int_malloc",
+    "realloc",
+    "__libc_realloc",
+    "_int_realloc",
+    "calloc",
+    "__libc_calloc",
+    "malloc_consolidate",
+];
+
+fn is_heap_check(f: &CrashFrame) -> bool {
+    f.symbol
+        .as_deref()
+        .is_some_and(|s| HEAP_CHECKS.contains(&s.split('(').next().unwrap_or(s)))
+}
+
 fn is_machinery(f: &CrashFrame) -> bool {
     f.symbol.as_deref().is_some_and(|s| {
         // C++ names carry their parameters: `std::terminate()`.
@@ -84,13 +112,15 @@ pub(super) fn crash_ref(p: &Process, died_of: Option<i32>) -> Option<CrashRef> {
 
 pub(crate) fn reference(c: &CrashStack) -> CrashRef {
     let frames = &c.frames;
+    let abort = c.sig == tracer_common::signals::SIGABRT;
+    let folded = |f: &CrashFrame| is_machinery(f) || abort && is_heap_check(f);
     // The innermost run of machinery, with the unnamed frames inside it
     // (libc's local __pthread_kill_implementation has no exported name).
     let machinery = frames
         .iter()
-        .take_while(|f| is_machinery(f) || f.symbol.is_none())
+        .take_while(|f| folded(f) || f.symbol.is_none())
         .enumerate()
-        .filter(|(_, f)| is_machinery(f))
+        .filter(|(_, f)| folded(f))
         .map(|(i, _)| i + 1)
         .last()
         .unwrap_or(0);
@@ -183,6 +213,33 @@ pub(super) fn is_interpreter(comm: &str) -> bool {
     c.starts_with("python") || c == "node" || c == "nodejs" || c.starts_with("node-")
 }
 
+/// The native module an interpreter's crash fell in, when it is not the
+/// interpreter's own code: `libc.so.6`, `_ctypes.cpython-311-x86_64-linux-gnu.so
+/// (string_at)`. The fault's frame (past any abort machinery) must lie in
+/// a shared object that is not the interpreter (its executable,
+/// libpython, libnode): a crash in the interpreter itself names none.
+pub(super) fn native_module(c: &CrashRef) -> Option<String> {
+    let f = c.frames.get(c.first_user_frame.unwrap_or(0))?;
+    let name = basename(f.module.as_deref()?);
+    let own = ["python", "libpython", "node", "libnode"]
+        .iter()
+        .any(|p| name.starts_with(p));
+    if own || !(name.ends_with(".so") || name.contains(".so.")) {
+        return None;
+    }
+    Some(match &f.symbol {
+        Some(s) => format!("{name} ({s})"),
+        None => name.to_string(),
+    })
+}
+
+/// An interpreter's own words about its crash (Python's faulthandler,
+/// V8's `FATAL ERROR`): when its last words have them, they lead and the
+/// headline names no native module.
+pub(super) fn interpreter_said(last_words: &str) -> bool {
+    last_words.contains("Fatal Python error") || last_words.contains("FATAL ERROR")
+}
+
 /// One frame as the reports list it: `#0 parse_header (src/parse.c:42) —
 /// /usr/bin/parser+0x1170 [build id 24b4…]`, an inlined function marked.
 pub fn frame_line(i: usize, f: &CrashFrame) -> String {
@@ -213,5 +270,68 @@ pub fn completeness_words(c: &CrashRef) -> String {
     match &c.detail {
         Some(d) => format!("{kind}: {d}"),
         None => kind.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reference;
+    use crate::eventlog::{CrashFrame, CrashStack, StackCompleteness, Stamp, Task};
+
+    fn stack(sig: i32, names: &[Option<&str>]) -> CrashStack {
+        CrashStack {
+            at: Stamp {
+                seq: 1,
+                t: 1,
+                time: String::new(),
+            },
+            task: Task {
+                pid: 1,
+                tid: 1,
+                start: 1,
+                comm: None,
+            },
+            sig,
+            signal: crate::eventlog::signal_name(sig),
+            code: None,
+            fault_addr: None,
+            completeness: StackCompleteness::Complete,
+            detail: None,
+            frames: names
+                .iter()
+                .map(|n| CrashFrame {
+                    symbol: n.map(str::to_string),
+                    module: Some("/lib/libc.so.6".into()),
+                    offset: Some(0x10),
+                    ..Default::default()
+                })
+                .collect(),
+            frames_left_out: 0,
+        }
+    }
+
+    /// glibc's heap check dies through free: in an abort its frames are
+    /// machinery (the double free's caller is where); a SIGSEGV in free
+    /// faulted there.
+    #[test]
+    fn the_allocator_folds_into_an_abort_only() {
+        let names = [
+            None,
+            Some("gsignal"),
+            Some("abort"),
+            None,
+            Some("__libc_free"),
+            Some("release_twice"),
+            Some("main"),
+        ];
+        let abort = reference(&stack(6, &names));
+        assert_eq!(abort.machinery, 5);
+        assert_eq!(abort.first_user_frame, Some(5));
+        assert!(abort
+            .clause
+            .starts_with("… 5 frames of abort machinery … ← release_twice"));
+        let segv = reference(&stack(11, &[Some("__libc_free"), Some("release_twice")]));
+        assert_eq!(segv.machinery, 0);
+        assert!(segv.clause.starts_with("__libc_free"), "{}", segv.clause);
     }
 }

@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod fail_on;
 pub mod output;
+pub mod parse_crash;
 pub mod record;
 pub mod report;
 pub mod summarize;

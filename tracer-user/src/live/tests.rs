@@ -165,6 +165,44 @@ fn the_window_finds_what_the_whole_log_finds() {
     assert!(compared > 30, "{compared} fixtures");
 }
 
+/// A crash's stack logged looks before its exit (the core dump took that
+/// long) is still on the certificate the window makes at the exit, as the
+/// whole log's analysis has it.
+#[test]
+fn the_window_keeps_a_crash_stack_until_its_process_dies() {
+    use crate::{
+        eventlog::Record,
+        live::{fresh_in_window, Window},
+    };
+    let mut log = fixture("real_crash_stack_segv.ndjson");
+    log.trailer = None;
+    let at = log
+        .events
+        .iter()
+        .position(|r| matches!(r, Record::CrashStack(_)))
+        .expect("the fixture has a crash_stack");
+    let crash = log.events.remove(at);
+    let exec = log
+        .events
+        .iter()
+        .position(|r| matches!(r, Record::Exec(_)))
+        .unwrap();
+    log.events.insert(exec + 1, crash);
+    let opts = AnalysisOptions::default();
+    let whole = fresh_in(&log, &opts, &mut Seen::default());
+    let want = &whole.certificates[0];
+    assert!(want.crash.is_some() && want.headline.contains(" in parse_header"));
+    let (mut window, mut seen) = (Window::default(), Seen::default());
+    let mut found = Vec::new();
+    let looks = log.events.chunks(1).map(<[_]>::to_vec);
+    for part in looks.chain([Vec::new(), Vec::new()]) {
+        let fresh = fresh_in_window(&mut window, &log.header, part, &opts, &mut seen);
+        found.extend(fresh.certificates);
+    }
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].headline, want.headline);
+}
+
 /// What the window holds is what is alive and what ended in the last look
 /// (certified at the next): 20,000 short processes forked by one shell in
 /// looks of 100 leave it holding the shell and one look's 100, not 20,000.

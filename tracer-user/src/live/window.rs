@@ -58,6 +58,10 @@ struct Context {
     calls: VecDeque<Record>,
     /// Its stderr's last words.
     last_words: Option<Record>,
+    /// Where it crashed (`crash_stack`): logged at the signal's delivery,
+    /// which may be many looks before its exit (a core dump takes
+    /// seconds), so it is kept with the process, not only for a look.
+    crash_stack: Option<Record>,
     /// SIGCHLDs apart: a shell gets one per child, which would push the
     /// signal that ends it out of `signals`.
     sigchlds: VecDeque<Record>,
@@ -95,6 +99,7 @@ impl Context {
             &self.last_child,
             &self.end,
             &self.last_words,
+            &self.crash_stack,
         ];
         let many = [
             &self.threads,
@@ -293,6 +298,7 @@ impl Window {
                 }
             }
             Record::LastWords(l) => self.entry(l.task.key()).last_words = Some(rec.clone()),
+            Record::CrashStack(c) => self.entry(c.task.key()).crash_stack = Some(rec.clone()),
             Record::Exit(e) if e.group_dead => {
                 let look = self.looks;
                 let key = e.task.key();

@@ -16,6 +16,15 @@ pub struct CaptureOptions {
     #[arg(long = "disable-hook", value_name = "HOOK", hide = true,
           value_parser = crate::capture::hooks::parse_disabled)]
     pub disable_hooks: Vec<String>,
+    /// Where a crashed module without DWARF of its own has its separate
+    /// debug file, by build id (`DIR/.build-id/xx/yyyy.debug`, as
+    /// distributions install them); read as the command's user.
+    #[arg(
+        long = "debug-dir",
+        value_name = "DIR",
+        default_value = "/usr/lib/debug"
+    )]
+    pub debug_dirs: Vec<std::path::PathBuf>,
     /// Log every signal delivery. By default a flood of signals that the
     /// receiving process handles or ignores (past the first 8 from one
     /// sender) is counted in the kernel and logged as `signal_summary`

@@ -1,5 +1,6 @@
-//! A module's file, frozen: copied (bounded) into a sealed memfd that only
-//! tracer holds, then mapped. The wrapped command cannot change or
+//! A module's file, frozen: copied (bounded) by tracer into a sealed memfd
+//! that only tracer holds (`ImageCache`), then mapped and parsed in the
+//! parse child (`Images`, `sandbox.rs`). The wrapped command cannot change or
 //! truncate what is parsed (a mapping of its own file would fault with
 //! SIGBUS in tracer when truncated), and the copy is the file that was
 //! mapped (opened through its fd, never by path again).
@@ -13,16 +14,21 @@ use std::{
 
 use object::{Object, ObjectSection};
 
-use super::Modules;
-
 /// The largest module read (a test binary with full debug info is tens of
 /// MB; libc ~2 MB). Beyond it the module's frames keep their address and
 /// offset, no name.
 pub const MAX_MODULE_BYTES: u64 = 512 << 20;
 
-/// The copies of a crash's modules, by `Modules::files` index.
+/// The copies of a crash's modules, by `Modules::files` index, mapped and
+/// parsed: in the parse child (`sandbox.rs`), never in tracer itself.
 pub(super) struct Images {
     slots: Vec<Result<Rc<Image>, String>>,
+}
+
+/// A module's sealed copy, made by tracer (`ImageCache`) and handed to the
+/// parse child by fd.
+pub(super) struct Frozen {
+    pub memfd: File,
 }
 
 pub(super) struct Image {
@@ -33,34 +39,38 @@ pub(super) struct Image {
     /// It has DWARF of its own (`.debug_info`).
     pub has_dwarf: bool,
     /// blazesym's parsed view of this copy (symbols, DWARF), kept with it:
-    /// the next crash in the same module costs lookups, not a parse.
+    /// the next crash in the same module (of one parse child's batch)
+    /// costs lookups, not a parse.
     pub symbolizer: blazesym::symbolize::Symbolizer,
+    /// A module without DWARF of its own: its separate debug file, found
+    /// by build id in a debug directory (`.build-id/xx/yyyy.debug`),
+    /// held open (read as /proc/self/fd/N), its build id checked.
+    pub debug: Option<File>,
 }
 
 /// A file as it was copied: (device, inode, size, mtime s, mtime ns).
 type FileKey = (u64, u64, u64, i64, i64);
 
 /// Module copies kept across crashes (a crash storm of one test binary
-/// copies and parses its modules once: before, each crash cost a copy and a
-/// parse of libc and the binary, ~100 ms in a debug build, and a storm of
-/// 200 filled the crash ring). Bounded: emptied when full.
+/// copies its modules once: before, each crash cost a copy of libc and the
+/// binary). Bounded: emptied when full. Only copies: nothing here parses.
 #[derive(Default)]
 pub struct ImageCache {
-    images: std::collections::HashMap<FileKey, Rc<Image>>,
+    images: std::collections::HashMap<FileKey, Rc<Frozen>>,
 }
 
 /// Copies kept at most: their memory is the files' size, in memfds.
 const MAX_CACHED: usize = 32;
 
 impl ImageCache {
-    fn get(&mut self, file: &File) -> Result<Rc<Image>, String> {
+    pub(super) fn get(&mut self, file: &File) -> Result<Rc<Frozen>, String> {
         use std::os::unix::fs::MetadataExt;
         let m = file.metadata().map_err(|e| e.to_string())?;
         let key = (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
         if let Some(img) = self.images.get(&key) {
             return Ok(img.clone());
         }
-        let img = Rc::new(Image::copy(file)?);
+        let img = Rc::new(Frozen::copy(file)?);
         if self.images.len() >= MAX_CACHED {
             self.images.clear();
         }
@@ -70,10 +80,13 @@ impl ImageCache {
 }
 
 impl Images {
-    pub(super) fn open(modules: &Modules, cache: &mut ImageCache) -> Self {
-        Self {
-            slots: modules.files.iter().map(|f| cache.get(f)).collect(),
-        }
+    pub(super) fn new(slots: Vec<Result<Rc<Image>, String>>) -> Self {
+        Self { slots }
+    }
+
+    /// Slots, one per `Modules::files` index.
+    pub(super) fn len(&self) -> usize {
+        self.slots.len()
     }
 
     pub(super) fn get(&self, i: usize) -> Option<&Image> {
@@ -85,8 +98,8 @@ impl Images {
     }
 }
 
-impl Image {
-    fn copy(file: &File) -> Result<Image, String> {
+impl Frozen {
+    fn copy(file: &File) -> Result<Frozen, String> {
         let len = file.metadata().map_err(|e| e.to_string())?.len();
         if len > MAX_MODULE_BYTES {
             return Err(format!(
@@ -107,26 +120,53 @@ impl Image {
             dst.write_all(&buf[..n]).map_err(|e| format!("copy: {e}"))?;
         }
         seal(&memfd).map_err(|e| format!("seal: {e}"))?;
-        // SAFETY: the memfd is tracer's own, sealed against writes and
-        // shrinking: the mapping's bytes cannot change or disappear.
+        Ok(Frozen { memfd })
+    }
+}
+
+impl Image {
+    /// Map and parse a module's copy (`memfd`: sealed by tracer); a
+    /// module without DWARF looks for its debug file in `debug_dirs`.
+    pub(super) fn map(memfd: File, debug_dirs: &[std::path::PathBuf]) -> Result<Image, String> {
+        // SAFETY: the memfd is sealed against writes and shrinking by
+        // tracer, which made it: the mapping's bytes cannot change or
+        // disappear.
         let map = unsafe { memmap2::Mmap::map(&memfd) }.map_err(|e| format!("mmap: {e}"))?;
         let obj = object::File::parse(&map[..]).ok();
         let build_id = obj
             .as_ref()
             .and_then(|o| o.build_id().ok().flatten().map(super::hex));
         let has_dwarf = obj.is_some_and(|o| o.section_by_name(".debug_info").is_some());
+        let debug = match &build_id {
+            Some(id) if !has_dwarf => debug_file(id, debug_dirs),
+            _ => None,
+        };
         Ok(Image {
             memfd,
             map: Arc::new(map),
             build_id,
             has_dwarf,
             symbolizer: symbolizer(),
+            debug,
         })
     }
 
     /// `/proc/self/fd/N` of the copy (for blazesym, which opens by path).
     pub(super) fn path(&self) -> String {
         format!("/proc/self/fd/{}", self.memfd.as_raw_fd())
+    }
+
+    /// The address (as in the ELF file) of file offset `offset`: where
+    /// its debug file, laid out by address, has it.
+    pub(super) fn address_of(&self, offset: u64) -> Option<u64> {
+        use object::ObjectSegment;
+        let obj = object::File::parse(&self.map[..]).ok()?;
+        obj.segments().find_map(|s| {
+            let (off, size) = s.file_range();
+            (off..off.checked_add(size)?)
+                .contains(&offset)
+                .then(|| offset - off + s.address())
+        })
     }
 
     /// A section's bytes and its address range (SVMA).
@@ -189,6 +229,23 @@ fn seal(f: &File) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The debug file of build id `id` in `dirs` (`DIR/.build-id/xx/yyyy.debug`,
+/// as distributions install them), opened as the parse child's user
+/// (a regular file only), its own build id the same.
+fn debug_file(id: &str, dirs: &[std::path::PathBuf]) -> Option<File> {
+    if id.len() < 3 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    dirs.iter().find_map(|dir| {
+        let path = dir
+            .join(".build-id")
+            .join(&id[..2])
+            .join(format!("{}.debug", &id[2..]));
+        let f = super::found::open_regular(&path)?;
+        (super::found::note_build_id(&f).as_deref() == Some(id)).then_some(f)
+    })
 }
 
 /// blazesym's reader of one module copy: line tables, inlined functions,

@@ -8,11 +8,15 @@
 //! Everything parsed here was written by the wrapped command: each module is
 //! first copied, bounded (`image::MAX_MODULE_BYTES`), into a sealed memfd
 //! (no one can change or truncate what is parsed, so a mapping of it never
-//! faults), and a module that does not parse yields a frame without a name
-//! ("symbolisation failed"), never an error out of here.
+//! faults), then parsed in a child process of its own (`sandbox.rs`: the
+//! command's user, no_new_privs, address-space and CPU limits, a wall-clock
+//! kill), never in tracer; a module that does not parse, or a child that
+//! fails, yields frames without names ("symbolisation failed"), never an
+//! error out of here.
 mod found;
 mod image;
 mod names;
+pub mod sandbox;
 mod unwind;
 
 #[cfg(test)]
@@ -33,9 +37,12 @@ pub use image::MAX_MODULE_BYTES;
 
 /// Frames a record keeps (innermost first); the rest are counted.
 pub const MAX_CRASH_FRAMES: usize = 64;
+/// Frames a record keeps with the inlined ones (a hostile binary's DWARF
+/// may claim any depth of inlining at one address).
+const MAX_NAMED_FRAMES: usize = 4 * MAX_CRASH_FRAMES;
 
 /// One mapping of the crashed process, as /proc/PID/maps had it.
-#[derive(Debug)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Mapping {
     pub start: u64,
     pub end: u64,
@@ -91,37 +98,101 @@ pub fn modules_for(
     m
 }
 
-/// The `crash_stack` record of `rec`, with the modules of its process
-/// (`modules_for`).
-pub fn crash_stack(
+/// The first fields of `rec`'s `crash_stack` record: what the kernel said,
+/// nothing parsed.
+fn head(rec: &CrashRecord, at: Stamp, task: Task) -> CrashStack {
+    let sig = rec.sig;
+    CrashStack {
+        at,
+        task,
+        sig,
+        signal: signal_name(sig),
+        code: Some(si_code_name(sig, rec.code)),
+        fault_addr: carries_addr(sig, rec.code).then_some(rec.addr),
+        completeness: StackCompleteness::Complete,
+        detail: None,
+        frames: Vec::new(),
+        frames_left_out: 0,
+    }
+}
+
+/// `rec`'s record when its modules could not be parsed (`why`): the
+/// kernel's frame-pointer walk (or the instruction pointer alone), each
+/// frame placed in its module by arithmetic only, no name.
+fn unparsed(rec: &CrashRecord, modules: &Modules, at: Stamp, task: Task, why: &str) -> CrashStack {
+    let mut stack = head(rec, at, task);
+    let mut walk = unwind::Walk::kernel_only(rec, why);
+    if walk.frames.is_empty() && rec.regs[0] != 0 {
+        walk.frames.push(unwind::Frame {
+            lookup: rec.regs[0],
+        });
+    }
+    let mut addrs = walk.frames;
+    if addrs.len() > MAX_CRASH_FRAMES {
+        stack.frames_left_out = (addrs.len() - MAX_CRASH_FRAMES) as u32;
+        addrs.truncate(MAX_CRASH_FRAMES);
+    }
+    stack.frames = addrs
+        .iter()
+        .map(|f| {
+            let m = modules.mapping(f.lookup);
+            CrashFrame {
+                address: f.lookup,
+                module: m.map(|m| m.path.clone()),
+                build_id: kernel_build_id(rec, f.lookup),
+                offset: m.map(|m| f.lookup - m.start + m.offset),
+                ..Default::default()
+            }
+        })
+        .collect();
+    stack.completeness = if stack.frames.is_empty() {
+        StackCompleteness::NoStack
+    } else {
+        StackCompleteness::SymbolisationFailed
+    };
+    stack.detail = Some(format!("symbolisation failed: {why}"));
+    stack
+}
+
+/// The `crash_stack` record of `rec`, in this process: its modules' copies
+/// mapped and parsed here. For tests; tracer parses only in the parse
+/// child (`sandbox::crash_stacks`).
+#[cfg(test)]
+pub(crate) fn crash_stack_here(
     rec: &CrashRecord,
     modules: &Modules,
     cache: &mut ImageCache,
     at: Stamp,
     task: Task,
 ) -> CrashStack {
-    let sig = rec.sig;
-    let code = Some(si_code_name(sig, rec.code));
-    let fault_addr = carries_addr(sig, rec.code).then_some(rec.addr);
-    let mut stack = CrashStack {
-        at,
-        task,
-        sig,
-        signal: signal_name(sig),
-        code,
-        fault_addr,
-        completeness: StackCompleteness::Complete,
-        detail: None,
-        frames: Vec::new(),
-        frames_left_out: 0,
-    };
-    let images = image::Images::open(modules, cache);
+    let slots = modules
+        .files
+        .iter()
+        .map(|f| {
+            let frozen = cache.get(f)?;
+            let memfd = frozen.memfd.try_clone().map_err(|e| e.to_string())?;
+            image::Image::map(memfd, &[]).map(std::rc::Rc::new)
+        })
+        .collect();
+    crash_stack(rec, modules, &image::Images::new(slots), at, task)
+}
+
+/// The `crash_stack` record of `rec`, with the modules of its process
+/// (`modules_for`), their copies mapped and parsed (`images`).
+fn crash_stack(
+    rec: &CrashRecord,
+    modules: &Modules,
+    images: &image::Images,
+    at: Stamp,
+    task: Task,
+) -> CrashStack {
+    let mut stack = head(rec, at, task);
     let walk = if rec.flags & CRASH_HAS_REGS != 0 {
         // The unwind tables are the wrapped command's: a parser that
         // panics on them (gimli 0.33 overflows on a fuzzed .eh_frame_hdr,
         // tests.rs) costs this crash its unwind, never tracer its run.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            unwind::walk(rec, modules, &images)
+            unwind::walk(rec, modules, images)
         }))
         .unwrap_or_else(|_| {
             let mut w = unwind::Walk::kernel_only(
@@ -192,6 +263,10 @@ pub fn crash_stack(
                 frames.push(base);
             }
         }
+    }
+    if frames.len() > MAX_NAMED_FRAMES {
+        stack.frames_left_out += (frames.len() - MAX_NAMED_FRAMES) as u32;
+        frames.truncate(MAX_NAMED_FRAMES);
     }
     stack.frames = frames;
     if addrs.is_empty() {

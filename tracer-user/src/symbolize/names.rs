@@ -53,16 +53,32 @@ fn place(ci: Option<&CodeInfo>) -> (Option<String>, Option<u32>) {
 /// The function (and what was inlined into it) at file offset `offset`.
 /// No symbol there is not an error: the frame keeps its address.
 pub(super) fn name(img: &Image, offset: u64) -> Result<Named, String> {
-    let symbolizer = &img.symbolizer;
+    // A module without DWARF whose debug file was found: named from that
+    // (its symbols and DWARF, by address); else, or when it names
+    // nothing, from the module itself.
+    if let (Some(debug), Some(addr)) = (&img.debug, img.address_of(offset)) {
+        use std::os::fd::AsRawFd;
+        let elf = Elf::new(format!("/proc/self/fd/{}", debug.as_raw_fd()));
+        if let Ok(named) = lookup(img, elf, Input::VirtOffset(addr)) {
+            if !named.parts.is_empty() {
+                return Ok(named);
+            }
+        }
+    }
     // A module's own DWARF when it has any; else its ELF symbols alone (a
-    // distribution's stripped libc keeps only .dynsym). Never its debug
+    // distribution's stripped libc keeps only .dynsym). Never a debug
     // link: following one made blazesym checksum candidate files on every
     // lookup (crc32 was most of tracer's time in a crash storm), and the
     // directories it names are not the module's.
     let mut elf = Elf::new(img.path());
     elf.debug_syms = img.has_dwarf;
-    let sym = symbolizer
-        .symbolize_single(&Source::Elf(elf), Input::FileOffset(offset))
+    lookup(img, elf, Input::FileOffset(offset))
+}
+
+fn lookup(img: &Image, elf: Elf, input: Input<u64>) -> Result<Named, String> {
+    let sym = img
+        .symbolizer
+        .symbolize_single(&Source::Elf(elf), input)
         .map_err(|e| e.to_string())?;
     let mut parts = Vec::new();
     if let Symbolized::Sym(sym) = sym {

@@ -7,7 +7,7 @@ use std::{io::Write, time::Instant};
 use object::{Object, ObjectSection};
 use tracer_common::{CrashRecord, CRASH_HAS_REGS, CRASH_STACK_BYTES};
 
-use super::{crash_stack, ImageCache, Mapping, Modules};
+use super::{crash_stack_here as crash_stack, ImageCache, Mapping, Modules};
 use crate::eventlog::{StackCompleteness, Stamp, Task};
 
 const BASE: u64 = 0x5555_0000_0000;

@@ -127,7 +127,7 @@ where
     U: FnMut(Module<Bytes>),
 {
     let mut spans = Vec::new();
-    for (i, _) in modules.files.iter().enumerate() {
+    for i in 0..images.len() {
         let Some(img) = images.get(i) else { continue };
         let maps: Vec<_> = modules
             .mappings

@@ -34,7 +34,12 @@ pub struct Session {
     crashes: AsyncFd<RingBuf<MapData>>,
     /// Crash records whose maps were read, waiting for the rest of the
     /// drain (their exec records) before they are unwound.
-    pending_crashes: Vec<(Box<tracer_common::CrashRecord>, crate::symbolize::Modules)>,
+    /// (The ring's bytes of each, for the parse child.)
+    pending_crashes: Vec<(
+        Box<tracer_common::CrashRecord>,
+        Vec<u8>,
+        crate::symbolize::Modules,
+    )>,
     /// The paths the latest processes were exec'd by: a crashed process's
     /// executable is found by it when its maps were lost.
     exes: std::collections::VecDeque<(crate::eventlog::ProcKey, String)>,
@@ -42,6 +47,8 @@ pub struct Session {
     libs: crate::symbolize::LibIndex,
     /// Module copies kept across crashes.
     images: crate::symbolize::ImageCache,
+    /// Where stripped modules' debug files are looked for (`--debug-dir`).
+    debug_dirs: Vec<std::path::PathBuf>,
     writer: LogWriter,
     /// Where the log and the reports go, held open (see `outdir`).
     out: OutDir,
@@ -90,6 +97,7 @@ impl Session {
     ) -> Result<Self, TracerError> {
         let writer = create_log(&out, header)?;
         let mut session = Self::new(capture, writer, out, opts.last_words_bytes)?;
+        session.debug_dirs = opts.debug_dirs.clone();
         session.redact_with(redactor);
         Ok(session)
     }
@@ -110,6 +118,7 @@ impl Session {
             exes: Default::default(),
             libs: Default::default(),
             images: Default::default(),
+            debug_dirs: Vec::new(),
             writer,
             out,
             series: Series::default(),

@@ -125,8 +125,8 @@ impl Session {
     /// (the exec that names its executable among them).
     fn read_crashes(&mut self) {
         loop {
-            let decoded = match self.crashes.get_mut().next() {
-                Some(item) => decode::decode_crash(&item),
+            let (decoded, raw) = match self.crashes.get_mut().next() {
+                Some(item) => (decode::decode_crash(&item), item.to_vec()),
                 None => break,
             };
             match decoded {
@@ -136,7 +136,7 @@ impl Session {
                         start: rec.task.start_ns,
                     };
                     let modules = crate::run::crash_maps::snapshot(key);
-                    self.pending_crashes.push((rec, modules));
+                    self.pending_crashes.push((rec, raw, modules));
                 }
                 Err(e) => {
                     log::warn!("undecodable crash record: {e}");
@@ -146,10 +146,16 @@ impl Session {
         }
     }
 
-    /// A `crash_stack` for each crash read: unwound and symbolised.
+    /// A `crash_stack` for each crash read: unwound and symbolised, in
+    /// one parse child for the drain's crashes (`symbolize::sandbox`).
     fn write_crashes(&mut self) -> Result<u64, TracerError> {
-        let mut n = 0;
-        for (rec, snapshot) in std::mem::take(&mut self.pending_crashes) {
+        let pending = std::mem::take(&mut self.pending_crashes);
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        let user = self.viewer.map(|v| (v.uid, v.gid));
+        let mut found = Vec::with_capacity(pending.len());
+        for (rec, raw, snapshot) in pending {
             let task = decode::task(&rec.task, &rec.comm);
             let key = task.key();
             let exes: Vec<String> = self
@@ -160,17 +166,38 @@ impl Session {
                 .map(|(_, p)| p.clone())
                 .collect();
             let maps_read = !snapshot.mappings.is_empty();
-            let user = self.viewer.map(|v| (v.uid, v.gid));
             let modules =
                 crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs, user);
             let at = self.writer.stamp(rec.hdr.ktime_ns);
-            let stack = crate::symbolize::crash_stack(&rec, &modules, &mut self.images, at, task);
+            found.push((rec, raw, modules, at, task, maps_read));
+        }
+        let crashes: Vec<_> = found
+            .iter()
+            .map(
+                |(rec, raw, modules, at, task, _)| crate::symbolize::sandbox::Crash {
+                    raw,
+                    rec,
+                    modules,
+                    at: at.clone(),
+                    task: task.clone(),
+                },
+            )
+            .collect();
+        let stacks = crate::symbolize::sandbox::crash_stacks(
+            &crashes,
+            &mut self.images,
+            user,
+            &self.debug_dirs,
+        );
+        drop(crashes);
+        let mut n = 0;
+        for (stack, (.., maps_read)) in stacks.into_iter().zip(&found) {
             log::debug!(
                 "crash of {}: {} frames, {:?}, maps {}",
                 stack.task.pid,
                 stack.frames.len(),
                 stack.completeness,
-                if maps_read { "read" } else { "lost" }
+                if *maps_read { "read" } else { "lost" }
             );
             self.write(&Record::CrashStack(stack))?;
             n += 1;

@@ -1,0 +1,566 @@
+//! The parse child: the ELF, DWARF and unwind tables of a crashed process's
+//! modules were written by the wrapped command, so tracer (root, with its
+//! maps and rings) never parses them itself. It re-executes its own binary
+//! (`/proc/self/exe`, the hidden subcommand `SUBCOMMAND`: a fresh process,
+//! none of tracer's threads or locks) which, before reading anything:
+//! - has no_new_privs, RLIMIT_AS (the modules' size + `AS_SLACK`),
+//!   RLIMIT_CPU (`CPU_LIMIT_S`), no core dump and no file writes (set
+//!   between fork and exec);
+//! - closes every fd but stdio and the modules' memfds it was given;
+//! - drops to the command's user (`--user`, sudo), or nobody (65534) when
+//!   the command runs as root, with no supplementary groups: the copies
+//!   are handed over by fd, nothing is opened by path;
+//! - reports what it is (from its own /proc/self/status and getrlimit),
+//!   which tracer checks before it believes a frame.
+//!
+//! It reads the request (the crash records, their mappings, which memfd
+//! each module is) from stdin, a memfd tracer wrote (no pipe to fill, so
+//! tracer never blocks writing), and answers one JSON line per crash on
+//! stdout. Tracer reads at most `MAX_ANSWER_BYTES` a crash, waits at most
+//! `WALL_LIMIT`, then kills it; a crash without an answer gets the kernel's
+//! frame walk, unnamed, and "symbolisation failed: <why>".
+//!
+//! Cost, measured (debug build, 2 loaded CPUs): see `docs/security.md`
+//! ("Crash stacks"): the re-exec and parse of one crash in libc and a test
+//! binary. A drain's crashes share one child (and its parsed modules).
+use std::{
+    collections::HashMap,
+    fs::File,
+    io::{Read, Seek, Write},
+    os::{
+        fd::{AsFd, AsRawFd, FromRawFd},
+        unix::process::{CommandExt, ExitStatusExt},
+    },
+    process::{Command, Stdio},
+    rc::Rc,
+    time::{Duration, Instant},
+};
+
+use serde::{Deserialize, Serialize};
+use tracer_common::CrashRecord;
+
+use super::{
+    image::{Frozen, Image, ImageCache, Images},
+    unparsed, Mapping, Modules,
+};
+use crate::eventlog::{CrashStack, Stamp, Task};
+
+/// The hidden subcommand the child runs (`cli.rs`).
+pub const SUBCOMMAND: &str = "__parse-crash-stacks";
+/// Wall-clock time a child has for a drain's crashes before it is killed.
+pub const WALL_LIMIT: Duration = Duration::from_secs(10);
+/// CPU seconds a child may use (SIGXCPU, then SIGKILL a second later).
+pub const CPU_LIMIT_S: u64 = 10;
+/// Address space a child has beyond its modules' copies (its own binary,
+/// heap for the parsed DWARF).
+pub const AS_SLACK: u64 = 1 << 30;
+/// Answer bytes read per crash: 256 frames of 512-character names and
+/// paths fit many times over; more is a child gone wrong.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+/// The uid and gid the child takes when the command runs as root.
+pub const NOBODY: u32 = 65534;
+
+/// One crash to symbolise: its record as the ring had it, decoded, and the
+/// modules of its process (`super::modules_for`).
+pub struct Crash<'a> {
+    pub raw: &'a [u8],
+    pub rec: &'a CrashRecord,
+    pub modules: &'a Modules,
+    pub at: Stamp,
+    pub task: Task,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Request {
+    /// Where a module without DWARF has its debug file (`--debug-dir`).
+    debug_dirs: Vec<std::path::PathBuf>,
+    jobs: Vec<Job>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Job {
+    record: Vec<u8>,
+    mappings: Vec<Mapping>,
+    /// By `Mapping::file` index.
+    files: Vec<Slot>,
+    missing: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Slot {
+    /// The memfd holding the module's copy (the same number in the child).
+    Fd(i32),
+    /// Why it was not copied.
+    Failed(String),
+}
+
+/// What the child says it is, read from its own /proc/self/status and
+/// getrlimit once it has confined itself: its first line.
+#[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+pub struct Confined {
+    /// Real, effective, saved and filesystem uid.
+    pub uids: [u32; 4],
+    pub gids: [u32; 4],
+    pub groups: Vec<u32>,
+    pub no_new_privs: bool,
+    /// Soft limits.
+    pub rlimit_as: u64,
+    pub rlimit_cpu: u64,
+}
+
+/// The `crash_stack` records of `crashes`, in order, parsed in one child
+/// as `user` (uid, gid; `None`: the command runs as root). Never fails:
+/// what the child could not answer is said in the record.
+pub fn crash_stacks(
+    crashes: &[Crash],
+    cache: &mut ImageCache,
+    user: Option<(u32, u32)>,
+    debug_dirs: &[std::path::PathBuf],
+) -> Vec<CrashStack> {
+    if crashes.is_empty() {
+        return Vec::new();
+    }
+    let started = Instant::now();
+    let (uid, gid) = user.unwrap_or((NOBODY, NOBODY));
+    // The copies stay alive (and their fds open) until the child is done.
+    let mut held: Vec<Rc<Frozen>> = Vec::new();
+    let mut jobs = Vec::with_capacity(crashes.len());
+    for c in crashes {
+        let files = c
+            .modules
+            .files
+            .iter()
+            .map(|f| match cache.get(f) {
+                Ok(frozen) => {
+                    let fd = frozen.memfd.as_raw_fd();
+                    held.push(frozen);
+                    Slot::Fd(fd)
+                }
+                Err(e) => Slot::Failed(e),
+            })
+            .collect();
+        jobs.push(Job {
+            record: c.raw.to_vec(),
+            mappings: c.modules.mappings.clone(),
+            files,
+            missing: c.modules.missing.clone(),
+        });
+    }
+    let req = Request {
+        debug_dirs: debug_dirs.to_vec(),
+        jobs,
+    };
+    let answers = ask(&req, &held, uid, gid, crashes.len());
+    let took = started.elapsed();
+    let (confined, lines, failure) = match answers {
+        Ok(a) => a,
+        Err(why) => (None, Vec::new(), Some(why)),
+    };
+    log::debug!(
+        "parse child: {} crash(es) in {} ms, {} answered, {confined:?}{}",
+        crashes.len(),
+        took.as_millis(),
+        lines.len(),
+        failure
+            .as_deref()
+            .map(|f| format!(", failed: {f}"))
+            .unwrap_or_default()
+    );
+    let mut lines = lines.into_iter();
+    crashes
+        .iter()
+        .map(|c| {
+            let answer = lines.next();
+            let parsed = answer.as_deref().map(|l| {
+                serde_json::from_slice::<CrashStack>(l)
+                    .map_err(|e| format!("the parse child's answer did not parse: {e}"))
+            });
+            match parsed {
+                Some(Ok(mut s)) => {
+                    // The child says where the frames are; what the kernel
+                    // said (the signal, the task, the time) is tracer's.
+                    let head = super::head(c.rec, c.at.clone(), c.task.clone());
+                    s.at = head.at;
+                    s.task = head.task;
+                    s.sig = head.sig;
+                    s.signal = head.signal;
+                    s.code = head.code;
+                    s.fault_addr = head.fault_addr;
+                    s
+                }
+                Some(Err(why)) => unparsed(c.rec, c.modules, c.at.clone(), c.task.clone(), &why),
+                None => unparsed(
+                    c.rec,
+                    c.modules,
+                    c.at.clone(),
+                    c.task.clone(),
+                    failure
+                        .as_deref()
+                        .unwrap_or("the parse child gave no answer"),
+                ),
+            }
+        })
+        .collect()
+}
+
+type Answers = (Option<Confined>, Vec<Vec<u8>>, Option<String>);
+
+/// Run the child on `req`: its confinement, its answer lines, and why it
+/// stopped short of `n` answers.
+fn ask(
+    req: &Request,
+    held: &[Rc<Frozen>],
+    uid: u32,
+    gid: u32,
+    n: usize,
+) -> Result<Answers, String> {
+    let mut input = memfd_request(req).map_err(|e| format!("the request: {e}"))?;
+    input.rewind().map_err(|e| format!("the request: {e}"))?;
+    let mut fds: Vec<i32> = held.iter().map(|f| f.memfd.as_raw_fd()).collect();
+    fds.sort_unstable();
+    fds.dedup();
+    let modules_bytes: u64 = held
+        .iter()
+        .map(|f| f.memfd.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let as_limit = modules_bytes.saturating_add(AS_SLACK);
+    let fd_list = fds.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg0("tracer")
+        .arg(SUBCOMMAND)
+        .args(["--uid", &uid.to_string(), "--gid", &gid.to_string()]);
+    if !fds.is_empty() {
+        cmd.args(["--fds", &fd_list]);
+    }
+    cmd.env_clear()
+        .stdin(Stdio::from(input))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let inherit = fds.clone();
+    // SAFETY: only async-signal-safe calls (fcntl, setrlimit, prctl)
+    // between fork and exec, on memory allocated before the fork.
+    unsafe {
+        cmd.pre_exec(move || confine_before_exec(&inherit, as_limit));
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("the parse child did not start: {e}"))?;
+    let deadline = Instant::now() + WALL_LIMIT;
+    let cap = 64 * 1024 + n.saturating_mul(MAX_ANSWER_BYTES);
+    let mut out = Vec::new();
+    let mut stopped: Option<String> = None;
+    if let Some(mut stdout) = child.stdout.take() {
+        stopped = read_bounded(&mut stdout, &mut out, cap, deadline);
+    }
+    // Its answer is complete (EOF) or given up on: the child is reaped
+    // within the deadline or killed (it is tracer's own, by its pid).
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() < deadline && stopped.is_none() => {
+                // After EOF the child only exits: a millisecond's nap, a
+                // few at most.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let mut lines = out
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec);
+    let confined: Option<Confined> = match lines.next() {
+        Some(first) => match serde_json::from_slice::<Result<Confined, String>>(&first) {
+            Ok(Ok(c)) => Some(c),
+            Ok(Err(why)) => return Err(format!("the parse child could not confine itself: {why}")),
+            Err(e) => return Err(format!("the parse child's first line did not parse: {e}")),
+        },
+        None => None,
+    };
+    let Some(c) = confined else {
+        return Err(stopped.unwrap_or_else(|| died(status, as_limit)));
+    };
+    if c.uids != [uid; 4] || c.gids != [gid; 4] || !c.groups.is_empty() || !c.no_new_privs {
+        return Err(format!(
+            "the parse child is not confined as asked (uid {uid}, gid {gid}): {c:?}"
+        ));
+    }
+    let answers: Vec<Vec<u8>> = lines.take(n).collect();
+    let failure = (answers.len() < n).then(|| stopped.unwrap_or_else(|| died(status, as_limit)));
+    Ok((Some(c), answers, failure))
+}
+
+/// Why a child that answered short ended.
+fn died(status: Option<std::process::ExitStatus>, as_limit: u64) -> String {
+    match status {
+        Some(s) => match s.signal() {
+            Some(sig) => {
+                let name = crate::eventlog::signal_name(sig);
+                let hint = match sig {
+                    libc::SIGXCPU | libc::SIGKILL => {
+                        format!(" (its CPU limit is {CPU_LIMIT_S} s)")
+                    }
+                    libc::SIGABRT | libc::SIGSEGV => {
+                        format!(" (its address space is limited to {} MiB)", as_limit >> 20)
+                    }
+                    _ => String::new(),
+                };
+                format!("the parse child died of {name}{hint}")
+            }
+            None => format!(
+                "the parse child exited with status {}",
+                s.code().unwrap_or(-1)
+            ),
+        },
+        None => "the parse child did not exit".into(),
+    }
+}
+
+/// Read `r` to EOF into `out`, at most `cap` bytes, until `deadline`:
+/// `Some(why)` when stopped short.
+fn read_bounded(
+    r: &mut std::process::ChildStdout,
+    out: &mut Vec<u8>,
+    cap: usize,
+    deadline: Instant,
+) -> Option<String> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Some(format!(
+                "the parse child took longer than {} s (killed)",
+                WALL_LIMIT.as_secs()
+            ));
+        }
+        let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(r.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Some(format!("polling the parse child: {e}")),
+        }
+        match r.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(k) => {
+                if out.len() + k > cap {
+                    return Some(format!(
+                        "the parse child wrote more than {} KiB (killed)",
+                        cap >> 10
+                    ));
+                }
+                out.extend_from_slice(&buf[..k]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Some(format!("reading the parse child: {e}")),
+        }
+    }
+}
+
+fn memfd_request(req: &Request) -> std::io::Result<File> {
+    // SAFETY: a NUL-terminated name and flags; the fd returned is owned
+    // by the File below.
+    let fd = unsafe { libc::memfd_create(c"tracer-crashes".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just created and is owned by nothing else.
+    let mut f = unsafe { File::from_raw_fd(fd) };
+    serde_json::to_writer(std::io::BufWriter::new(&mut f), req)?;
+    Ok(f)
+}
+
+/// Between fork and exec (async-signal-safe calls only): the memfds
+/// survive the exec, the limits and no_new_privs are set. A failure ends
+/// the spawn.
+fn confine_before_exec(fds: &[i32], as_limit: u64) -> std::io::Result<()> {
+    let fail = || Err(std::io::Error::last_os_error());
+    for &fd in fds {
+        // SAFETY: fcntl on an fd tracer holds open (the memfds it made).
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } < 0 {
+            return fail();
+        }
+    }
+    let limits = [
+        (libc::RLIMIT_AS, as_limit, as_limit),
+        (libc::RLIMIT_CPU, CPU_LIMIT_S, CPU_LIMIT_S + 1),
+        (libc::RLIMIT_CORE, 0, 0),
+        (libc::RLIMIT_FSIZE, 0, 0),
+    ];
+    for (resource, soft, hard) in limits {
+        let l = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: hard,
+        };
+        // SAFETY: a valid rlimit struct on the stack.
+        if unsafe { libc::setrlimit(resource, &l) } < 0 {
+            return fail();
+        }
+    }
+    // SAFETY: a plain prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
+        return fail();
+    }
+    Ok(())
+}
+
+/// The child's side (`tracer __parse-crash-stacks`): confine, then answer
+/// each job of the request on stdin. `decode` turns a ring record's bytes
+/// into its `CrashRecord` (the capture stage's decoder). Returns the exit
+/// status.
+pub fn serve(
+    uid: u32,
+    gid: u32,
+    fds: &[i32],
+    decode: impl Fn(&[u8]) -> Option<Box<CrashRecord>>,
+) -> u8 {
+    let mut out = std::io::stdout().lock();
+    let confined = confine(uid, gid, fds);
+    let failed = confined.is_err();
+    if serde_json::to_writer(&mut out, &confined).is_err() || out.write_all(b"\n").is_err() {
+        return 1;
+    }
+    let _ = out.flush();
+    if failed {
+        return 1;
+    }
+    let mut input = Vec::new();
+    // tracer wrote it (the records are 20 KiB each, the mappings bounded).
+    if std::io::stdin()
+        .lock()
+        .take(1 << 30)
+        .read_to_end(&mut input)
+        .is_err()
+    {
+        return 1;
+    }
+    let Ok(req) = serde_json::from_slice::<Request>(&input) else {
+        return 1;
+    };
+    drop(input);
+    let debug_dirs = req.debug_dirs;
+    // Each module mapped and parsed once for the whole request.
+    let mut mapped: HashMap<i32, Result<Rc<Image>, String>> = HashMap::new();
+    for job in req.jobs {
+        let slots = job
+            .files
+            .iter()
+            .map(|s| match s {
+                Slot::Failed(why) => Err(why.clone()),
+                Slot::Fd(fd) => mapped
+                    .entry(*fd)
+                    .or_insert_with(|| {
+                        // SAFETY: a memfd tracer handed over, open in this
+                        // process (checked by `confine`), wrapped once.
+                        let f = unsafe { File::from_raw_fd(*fd) };
+                        Image::map(f, &debug_dirs).map(Rc::new)
+                    })
+                    .clone(),
+            })
+            .collect();
+        let images = Images::new(slots);
+        // The files themselves are not read here: the images are.
+        let modules = Modules {
+            mappings: job.mappings,
+            files: Vec::new(),
+            missing: job.missing,
+        };
+        let stack = match decode(&job.record) {
+            Some(rec) => {
+                let at = Stamp {
+                    seq: 0,
+                    t: 0,
+                    time: String::new(),
+                };
+                let task = Task {
+                    pid: rec.task.tgid,
+                    tid: rec.task.tid,
+                    start: rec.task.start_ns,
+                    comm: None,
+                };
+                super::crash_stack(&rec, &modules, &images, at, task)
+            }
+            None => return 1,
+        };
+        if serde_json::to_writer(&mut out, &stack).is_err()
+            || out.write_all(b"\n").is_err()
+            || out.flush().is_err()
+        {
+            return 1;
+        }
+    }
+    0
+}
+
+/// Close every fd but stdio and `fds`, drop to `uid`:`gid` without
+/// supplementary groups, die with tracer, and say what this process now
+/// is.
+fn confine(uid: u32, gid: u32, fds: &[i32]) -> Result<Confined, String> {
+    use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
+    let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map_err(|e| format!("/proc/self/fd: {e}"))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    for &fd in fds {
+        if !open.contains(&fd) {
+            return Err(format!("fd {fd} was not handed over"));
+        }
+    }
+    for fd in open {
+        if fd > 2 && !fds.contains(&fd) {
+            // The read_dir's own fd is gone already: EBADF is fine.
+            let _ = nix::unistd::close(fd);
+        }
+    }
+    setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+    let (g, u) = (Gid::from_raw(gid), Uid::from_raw(uid));
+    setresgid(g, g, g).map_err(|e| format!("setresgid {gid}: {e}"))?;
+    setresuid(u, u, u).map_err(|e| format!("setresuid {uid}: {e}"))?;
+    // Cleared by the change of user: set again, so a killed tracer takes
+    // its child along.
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
+    std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
+    whoami()
+}
+
+/// This process's ids, groups, no_new_privs and limits, as the kernel has
+/// them.
+fn whoami() -> Result<Confined, String> {
+    use nix::sys::resource::{getrlimit, Resource};
+    let status =
+        std::fs::read_to_string("/proc/self/status").map_err(|e| format!("status: {e}"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| {
+                v.split_whitespace()
+                    .filter_map(|x| x.parse::<u32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let four = |v: Vec<u32>| -> Result<[u32; 4], String> {
+        v.try_into().map_err(|v| format!("status: {v:?}"))
+    };
+    let limit = |r| {
+        getrlimit(r)
+            .map(|(soft, _)| soft)
+            .map_err(|e| e.to_string())
+    };
+    Ok(Confined {
+        uids: four(field("Uid:"))?,
+        gids: four(field("Gid:"))?,
+        groups: field("Groups:"),
+        no_new_privs: field("NoNewPrivs:") == [1],
+        rlimit_as: limit(Resource::RLIMIT_AS)?,
+        rlimit_cpu: limit(Resource::RLIMIT_CPU)?,
+    })
+}
