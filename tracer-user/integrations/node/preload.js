@@ -122,12 +122,12 @@
   // vitest's runner keeps the task it runs in its worker state
   // (`globalThis.__vitest_worker__.current`): the test from onBeforeRunTask
   // (before its beforeEach hooks) until onAfterRunTask (after its afterEach
-  // hooks), a suite or the file otherwise, on the worker's own thread, in
-  // every release from 0.x to 3.2. Watching that one assignment needs
-  // nothing of the project's config. A test is over once its result left
-  // "run" (a concurrent one keeps its window while another begins). vitest
-  // gives no hook between a test's beforeEach hooks and its body, so its
-  // marks carry no phase.
+  // hooks), a suite or the file otherwise, on the worker's own thread
+  // (tested on 3.2; the 0.x to 3.x sources set it the same way). Watching
+  // that one assignment needs nothing of the project's config. A test is
+  // over once its result left "run" (a concurrent one keeps its window
+  // while another begins). vitest gives no hook between a test's
+  // beforeEach hooks and its body, so its marks carry no phase.
   function vitestName(t) {
     const parts = [String(t.name)];
     let s = t.suite;

@@ -12,6 +12,7 @@
 //! with the kill off, then under tracer) are in each module's doc.
 use tracer_user::{
     analysis::{CauseKind, Certificate, LinkEvidence, Rank, Relation},
+    labels::{Phase, Runner, Source, TestAt, Via},
     report::{build_report, render_markdown, Report, ReportOptions},
 };
 
@@ -217,4 +218,50 @@ pub(super) fn markdown_head(rep: &Report) -> String {
         .take(2)
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// The Node preload (integrations/node/preload.js) as `tracer record
+/// --tests` injects it: `NODE_OPTIONS=--require <file>`, in every node
+/// process of the run and every worker thread (a worker's env carries it).
+pub(super) fn node_preload() -> (&'static str, String) {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/node/preload.js");
+    ("NODE_OPTIONS", format!("--require \"{file}\""))
+}
+
+/// `at` is the test the suite's file `file` declared as `name`, through a
+/// mark (`exact`), reached `via`, in a worker `runner` named (returned).
+pub(super) fn declared(
+    rep: &Report,
+    at: Option<&TestAt>,
+    runner: Runner,
+    file: &str,
+    name: &str,
+    phase: Option<Phase>,
+    via: Via,
+) -> String {
+    let all = headlines(rep);
+    let at = at.unwrap_or_else(|| panic!("a test named for {file} > {name}: {all}"));
+    let t = &at.test;
+    assert_eq!(
+        (t.runner, t.file.as_deref(), t.name.as_str(), t.phase),
+        (runner, Some(file), name, phase),
+        "{at:?}\n{all}"
+    );
+    assert_eq!((t.source, at.via), (Source::Exact, via), "{at:?}\n{all}");
+    assert!(at.one_of.is_empty(), "one test at a time: {at:?}");
+    let worker = t
+        .worker
+        .clone()
+        .unwrap_or_else(|| panic!("its worker: {at:?}"));
+    let prefix = match runner {
+        Runner::Vitest => "vitest worker ",
+        _ => "jest worker ",
+    };
+    assert!(
+        worker
+            .strip_prefix(prefix)
+            .is_some_and(|id| id.parse::<u32>().is_ok()),
+        "{worker}"
+    );
+    worker
 }
