@@ -1,6 +1,7 @@
 //! jest 30, two workers (child processes of jest-worker): as it is, and
-//! with the Node preload that names each test (integrations/node/preload.js,
-//! as `--tests` injects it).
+//! with the Node integration that names each test
+//! (integrations/node/preload.js: as `--tests` injects it, or as the one
+//! line of jest's config the docs give).
 use tracer_user::{
     analysis::{LinkEvidence, Relation},
     labels::{Phase, Runner, Via},
@@ -10,15 +11,21 @@ use super::*;
 use crate::common::root;
 use crate::common::suites::{cache, require, Suite};
 
-/// The suite, passing without tracer and then recorded; with the preload
-/// in both runs when `preload`.
-fn record(preload: bool) -> (Suite, Recorded) {
+/// The suite, passing without tracer and then recorded, both runs with the
+/// Node integration `how`. A setup file is jest's documented one line:
+/// `setupFilesAfterEnv` in its config.
+fn record(how: Node) -> (Suite, Recorded) {
     require("node", "Debian's nodejs, installed by cargo xtask test");
     let bin = cache().join("node/node_modules/jest/bin/jest.js");
     // No transform: the suite is plain CommonJS (babel-jest would need a
     // config). No cache across runs: jest's cached timings would make it run
     // the two files in band, in one process; and what jest writes all the
     // same (its haste map) goes into the run's own directory, not /tmp.
+    let config = if how == Node::SetupFile {
+        format!("--config={{\"transform\":{{}},\"setupFilesAfterEnv\":[\"{NODE_INTEGRATION}\"]}}")
+    } else {
+        "--config={\"transform\":{}}".to_string()
+    };
     let argv = [
         "node",
         bin.to_str().unwrap(),
@@ -26,24 +33,15 @@ fn record(preload: bool) -> (Suite, Recorded) {
         "--maxWorkers=2",
         "--no-cache",
         "--cacheDirectory=<rootDir>/.jest-cache",
-        "--config={\"transform\":{}}",
+        &config,
     ];
-    let make = || {
-        let suite = Suite::copied("jest");
-        if preload {
-            let (key, value) = node_preload();
-            suite.with_env(key, value)
-        } else {
-            suite
-        }
-    };
-    let name = if preload { "jest + preload" } else { "jest" };
-    run(name, make, &[], &argv)
+    let make = || how.env(Suite::copied("jest"));
+    run(&format!("jest{}", how.name()), make, &[], &argv)
 }
 
 #[test]
 fn worker_killed_by_its_sibling() {
-    let (suite, r) = record(false);
+    let (suite, r) = record(Node::AsItIs);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);
@@ -59,7 +57,17 @@ fn worker_killed_by_its_sibling() {
 /// the one above.
 #[test]
 fn preload_names_the_victims_and_the_killers_test() {
-    let (suite, r) = record(true);
+    names_both_tests(Node::Preload);
+}
+
+/// The same with the setup file instead of the preload, no tracer injection.
+#[test]
+fn setup_file_names_the_victims_and_the_killers_test() {
+    names_both_tests(Node::SetupFile);
+}
+
+fn names_both_tests(how: Node) {
+    let (suite, r) = record(how);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);

@@ -220,12 +220,39 @@ pub(super) fn markdown_head(rep: &Report) -> String {
         .join("\n\n")
 }
 
-/// The Node preload (integrations/node/preload.js) as `tracer record
-/// --tests` injects it: `NODE_OPTIONS=--require <file>`, in every node
-/// process of the run and every worker thread (a worker's env carries it).
-pub(super) fn node_preload() -> (&'static str, String) {
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/node/preload.js");
-    ("NODE_OPTIONS", format!("--require \"{file}\""))
+/// The Node integration (integrations/node/preload.js).
+pub(super) const NODE_INTEGRATION: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/node/preload.js");
+
+/// How a JavaScript suite runs: as it is, with the Node preload as `tracer
+/// record --tests` injects it (`NODE_OPTIONS=--require <file>`, in every
+/// node process of the run and every worker thread: a worker's env carries
+/// it), or with the one line of the runner's config the docs give.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Node {
+    AsItIs,
+    Preload,
+    SetupFile,
+}
+
+impl Node {
+    /// For the wall times `run` prints.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Node::AsItIs => "",
+            Node::Preload => " + preload",
+            Node::SetupFile => " + setup file",
+        }
+    }
+
+    /// The suite with the preload's variable, for `Preload`.
+    pub(super) fn env(self, suite: Suite) -> Suite {
+        if self == Node::Preload {
+            suite.with_env("NODE_OPTIONS", format!("--require \"{NODE_INTEGRATION}\""))
+        } else {
+            suite
+        }
+    }
 }
 
 /// `at` is the test the suite's file `file` declared as `name`, through a

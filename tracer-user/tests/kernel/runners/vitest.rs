@@ -1,6 +1,7 @@
 //! vitest 3.2 (tinypool), forks pool and threads pool, two workers: what
-//! tracer says of them as they are, and with the Node preload that names
-//! each test (integrations/node/preload.js, as `--tests` injects it).
+//! tracer says of them as they are, and with the Node integration that
+//! names each test (integrations/node/preload.js: as `--tests` injects it,
+//! or as the one line of vitest's config the docs give).
 use tracer_user::{
     analysis::{LinkEvidence, Relation},
     labels::{Runner, Via},
@@ -29,28 +30,28 @@ fn vitest(pool: &str) -> Vec<String> {
     .to_vec()
 }
 
-/// The suite of `pool`, passing without tracer and then recorded; with
-/// the preload in both runs when `preload`.
-fn record(pool: &str, preload: bool) -> (Suite, Recorded) {
+/// The suite of `pool`, passing without tracer and then recorded, both
+/// runs with the Node integration `how`. A setup file is vitest's
+/// documented one line: `setupFiles` in the suite's own vitest.config.mjs.
+fn record(pool: &str, how: Node) -> (Suite, Recorded) {
     require("node", "Debian's nodejs, installed by cargo xtask test");
     let argv = vitest(pool);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let name = format!("vitest {pool}{}", if preload { " + preload" } else { "" });
     let make = || {
-        let suite = Suite::copied(&format!("vitest-{pool}"));
-        if preload {
-            let (key, value) = node_preload();
-            suite.with_env(key, value)
-        } else {
-            suite
+        let suite = how.env(Suite::copied(&format!("vitest-{pool}")));
+        if how == Node::SetupFile {
+            let config =
+                format!("export default {{ test: {{ setupFiles: ['{NODE_INTEGRATION}'] }} }};\n");
+            std::fs::write(suite.cwd.join("vitest.config.mjs"), config).unwrap();
         }
+        suite
     };
-    run(&name, make, &[], &argv)
+    run(&format!("vitest {pool}{}", how.name()), make, &[], &argv)
 }
 
 #[test]
 fn forks_pool_worker_killed_by_its_sibling() {
-    let (suite, r) = record("forks", false);
+    let (suite, r) = record("forks", Node::AsItIs);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);
@@ -65,7 +66,7 @@ fn forks_pool_worker_killed_by_its_sibling() {
 
 #[test]
 fn threads_pool_helper_killed_by_the_cleanup_thread() {
-    let (suite, r) = record("threads", false);
+    let (suite, r) = record("threads", Node::AsItIs);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "helper.pid", Relation::Parent);
@@ -83,7 +84,17 @@ fn threads_pool_helper_killed_by_the_cleanup_thread() {
 /// certificate is otherwise the one above.
 #[test]
 fn forks_pool_preload_names_the_victims_and_the_killers_test() {
-    let (suite, r) = record("forks", true);
+    forks_pool_names_both_tests(Node::Preload);
+}
+
+/// The same with the setup file instead of the preload, no tracer injection.
+#[test]
+fn forks_pool_setup_file_names_the_victims_and_the_killers_test() {
+    forks_pool_names_both_tests(Node::SetupFile);
+}
+
+fn forks_pool_names_both_tests(how: Node) {
+    let (suite, r) = record("forks", how);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);
@@ -125,7 +136,7 @@ fn forks_pool_preload_names_the_victims_and_the_killers_test() {
 /// kill(), each a worker thread, told apart though they share a process.
 #[test]
 fn threads_pool_preload_names_the_spawning_and_the_killing_threads_tests() {
-    let (suite, r) = record("threads", true);
+    let (suite, r) = record("threads", Node::Preload);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "helper.pid", Relation::Parent);
