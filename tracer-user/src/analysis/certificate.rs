@@ -175,7 +175,11 @@ impl<'c, 'm> Death<'c, 'm> {
             ),
             children: p.children.len(),
             threads: p.threads.len(),
-            test: cx.test_at(key, None, end.t),
+            // At the fatal signal, not at the end: a SIGKILL ends the
+            // threads one by one, and the thread that ran the test may exit
+            // before the last (a vitest forks worker's main thread did, 1.1
+            // ms before the last of its 11 threads).
+            test: cx.test_at(key, None, self.fatal.map_or(end.t, |s| s.ev.at.t)),
             worker: cx.worker_of(key),
         }
     }

@@ -245,17 +245,14 @@ fn a_million_forged_marks_label_only_their_writer() {
     assert_eq!(marks.len(), 3, "three writer threads: {marks:?}");
 }
 
-/// The Node integration's marks (integrations/node/tracer-mark.js) from two
+/// The Node integration's marks (integrations/node/preload.js, its `mark`) from two
 /// worker threads of one process, as vitest's threads pool runs tests: one
 /// spawns a sleeper, the other `process.kill`s it. Each end is named by its
 /// own thread (tid ≠ pid), the process's other test never taken for it.
 #[test]
 fn node_worker_threads_mark_their_own_tests() {
     let marker = format!("tn-node-{}", std::process::id());
-    let lib = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/integrations/node/tracer-mark.js"
-    );
+    let lib = concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/node/preload.js");
     let script = r#"
 const { Worker, isMainThread, workerData } = require('worker_threads');
 const [lib, marker] = process.argv.slice(2);

@@ -84,18 +84,22 @@ pub const INTEGRATIONS: &[Integration] = &[
             },
         ],
     },
-    // NODE: the Node preload (vitest, jest) is one more entry here, once
-    // tracer-user/integrations/node/preload.js exists:
-    //     Integration {
-    //         runner: "node",
-    //         files: &[
-    //             ("tracer-node.js", include_str!("../../../integrations/node/preload.js")),
-    //             ("tracer-mark.js", include_str!("../../../integrations/node/tracer-mark.js")),
-    //         ],
-    //         env: &[Var { name: "NODE_OPTIONS", join: Join::NodeOptionsAppend,
-    //                      part: Part::Require("tracer-node.js") }],
-    //     },
-    // Join::NodeOptionsAppend is implemented and tested below.
+    Integration {
+        runner: "node",
+        // One self-contained file: vitest (forks and threads pools) and jest.
+        files: &[(
+            "tracer-node.js",
+            include_str!("../../../integrations/node/preload.js"),
+        )],
+        // NODE_OPTIONS, not a `--require` on a command line: a vitest
+        // threads-pool worker started with `execArgv: []` runs the preload
+        // only through the environment it inherits (measured, Node 20).
+        env: &[Var {
+            name: "NODE_OPTIONS",
+            join: Join::NodeOptionsAppend,
+            part: Part::Require("tracer-node.js"),
+        }],
+    },
 ];
 
 /// What `--tests` made for one run: the directory (removed when this is

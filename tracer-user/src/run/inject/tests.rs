@@ -24,16 +24,21 @@ fn planned(p: &[Planned]) -> Vec<(&str, String, &str)> {
 
 const DIR: &str = "/tmp/tracer-tests-0123456789abcdef";
 
-/// With nothing set, pytest's two variables are set, in table order, and
-/// the header's record says they were unset.
+/// With nothing set, pytest's two variables and Node's are set, in table
+/// order, and the header's record says they were unset.
 #[test]
-fn an_empty_environment_gets_the_pytest_plugin() {
+fn an_empty_environment_gets_every_integration() {
     let p = plan(INTEGRATIONS, Path::new(DIR), env(&[]));
     assert_eq!(
         planned(&p),
         [
             ("PYTEST_PLUGINS", "tracer_pytest".into(), "set"),
             ("PYTHONPATH", DIR.into(), "set"),
+            (
+                "NODE_OPTIONS",
+                format!("--require \"{DIR}/tracer-node.js\""),
+                "set"
+            ),
         ]
     );
     assert!(p.iter().all(|p| p.change.old.is_none()));
@@ -64,6 +69,11 @@ fn existing_values_are_kept_and_joined() {
                 "PYTHONPATH",
                 format!("{DIR}:/src:/lib with space"),
                 "prepended"
+            ),
+            (
+                "NODE_OPTIONS",
+                format!("--require \"{DIR}/tracer-node.js\""),
+                "set"
             ),
         ]
     );
@@ -229,6 +239,11 @@ fn the_table_names_its_files_once() {
     assert!(py.contains(&format!("PREFIX = b\"{}\"", crate::labels::marks::PREFIX)));
     assert!(py.contains(&format!("MARK_FD = 0x{:X}", tracer_common::MARK_FD)));
     assert!(py.contains(&format!("MAX = {}", tracer_common::MARK_LEN)));
+    // And so is the Node preload's.
+    let node = INTEGRATIONS[1].files[0].1;
+    assert!(node.contains(&format!("PREFIX = '{}'", crate::labels::marks::PREFIX)));
+    assert!(node.contains(&format!("MARK_FD = 0x{:x}", tracer_common::MARK_FD)));
+    assert!(node.contains(&format!("MAX = {}", tracer_common::MARK_LEN)));
 }
 
 mod directory {

@@ -65,6 +65,9 @@ pub(crate) struct Suite {
     pub dir: tempfile::TempDir,
     /// The runner's working directory.
     pub cwd: PathBuf,
+    /// Variables of this run on top of `env`'s, in both runs: the Node
+    /// preload's `NODE_OPTIONS`.
+    pub extra: Vec<(&'static str, String)>,
 }
 
 impl Suite {
@@ -75,6 +78,7 @@ impl Suite {
         Suite {
             dir: tempfile::tempdir().unwrap(),
             cwd: suites().join(name),
+            extra: Vec::new(),
         }
     }
 
@@ -93,7 +97,18 @@ impl Suite {
         )
         .unwrap();
         let cwd = dir.path().to_path_buf();
-        Suite { dir, cwd }
+        Suite {
+            dir,
+            cwd,
+            extra: Vec::new(),
+        }
+    }
+
+    /// The same suite with `key=value` set for the runner, with and
+    /// without tracer.
+    pub(crate) fn with_env(mut self, key: &'static str, value: String) -> Self {
+        self.extra.push((key, value));
+        self
     }
 
     /// The variables the suite reads, and its runners' caches out of the
@@ -125,7 +140,9 @@ impl Suite {
     }
 
     fn command(&self, mut cmd: Command, kill: bool) -> Command {
-        cmd.current_dir(&self.cwd).envs(self.env(kill));
+        cmd.current_dir(&self.cwd)
+            .envs(self.env(kill))
+            .envs(self.extra.iter().cloned());
         cmd
     }
 

@@ -12,6 +12,7 @@
 //! with the kill off, then under tracer) are in each module's doc.
 use tracer_user::{
     analysis::{CauseKind, Certificate, LinkEvidence, Rank, Relation},
+    labels::{Phase, Runner, Source, TestAt, Via},
     report::{build_report, render_markdown, Report, ReportOptions},
 };
 
@@ -217,4 +218,77 @@ pub(super) fn markdown_head(rep: &Report) -> String {
         .take(2)
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// The Node integration (integrations/node/preload.js).
+pub(super) const NODE_INTEGRATION: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/node/preload.js");
+
+/// How a JavaScript suite runs: as it is, with the Node preload as `tracer
+/// record --tests` injects it (`NODE_OPTIONS=--require <file>`, in every
+/// node process of the run and every worker thread: a worker's env carries
+/// it), or with the one line of the runner's config the docs give.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Node {
+    AsItIs,
+    Preload,
+    SetupFile,
+}
+
+impl Node {
+    /// For the wall times `run` prints.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Node::AsItIs => "",
+            Node::Preload => " + preload",
+            Node::SetupFile => " + setup file",
+        }
+    }
+
+    /// The suite with the preload's variable, for `Preload`.
+    pub(super) fn env(self, suite: Suite) -> Suite {
+        if self == Node::Preload {
+            suite.with_env("NODE_OPTIONS", format!("--require \"{NODE_INTEGRATION}\""))
+        } else {
+            suite
+        }
+    }
+}
+
+/// `at` is the test the suite's file `file` declared as `name`, through a
+/// mark (`exact`), reached `via`, in a worker `runner` named (returned).
+pub(super) fn declared(
+    rep: &Report,
+    at: Option<&TestAt>,
+    runner: Runner,
+    file: &str,
+    name: &str,
+    phase: Option<Phase>,
+    via: Via,
+) -> String {
+    let all = headlines(rep);
+    let at = at.unwrap_or_else(|| panic!("a test named for {file} > {name}: {all}"));
+    let t = &at.test;
+    assert_eq!(
+        (t.runner, t.file.as_deref(), t.name.as_str(), t.phase),
+        (runner, Some(file), name, phase),
+        "{at:?}\n{all}"
+    );
+    assert_eq!((t.source, at.via), (Source::Exact, via), "{at:?}\n{all}");
+    assert!(at.one_of.is_empty(), "one test at a time: {at:?}");
+    let worker = t
+        .worker
+        .clone()
+        .unwrap_or_else(|| panic!("its worker: {at:?}"));
+    let prefix = match runner {
+        Runner::Vitest => "vitest worker ",
+        _ => "jest worker ",
+    };
+    assert!(
+        worker
+            .strip_prefix(prefix)
+            .is_some_and(|id| id.parse::<u32>().is_ok()),
+        "{worker}"
+    );
+    worker
 }

@@ -1,0 +1,391 @@
+// tracer test marks for Node test runners: vitest and jest (docs/report.md,
+// "Which test"). One file, three ways in:
+//
+//   NODE_OPTIONS="--require /path/preload.js"   (what `tracer record --tests` sets)
+//   vitest:  test: { setupFiles: ['/path/preload.js'] }
+//   jest:    setupFilesAfterEnv: ['/path/preload.js']
+//
+// In every test's own thread it declares the test's begin and end with a
+// mark: write(2) to an fd that can never be open (above the kernel's nr_open
+// ceiling), which fails with EBADF, here and always, while tracer's write
+// hook — when tracer runs — sees the bytes, the thread and the time. The
+// writer's identity and the time are the kernel's, never the payload's.
+//
+// Rules this file keeps:
+// - it never breaks a suite: every hook it adds runs the runner's own code
+//   unchanged and swallows its own errors;
+// - in a node process that is no vitest or jest worker it only reads two
+//   variables and argv (npm, a build tool, a test's own child);
+// - a mark is one failing syscall (no exception built, see `send`), from
+//   the test's thread (writeSync semantics: never a libuv pool thread).
+'use strict';
+
+// eslint-disable-next-line no-unused-expressions
+(function tracerNodeMarks() {
+  // One registry per realm and process, whatever the copies of this file
+  // (the preload, a setup file a runner loads again for every test file).
+  const DONE = Symbol.for('tracer.node-marks/1');
+
+  const MARK_FD = 0x7ffffff0;
+  const PREFIX = 'tracer-test-mark/1 ';
+  // The kernel side copies at most this many bytes of a mark
+  // (tracer_common::MARK_LEN): a longer mark would be cut into bad JSON.
+  const MAX = 512;
+
+  let fs = null;
+  try {
+    fs = require('fs');
+  } catch (e) {
+    fs = null;
+  }
+
+  // --- the mark writer ------------------------------------------------------
+
+  // fs.writeSync throws for EBADF, and that exception's stack trace is
+  // most of a mark's cost: 16 µs of CPU per mark in Node 20 here, 7.6 µs
+  // with no frame captured (100,000 marks each, process.cpuUsage). The fs
+  // binding's context-object form would save 3.5 µs more, at the price of
+  // an internal API and a deprecation warning under --pending-deprecation:
+  // not taken.
+  function send(buf) {
+    if (!fs) return;
+    let limit;
+    let set = false;
+    try {
+      limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 0;
+      set = true;
+    } catch (e) {
+      set = false;
+    }
+    try {
+      fs.writeSync(MARK_FD, buf);
+    } catch (e) {
+      // EBADF, always: nothing is ever open there.
+    }
+    if (set) {
+      try {
+        Error.stackTraceLimit = limit;
+      } catch (e) {
+        // frozen intrinsics: it was never changed
+      }
+    }
+  }
+
+  function clip(s, n) {
+    if (typeof s !== 'string') return undefined;
+    return s.length > n ? s.slice(0, n) : s;
+  }
+
+  // mark('begin' | 'end', { runner, worker, file, name, phase }). The text
+  // is made to fit MAX as JSON: the name, then the file, are cut (the same
+  // way for a begin and its end, so the two still match).
+  function mark(ev, t) {
+    try {
+      let name = clip(String(t.name), 400);
+      let file = clip(t.file, 200);
+      for (let i = 0; i < 8; i++) {
+        const text = PREFIX + JSON.stringify({
+          ev,
+          runner: t.runner,
+          worker: t.worker === undefined || t.worker === null ? undefined : String(t.worker),
+          file,
+          name,
+          phase: t.phase,
+        });
+        const buf = Buffer.from(text);
+        if (buf.length <= MAX) {
+          send(buf);
+          return;
+        }
+        if (name.length > 16) name = name.slice(0, name.length >> 1);
+        else if (file && file.length > 16) file = file.slice(0, file.length >> 1);
+        else return;
+      }
+    } catch (e) {
+      // never the test's problem
+    }
+  }
+
+  function relative(p) {
+    if (typeof p !== 'string') return undefined;
+    try {
+      const r = require('path').relative(process.cwd(), p);
+      return r && !r.startsWith('..') ? r : p;
+    } catch (e) {
+      return p;
+    }
+  }
+
+  // --- vitest ---------------------------------------------------------------
+
+  // vitest's runner keeps the task it runs in its worker state
+  // (`globalThis.__vitest_worker__.current`): the test from onBeforeRunTask
+  // (before its beforeEach hooks) until onAfterRunTask (after its afterEach
+  // hooks), a suite or the file otherwise, on the worker's own thread
+  // (tested on 3.2; the 0.x to 3.x sources set it the same way). Watching
+  // that one assignment needs nothing of the project's config. A test is
+  // over once its result left "run" (a concurrent one keeps its window
+  // while another begins). vitest gives no hook between a test's
+  // beforeEach hooks and its body, so its marks carry no phase.
+  function vitestName(t) {
+    const parts = [String(t.name)];
+    let s = t.suite;
+    for (let i = 0; s && s !== t.file && !s.filepath && i < 64; i++) {
+      if (s.name) parts.unshift(String(s.name));
+      s = s.suite;
+    }
+    return parts.join(' > ');
+  }
+  function vitestTest(t) {
+    return {
+      runner: 'vitest',
+      worker: process.env.VITEST_POOL_ID,
+      file: t.file && typeof t.file.name === 'string' ? t.file.name : undefined,
+      name: vitestName(t),
+    };
+  }
+  function finished(r) {
+    return r && r.state !== 'run' && r.state !== 'queued';
+  }
+  function vitestState(state) {
+    if (!state || typeof state !== 'object' || state[DONE]) return;
+    const desc = Object.getOwnPropertyDescriptor(state, 'current');
+    if (desc && (!desc.configurable || desc.get || desc.set)) return;
+    Object.defineProperty(state, DONE, { value: true });
+    let current = state.current;
+    // Open windows: test -> its result object when it began (runTest gives
+    // the test a new one right after onBeforeRunTask).
+    const open = new Map();
+    function moved(v) {
+      for (const [t, atBegin] of open) {
+        if (v === undefined || (t.result !== atBegin && finished(t.result))) {
+          open.delete(t);
+          mark('end', t[DONE]);
+        }
+      }
+      if (v && typeof v === 'object' && v.type === 'test' && !open.has(v)) {
+        open.set(v, v.result);
+        // The name as it began, for its end.
+        Object.defineProperty(v, DONE, { value: vitestTest(v), configurable: true });
+        mark('begin', v[DONE]);
+      }
+    }
+    Object.defineProperty(state, 'current', {
+      configurable: true,
+      enumerable: desc ? desc.enumerable : true,
+      get() {
+        return current;
+      },
+      set(v) {
+        current = v;
+        try {
+          moved(v);
+        } catch (e) {
+          // never the test's problem
+        }
+      },
+    });
+  }
+  // The worker state appears when vitest starts a file: by
+  // Object.defineProperty (1.x to 3.x), which replaces an accessor without
+  // calling it, or by a plain assignment (0.x). `__vitest_environment__` is
+  // assigned plainly in every release, after the state and before the first
+  // test: either setter then finds the state and watches it.
+  function watchGlobal(key, onSet) {
+    const had = Object.getOwnPropertyDescriptor(globalThis, key);
+    if (had) return;
+    let value;
+    Object.defineProperty(globalThis, key, {
+      configurable: true,
+      enumerable: false,
+      get() {
+        return value;
+      },
+      set(v) {
+        value = v;
+        try {
+          onSet(v);
+        } catch (e) {
+          // never the test's problem
+        }
+      },
+    });
+  }
+  function vitestWorker() {
+    watchGlobal('__vitest_worker__', (v) => vitestState(v));
+    watchGlobal('__vitest_environment__', () => vitestState(globalThis.__vitest_worker__));
+  }
+
+  // --- jest -----------------------------------------------------------------
+
+  // jest-circus dispatches every test's events to the environment's
+  // handleTestEvent, on the thread that runs the test: the setup phase (its
+  // beforeEach hooks), the call (its body), the teardown (its afterEach
+  // hooks). A window is opened only for a phase that happens: hooks open
+  // setup and teardown, the body opens call.
+  function jestName(test) {
+    const parts = [String(test.name)];
+    let p = test.parent;
+    // The root describe block (the one with no parent) has no user name.
+    for (let i = 0; p && p.parent && i < 64; i++) {
+      parts.unshift(String(p.name));
+      p = p.parent;
+    }
+    return parts.join(' > ');
+  }
+  // `testPath`: the test file, or a function that finds it (a setup file
+  // learns it only once the tests run).
+  function jestHandler(testPath) {
+    const file = typeof testPath === 'function' ? testPath : relative(testPath);
+    // test -> [phase, its mark]
+    const open = new Map();
+    function to(test, phase) {
+      if (!test || typeof test !== 'object') return;
+      const was = open.get(test);
+      if (was && was[0] === phase) return;
+      if (was) {
+        open.delete(test);
+        mark('end', was[1]);
+      }
+      if (phase) {
+        const t = {
+          runner: 'jest',
+          worker: process.env.JEST_WORKER_ID,
+          file: typeof file === 'function' ? file() : file,
+          name: jestName(test),
+          phase,
+        };
+        open.set(test, [phase, t]);
+        mark('begin', t);
+      }
+    }
+    return function tracerTestEvent(event, state) {
+      try {
+        switch (event && event.name) {
+          case 'hook_start': {
+            const test = state && state.currentlyRunningTest;
+            const type = event.hook && event.hook.type;
+            if (!test) break;
+            if (type === 'beforeEach' && !open.has(test)) to(test, 'setup');
+            else if (type === 'afterEach') to(test, 'teardown');
+            break;
+          }
+          case 'test_fn_start':
+            to(event.test, 'call');
+            break;
+          case 'test_fn_success':
+          case 'test_fn_failure':
+          case 'test_done':
+          case 'test_skip':
+            to(event.test, null);
+            break;
+          case 'run_finish':
+          case 'teardown':
+            for (const test of [...open.keys()]) to(test, null);
+            break;
+          default:
+        }
+      } catch (e) {
+        // never the test's problem
+      }
+    };
+  }
+  // Preload: the test framework's adapter, jest-circus/runner, which
+  // jest-runner requires in each worker and calls once per test file with
+  // the file's environment; the handler is given to that environment before
+  // jest-circus reads it.
+  function jestEnvironment(environment, testPath) {
+    if (!environment || typeof environment !== 'object') return;
+    const handler = jestHandler(testPath);
+    const own = environment.handleTestEvent;
+    environment.handleTestEvent = function handleTestEvent(event, state) {
+      handler(event, state);
+      if (typeof own === 'function') return own.apply(this, arguments);
+      return undefined;
+    };
+    // A setup-file copy of this file in the test's realm stands down.
+    try {
+      if (environment.global) Object.defineProperty(environment.global, DONE, { value: true });
+    } catch (e) {
+      // never the test's problem
+    }
+  }
+  function wrapJestAdapter(exp) {
+    if (!exp || typeof exp.default !== 'function' || exp.default[DONE]) return;
+    const adapter = exp.default;
+    const wrapped = function jestAdapter(globalConfig, config, environment, runtime, testPath) {
+      try {
+        jestEnvironment(environment, testPath);
+      } catch (e) {
+        // never the test's problem
+      }
+      return adapter.apply(this, arguments);
+    };
+    Object.defineProperty(wrapped, DONE, { value: true });
+    exp.default = wrapped;
+  }
+  const ADAPTER = /jest-circus[\\/](build[\\/])?runner(\.js)?$/;
+  function jestWorker() {
+    const Module = require('module');
+    const load = Module._load;
+    if (typeof load !== 'function' || load[DONE]) return;
+    const hooked = function _load(request) {
+      const exp = load.apply(this, arguments);
+      if (typeof request === 'string' && ADAPTER.test(request)) {
+        try {
+          wrapJestAdapter(exp);
+        } catch (e) {
+          // never the test's problem
+        }
+      }
+      return exp;
+    };
+    Object.defineProperty(hooked, DONE, { value: true });
+    Module._load = hooked;
+  }
+  // Setup file: jest-circus's handlers are on the test realm's global.
+  function jestSetupFile() {
+    const handlers = globalThis[Symbol.for('EVENT_HANDLERS')];
+    if (!Array.isArray(handlers) || globalThis[DONE]) return;
+    Object.defineProperty(globalThis, DONE, { value: true });
+    const path = () => {
+      try {
+        return relative(globalThis.expect.getState().testPath);
+      } catch (e) {
+        return undefined;
+      }
+    };
+    handlers.push(jestHandler(path));
+  }
+
+  // --- which process this is ------------------------------------------------
+
+  function looksLikeJest() {
+    if (process.env.JEST_WORKER_ID !== undefined) return true;
+    // jest in band runs its tests in its own process.
+    const main = String((process.argv && process.argv[1]) || '');
+    return /(^|[\\/])jest(\.js)?$|[\\/]jest[\\/]bin[\\/]|[\\/]jest-cli[\\/]/.test(main);
+  }
+
+  try {
+    if (globalThis.__vitest_worker__) {
+      // A vitest setup file.
+      vitestState(globalThis.__vitest_worker__);
+    } else if (Array.isArray(globalThis[Symbol.for('EVENT_HANDLERS')])) {
+      // A jest setup file.
+      jestSetupFile();
+    } else if (!globalThis[DONE]) {
+      // The preload, in every node process and worker thread.
+      Object.defineProperty(globalThis, DONE, { value: true });
+      if (process.env.VITEST !== undefined) vitestWorker();
+      if (looksLikeJest()) jestWorker();
+    }
+  } catch (e) {
+    // never the suite's problem
+  }
+
+  if (typeof module === 'object' && module && typeof module.exports === 'object') {
+    module.exports = { mark, MARK_FD };
+  }
+})();
