@@ -35,8 +35,8 @@ fn record(how: Node) -> (Suite, Recorded) {
         "--cacheDirectory=<rootDir>/.jest-cache",
         &config,
     ];
-    let make = || how.env(Suite::copied("jest"));
-    run(&format!("jest{}", how.name()), make, &[], &argv)
+    let make = || Suite::copied("jest");
+    run_node(&format!("jest{}", how.name()), how, make, &argv)
 }
 
 #[test]

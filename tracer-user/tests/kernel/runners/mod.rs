@@ -113,6 +113,35 @@ pub(super) fn run(
     (suite, r)
 }
 
+/// A JavaScript suite run as `how` says: without tracer and without the
+/// kill first (it must pass, the integration loaded as the recorded run
+/// loads it), then under `tracer record` — with `--tests` for `Preload`,
+/// which must then list its one change, `NODE_OPTIONS`, in the header.
+pub(super) fn run_node(
+    name: &str,
+    how: Node,
+    make: impl Fn() -> Suite,
+    argv: &[&str],
+) -> (Suite, Recorded) {
+    let quiet = how.env(make()).passes_without_the_kill(argv);
+    let suite = make();
+    let (r, took) = suite.record(how.tracer_args(), argv);
+    eprintln!("runners: {name}: {quiet:.1?} without the kill, {took:.1?} under tracer");
+    let vars: Vec<&str> = r
+        .log
+        .header
+        .env_changes
+        .iter()
+        .map(|c| c.var.as_str())
+        .collect();
+    if how == Node::Preload {
+        assert!(vars.contains(&"NODE_OPTIONS"), "{vars:?}");
+    } else {
+        assert!(vars.is_empty(), "{vars:?}");
+    }
+    (suite, r)
+}
+
 /// The cascade rules' window (docs/report.md, "Cascades"): an exit this
 /// soon after its child's death is linked to it with no other evidence.
 const WINDOW_NS: u64 = 5_000_000_000;
@@ -224,10 +253,11 @@ pub(super) fn markdown_head(rep: &Report) -> String {
 pub(super) const NODE_INTEGRATION: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/node/preload.js");
 
-/// How a JavaScript suite runs: as it is, with the Node preload as `tracer
-/// record --tests` injects it (`NODE_OPTIONS=--require <file>`, in every
-/// node process of the run and every worker thread: a worker's env carries
-/// it), or with the one line of the runner's config the docs give.
+/// How a JavaScript suite runs: as it is, with the Node preload injected by
+/// `tracer record --tests` (`NODE_OPTIONS=--require <file>`, in every node
+/// process of the run and every worker thread: a worker's env carries it;
+/// the run without tracer gets the same variable), or with the one line of
+/// the runner's config the docs give.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Node {
     AsItIs,
@@ -240,13 +270,23 @@ impl Node {
     pub(super) fn name(self) -> &'static str {
         match self {
             Node::AsItIs => "",
-            Node::Preload => " + preload",
+            Node::Preload => " + --tests",
             Node::SetupFile => " + setup file",
         }
     }
 
-    /// The suite with the preload's variable, for `Preload`.
-    pub(super) fn env(self, suite: Suite) -> Suite {
+    /// What `tracer record` is given: `--tests` for `Preload`.
+    fn tracer_args(self) -> &'static [&'static str] {
+        if self == Node::Preload {
+            &["--tests"]
+        } else {
+            &[]
+        }
+    }
+
+    /// The suite with the preload's variable, for `Preload`: how the run
+    /// without tracer gets what `--tests` gives the recorded one.
+    fn env(self, suite: Suite) -> Suite {
         if self == Node::Preload {
             suite.with_env("NODE_OPTIONS", format!("--require \"{NODE_INTEGRATION}\""))
         } else {

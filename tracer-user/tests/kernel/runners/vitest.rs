@@ -38,7 +38,7 @@ fn record(pool: &str, how: Node) -> (Suite, Recorded) {
     let argv = vitest(pool);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let make = || {
-        let suite = how.env(Suite::copied(&format!("vitest-{pool}")));
+        let suite = Suite::copied(&format!("vitest-{pool}"));
         if how == Node::SetupFile {
             let config =
                 format!("export default {{ test: {{ setupFiles: ['{NODE_INTEGRATION}'] }} }};\n");
@@ -46,7 +46,7 @@ fn record(pool: &str, how: Node) -> (Suite, Recorded) {
         }
         suite
     };
-    run(&format!("vitest {pool}{}", how.name()), make, &[], &argv)
+    run_node(&format!("vitest {pool}{}", how.name()), how, make, &argv)
 }
 
 #[test]
