@@ -68,6 +68,66 @@ fn key(c: &Certificate) -> ProcKey {
     }
 }
 
+/// What [`link`] reads of a death: built from its certificate, which a
+/// folded death then lets go (analysis/fold.rs). About 100 bytes; the last
+/// words only for a non-zero exit with children, the one kind whose link
+/// quotes them.
+#[derive(Clone, Debug)]
+pub(crate) struct LinkView {
+    pub key: ProcKey,
+    ns_pid: Option<u32>,
+    /// Set to `consequence` by [`link`].
+    pub rank: Rank,
+    pub end_seq: u64,
+    pub end_t: u64,
+    status: ExitStatus,
+    kind: CauseKind,
+    mechanism: Option<(MechanismKind, Option<ProcKey>)>,
+    killer: Option<ProcKey>,
+    last_words: Option<String>,
+}
+
+impl LinkView {
+    pub(crate) fn of(cx: &Ctx, c: &Certificate) -> Self {
+        let k = key(c);
+        let pkey = |p: &ProcRef| ProcKey {
+            pid: p.pid,
+            start: p.start,
+        };
+        // Only `waited_on` quotes last words, and only the victim's: a
+        // non-zero exit that had children to wait on.
+        let quoted = c.cause.kind == CauseKind::NonzeroExit
+            && c.rank == Rank::NonzeroExit
+            && cx.m.proc(k).is_some_and(|p| !p.children.is_empty());
+        LinkView {
+            key: k,
+            ns_pid: c.victim.process.ns_pid.map(|n| n.pid),
+            rank: c.rank,
+            end_seq: c.victim.end_seq,
+            end_t: c.victim.end_t,
+            status: c.victim.status.clone(),
+            kind: c.cause.kind,
+            mechanism: c
+                .cause
+                .mechanism
+                .as_ref()
+                .map(|m| (m.kind, m.process.as_ref().map(pkey))),
+            killer: c.killer.as_ref().map(|k| pkey(&k.process)),
+            last_words: c
+                .last_words
+                .as_ref()
+                .filter(|_| quoted)
+                .map(|l| l.text.clone()),
+        }
+    }
+}
+
+/// The keys of the deaths a link ties (each consequence and its cause):
+/// their certificates are shown whole, never folded.
+pub(crate) fn linked(links: &BTreeMap<ProcKey, Link>) -> std::collections::BTreeSet<ProcKey> {
+    links.iter().flat_map(|(&v, l)| [v, l.cause]).collect()
+}
+
 /// A failure reported in its own right: what a chain's consequences are
 /// not counted beside.
 fn is_failure(r: Rank) -> bool {
@@ -77,13 +137,13 @@ fn is_failure(r: Rank) -> bool {
 /// Finds every consequence among `certs` (not yet sorted, no ids) and
 /// ranks it `consequence` when its chain starts at a failure; returns the
 /// links by victim.
-pub(crate) fn link(cx: &Ctx, certs: &mut [Certificate]) -> BTreeMap<ProcKey, Link> {
+pub(crate) fn link(cx: &Ctx, certs: &mut [LinkView]) -> BTreeMap<ProcKey, Link> {
     let by_key: BTreeMap<ProcKey, usize> =
-        certs.iter().enumerate().map(|(i, c)| (key(c), i)).collect();
+        certs.iter().enumerate().map(|(i, c)| (c.key, i)).collect();
     // Causes die first: deciding in order of death settles each cause's
     // own chain before its consequences are looked at.
     let mut order: Vec<usize> = (0..certs.len()).collect();
-    order.sort_by_key(|&i| (certs[i].victim.end_seq, i));
+    order.sort_by_key(|&i| (certs[i].end_seq, i));
     // The rank a chain is reported under, per certificate: a chain whose
     // first death was expected (the SIGPIPE of `producer | head` under
     // `set -o pipefail`) is reported from its first failure on.
@@ -91,7 +151,7 @@ pub(crate) fn link(cx: &Ctx, certs: &mut [Certificate]) -> BTreeMap<ProcKey, Lin
     let mut links = BTreeMap::new();
     for i in order {
         let c = &certs[i];
-        let found = match (c.cause.kind, c.cause.mechanism.as_ref().map(|m| m.kind)) {
+        let found = match (c.kind, c.mechanism.map(|m| m.0)) {
             (CauseKind::NonzeroExit, _) if c.rank == Rank::NonzeroExit => {
                 waited_on(cx, certs, &by_key, i)
             }
@@ -106,7 +166,7 @@ pub(crate) fn link(cx: &Ctx, certs: &mut [Certificate]) -> BTreeMap<ProcKey, Lin
             chain_rank[i] = chain_rank[j];
             certs[i].rank = Rank::Consequence;
         }
-        links.insert(key(&certs[i]), l);
+        links.insert(certs[i].key, l);
     }
     links
 }
@@ -119,21 +179,21 @@ pub(crate) fn link(cx: &Ctx, certs: &mut [Certificate]) -> BTreeMap<ProcKey, Lin
 /// that death to its exit, and one piece of evidence ties the two.
 fn waited_on(
     cx: &Ctx,
-    certs: &[Certificate],
+    certs: &[LinkView],
     by_key: &BTreeMap<ProcKey, usize>,
     i: usize,
 ) -> Option<(usize, Link)> {
     let v = &certs[i];
-    let vk = key(v);
-    let ExitStatus::Exited { code } = v.victim.status else {
+    let vk = v.key;
+    let ExitStatus::Exited { code } = v.status else {
         return None;
     };
-    let end_seq = v.victim.end_seq;
+    let end_seq = v.end_seq;
     let killed_by_v = |k: &ProcKey| {
         by_key
             .get(k)
-            .and_then(|&j| certs[j].killer.as_ref())
-            .is_some_and(|kr| kr.process.pid == vk.pid && kr.process.start == vk.start)
+            .and_then(|&j| certs[j].killer)
+            .is_some_and(|kr| kr == vk)
     };
     let mut stack: Vec<(ProcKey, bool)> =
         cx.m.proc(vk)?
@@ -172,7 +232,7 @@ fn waited_on(
     let exec_after =
         cx.m.proc(vk)?
             .last_exec()
-            .is_some_and(|e| e.t > certs[j].victim.end_t);
+            .is_some_and(|e| e.t > certs[j].end_t);
     if exec_after {
         return None;
     }
@@ -196,19 +256,14 @@ fn waited_on(
 /// What ties a non-zero exit `code` of `v` to the death of `c`: its exit
 /// code (128+N after a death by N, or such a status passed on), its last
 /// words naming the death, or the time between the two.
-fn evidence(
-    code: i32,
-    v: &Certificate,
-    c: &Certificate,
-    via: LinkVia,
-) -> Option<(LinkEvidence, String)> {
+fn evidence(code: i32, v: &LinkView, c: &LinkView, via: LinkVia) -> Option<(LinkEvidence, String)> {
     let who = via_phrase(via);
-    let shell_status = match &c.victim.status {
+    let shell_status = match &c.status {
         ExitStatus::Signaled { signal, .. } => 128 + signal,
         ExitStatus::Exited { code } => *code,
     };
     if code > 128 && code == shell_status {
-        let detail = match &c.victim.status {
+        let detail = match &c.status {
             ExitStatus::Signaled { name, .. } => {
                 format!(
                     "it exited {code} = 128+{name}, as a shell reports a child killed by {name}"
@@ -229,7 +284,7 @@ fn evidence(
             ),
         ));
     }
-    let gap = v.victim.end_t.saturating_sub(c.victim.end_t);
+    let gap = v.end_t.saturating_sub(c.end_t);
     (gap <= CASCADE_WINDOW_NS).then(|| {
         (
             LinkEvidence::Window,
@@ -245,11 +300,11 @@ fn evidence(
 /// The last line of `v`'s last words that names `c`'s death: its pid, its
 /// signal (name, number, or strsignal's words, as shells, make, xargs and
 /// Go print it), its exit code, or a runtime's words for a lost worker.
-fn naming_line(v: &Certificate, c: &Certificate) -> Option<String> {
+fn naming_line(v: &LinkView, c: &LinkView) -> Option<String> {
     let lw = v.last_words.as_ref()?;
-    let mut needles: Vec<String> = vec![c.victim.process.pid.to_string()];
-    needles.extend(c.victim.process.ns_pid.map(|n| n.pid.to_string()));
-    match &c.victim.status {
+    let mut needles: Vec<String> = vec![c.key.pid.to_string()];
+    needles.extend(c.ns_pid.map(|n| n.to_string()));
+    match &c.status {
         ExitStatus::Signaled { signal, name, .. } => {
             needles.push(name.to_lowercase());
             needles.push(format!("signal {signal}"));
@@ -263,7 +318,7 @@ fn naming_line(v: &Certificate, c: &Certificate) -> Option<String> {
         }
     }
     needles.extend(LOST_WORKER.iter().map(|s| s.to_string()));
-    crate::text::display_text(&lw.text)
+    crate::text::display_text(lw)
         .lines()
         .rev()
         .find(|l| {
@@ -290,17 +345,13 @@ fn has_word(hay: &str, needle: &str) -> bool {
 
 /// A SIGPIPE whose reader died: the reader's certificate is the cause.
 fn pipe_reader(
-    certs: &[Certificate],
+    certs: &[LinkView],
     by_key: &BTreeMap<ProcKey, usize>,
     i: usize,
 ) -> Option<(usize, Link)> {
-    let reader = certs[i].cause.mechanism.as_ref()?.process.as_ref()?;
-    let rk = ProcKey {
-        pid: reader.pid,
-        start: reader.start,
-    };
+    let rk = certs[i].mechanism?.1?;
     let j = *by_key.get(&rk)?;
-    if matches!(certs[j].victim.status, ExitStatus::Exited { code: 0 }) {
+    if matches!(certs[j].status, ExitStatus::Exited { code: 0 }) {
         return None;
     }
     Some((
@@ -317,15 +368,11 @@ fn pipe_reader(
 /// Killed when its pid namespace's init ended: the init's certificate, if
 /// it has one, is the cause.
 fn namespace_init(
-    certs: &[Certificate],
+    certs: &[LinkView],
     by_key: &BTreeMap<ProcKey, usize>,
     i: usize,
 ) -> Option<(usize, Link)> {
-    let init = certs[i].cause.mechanism.as_ref()?.process.as_ref()?;
-    let ik = ProcKey {
-        pid: init.pid,
-        start: init.start,
-    };
+    let ik = certs[i].mechanism?.1?;
     let j = *by_key.get(&ik)?;
     Some((
         j,

@@ -8,6 +8,7 @@ mod cause;
 mod certificate;
 mod crash;
 mod extras;
+pub mod fold;
 pub mod hangs;
 mod mechanism;
 mod oom_group;
@@ -45,6 +46,11 @@ pub struct AnalysisOptions {
     /// filename matches any of these gets a certificate for a non-zero exit
     /// however briefly it lived.
     pub watch: Vec<Regex>,
+    /// Fold deaths of one signature as they are ranked (analysis/fold.rs):
+    /// a folded death's certificate is built again only as its group's
+    /// example, so memory follows the stories, not the processes. Off for
+    /// what must see every certificate (a daemon's looks, the OTLP export).
+    pub fold: bool,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -59,6 +65,11 @@ pub struct Analysis {
     /// daemon's live findings and the OTLP export see every certificate);
     /// in the ranked order of their examples. `counts` counts every death.
     pub death_groups: Vec<DeathGroup>,
+    /// Folded as it was ranked (`AnalysisOptions::fold`): what the verdict
+    /// reads of each folded non-zero exit (it names that rank's deaths one
+    /// by one when there is no unexpected one). Not in report.json.
+    #[serde(skip)]
+    pub folded_mentions: Vec<DeathMention>,
     /// Other non-zero exits, grouped, most frequent first.
     pub other_exits: Vec<ExitGroup>,
     /// Failed kill-family calls (ESRCH, EPERM), identical ones folded, in
@@ -98,7 +109,10 @@ pub fn analyze(log: &EventLog, opts: &AnalysisOptions) -> (Model, Analysis) {
 
 pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions) -> Analysis {
     let cx = Ctx::new(model, boot_to_wall_ns, opts);
-    let mut certificates = Vec::new();
+    // Per death: what the cascades read, and its certificate unless it may
+    // fold (then only its signature and what the verdict reads are kept).
+    let mut views = Vec::new();
+    let mut deaths: Vec<Death> = Vec::new();
     let mut small_exits = Vec::new();
     for p in model.procs.values().filter(|p| p.in_run) {
         let Some(end) = &p.end else { continue };
@@ -118,31 +132,82 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
                 }
             };
         if needs_cert {
-            certificates.push(certificate::build(&cx, p.key));
+            let c = certificate::build(&cx, p.key);
+            views.push(cascade::LinkView::of(&cx, &c));
+            deaths.push(Death::of(c, opts.fold));
         } else if matches!(end.status, ExitStatus::Exited { code } if code != 0) {
             small_exits.push(p.key);
         }
     }
     // Which deaths follow from others (cascade.rs): ranks first, as the
     // order depends on them; ids and sentences once the order is known.
-    let links = cascade::link(&cx, &mut certificates);
+    let links = cascade::link(&cx, &mut views);
+    let linked = cascade::linked(&links);
     // Within a rank, by the moment the cause happened (the fatal signal), so a
     // group kill's victims stay together in the order the kernel reached them.
-    certificates.sort_by_key(|c| {
-        let cause_seq = c.cause.signal.as_ref().map_or(c.victim.end_seq, |s| s.seq);
-        (c.rank, cause_seq, c.victim.end_seq)
-    });
+    let mut order: Vec<usize> = (0..deaths.len()).collect();
+    order.sort_by_key(|&i| (views[i].rank, deaths[i].cause_seq, views[i].end_seq));
     let mut counts = DeathCounts::default();
-    for (i, c) in certificates.iter_mut().enumerate() {
-        c.id = i + 1;
-        match c.rank {
+    for (n, &i) in order.iter().enumerate() {
+        match views[i].rank {
             Rank::Unexpected => counts.unexpected += 1,
             Rank::NonzeroExit => counts.nonzero_exit += 1,
             Rank::Consequence => counts.consequence += 1,
             Rank::Expected => counts.expected += 1,
         }
+        deaths[i].id = n + 1;
     }
+    // Which fold: a linked death never does.
+    let keys: Vec<Option<(Rank, &str)>> = order
+        .iter()
+        .map(|&i| {
+            let sig = deaths[i].signature.as_deref()?;
+            let free = fold::foldable_rank(views[i].rank) && !linked.contains(&views[i].key);
+            free.then_some((views[i].rank, sig))
+        })
+        .collect();
+    let groups_of = fold::plan(&keys);
+    drop(keys);
+    let mut certificates = Vec::new();
+    let mut death_groups = Vec::new();
+    let mut folded_mentions = Vec::new();
+    // The certificate of death `i`, whole, with its final rank and id.
+    let cert = |d: &mut Death, v: &cascade::LinkView| {
+        let mut c = d
+            .cert
+            .take()
+            .unwrap_or_else(|| certificate::build(&cx, v.key));
+        c.rank = v.rank;
+        c.id = d.id;
+        c
+    };
+    for (&i, g) in order.iter().zip(groups_of) {
+        let (d, v) = (&mut deaths[i], &views[i]);
+        let Some(g) = g else {
+            certificates.push(cert(d, v));
+            continue;
+        };
+        let member = GroupMember {
+            pid: v.key.pid,
+            start: v.key.start,
+            end_seq: v.end_seq,
+        };
+        let sig = d.signature.take().unwrap_or_default();
+        fold::add(&mut death_groups, g, &sig, member, cx.wall(v.end_t), || {
+            cert(d, v)
+        });
+        folded_mentions.extend(d.mention.take().map(|mut m| {
+            m.id = d.id;
+            m
+        }));
+        d.cert = None;
+    }
+    drop(deaths);
     cascade::word(&mut certificates, &links);
+    // The verdict names non-zero exits only when no death was unexpected.
+    if counts.unexpected > 0 {
+        folded_mentions.clear();
+    }
     let other_exits = extras::other_exits(&cx, &small_exits);
     let foreign_signals = extras::foreign_signals(&cx);
     let leftovers = extras::leftovers(&cx);
@@ -151,13 +216,49 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     Analysis {
         counts,
         certificates,
-        death_groups: Vec::new(),
+        death_groups,
+        folded_mentions,
         other_exits,
         near_misses,
         near_misses_left_out,
         foreign_signals,
         leftovers,
         ancestors: cx.ancestors.into_inner().into_entries(),
+    }
+}
+
+/// One death while the analysis ranks: its certificate, or (when it may
+/// fold) what a group and the verdict read of it, the certificate let go.
+struct Death {
+    id: usize,
+    /// The fatal signal's `seq` (else the end's): the order within a rank.
+    cause_seq: u64,
+    cert: Option<Certificate>,
+    signature: Option<String>,
+    mention: Option<DeathMention>,
+}
+
+impl Death {
+    fn of(c: Certificate, fold: bool) -> Self {
+        let cause_seq = c.cause.signal.as_ref().map_or(c.victim.end_seq, |s| s.seq);
+        if !(fold && fold::foldable_rank(c.rank)) {
+            return Death {
+                id: 0,
+                cause_seq,
+                cert: Some(c),
+                signature: None,
+                mention: None,
+            };
+        }
+        // Unlinked, these headlines are final (cascade::word rewrites only
+        // a linked death's, and a linked death is built again).
+        Death {
+            id: 0,
+            cause_seq,
+            signature: Some(fold::signature(&c)),
+            mention: (c.rank == Rank::NonzeroExit).then(|| DeathMention::of(&c)),
+            cert: None,
+        }
     }
 }
 

@@ -650,3 +650,38 @@ pub(crate) mod names {
         same(MechanismKind::as_str);
     }
 }
+
+/// What the verdict reads of a death of the rank it leads with (one
+/// mention per cause, report/verdict.rs): built from every such
+/// certificate, and kept for a folded one beside its group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeathMention {
+    pub id: usize,
+    pub rank: Rank,
+    pub pid: u32,
+    pub headline: String,
+    /// The call that killed several processes at once (several deliveries).
+    pub kill_call: Option<u64>,
+    /// The `memory.oom.group` kill it was one of.
+    pub oom_group: Option<u64>,
+    /// The call aimed at this very process (`kill(pid)`, not its group).
+    pub aimed: bool,
+}
+
+impl DeathMention {
+    pub fn of(c: &Certificate) -> Self {
+        let k = c.killer.as_ref();
+        DeathMention {
+            id: c.id,
+            rank: c.rank,
+            pid: c.victim.process.pid,
+            headline: c.headline.clone(),
+            kill_call: k
+                .filter(|k| k.deliveries.unwrap_or(0) > 1)
+                .and_then(|k| k.call_seq),
+            oom_group: c.oom.as_ref().and_then(|o| o.group.as_ref()).map(|g| g.seq),
+            aimed: k.and_then(|k| k.target_arg).map(i64::unsigned_abs)
+                == Some(u64::from(c.victim.process.pid)),
+        }
+    }
+}

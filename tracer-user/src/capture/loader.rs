@@ -174,7 +174,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
         ));
     }
     drop(btf);
-    release_startup_heap();
+    release_heap();
     Ok(cap)
 }
 
@@ -196,10 +196,12 @@ fn btf_offsets() -> Result<tracer_common::KernelOffsets, TracerError> {
     Ok(o)
 }
 
-/// Give the start-up heap back to the kernel. Parsing vmlinux BTF (btf-rs for
+/// Give the freed heap back to the kernel. Parsing vmlinux BTF (btf-rs for
 /// the offsets, aya for the loader) peaks at tens of MB; freed, glibc keeps
-/// it mapped unless asked, and it would count in RSS for the whole run.
-fn release_startup_heap() {
+/// it mapped unless asked, and it would count in RSS for the whole run. A
+/// daemon asks again after each look (commands/daemon/watch.rs): a look's
+/// analysis frees what it built, in holes glibc keeps.
+pub fn release_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks glibc's own arenas.
     unsafe {

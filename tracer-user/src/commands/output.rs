@@ -54,6 +54,7 @@ impl ReportFlags {
             watch: self.watch.clone(),
             export: None,
             junit: None,
+            every_certificate: false,
         }
     }
 
@@ -69,6 +70,7 @@ impl ReportFlags {
     pub fn analysis_options(&self) -> AnalysisOptions {
         AnalysisOptions {
             watch: self.watch.clone(),
+            fold: false,
         }
     }
 }
@@ -102,6 +104,7 @@ pub fn write_reports(
     let opts = ReportOptions {
         export: done,
         junit: junit.cloned(),
+        every_certificate: endpoint.is_some(),
         ..flags.options()
     };
     let header = loaded.log.header.clone();

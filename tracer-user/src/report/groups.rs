@@ -3,87 +3,49 @@
 //! (`sleep 5 & kill -TERM $!` in a loop) left 19,500 expected certificates
 //! of ~2.3 KB each, one story: 207 MB of report.json for 140 MB of log.
 //!
-//! Folded: expected stops and non-zero exits that no cascade links (no
-//! `consequence_of`, no `consequences`), when at least [`GROUP_MIN`] of one
-//! rank share a signature ([`super::junit::signature`]: the JUnit test name,
-//! short command names, cause, killer relation). Unexpected deaths, the
-//! roots of cascades and their consequences stay certificates of their own:
-//! each is a story, and every `consequence_of`/`consequences` id still
-//! names a certificate of the report.
-use std::collections::BTreeMap;
+//! The rule is analysis/fold.rs's. A report's analysis usually folds as it
+//! ranks; [`fold`] folds one that kept every certificate (the OTLP export
+//! at the end of a run sends each death), after the verdict has named
+//! what it names from every death.
+use crate::analysis::{
+    fold::{self, foldable, signature},
+    Analysis, DeathGroup, Rank,
+};
 
-use crate::analysis::{Analysis, Certificate, DeathGroup, GroupMember, Rank};
-
-/// Fewer deaths of one signature read as fast one by one as in a group
-/// (and keep their whole certificates).
-pub const GROUP_MIN: usize = 3;
-/// Members a group lists; the rest are counted (`members_left_out`).
-pub const MAX_MEMBERS: usize = 20;
-
-fn foldable(c: &Certificate) -> bool {
-    matches!(c.rank, Rank::Expected | Rank::NonzeroExit)
-        && c.consequence_of.is_none()
-        && c.consequences.is_empty()
-}
+pub use crate::analysis::fold::{GROUP_MIN, MAX_MEMBERS};
 
 /// Moves the foldable certificates of `a` into `a.death_groups`. Each folded
 /// certificate but a group's first is dropped as soon as it is counted.
 pub fn fold(a: &mut Analysis) {
+    if !a.death_groups.is_empty() {
+        return;
+    }
     // Signatures are computed once per foldable certificate.
     let sigs: Vec<Option<String>> = a
         .certificates
         .iter()
-        .map(|c| foldable(c).then(|| super::junit::signature(c)))
+        .map(|c| foldable(c).then(|| signature(c)))
         .collect();
-    let mut sizes: BTreeMap<(Rank, &str), usize> = BTreeMap::new();
-    for (c, s) in a.certificates.iter().zip(&sigs) {
-        if let Some(s) = s {
-            *sizes.entry((c.rank, s.as_str())).or_default() += 1;
-        }
-    }
-    if sizes.values().all(|&n| n < GROUP_MIN) {
+    let keys: Vec<Option<(Rank, &str)>> = a
+        .certificates
+        .iter()
+        .zip(&sigs)
+        .map(|(c, s)| Some((c.rank, s.as_deref()?)))
+        .collect();
+    let groups_of = fold::plan(&keys);
+    if groups_of.iter().all(Option::is_none) {
         return;
     }
-    let mut at: BTreeMap<(Rank, &str), usize> = BTreeMap::new();
     let mut groups: Vec<DeathGroup> = Vec::new();
     let certs = std::mem::take(&mut a.certificates);
     let mut kept = Vec::with_capacity(certs.len());
-    for (c, s) in certs.into_iter().zip(sigs.iter()) {
-        let Some(s) = s.as_deref().filter(|s| sizes[&(c.rank, *s)] >= GROUP_MIN) else {
+    for ((c, g), s) in certs.into_iter().zip(groups_of).zip(&sigs) {
+        let (Some(g), Some(s)) = (g, s) else {
             kept.push(c);
             continue;
         };
-        let member = GroupMember {
-            pid: c.victim.process.pid,
-            start: c.victim.process.start,
-            end_seq: c.victim.end_seq,
-        };
-        match at.get(&(c.rank, s)) {
-            Some(&i) => {
-                let g = &mut groups[i];
-                g.count += 1;
-                g.last_time.clone_from(&c.victim.ended_at);
-                if g.members.len() < MAX_MEMBERS {
-                    g.members.push(member);
-                } else {
-                    g.members_left_out += 1;
-                }
-            }
-            None => {
-                at.insert((c.rank, s), groups.len());
-                groups.push(DeathGroup {
-                    id: c.id,
-                    rank: c.rank,
-                    signature: s.to_string(),
-                    count: 1,
-                    first_time: c.victim.ended_at.clone(),
-                    last_time: c.victim.ended_at.clone(),
-                    members: vec![member],
-                    members_left_out: 0,
-                    example: c,
-                });
-            }
-        }
+        let ended_at = c.victim.ended_at.clone();
+        fold::add(&mut groups, g, s, fold::member(&c), ended_at, || c);
     }
     a.certificates = kept;
     // The certificates are in the ranked order, so their first members are.
@@ -104,6 +66,7 @@ pub fn member_list(g: &DeathGroup) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::Certificate;
 
     fn analysis_of(name: &str) -> Analysis {
         let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -155,7 +118,7 @@ mod tests {
         assert_eq!(g.example.id, 6);
         assert_eq!(g.first_time, "t0");
         assert_eq!(g.last_time, format!("t{}", MAX_MEMBERS + 6));
-        assert_eq!(g.signature, super::super::junit::signature(&expected));
+        assert_eq!(g.signature, signature(&expected));
         assert!(
             member_list(g).ends_with(" and 7 more"),
             "{}",

@@ -83,6 +83,7 @@ pub(super) fn analyze(log: &EventLog, opts: &ReportOptions) -> (Model, Analysis)
 pub(super) fn analyze_model(model: &Model, opts: &ReportOptions) -> Analysis {
     let aopts = AnalysisOptions {
         watch: opts.watch.clone(),
+        fold: !opts.every_certificate,
     };
     analysis::analyze_model(model, model.boot_to_wall_ns, &aopts)
 }
@@ -214,9 +215,13 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
     // annotation per death): one line, no control byte, even when the log
     // itself was tampered with (a signal or si_code name is copied as read).
     let mut analysis = analysis;
-    for c in &mut analysis.certificates {
+    let examples = analysis.death_groups.iter_mut().map(|g| &mut g.example);
+    for c in analysis.certificates.iter_mut().chain(examples) {
         c.headline = crate::text::one_line(&c.headline);
         c.cause.summary = crate::text::one_line(&c.cause.summary);
+    }
+    for m in &mut analysis.folded_mentions {
+        m.headline = crate::text::one_line(&m.headline);
     }
     // Each clause on one line before the verdict is sized: the bound is on
     // what report.md shows.

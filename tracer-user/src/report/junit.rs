@@ -4,7 +4,7 @@
 //!
 //! One test case per unexpected death and per signal that crossed the
 //! run's boundary (what `--fail-on` counts), each named by its stable
-//! signature ([`shape::death`]: short command names, the cause, the
+//! signature ([`crate::text::shape::death`]: short command names, the cause, the
 //! killer's relation; never a pid, a time or a temp path), so the same
 //! death in the next run is the same test, and GitLab's "failed N times"
 //! history builds up. The pid, the call and the details are in the failure
@@ -14,49 +14,15 @@ use std::{collections::BTreeMap, fmt::Write as _};
 
 use super::Report;
 use crate::{
-    analysis::{Certificate, Direction, ForeignSignal, ProcRef, Rank},
-    text::{
-        shape::{self, Death},
-        xml,
-    },
+    analysis::{Certificate, Direction, ForeignSignal, Rank},
+    text::xml,
 };
 
 /// Groups of deaths the passing `run` case names.
 const MAX_GROUP_NOTES: usize = 20;
 
-fn proc_shape(p: &ProcRef) -> String {
-    shape::command(&p.argv, &p.command)
-}
-
-/// The signature of a certificate: its JUnit test case's name.
-pub fn signature(c: &Certificate) -> String {
-    let victim = proc_shape(&c.victim.process);
-    let cause = c.cause.kind.as_str();
-    let killer = c
-        .killer
-        .as_ref()
-        .map(|k| shape::with_test(proc_shape(&k.process), killer_test(c).as_deref()));
-    let relation = c.killer.as_ref().map(|k| k.relation.as_str());
-    let exit_code = match &c.victim.status {
-        crate::eventlog::ExitStatus::Exited { code } => Some(*code),
-        crate::eventlog::ExitStatus::Signaled { .. } => None,
-    };
-    shape::death(&Death {
-        victim: &victim,
-        cause,
-        signal: c.cause.signal.as_ref().map(|s| s.sig_name.as_str()),
-        exit_code: c.cause.signal.is_none().then_some(exit_code).flatten(),
-        relation,
-        killer: killer.as_deref(),
-    })
-}
-
-/// The killer's test, run-independent, when one is known: a signature
-/// keyed by it shows a flaky killer test across runs.
-fn killer_test(c: &Certificate) -> Option<String> {
-    let t = c.killer.as_ref()?.test.as_ref()?;
-    (t.one_of.len() <= 1).then(|| t.test.full_name())
-}
+use crate::analysis::fold::proc_shape;
+pub use crate::analysis::fold::signature;
 
 /// The signature of a signal across the run's boundary.
 pub fn foreign_signature(f: &ForeignSignal) -> String {

@@ -45,6 +45,10 @@ pub struct ReportOptions {
     /// `--junit FILE`: where the JUnit file goes, its directory held from
     /// the start.
     pub junit: Option<std::sync::Arc<crate::outdir::OutFile>>,
+    /// Keep every certificate until the reports fold them (the OTLP export
+    /// at the end of a run sends each death); otherwise the analysis folds
+    /// as it ranks and holds only the stories' certificates.
+    pub every_certificate: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -340,3 +340,34 @@ fn a_normal_fallback_is_no_error_and_the_long_parts_come_last() {
     );
     assert!(md.trim_end().ends_with("</details>"));
 }
+
+/// An analysis folded as it ranks (a folded death's certificate built only
+/// as its group's example) writes the very bytes of one that kept every
+/// certificate and was folded after the verdict: report.json, report.md
+/// and the JUnit file, for every fixture.
+#[test]
+fn folding_while_ranking_writes_the_same_reports() {
+    let mut folded = 0;
+    for path in fixtures() {
+        let log = read_log(&path).unwrap();
+        let early = build_report(&log, &ReportOptions::default());
+        let every = ReportOptions {
+            every_certificate: true,
+            ..Default::default()
+        };
+        let late = build_report(&log, &every);
+        let name = path.display();
+        assert_eq!(render_json(&early), render_json(&late), "{name}");
+        assert_eq!(render_markdown(&early), render_markdown(&late), "{name}");
+        assert_eq!(junit::render(&early), junit::render(&late), "{name}");
+        assert_eq!(early.analysis.counts, late.analysis.counts, "{name}");
+        folded += usize::from(!early.analysis.death_groups.is_empty());
+        // Its verdict names folded non-zero exits one by one.
+        if path.ends_with("real_folded_deaths.ndjson") {
+            let ranks: Vec<Rank> = early.analysis.death_groups.iter().map(|g| g.rank).collect();
+            assert_eq!(ranks, [Rank::NonzeroExit, Rank::Expected], "{name}");
+            assert_eq!(early.analysis.folded_mentions.len(), 4, "{name}");
+        }
+    }
+    assert!(folded > 0, "no fixture folds: the test would prove nothing");
+}

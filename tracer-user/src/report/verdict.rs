@@ -1,7 +1,7 @@
 //! The verdict: the first line of every report.
 use super::facts::LogFacts;
 use crate::analysis::{
-    cascade, wording as w, Analysis, Certificate, ForeignSignal, Leftover, Rank,
+    cascade, wording as w, Analysis, Certificate, DeathMention, ForeignSignal, Leftover, Rank,
 };
 
 // The verdict's most characters, as report.md's first line shows it.
@@ -38,7 +38,19 @@ pub fn verdict(a: &Analysis, log: &LogFacts) -> String {
 }
 
 pub(super) fn parts(a: &Analysis, log: &LogFacts) -> Parts {
-    let list = |rank: Rank| mentions(a.certificates.iter().filter(|c| c.rank == rank));
+    // Every death of the rank, in the ranked order: the certificates', and
+    // the folded ones' mentions (an analysis folded as it ranked).
+    let list = |rank: Rank| {
+        let mut all: Vec<DeathMention> = a
+            .certificates
+            .iter()
+            .filter(|c| c.rank == rank)
+            .map(DeathMention::of)
+            .chain(a.folded_mentions.iter().filter(|m| m.rank == rank).cloned())
+            .collect();
+        all.sort_by_key(|m| m.id);
+        mentions(&all)
+    };
     let (head, mentions) = if a.counts.unexpected > 0 {
         let n = a.counts.unexpected;
         (
@@ -453,19 +465,13 @@ const MAX_ALSO: usize = 4;
 /// One mention per cause: the victims of one group kill (one call, several
 /// deliveries; one OOM group kill) are named together, led by the process
 /// the call aimed at.
-fn mentions<'a>(certs: impl Iterator<Item = &'a Certificate>) -> Vec<String> {
-    let mut groups: Vec<(Option<OneKill>, Vec<&Certificate>)> = Vec::new();
+fn mentions(certs: &[DeathMention]) -> Vec<String> {
+    let mut groups: Vec<(Option<OneKill>, Vec<&DeathMention>)> = Vec::new();
     for c in certs {
         let call = c
-            .killer
-            .as_ref()
-            .filter(|k| k.deliveries.unwrap_or(0) > 1)
-            .and_then(|k| k.call_seq)
+            .kill_call
             .map(OneKill::Call)
-            .or_else(|| {
-                let group = c.oom.as_ref().and_then(|o| o.group.as_ref());
-                group.map(|g| OneKill::OomGroup(g.seq))
-            });
+            .or_else(|| c.oom_group.map(OneKill::OomGroup));
         match groups.iter_mut().find(|g| call.is_some() && g.0 == call) {
             Some(g) => g.1.push(c),
             None => groups.push((call, vec![c])),
@@ -478,19 +484,11 @@ fn mentions<'a>(certs: impl Iterator<Item = &'a Certificate>) -> Vec<String> {
                 Some(OneKill::OomGroup(_)) => "the same OOM group kill",
                 _ => "the same call",
             };
-            let aimed = |c: &&&Certificate| {
-                let arg = c
-                    .killer
-                    .as_ref()
-                    .and_then(|k| k.target_arg)
-                    .map(i64::unsigned_abs);
-                arg == Some(u64::from(c.victim.process.pid))
-            };
-            let rep = cs.iter().find(aimed).unwrap_or(&cs[0]);
+            let rep = cs.iter().find(|c| c.aimed).unwrap_or(&cs[0]);
             let others: Vec<String> = cs
                 .iter()
                 .filter(|c| c.id != rep.id)
-                .map(|c| c.victim.process.pid.to_string())
+                .map(|c| c.pid.to_string())
                 .collect();
             // A group kill of hundreds names a few: the verdict is one line.
             let listed = match others.len() {

@@ -106,6 +106,10 @@ impl Watch {
         if let Some(x) = &mut self.otlp {
             x.send(&found, self.boot_to_wall_ns);
         }
+        drop(found);
+        // What the look built is freed: returned, not kept in glibc's holes
+        // (a 30 s soak: steady RSS 58 MB, 29 MB of it heap, without).
+        crate::capture::loader::release_heap();
     }
 
     /// The daemon stops: hand on what its last records add (`last`: written
