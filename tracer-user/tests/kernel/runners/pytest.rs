@@ -142,9 +142,14 @@ fn with_tests_both_tests_are_named_exactly() {
         .iter()
         .map(|c| (c.var.as_str(), c.how.as_str(), c.old.as_deref()))
         .collect();
+    // Node's preload too: `--tests` hands the command every integration.
     assert_eq!(
         seen,
-        [("PYTEST_PLUGINS", "set", None), ("PYTHONPATH", "set", None)]
+        [
+            ("PYTEST_PLUGINS", "set", None),
+            ("PYTHONPATH", "set", None),
+            ("NODE_OPTIONS", "set", None)
+        ]
     );
     assert_eq!(changes[0].new, "tracer_pytest");
     let dir = Path::new(&changes[1].new);
@@ -290,7 +295,9 @@ fn with_tests_the_jobs_own_plugins_and_path_are_kept() {
     named_by_marks(dead.victim.test.as_ref(), SIBLING, &all);
     named_by_marks(dead.killer.as_ref().unwrap().test.as_ref(), CLEANUP, &all);
     let c = &r.log.header.env_changes;
-    assert_eq!(c.len(), 2, "{c:?}");
+    // pytest's two, then Node's (unset before: set).
+    assert_eq!(c.len(), 3, "{c:?}");
+    assert_eq!((c[2].var.as_str(), c[2].how.as_str()), ("NODE_OPTIONS", "set"), "{c:?}");
     assert_eq!(
         (
             c[0].var.as_str(),
