@@ -181,7 +181,8 @@ async fn record(
         cg.remove();
     }
     for spec in &args.test_report {
-        for w in crate::labels::report_file::load(spec, header.boot_to_wall_ns, &header.started_at) {
+        for w in crate::labels::report_file::load(spec, header.boot_to_wall_ns, &header.started_at)
+        {
             session.log_test_window(w)?;
         }
     }

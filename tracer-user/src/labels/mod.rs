@@ -17,9 +17,9 @@
 pub mod env;
 pub mod marks;
 pub mod report_file;
-mod reported;
 #[cfg(test)]
 mod report_tests;
+mod reported;
 mod sources;
 #[cfg(test)]
 mod tests;

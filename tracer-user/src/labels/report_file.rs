@@ -70,9 +70,9 @@ impl std::str::FromStr for Spec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Spec, String> {
-        let (f, path) = s
-            .split_once(':')
-            .ok_or_else(|| format!("expected FORMAT:PATH (go-json:FILE or junit:FILE), got {s:?}"))?;
+        let (f, path) = s.split_once(':').ok_or_else(|| {
+            format!("expected FORMAT:PATH (go-json:FILE or junit:FILE), got {s:?}")
+        })?;
         let format = match f {
             "go-json" => Format::GoJson,
             "junit" => Format::Junit,
@@ -117,7 +117,11 @@ pub fn read_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
         return Err("not a regular file".into());
     }
     if meta.len() > MAX_BYTES {
-        return Err(format!("{} bytes, over the {} MiB limit", meta.len(), MAX_BYTES >> 20));
+        return Err(format!(
+            "{} bytes, over the {} MiB limit",
+            meta.len(),
+            MAX_BYTES >> 20
+        ));
     }
     let mut out = Vec::new();
     f.take(MAX_BYTES + 1)

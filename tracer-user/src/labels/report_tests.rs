@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use super::report_file::{self, Format, Spec, MAX_BYTES};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn wall(s: &str) -> i128 {
@@ -21,12 +23,18 @@ fn go_json_windows_run_to_pass_or_fail() {
     let bytes = report_file::read_file(&fixture("go_test.json")).unwrap();
     let got = report_file::parse(Format::GoJson, &bytes).unwrap();
     assert_eq!(got.len(), 2, "{got:?}");
-    let sib = got.iter().find(|r| r.name == "TestSiblingOwnsAHelper").unwrap();
+    let sib = got
+        .iter()
+        .find(|r| r.name == "TestSiblingOwnsAHelper")
+        .unwrap();
     assert_eq!(sib.file.as_deref(), Some("tracer.test/suites/gotest"));
     assert_eq!(sib.from, Some(wall("2026-12-02T00:03:19.692035999Z")));
     // Its `fail`, after the pause and both `cont`s.
     assert_eq!(sib.until, Some(wall("2026-12-02T00:03:19.713614165Z")));
-    let clean = got.iter().find(|r| r.name == "TestCleanupKillsStrayHelpers").unwrap();
+    let clean = got
+        .iter()
+        .find(|r| r.name == "TestCleanupKillsStrayHelpers")
+        .unwrap();
     assert_eq!(clean.until, Some(wall("2026-12-02T00:03:19.713560885Z")));
 }
 
@@ -34,7 +42,10 @@ fn go_json_windows_run_to_pass_or_fail() {
 fn junit_cases_share_their_suites_window() {
     let bytes = report_file::read_file(&fixture("junit_pytest.xml")).unwrap();
     let got = report_file::parse(Format::Junit, &bytes).unwrap();
-    let names: Vec<_> = got.iter().map(|r| (r.file.as_deref(), r.name.as_str())).collect();
+    let names: Vec<_> = got
+        .iter()
+        .map(|r| (r.file.as_deref(), r.name.as_str()))
+        .collect();
     assert_eq!(
         names,
         [
@@ -87,7 +98,10 @@ fn windows_on_the_log_clock_with_their_uncertainty() {
 #[test]
 fn specs() {
     let s: Spec = "junit:a:b.xml".parse().unwrap();
-    assert_eq!((s.format, s.path), (Format::Junit, PathBuf::from("a:b.xml")));
+    assert_eq!(
+        (s.format, s.path),
+        (Format::Junit, PathBuf::from("a:b.xml"))
+    );
     assert!("xml:a".parse::<Spec>().is_err());
     assert!("go-json:".parse::<Spec>().is_err());
     assert!("report.json".parse::<Spec>().is_err());
@@ -107,7 +121,10 @@ fn hostile_xml_is_refused() {
         ("<testsuite><testcase name='a'></testsuite>", "XML error"),
         ("<html/>", "not JUnit"),
         ("<testsuite/><testsuite/>", "more than one root"),
-        ("<testsuite><testcase time='1'/></testsuite>", "without a name"),
+        (
+            "<testsuite><testcase time='1'/></testsuite>",
+            "without a name",
+        ),
         ("\u{0}\u{1}garbage", "no XML element"),
         ("", "no XML element"),
         ("<testsuite>", "ends inside"),

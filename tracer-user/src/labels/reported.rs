@@ -102,7 +102,9 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
             let end = p.end.as_ref().map(|e| e.t);
             // Unknown start: from the exec (the process's whole life as
             // this program); unknown end: to the process's end.
-            let from = w.from.map_or(exec_t, |f| f.saturating_sub(slack).max(exec_t));
+            let from = w
+                .from
+                .map_or(exec_t, |f| f.saturating_sub(slack).max(exec_t));
             let until = match (w.until, end) {
                 (Some(u), Some(e)) => Some(u.saturating_add(slack).min(e)),
                 (Some(u), None) => Some(u.saturating_add(slack)),

@@ -75,5 +75,8 @@ fn go_json_report_names_both_ends_approximately() {
     assert!(md.contains("approximate (runner report, ±"), "{md}");
     // The log alone re-renders it: the windows are records in it.
     let log = std::fs::read_to_string(r.path("events.ndjson")).unwrap();
-    assert!(log.contains(r#""type":"test_window""#), "no test_window record");
+    assert!(
+        log.contains(r#""type":"test_window""#),
+        "no test_window record"
+    );
 }
