@@ -54,6 +54,14 @@ pub struct RecordArgs {
     pub leak_grace: std::time::Duration,
     #[command(flatten)]
     pub report: ReportFlags,
+    /// A test runner's own report the command writes, FORMAT:PATH
+    /// (repeatable): `go-json` (`go test -json` output) or `junit` (JUnit
+    /// XML). Read after the command ends (never through a link, at most
+    /// 64 MiB) and its tests written into the log as approximate test
+    /// windows (`test_window`), so `tracer report` re-renders them; a
+    /// malformed file is one warning and no names.
+    #[arg(long, value_name = "FORMAT:PATH")]
+    pub test_report: Vec<crate::labels::report_file::Spec>,
     /// Run the command as USER (a name or a numeric uid; `--user root` keeps
     /// root). Default: under sudo, the user who ran sudo (SUDO_UID,
     /// SUDO_GID); otherwise the tracer's own user. Only the tracer keeps its
@@ -180,6 +188,12 @@ async fn record(
     watchdog.disarm();
     if let Some(cg) = &run_cgroup {
         cg.remove();
+    }
+    for spec in &args.test_report {
+        for w in crate::labels::report_file::load(spec, header.boot_to_wall_ns, &header.started_at)
+        {
+            session.log_test_window(w)?;
+        }
     }
     let closed = session.finish(Some(command_status.clone()))?;
     phase(t0, "log closed, hooks detached");

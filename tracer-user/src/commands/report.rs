@@ -31,6 +31,12 @@ pub struct ReportArgs {
     pub fail_on: Vec<fail_on::Condition>,
     #[command(flatten)]
     pub report: ReportFlags,
+    /// A test runner's own report, FORMAT:PATH (repeatable): `go-json`
+    /// (`go test -json` output) or `junit` (JUnit XML). Its tests are added
+    /// to the log's as approximate test windows when rendering (the log is
+    /// not changed): for a log recorded without `record --test-report`.
+    #[arg(long, value_name = "FORMAT:PATH")]
+    pub test_report: Vec<crate::labels::report_file::Spec>,
 }
 
 pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
@@ -46,7 +52,20 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     };
     let redactor = Redactor::new(&args.report.redact)?;
     // Streamed: a million-event log is never in memory as records.
-    let loaded = report::load(&args.events, &redactor)?;
+    let mut loaded = report::load(&args.events, &redactor)?;
+    for spec in &args.test_report {
+        let header = &loaded.log.header;
+        let windows =
+            crate::labels::report_file::load(spec, header.boot_to_wall_ns, &header.started_at);
+        for w in windows {
+            // Masked as the log's own text is.
+            let mut rec = crate::eventlog::Record::TestWindow(w);
+            redactor.record(&mut rec);
+            if let crate::eventlog::Record::TestWindow(w) = rec {
+                loaded.model.add_test_window(w);
+            }
+        }
+    }
     if loaded.log.truncated {
         crate::say!(
             "tracer: warning: {} ends without a trailer (capture was interrupted); the report covers what was written",

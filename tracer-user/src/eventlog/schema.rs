@@ -26,6 +26,7 @@ pub enum Record {
     Snapshot(SnapshotTaken),
     Existing(Existing),
     TestMark(TestMark),
+    TestWindow(TestWindow),
     Trailer(Trailer),
 }
 
@@ -42,6 +43,35 @@ pub struct TestMark {
     pub text: String,
     /// Bytes the write asked to write.
     pub bytes: u64,
+}
+
+/// One test's window from a runner's own report (`--test-report`): what
+/// the report says, its wall clock mapped to the log's (`t`) by the
+/// header's `boot_to_wall_ns`. Approximate: not the kernel's word
+/// (docs/event-log.md, "Test windows"). Written after the command ended;
+/// `at` is when it was written.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TestWindow {
+    #[serde(flatten)]
+    pub at: Stamp,
+    /// The report's format: `go-json` or `junit`.
+    pub format: String,
+    /// The report file as given (the job's text: a JUnit window names the
+    /// process whose argv names this file).
+    pub path: String,
+    /// go: the package's import path; JUnit: the case's classname.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    pub name: String,
+    /// Start, as `t`; absent when the report does not say (the window is
+    /// then its process's whole life).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+    /// End, as `t`; absent when the test never ended in the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<u64>,
+    /// How far either end may be off, in ms.
+    pub uncertainty_ms: u32,
 }
 
 /// A task as seen by the kernel. `pid` is the process (tgid), `tid` the
@@ -481,6 +511,7 @@ impl Record {
             Record::Snapshot(e) => Some(&e.at),
             Record::Existing(e) => Some(&e.at),
             Record::TestMark(e) => Some(&e.at),
+            Record::TestWindow(e) => Some(&e.at),
             Record::Header(_) | Record::Trailer(_) => None,
         }
     }

@@ -110,6 +110,7 @@ pub fn type_name(r: &Record) -> &'static str {
         Record::Snapshot(_) => "snapshot",
         Record::Existing(_) => "existing",
         Record::TestMark(_) => "test_mark",
+        Record::TestWindow(_) => "test_window",
         Record::Trailer(_) => "trailer",
     }
 }

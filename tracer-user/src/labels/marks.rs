@@ -85,6 +85,7 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
             name_truncated: false,
             phase: p.phase.as_deref().and_then(Phase::parse),
             source: Source::Exact,
+            uncertainty_ms: None,
         };
         match p.ev.as_str() {
             "begin" => {

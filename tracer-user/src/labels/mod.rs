@@ -16,6 +16,10 @@
 //! and the killer's test.
 pub mod env;
 pub mod marks;
+pub mod report_file;
+#[cfg(test)]
+mod report_tests;
+mod reported;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -47,6 +51,8 @@ pub enum Runner {
     Jest,
     /// `go test`.
     Go,
+    /// Named only by a JUnit report (`--test-report junit:PATH`).
+    Junit,
 }
 
 impl Runner {
@@ -58,6 +64,7 @@ impl Runner {
             Runner::Vitest => "vitest",
             Runner::Jest => "jest",
             Runner::Go => "go test",
+            Runner::Junit => "JUnit report",
         }
     }
 }
@@ -137,6 +144,10 @@ pub struct Test {
     pub phase: Option<Phase>,
     /// Where the label comes from: exact, argv/env, approximate.
     pub source: Source,
+    /// An approximate label's uncertainty: either end of its window may be
+    /// this many ms off (a runner's report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncertainty_ms: Option<u32>,
 }
 
 impl Test {
@@ -292,6 +303,9 @@ pub struct Labels {
     procs: HashMap<ProcKey, Vec<Window>>,
     /// Windows of one thread (a libtest thread, a mark's writer).
     threads: HashMap<ProcKey, BTreeMap<u32, Vec<Window>>>,
+    /// Windows of a whole process from a runner's report: approximate,
+    /// consulted only when no exact or argv/env window names a test there.
+    approx: HashMap<ProcKey, Vec<Window>>,
     /// Worker names by process (`vitest worker 3`), for lanes and tables.
     workers: HashMap<ProcKey, String>,
 }
@@ -302,6 +316,7 @@ impl Labels {
         let mut l = Labels::default();
         sources::collect(m, &mut l);
         marks::collect(m, &mut l);
+        reported::collect(m, &mut l);
         l
     }
 
@@ -355,6 +370,17 @@ impl Labels {
             });
     }
 
+    /// A window of a process from a runner's report (approximate).
+    fn add_approx(&mut self, key: ProcKey, from: u64, until: Option<u64>, test: Test) {
+        let test = self.intern(test);
+        self.approx.entry(key).or_default().push(Window {
+            from,
+            until,
+            test,
+            helper: false,
+        });
+    }
+
     fn set_worker(&mut self, key: ProcKey, name: String) {
         self.workers.entry(key).or_insert(name);
     }
@@ -387,7 +413,12 @@ impl Labels {
     /// (a lane's labels): `(from, until, test)`.
     pub fn spans(&self, key: ProcKey) -> Vec<(u64, Option<u64>, &Test)> {
         let mut out: Vec<(u64, Option<u64>, &Test)> = Vec::new();
-        let own = self.procs.get(&key).into_iter().flatten();
+        let own = self
+            .procs
+            .get(&key)
+            .into_iter()
+            .chain(self.approx.get(&key))
+            .flatten();
         let threads = self
             .threads
             .get(&key)
@@ -490,6 +521,12 @@ impl Labels {
         // windows only when no thread had one.
         if found.is_empty() {
             if let Some(ws) = self.procs.get(&key) {
+                take(&mut found, ws);
+            }
+        }
+        // Exact and argv/env sources win over a runner's report.
+        if found.is_empty() {
+            if let Some(ws) = self.approx.get(&key) {
                 take(&mut found, ws);
             }
         }

@@ -79,6 +79,7 @@ fn environment(m: &Model, p: &Process, l: &mut Labels) {
                     name_truncated: false,
                     phase,
                     source: Source::ArgvEnv,
+                    uncertainty_ms: None,
                 },
             );
         }
@@ -92,6 +93,7 @@ fn environment(m: &Model, p: &Process, l: &mut Labels) {
                 name_truncated: false,
                 phase: None,
                 source: Source::ArgvEnv,
+                uncertainty_ms: None,
             };
             // The test's own process is the first with the variable; what
             // it spawns inherits it, and is its helper.
@@ -224,6 +226,7 @@ fn libtest(m: &Model, p: &Process, l: &mut Labels) {
                     name_truncated: false,
                     phase: None,
                     source: Source::ArgvEnv,
+                    uncertainty_ms: None,
                 },
             );
             if nextest {
@@ -288,6 +291,7 @@ fn thread_tests(
                 name_truncated: cut,
                 phase: None,
                 source: Source::ArgvEnv,
+                uncertainty_ms: None,
             },
         );
     }

@@ -46,6 +46,8 @@ impl Builder {
                 coverage: Default::default(),
                 marks: Vec::new(),
                 marks_left_out: 0,
+                test_windows: Vec::new(),
+                test_windows_left_out: 0,
             },
             hooks: header.hooks.clone(),
             command: header.command.clone(),
@@ -335,6 +337,7 @@ fn record(m: &mut Model, rec: &Record) {
         Record::Snapshot(snap) => m.snapshots.push(snap.clone()),
         Record::Existing(x) => existing(m, x),
         Record::TestMark(mk) => test_mark(m, mk),
+        Record::TestWindow(w) => m.add_test_window(w.clone()),
         Record::Header(_) | Record::Trailer(_) => {}
     }
 }

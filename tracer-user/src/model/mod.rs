@@ -126,6 +126,26 @@ pub struct Model {
     pub marks: Vec<Mark>,
     /// Marks past the cap, not kept.
     pub marks_left_out: u64,
+    /// Test windows from runners' reports (`test_window` records, or
+    /// `report --test-report`), at most [`MAX_TEST_WINDOWS`].
+    pub test_windows: Vec<crate::eventlog::TestWindow>,
+    /// Windows past the cap, not kept.
+    pub test_windows_left_out: u64,
+}
+
+/// Most runner-report windows a model keeps: as many as one report file
+/// may bring (`labels::report_file::MAX_TESTS`) times a few files.
+pub const MAX_TEST_WINDOWS: usize = 400_000;
+
+impl Model {
+    /// A window from a runner's report, up to [`MAX_TEST_WINDOWS`].
+    pub fn add_test_window(&mut self, w: crate::eventlog::TestWindow) {
+        if self.test_windows.len() >= MAX_TEST_WINDOWS {
+            self.test_windows_left_out += 1;
+        } else {
+            self.test_windows.push(w);
+        }
+    }
 }
 
 /// Most test marks a model keeps: the kernel sends at most 2,560 a second

@@ -90,6 +90,8 @@ mod tests {
             coverage: Default::default(),
             marks: Vec::new(),
             marks_left_out: 0,
+            test_windows: Vec::new(),
+            test_windows_left_out: 0,
         };
         assert_eq!(
             m.tid_owner(100, 20),

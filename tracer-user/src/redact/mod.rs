@@ -207,6 +207,16 @@ impl Redactor {
                 text,
                 bytes: _,
             }) => self.task(task) | self.string(text),
+            Record::TestWindow(crate::eventlog::TestWindow {
+                at: _,
+                format: _,
+                path,
+                file,
+                name,
+                from: _,
+                until: _,
+                uncertainty_ms: _,
+            }) => self.string(path) | self.opt(file) | self.string(name),
             Record::LastWords(LastWords {
                 at: _,
                 task,

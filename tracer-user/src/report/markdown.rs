@@ -459,7 +459,10 @@ fn test_cell(t: &crate::labels::TestAt) -> String {
     let source = match t.test.source {
         crate::labels::Source::Exact => "exact (kernel-stamped), name declared by the test",
         crate::labels::Source::ArgvEnv => "from argv/env",
-        crate::labels::Source::Approximate => "approximate",
+        crate::labels::Source::Approximate => match t.test.uncertainty_ms {
+            Some(n) => &format!("approximate (runner report, ±{n} ms)"),
+            None => "approximate",
+        },
     };
     md::cell(&md::inline(&format!("{}{how} · {source}", t.phrase())))
 }

@@ -221,6 +221,15 @@ impl Session {
         self.write(&Record::Leak(leak))
     }
 
+    /// Log a window from a runner's report (`--test-report`), stamped now.
+    pub fn log_test_window(
+        &mut self,
+        mut w: crate::eventlog::TestWindow,
+    ) -> Result<(), TracerError> {
+        w.at = self.writer.stamp(boot_ns());
+        self.write(&Record::TestWindow(w))
+    }
+
     /// Keep a copy of every record written from now on, for
     /// [`Session::take_tapped`] (the daemon's live findings).
     pub fn tap(&mut self) {
