@@ -297,7 +297,11 @@ fn with_tests_the_jobs_own_plugins_and_path_are_kept() {
     let c = &r.log.header.env_changes;
     // pytest's two, then Node's (unset before: set).
     assert_eq!(c.len(), 3, "{c:?}");
-    assert_eq!((c[2].var.as_str(), c[2].how.as_str()), ("NODE_OPTIONS", "set"), "{c:?}");
+    assert_eq!(
+        (c[2].var.as_str(), c[2].how.as_str()),
+        ("NODE_OPTIONS", "set"),
+        "{c:?}"
+    );
     assert_eq!(
         (
             c[0].var.as_str(),
