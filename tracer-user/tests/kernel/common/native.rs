@@ -12,20 +12,35 @@ pub(crate) fn compile(dir: &Path, name: &str, ext: &str, src: &str, flags: &[&st
     std::fs::write(&source, src).unwrap();
     let out = dir.join(name);
     let compiler = match ext {
-        "c" => "cc",
-        "cc" => "c++",
-        "rs" => "rustc",
+        "c" => PathBuf::from("cc"),
+        "cc" => PathBuf::from("c++"),
+        "rs" => rustc(),
         other => panic!("no compiler for .{other}"),
     };
+    let compiler = compiler.as_path();
     let mut c = Command::new(compiler);
     c.args(flags).arg("-o").arg(&out).arg(&source);
-    let o = c.output().unwrap_or_else(|e| panic!("{compiler}: {e}"));
+    let o = c
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", compiler.display()));
     assert!(
         o.status.success(),
-        "{compiler} {flags:?} failed:\n{}",
+        "{} {flags:?} failed:\n{}",
+        compiler.display(),
         String::from_utf8_lossy(&o.stderr)
     );
     out
+}
+
+/// The rustc beside the cargo running the tests (`CARGO`, which cargo sets
+/// for them), not rustup's proxy on PATH: the proxy resolves the pinned
+/// toolchain again and, in one full run, failed to ("the 'rustc' binary
+/// ... is not applicable") while the same toolchain built everything.
+fn rustc() -> PathBuf {
+    std::env::var_os("CARGO")
+        .map(|cargo| PathBuf::from(cargo).with_file_name("rustc"))
+        .filter(|rustc| rustc.is_file())
+        .unwrap_or_else(|| PathBuf::from("rustc"))
 }
 
 pub(crate) fn strip(bin: &Path) {

@@ -1,17 +1,28 @@
 //! cargo test (libtest): the fixture crate's `helper::` tests, two threads
 //! of one test process.
-use tracer_user::analysis::{LinkEvidence, Relation};
+use tracer_user::{
+    analysis::{LinkEvidence, Relation},
+    labels::{Runner, Via},
+};
 
 use super::*;
 use crate::common::root;
 use crate::common::suites::Suite;
 
+/// Under `tracer record --tests` (nothing to inject for Rust: the kernel
+/// shows libtest's threads), the helper's death names the test whose thread
+/// spawned it and the test whose thread killed it.
 #[test]
 fn helper_killed_by_the_cleanup_thread() {
     let argv = crate_command(&["test"], &["--", "helper::"]);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     build_the_crate();
-    let (suite, r) = run("cargo test", || Suite::in_place("rust"), &[], &argv);
+    let (suite, r) = run(
+        "cargo test",
+        || Suite::in_place("rust"),
+        &["--tests"],
+        &argv,
+    );
     assert_eq!(r.code(), Some(101), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "helper.pid", Relation::Parent);
@@ -19,6 +30,20 @@ fn helper_killed_by_the_cleanup_thread() {
     // libtest runs each test on a thread of its own: not the main thread.
     let k = dead.killer.as_ref().unwrap();
     assert_ne!(k.tid, k.process.pid, "{}", headlines(&rep));
+    named_by_the_kernel(
+        &rep,
+        dead.victim.test.as_ref(),
+        Runner::CargoTest,
+        "helper::sibling_owns_a_helper",
+        Via::Spawned,
+    );
+    named_by_the_kernel(
+        &rep,
+        k.test.as_ref(),
+        Runner::CargoTest,
+        "helper::cleanup_kills_stray_helpers",
+        Via::Own,
+    );
     expected_kill_then_own_failure(&rep, dead, test_process);
     // The runner passes the test binary's failure on.
     let runner = cert_of(&rep, root(&r).pid);

@@ -295,6 +295,34 @@ impl Node {
     }
 }
 
+/// `at` is a Rust test named from what the kernel shows (`argv/env`: a
+/// libtest thread's name, nextest's argv and env), by `runner`, reached
+/// `via`: its name ends with `name`, or, where the kernel kept only a
+/// thread name's 15 bytes and nothing completed it, is flagged cut and is
+/// the start of `name`.
+pub(super) fn named_by_the_kernel(
+    rep: &Report,
+    at: Option<&TestAt>,
+    runner: Runner,
+    name: &str,
+    via: Via,
+) {
+    let all = headlines(rep);
+    let at = at.unwrap_or_else(|| panic!("a test named for {name}: {all}"));
+    let t = &at.test;
+    assert_eq!(
+        (t.runner, t.source, at.via),
+        (runner, Source::ArgvEnv, via),
+        "{at:?}\n{all}"
+    );
+    let fits = if t.name_truncated {
+        name.starts_with(t.name.as_str()) && !t.name.is_empty()
+    } else {
+        t.name.ends_with(name)
+    };
+    assert!(fits, "{name} named as {:?}\n{all}", t.name);
+}
+
 /// `at` is the test the suite's file `file` declared as `name`, through a
 /// mark (`exact`), reached `via`, in a worker `runner` named (returned).
 pub(super) fn declared(
