@@ -8,7 +8,7 @@ mod window;
 
 pub use window::{Look, Window};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::{
     analysis::{
@@ -62,25 +62,45 @@ impl Findings {
 /// signal, target and thread as given, return value.
 type MissKey = (String, ProcKey, String, i32, i64, Option<i64>, i64);
 
+/// How many looks a handed-on finding is remembered after the last look
+/// whose analysis produced it. A finding can only be produced again while
+/// the window holds its records (a dead ancestor of a live process, a
+/// death pending one look); once none does, no later look can make it, so
+/// remembering it longer would only grow the daemon by ~100 B a death,
+/// forever. Four looks: the window keeps an ended process two.
+const FORGET_AFTER_LOOKS: u64 = 4;
+
 /// Which findings were already handed on. Keys are identities or kernel
 /// times, never bare sequence numbers: a restarted daemon reads the last
-/// run's segments too, numbered from 1 again.
+/// run's segments too, numbered from 1 again. Each key carries the last
+/// look that produced it; keys no look has produced for
+/// [`FORGET_AFTER_LOOKS`] are forgotten, so its size is what the window
+/// holds, not what the daemon has seen.
 #[derive(Default, Debug)]
 pub struct Seen {
-    deaths: HashSet<ProcKey>,
+    /// Looks so far.
+    look: u64,
+    deaths: HashMap<ProcKey, u64>,
     /// A fold of near misses (its first call's wall time to the ns, sender,
-    /// call), and how many of its calls were handed on: a near miss has no
-    /// kernel time.
-    near_misses: HashMap<MissKey, u64>,
+    /// call): how many of its calls were handed on, and its last look. A
+    /// near miss has no kernel time.
+    near_misses: HashMap<MissKey, (u64, u64)>,
     /// Failed calls past the analysis's cap, handed on.
     near_misses_unlisted: u64,
-    foreign: HashSet<(u64, ProcKey)>,
-    leaks: HashSet<ProcKey>,
+    foreign: HashMap<(u64, ProcKey), u64>,
+    leaks: HashMap<ProcKey, u64>,
+}
+
+/// Mark `key` produced by look `look`; true the first time.
+fn first<K: std::hash::Hash + Eq>(set: &mut HashMap<K, u64>, key: K, look: u64) -> bool {
+    set.insert(key, look).is_none()
 }
 
 impl Seen {
     /// The findings of `a` not seen before; all are marked seen.
     pub fn fresh(&mut self, a: Analysis) -> Findings {
+        self.look += 1;
+        let look = self.look;
         let key = |pid, start| ProcKey { pid, start };
         let near_misses = a
             .near_misses
@@ -96,7 +116,8 @@ impl Seen {
                     n.tid_arg,
                     n.ret,
                 );
-                let seen = self.near_misses.entry(fold).or_default();
+                let (seen, last) = self.near_misses.entry(fold).or_default();
+                *last = look;
                 let new = n.count.checked_sub(*seen).filter(|&c| c > 0)?;
                 *seen = n.count;
                 Some(NearMiss {
@@ -111,13 +132,13 @@ impl Seen {
             self.near_misses_unlisted = self.near_misses_unlisted.max(all);
             new
         };
-        Findings {
+        let found = Findings {
             certificates: a
                 .certificates
                 .into_iter()
                 .filter(|c| {
-                    self.deaths
-                        .insert(key(c.victim.process.pid, c.victim.process.start))
+                    let victim = key(c.victim.process.pid, c.victim.process.start);
+                    first(&mut self.deaths, victim, look)
                 })
                 .collect(),
             near_misses,
@@ -126,18 +147,34 @@ impl Seen {
                 .foreign_signals
                 .into_iter()
                 .filter(|f| {
-                    self.foreign
-                        .insert((f.signal.t, key(f.target.pid, f.target.start)))
+                    let sent = (f.signal.t, key(f.target.pid, f.target.start));
+                    first(&mut self.foreign, sent, look)
                 })
                 .collect(),
             leaks: a
                 .leftovers
                 .into_iter()
                 .filter(|l| l.leak.is_some())
-                .filter(|l| self.leaks.insert(key(l.process.pid, l.process.start)))
+                .filter(|l| first(&mut self.leaks, key(l.process.pid, l.process.start), look))
                 .collect(),
             ancestors: a.ancestors,
-        }
+        };
+        self.forget();
+        found
+    }
+
+    /// Drop what no look has produced for [`FORGET_AFTER_LOOKS`].
+    fn forget(&mut self) {
+        let keep = |last: u64| last + FORGET_AFTER_LOOKS >= self.look;
+        self.deaths.retain(|_, &mut last| keep(last));
+        self.foreign.retain(|_, &mut last| keep(last));
+        self.leaks.retain(|_, &mut last| keep(last));
+        self.near_misses.retain(|_, &mut (_, last)| keep(last));
+    }
+
+    /// Findings remembered (for the tests: bounded by the window).
+    pub fn held(&self) -> usize {
+        self.deaths.len() + self.foreign.len() + self.leaks.len() + self.near_misses.len()
     }
 }
 

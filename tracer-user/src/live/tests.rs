@@ -205,7 +205,10 @@ fn the_window_keeps_a_crash_stack_until_its_process_dies() {
 
 /// What the window holds is what is alive and what ended in the last look
 /// (certified at the next): 20,000 short processes forked by one shell in
-/// looks of 100 leave it holding the shell and one look's 100, not 20,000.
+/// looks of 100 leave it holding the shell and one look's 100, not 20,000;
+/// and what was handed on is forgotten once no look can make it again:
+/// every one of the 20,000 failures is handed on once, and the daemon
+/// remembers a few looks' worth of them, not 20,000.
 #[test]
 fn the_window_holds_what_is_alive() {
     use crate::{
@@ -239,9 +242,11 @@ fn the_window_holds_what_is_alive() {
         ns: None,
     })];
     let (mut window, mut seen) = (Window::default(), Seen::default());
-    let mut most = 0;
+    let (mut most, mut handed, mut remembered) = (0, 0, 0);
     for i in 0..20_000u64 {
-        let t = 10 + i * 10;
+        // Each lives 1.5 s: a worker's non-zero exit is a death
+        // (`is_worker`), a silent helper's is not.
+        let t = 10 + i * 2_000_000_000;
         let child = task(1000 + (i % 30_000) as u32, t);
         batch.push(Record::Fork(crate::eventlog::Fork {
             at: stamp(t),
@@ -251,25 +256,40 @@ fn the_window_holds_what_is_alive() {
             child_ns: None,
         }));
         batch.push(Record::Exit(crate::eventlog::Exit {
-            at: stamp(t + 5),
+            at: stamp(t + 1_500_000_000),
             task: child,
-            exit_code: 0,
-            status: crate::eventlog::ExitStatus::Exited { code: 0 },
+            exit_code: 1 << 8,
+            status: crate::eventlog::ExitStatus::Exited { code: 1 },
             group_dead: true,
         }));
         if i % 100 == 99 {
             let new = std::mem::take(&mut batch);
-            fresh_in_window(
+            let found = fresh_in_window(
                 &mut window,
                 &header,
                 new,
                 &AnalysisOptions::default(),
                 &mut seen,
             );
+            handed += found.certificates.len();
             most = most.max(window.held());
+            remembered = remembered.max(seen.held());
         }
     }
+    let last = fresh_in_window(
+        &mut window,
+        &header,
+        Vec::new(),
+        &AnalysisOptions::default(),
+        &mut seen,
+    );
+    handed += last.certificates.len();
     assert!(most <= 101, "the window held {most} processes");
+    assert_eq!(handed, 20_000, "each failure handed on once");
+    assert!(
+        remembered <= 600,
+        "the daemon remembered {remembered} findings"
+    );
 }
 
 /// A fold of identical failed calls grows while a daemon runs: each look
