@@ -8,6 +8,7 @@ use std::{
     fs::File,
     io::{Read, Write},
     os::fd::{AsRawFd, FromRawFd},
+    path::{Path, PathBuf},
     rc::Rc,
     sync::Arc,
 };
@@ -43,8 +44,9 @@ pub(super) struct Image {
     /// costs lookups, not a parse.
     pub symbolizer: blazesym::symbolize::Symbolizer,
     /// A module without DWARF of its own: its separate debug file, found
-    /// by build id in a debug directory (`.build-id/xx/yyyy.debug`),
-    /// held open (read as /proc/self/fd/N), its build id checked.
+    /// by build id in a debug directory (`.build-id/xx/yyyy.debug`, its
+    /// build id checked) or else by its `.gnu_debuglink` (its CRC-32
+    /// checked), held open (read as /proc/self/fd/N).
     pub debug: Option<File>,
 }
 
@@ -126,8 +128,13 @@ impl Frozen {
 
 impl Image {
     /// Map and parse a module's copy (`memfd`: sealed by tracer); a
-    /// module without DWARF looks for its debug file in `debug_dirs`.
-    pub(super) fn map(memfd: File, debug_dirs: &[std::path::PathBuf]) -> Result<Image, String> {
+    /// module without DWARF looks for its debug file in `debug_dirs` and,
+    /// by its debug link, beside `module` (its path in /proc/PID/maps).
+    pub(super) fn map(
+        memfd: File,
+        module: Option<&Path>,
+        debug_dirs: &[PathBuf],
+    ) -> Result<Image, String> {
         // SAFETY: the memfd is sealed against writes and shrinking by
         // tracer, which made it: the mapping's bytes cannot change or
         // disappear.
@@ -136,10 +143,16 @@ impl Image {
         let build_id = obj
             .as_ref()
             .and_then(|o| o.build_id().ok().flatten().map(super::hex));
-        let has_dwarf = obj.is_some_and(|o| o.section_by_name(".debug_info").is_some());
-        let debug = match &build_id {
-            Some(id) if !has_dwarf => debug_file(id, debug_dirs),
-            _ => None,
+        let has_dwarf = obj
+            .as_ref()
+            .is_some_and(|o| o.section_by_name(".debug_info").is_some());
+        let debug = match (&obj, &build_id) {
+            (Some(_), _) if has_dwarf => None,
+            (Some(o), id) => id
+                .as_deref()
+                .and_then(|id| debug_file(id, debug_dirs))
+                .or_else(|| linked_debug_file(o, module, debug_dirs)),
+            (None, _) => None,
         };
         Ok(Image {
             memfd,
@@ -234,7 +247,7 @@ fn seal(f: &File) -> std::io::Result<()> {
 /// The debug file of build id `id` in `dirs` (`DIR/.build-id/xx/yyyy.debug`,
 /// as distributions install them), opened as the parse child's user
 /// (a regular file only), its own build id the same.
-fn debug_file(id: &str, dirs: &[std::path::PathBuf]) -> Option<File> {
+fn debug_file(id: &str, dirs: &[PathBuf]) -> Option<File> {
     if id.len() < 3 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
@@ -246,6 +259,44 @@ fn debug_file(id: &str, dirs: &[std::path::PathBuf]) -> Option<File> {
         let f = super::found::open_regular(&path)?;
         (super::found::note_build_id(&f).as_deref() == Some(id)).then_some(f)
     })
+}
+
+/// The debug file a module's `.gnu_debuglink` names (a file name and the
+/// CRC-32 of that file, as `objcopy --add-gnu-debuglink` writes them),
+/// looked for where GDB looks: beside the module, in its `.debug/`, and
+/// under each debug directory by the module's own directory
+/// (`/usr/lib/debug/usr/bin/x.debug`). Opened as the parse child's user;
+/// the first candidate whose CRC-32 matches, read to its end once (a
+/// mismatched candidate, another build's debug file, is never used: it
+/// would name the wrong functions).
+fn linked_debug_file(obj: &object::File, module: Option<&Path>, dirs: &[PathBuf]) -> Option<File> {
+    let (name, crc) = obj.gnu_debuglink().ok().flatten()?;
+    let name = std::str::from_utf8(name).ok()?;
+    // A file name, never a path: the link is the command's to write.
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return None;
+    }
+    let dir = module?.parent().filter(|d| d.is_absolute())?;
+    let relative = dir.strip_prefix("/").ok()?;
+    let candidates = [dir.join(name), dir.join(".debug").join(name)]
+        .into_iter()
+        .chain(dirs.iter().map(|d| d.join(relative).join(name)));
+    candidates
+        .filter_map(|path| super::found::open_regular(&path))
+        .find(|f| crc32_of(f) == Some(crc))
+}
+
+/// The CRC-32 (IEEE, as the debug link has it) of a file, bounded.
+fn crc32_of(f: &File) -> Option<u32> {
+    let mut h = crc32fast::Hasher::new();
+    let mut src = f.take(MAX_MODULE_BYTES);
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match src.read(&mut buf).ok()? {
+            0 => return Some(h.finalize()),
+            n => h.update(&buf[..n]),
+        }
+    }
 }
 
 /// blazesym's reader of one module copy: line tables, inlined functions,

@@ -171,7 +171,7 @@ pub(crate) fn crash_stack_here(
         .map(|f| {
             let frozen = cache.get(f)?;
             let memfd = frozen.memfd.try_clone().map_err(|e| e.to_string())?;
-            image::Image::map(memfd, &[]).map(std::rc::Rc::new)
+            image::Image::map(memfd, None, &[]).map(std::rc::Rc::new)
         })
         .collect();
     crash_stack(rec, modules, &image::Images::new(slots), at, task)

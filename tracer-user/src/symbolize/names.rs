@@ -66,10 +66,10 @@ pub(super) fn name(img: &Image, offset: u64) -> Result<Named, String> {
         }
     }
     // A module's own DWARF when it has any; else its ELF symbols alone (a
-    // distribution's stripped libc keeps only .dynsym). Never a debug
-    // link: following one made blazesym checksum candidate files on every
-    // lookup (crc32 was most of tracer's time in a crash storm), and the
-    // directories it names are not the module's.
+    // distribution's stripped libc keeps only .dynsym). Never blazesym's
+    // own debug-link search: it checksummed candidate files on every
+    // lookup (crc32 was most of tracer's time in a crash storm); the link
+    // is followed once per module, in `Image::map`.
     let mut elf = Elf::new(img.path());
     elf.debug_syms = img.has_dwarf;
     lookup(img, elf, Input::FileOffset(offset))

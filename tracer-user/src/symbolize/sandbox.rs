@@ -447,10 +447,19 @@ pub fn serve(
     // Each module mapped and parsed once for the whole request.
     let mut mapped: HashMap<i32, Result<Rc<Image>, String>> = HashMap::new();
     for job in req.jobs {
+        // A file's path as the process's maps named it: where its debug
+        // link is looked for.
+        let path_of = |i: usize| {
+            job.mappings
+                .iter()
+                .find(|m| m.file == Some(i))
+                .map(|m| std::path::Path::new(&m.path))
+        };
         let slots = job
             .files
             .iter()
-            .map(|s| match s {
+            .enumerate()
+            .map(|(i, s)| match s {
                 Slot::Failed(why) => Err(why.clone()),
                 Slot::Fd(fd) => mapped
                     .entry(*fd)
@@ -458,7 +467,7 @@ pub fn serve(
                         // SAFETY: a memfd tracer handed over, open in this
                         // process (checked by `confine`), wrapped once.
                         let f = unsafe { File::from_raw_fd(*fd) };
-                        Image::map(f, &debug_dirs).map(Rc::new)
+                        Image::map(f, path_of(i), &debug_dirs).map(Rc::new)
                     })
                     .clone(),
             })
