@@ -55,6 +55,8 @@ pub enum TracerError {
     },
     #[error("daemon --tests: a daemon starts no command to hand the integrations to; load them in the job with one line (pytest: PYTHONPATH=<tracer>/integrations/pytest and -p tracer_pytest; docs/report.md, \"--tests\"), or wrap the step in `tracer record --tests`")]
     TestsWithoutCommand,
+    #[error("daemon --runtime-stacks: a daemon starts no command whose environment it could change; set PYTHONFAULTHANDLER=1 and NODE_OPTIONS=--perf-basic-prof-only-functions in the job, or wrap the step in `tracer record --runtime-stacks`")]
+    RuntimeStacksWithoutCommand,
     #[error("--tests: cannot write the test integrations into a private directory in {path}: {source}; set TMPDIR to a directory only root can write, or run without --tests")]
     TestsDir {
         path: PathBuf,
@@ -207,6 +209,7 @@ impl TracerError {
                 | Self::SudoIdNotNumeric { .. }
                 | Self::FailOnDaemon(_)
                 | Self::TestsWithoutCommand
+                | Self::RuntimeStacksWithoutCommand
                 | Self::OutDir(crate::outdir::OutDirError::NotAFile { .. })
         )
     }

@@ -15,7 +15,7 @@ use crate::{
     redact::Redactor,
     run::{
         event_loop, header,
-        inject::Injected,
+        inject::{Injected, Wanted},
         leaks,
         options::CaptureOptions,
         run_as::{RunAs, SudoEnv},
@@ -121,9 +121,15 @@ async fn record(
     let capture = load(args, &run_as, &redactor, tracer_tgid)?;
     phase(t0, "loaded and attached");
     // Removed when the run is over (dropped as `record` returns).
-    let injected = match args.capture.tests {
-        true => Some(Injected::prepare(run_as.owner())?),
-        false => None,
+    let injected = match (args.capture.tests, args.capture.runtime_stacks) {
+        (false, false) => None,
+        (tests, runtime_stacks) => Some(Injected::prepare(
+            run_as.owner(),
+            Wanted {
+                tests,
+                runtime_stacks,
+            },
+        )?),
     };
     let env_changes = injected.as_ref().map(Injected::changes).unwrap_or_default();
     let (mut session, header, junit) = open_session(args, &run_as, capture, redactor, env_changes)?;

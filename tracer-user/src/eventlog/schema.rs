@@ -431,6 +431,10 @@ pub struct CrashFrame {
     /// (same address, the caller's name).
     #[serde(default, skip_serializing_if = "is_false")]
     pub inlined: bool,
+    /// JIT code, named from the perf map the process wrote (`module` is
+    /// the map's path, `/tmp/perf-PID.map`; no offset, no file).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub jit: bool,
 }
 
 /// A process of the run still alive when the wrapped command exited.

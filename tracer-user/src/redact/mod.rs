@@ -253,6 +253,7 @@ impl Redactor {
                         file,
                         line: _,
                         inlined: _,
+                        jit: _,
                     } = f;
                     c |= self.opt(module) | self.opt(symbol) | self.opt(file);
                 }

@@ -8,16 +8,29 @@
 //! compared: on overlayfs maps names the real inode, stat the overlay's.
 //! The process must still be the one that crashed after the opens (its
 //! start time: a recycled pid is not it).
+//!
+//! Its perf map (`/tmp/perf-PID.map`, the names of JIT code) is read then
+//! too, in the process's own root and pid namespace (or, once it has
+//! exited, in tracer's, by the pid tracer sees): opened with no symbolic
+//! link followed anywhere in the path (openat2 RESOLVE_IN_ROOT |
+//! RESOLVE_NO_SYMLINKS: a link planted there by the command cannot make
+//! root read a file the command cannot), a regular file owned by the
+//! process's user, written since it started, bounded.
 use std::{
     fs::File,
     io::Read,
-    os::fd::{AsRawFd, FromRawFd},
+    os::{
+        fd::{AsRawFd, FromRawFd},
+        unix::fs::OpenOptionsExt,
+    },
 };
+
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 
 use crate::{
     eventlog::ProcKey,
     run::procs,
-    symbolize::{Mapping, Modules, EXITED},
+    symbolize::{JitMap, Mapping, Modules, EXITED, MAX_PERF_MAP_BYTES},
 };
 
 /// /proc/PID/maps read at most (a process with 100k mappings prints
@@ -26,9 +39,10 @@ const MAX_MAPS_BYTES: u64 = 4 << 20;
 /// Distinct files held open per crash.
 const MAX_FILES: usize = 256;
 
-/// The mappings and open files of `key`, or why there are none.
-pub fn snapshot(key: ProcKey) -> Modules {
-    match read(key) {
+/// The mappings and open files of `key`, or why there are none; and the
+/// entries of its perf map holding any of `addrs` (`frame_candidates`).
+pub fn snapshot(key: ProcKey, addrs: &[u64]) -> Modules {
+    match read(key, addrs) {
         Ok(m) => m,
         Err(why) => Modules {
             missing: Some(why),
@@ -37,7 +51,7 @@ pub fn snapshot(key: ProcKey) -> Modules {
     }
 }
 
-fn read(key: ProcKey) -> Result<Modules, String> {
+fn read(key: ProcKey, addrs: &[u64]) -> Result<Modules, String> {
     let mut text = String::new();
     File::open(format!("/proc/{}/maps", key.pid))
         .and_then(|f| f.take(MAX_MAPS_BYTES).read_to_string(&mut text))
@@ -76,6 +90,7 @@ fn read(key: ProcKey) -> Result<Modules, String> {
             file,
         });
     }
+    modules.jit = perf_map(key, addrs);
     if !procs::alive(key) {
         return Err(EXITED.to_string());
     }
@@ -122,7 +137,6 @@ fn parse_line(line: &str) -> Option<(u64, u64, u64, bool, (u64, u64), u64, &str)
 /// checked to be a regular file, then reopened for reading through
 /// tracer's own fd.
 fn open_mapped(pid: u32, start: u64, end: u64) -> Option<File> {
-    use std::os::unix::fs::OpenOptionsExt;
     let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
     let handle = std::fs::OpenOptions::new()
         .read(true)
@@ -148,4 +162,100 @@ fn open_mapped(pid: u32, start: u64, end: u64) -> Option<File> {
     }
     // SAFETY: fd was just opened and is owned by nothing else.
     Some(unsafe { File::from_raw_fd(fd) })
+}
+
+/// The perf map of `key` (the JIT's names), its entries holding any of
+/// `addrs`; `None` when it wrote none or it is not safe to read. While the
+/// process lives: in its own root, by its own pid, owned by its real or
+/// effective user.
+fn perf_map(key: ProcKey, addrs: &[u64]) -> Option<JitMap> {
+    let status = procfs::process::Process::new(key.pid as i32)
+        .ok()?
+        .status()
+        .ok()?;
+    // The name the runtime gave it: its pid as getpid(2) returns it, in
+    // its own namespace (the last of NStgid).
+    let own_pid = status
+        .nstgid
+        .as_ref()
+        .and_then(|ids| ids.last().copied())
+        .and_then(|p| u32::try_from(p).ok())
+        .unwrap_or(key.pid);
+    let root = open_dir(&format!("/proc/{}/root", key.pid))?;
+    read_perf_map(
+        &root,
+        own_pid,
+        &[status.ruid, status.euid],
+        key.start,
+        addrs,
+    )
+}
+
+/// The perf map of `key` once it has exited (most crashes: a process
+/// that dumps no core is gone before its record is read, docs/kernels.md):
+/// the file outlives it (runtimes leave it in /tmp). Read in tracer's own
+/// root by the pid tracer sees, owned by `owner` (the run's user: whose
+/// processes the run's are, as far as tracer knows once they are gone).
+pub fn perf_map_after_exit(key: ProcKey, owner: u32, addrs: &[u64]) -> Option<JitMap> {
+    read_perf_map(&open_dir("/")?, key.pid, &[owner], key.start, addrs)
+}
+
+fn open_dir(path: &str) -> Option<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)
+        .ok()
+}
+
+/// `tmp/perf-<own_pid>.map` under `root`: no link followed anywhere in
+/// the path, a regular file owned by one of `uids`, written since the
+/// process started (`start`, boot-time ns: a map an earlier process of
+/// the same pid left behind is another program's), bounded.
+fn read_perf_map(
+    root: &File,
+    own_pid: u32,
+    uids: &[u32],
+    start: u64,
+    addrs: &[u64],
+) -> Option<JitMap> {
+    use std::os::unix::fs::MetadataExt;
+    let name = format!("tmp/perf-{own_pid}.map");
+    let how = OpenHow::new()
+        .flags(
+            OFlag::O_RDONLY
+                | OFlag::O_CLOEXEC
+                | OFlag::O_NOCTTY
+                | OFlag::O_NONBLOCK
+                | OFlag::O_NOFOLLOW,
+        )
+        .resolve(
+            ResolveFlag::RESOLVE_IN_ROOT
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+    let file = File::from(openat2(root, name.as_str(), how).ok()?);
+    let meta = file.metadata().ok()?;
+    if !meta.file_type().is_file() || !uids.contains(&meta.uid()) {
+        return None;
+    }
+    let modified = meta.modified().ok()?;
+    if modified < started_at(start)? {
+        return None;
+    }
+    let mut text = Vec::new();
+    file.take(MAX_PERF_MAP_BYTES).read_to_end(&mut text).ok()?;
+    let map = JitMap::parse(&format!("/{name}"), &text, addrs);
+    (!map.symbols.is_empty()).then_some(map)
+}
+
+/// The wall-clock time a process started at boot-time `start` ns, less a
+/// second (file times are coarser than the clocks).
+fn started_at(start: u64) -> Option<std::time::SystemTime> {
+    let boot_now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let boot_now = u64::try_from(boot_now.tv_sec()).ok()? * 1_000_000_000
+        + u64::try_from(boot_now.tv_nsec()).ok()?;
+    let ago = std::time::Duration::from_nanos(boot_now.saturating_sub(start))
+        + std::time::Duration::from_secs(1);
+    std::time::SystemTime::now().checked_sub(ago)
 }

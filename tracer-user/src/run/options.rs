@@ -43,6 +43,15 @@ pub struct CaptureOptions {
     /// daemon starts no command (its jobs load the plugin with one line).
     #[arg(long)]
     pub tests: bool,
+    /// Ask the runtimes for their own crash evidence: PYTHONFAULTHANDLER=1
+    /// (Python prints every thread's traceback on a fatal signal: its
+    /// words lead the certificate) and Node's
+    /// `--perf-basic-prof-only-functions` in NODE_OPTIONS (V8 writes
+    /// /tmp/perf-PID.map, which names the JIT frames of a crash stack; the
+    /// maps stay in /tmp, as under perf). A variable the command already
+    /// set is kept. The report header lists every change. `record` only.
+    #[arg(long)]
+    pub runtime_stacks: bool,
 }
 
 impl CaptureOptions {

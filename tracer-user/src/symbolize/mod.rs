@@ -15,6 +15,7 @@
 //! error out of here.
 mod found;
 mod image;
+mod jit;
 mod names;
 pub mod sandbox;
 mod unwind;
@@ -34,6 +35,7 @@ use crate::eventlog::{
 };
 
 pub use image::MAX_MODULE_BYTES;
+pub use jit::{JitMap, MAX_PERF_MAP_BYTES};
 
 /// Frames a record keeps (innermost first); the rest are counted.
 pub const MAX_CRASH_FRAMES: usize = 64;
@@ -65,6 +67,9 @@ pub struct Modules {
     /// Why there are no mappings (the process exited before its maps were
     /// read), or why some files could not be opened.
     pub missing: Option<String>,
+    /// The entries of the process's perf map (JIT code) the crash's
+    /// frames may fall in, when it wrote one.
+    pub jit: Option<JitMap>,
 }
 
 impl Modules {
@@ -73,6 +78,33 @@ impl Modules {
         let m = self.mappings.get(i.checked_sub(1)?)?;
         (addr < m.end).then_some(m)
     }
+
+    /// A frame in no mapped file, named by the perf map.
+    fn jit_frame(&self, addr: u64) -> Option<CrashFrame> {
+        let map = self.jit.as_ref()?;
+        let sym = map.lookup(addr)?;
+        Some(CrashFrame {
+            address: addr,
+            module: Some(map.path.clone()),
+            symbol: Some(sym.name.clone()),
+            jit: true,
+            ..Default::default()
+        })
+    }
+}
+
+/// Every address a walk of `rec` can look up (the perf map's entries worth
+/// keeping): the registers, the kernel's frames and each word of the
+/// copied stack (any return address an unwind finds is one of them).
+pub fn frame_candidates(rec: &CrashRecord) -> Vec<u64> {
+    use tracer_common::{CRASH_PAGE, CRASH_STACK_BYTES};
+    let ips = &rec.ips[..(rec.ips_len as usize).min(rec.ips.len())];
+    let words = rec.stack[..CRASH_STACK_BYTES]
+        .chunks_exact(8)
+        .enumerate()
+        .filter(|(i, _)| rec.pages_ok & (1 << (i * 8 / CRASH_PAGE)) != 0)
+        .map(|(_, w)| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+    rec.regs.iter().chain(ips).copied().chain(words).collect()
 }
 
 /// Said of a frame in no module when the maps were lost.
@@ -95,6 +127,7 @@ pub fn modules_for(
     }
     let mut m = found::as_user(user, || found::rebuild(rec, exes, libs));
     m.missing = Some(EXITED.to_string());
+    m.jit = snapshot.jit;
     m
 }
 
@@ -136,6 +169,9 @@ fn unparsed(rec: &CrashRecord, modules: &Modules, at: Stamp, task: Task, why: &s
         .iter()
         .map(|f| {
             let m = modules.mapping(f.lookup);
+            if let Some(j) = m.is_none().then(|| modules.jit_frame(f.lookup)).flatten() {
+                return j;
+            }
             CrashFrame {
                 address: f.lookup,
                 module: m.map(|m| m.path.clone()),
@@ -224,6 +260,10 @@ fn crash_stack(
     let mut frames = Vec::new();
     for f in &addrs {
         let Some(m) = modules.mapping(f.lookup) else {
+            if let Some(j) = modules.jit_frame(f.lookup) {
+                frames.push(j);
+                continue;
+            }
             unknown += 1;
             frames.push(CrashFrame {
                 address: f.lookup,

@@ -84,6 +84,9 @@ struct Job {
     /// By `Mapping::file` index.
     files: Vec<Slot>,
     missing: Option<String>,
+    /// The perf map's entries (JIT code), parsed by tracer: a few bounded
+    /// lines of text, not a module.
+    jit: Option<crate::symbolize::JitMap>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -144,6 +147,7 @@ pub fn crash_stacks(
             mappings: c.modules.mappings.clone(),
             files,
             missing: c.modules.missing.clone(),
+            jit: c.modules.jit.clone(),
         });
     }
     let req = Request {
@@ -478,6 +482,7 @@ pub fn serve(
             mappings: job.mappings,
             files: Vec::new(),
             missing: job.missing,
+            jit: job.jit,
         };
         let stack = match decode(&job.record) {
             Some(rec) => {

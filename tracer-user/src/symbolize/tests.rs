@@ -51,6 +51,7 @@ fn modules_of(bytes: &[u8]) -> (tempfile::NamedTempFile, Modules) {
         }],
         files: vec![file],
         missing: None,
+        jit: None,
     };
     (f, m)
 }

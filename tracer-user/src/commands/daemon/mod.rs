@@ -117,6 +117,9 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     if args.capture.tests {
         return Err(TracerError::TestsWithoutCommand);
     }
+    if args.capture.runtime_stacks {
+        return Err(TracerError::RuntimeStacksWithoutCommand);
+    }
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
     let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;

@@ -4,7 +4,8 @@
 //! "Which test"). One table, [`INTEGRATIONS`]: an integration is its
 //! files and the variables that load them, each joined to the value the
 //! command would have had as the runner reads that variable (`Join`).
-//! Every change is logged in the header (`env_changes`).
+//! Every change is logged in the header (`env_changes`). `--runtime-stacks`
+//! is a second table, [`RUNTIME_STACKS`]: variables only, no files.
 mod dir;
 
 use std::{
@@ -30,8 +31,12 @@ pub enum Join {
     PathPrepend,
     /// Node's space-separated options (`NODE_OPTIONS`): tracer's after the
     /// old ones, its path in double quotes with `\` and `"` escaped, as
-    /// Node reads quoted values there.
+    /// Node reads quoted values there. An option already there (as a
+    /// word) is not added again.
     NodeOptionsAppend,
+    /// Tracer's value only where the command has none: a value the
+    /// command set is its choice (`PYTHONFAULTHANDLER=0` stays off).
+    SetIfUnset,
 }
 
 /// What tracer adds to a variable.
@@ -102,24 +107,75 @@ pub const INTEGRATIONS: &[Integration] = &[
     },
 ];
 
-/// What `--tests` made for one run: the directory (removed when this is
-/// dropped, at the run's end) and the variables that load it.
+/// `--runtime-stacks`: the runtimes' own crash evidence, asked for through
+/// their variables (no files).
+pub const RUNTIME_STACKS: &[Integration] = &[
+    Integration {
+        runner: "python",
+        files: &[],
+        // faulthandler's traceback on SIGSEGV/SIGABRT/SIGBUS/SIGILL/SIGFPE
+        // is what a Python crash's certificate quotes first.
+        env: &[Var {
+            name: "PYTHONFAULTHANDLER",
+            join: Join::SetIfUnset,
+            part: Part::Word("1"),
+        }],
+    },
+    Integration {
+        runner: "node",
+        files: &[],
+        // Functions only: the full `--perf-basic-prof` also logs every
+        // stub and handler V8 makes, a map several times larger.
+        env: &[Var {
+            name: "NODE_OPTIONS",
+            join: Join::NodeOptionsAppend,
+            part: Part::Word("--perf-basic-prof-only-functions"),
+        }],
+    },
+];
+
+/// Which tables a run asked for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wanted {
+    pub tests: bool,
+    pub runtime_stacks: bool,
+}
+
+/// What `--tests` and `--runtime-stacks` made for one run: the directory
+/// (removed when this is dropped, at the run's end; none when no
+/// integration has files) and the variables.
 pub struct Injected {
-    pub dir: IntegrationDir,
+    pub dir: Option<IntegrationDir>,
     pub env: Vec<Planned>,
 }
 
 impl Injected {
-    /// Every integration of the table, for a command that would get
-    /// tracer's own environment; `owner`: the command's user, when it is
-    /// not tracer's.
-    pub fn prepare(owner: Option<(Uid, Gid)>) -> Result<Self, TracerError> {
-        let files: Vec<(&str, &str)> = INTEGRATIONS
+    /// Every integration of the tables `wanted`, for a command that would
+    /// get tracer's own environment; `owner`: the command's user, when it
+    /// is not tracer's.
+    pub fn prepare(owner: Option<(Uid, Gid)>, wanted: Wanted) -> Result<Self, TracerError> {
+        let mut tables: Vec<Integration> = Vec::new();
+        if wanted.tests {
+            tables.extend_from_slice(INTEGRATIONS);
+        }
+        if wanted.runtime_stacks {
+            tables.extend_from_slice(RUNTIME_STACKS);
+        }
+        let files: Vec<(&str, &str)> = tables
             .iter()
             .flat_map(|i| i.files.iter().copied())
             .collect();
-        let dir = IntegrationDir::create(&files, owner, std::env::var_os("TMPDIR").as_deref())?;
-        let env = plan(INTEGRATIONS, dir.path(), |v| std::env::var_os(v));
+        let dir = match files.is_empty() {
+            true => None,
+            false => Some(IntegrationDir::create(
+                &files,
+                owner,
+                std::env::var_os("TMPDIR").as_deref(),
+            )?),
+        };
+        // No table's part names the directory when there is none.
+        let at = dir.as_ref().map_or(Path::new("/"), IntegrationDir::path);
+        let env = plan(&tables, at, |v| std::env::var_os(v));
         Ok(Self { dir, env })
     }
 
@@ -240,7 +296,13 @@ pub fn join(j: Join, old: Option<&OsStr>, add: &OsStr) -> Option<(OsString, &'st
             }
             (b":", true)
         }
-        Join::NodeOptionsAppend => (b" ", false),
+        Join::NodeOptionsAppend => {
+            if old.split(|&b| b == b' ').any(|w| w == add) {
+                return None;
+            }
+            (b" ", false)
+        }
+        Join::SetIfUnset => return None,
     };
     let v = if first {
         [add, sep, old].concat()

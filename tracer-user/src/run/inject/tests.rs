@@ -332,3 +332,53 @@ mod directory {
         );
     }
 }
+
+/// `--runtime-stacks`: faulthandler on and V8's perf map asked for where
+/// the command has not chosen; a value it set stays (`=0` keeps it off),
+/// the flag already in NODE_OPTIONS is not added twice, and with `--tests`
+/// both join NODE_OPTIONS in table order.
+#[test]
+fn runtime_stacks_set_what_the_command_left_unset() {
+    let p = plan(RUNTIME_STACKS, Path::new("/"), env(&[]));
+    assert_eq!(
+        planned(&p),
+        [
+            ("PYTHONFAULTHANDLER", "1".into(), "set"),
+            (
+                "NODE_OPTIONS",
+                "--perf-basic-prof-only-functions".into(),
+                "set"
+            ),
+        ]
+    );
+    let p = plan(
+        RUNTIME_STACKS,
+        Path::new("/"),
+        env(&[
+            ("PYTHONFAULTHANDLER", "0"),
+            ("NODE_OPTIONS", "--max-old-space-size=4096"),
+        ]),
+    );
+    assert_eq!(
+        planned(&p),
+        [(
+            "NODE_OPTIONS",
+            "--max-old-space-size=4096 --perf-basic-prof-only-functions".into(),
+            "appended"
+        )]
+    );
+    let p = plan(
+        RUNTIME_STACKS,
+        Path::new("/"),
+        env(&[("NODE_OPTIONS", "--perf-basic-prof-only-functions --x")]),
+    );
+    assert_eq!(planned(&p), [("PYTHONFAULTHANDLER", "1".into(), "set")]);
+    let both: Vec<Integration> = INTEGRATIONS.iter().chain(RUNTIME_STACKS).copied().collect();
+    let p = plan(&both, Path::new(DIR), env(&[]));
+    let node = p.iter().find(|p| p.var == "NODE_OPTIONS").unwrap();
+    assert_eq!(
+        node.value.to_string_lossy(),
+        format!("--require \"{DIR}/tracer-node.js\" --perf-basic-prof-only-functions")
+    );
+    assert_eq!(node.change.how, "set");
+}
