@@ -181,6 +181,13 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
             ready = session.ready() => {
                 ready?;
                 session.drain()?;
+                // A busy node does not wait for the timer: a look holds
+                // at most this many new records, whatever the event rate.
+                if let Some(live) = &mut live {
+                    if session.tapped_len() >= watch::LOOK_AT_RECORDS {
+                        live.look(&mut session);
+                    }
+                }
             }
             got = signals.recv() => {
                 for origin in got.map_err(TracerError::Signals)? {

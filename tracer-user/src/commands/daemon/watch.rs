@@ -15,6 +15,14 @@ use crate::{
 
 use crate::live::{fresh_in_window, Seen, Window};
 
+/// New records that make a look due before the timer: the window holds the
+/// new records and the last look's, so this bounds the daemon's memory at
+/// any event rate. At ~11,000 events a second (a 10-minute soak on this
+/// machine, BENCHMARKS.md) looks on the 1 s timer alone held ~22,000
+/// records each and the daemon's RSS settled at ~95 MB; 4,096 is a few
+/// looks a second there and none extra on a quiet node.
+pub(super) const LOOK_AT_RECORDS: usize = 4096;
+
 /// What asks for live findings (the daemon's flags).
 pub(super) struct LiveOptions<'a> {
     /// `--metrics-listen`.

@@ -227,9 +227,18 @@ impl Session {
     /// the run): read its argv now, while it is alive, checked against its
     /// start time. Once per process.
     fn name_outside_sender(&mut self, rec: &mut Record) {
+        /// Processes remembered as named at most (16 B each, ~1 MiB).
+        const MAX_NAMED: usize = 1 << 16;
+        if self.named.len() >= MAX_NAMED {
+            self.named.clear();
+        }
         match rec {
+            Record::Fork(f) if f.thread => {}
             Record::Fork(f) => {
                 self.named.insert(f.child.key());
+            }
+            Record::Exit(x) if x.group_dead => {
+                self.named.remove(&x.task.key());
             }
             Record::Existing(x) => {
                 self.named.insert(x.task.key());
