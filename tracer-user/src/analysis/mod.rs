@@ -22,7 +22,7 @@ mod tests;
 mod types;
 pub mod wording;
 
-use std::cell::RefCell;
+use std::{cell::RefCell, collections::HashSet};
 
 use regex::Regex;
 use serde::Serialize;
@@ -113,6 +113,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     // fold (then only its signature and what the verdict reads are kept).
     let mut views = Vec::new();
     let mut deaths: Vec<Death> = Vec::new();
+    let mut sigs = HashSet::new();
     let mut small_exits = Vec::new();
     for p in model.procs.values().filter(|p| p.in_run) {
         let Some(end) = &p.end else { continue };
@@ -134,7 +135,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         if needs_cert {
             let c = certificate::build(&cx, p.key);
             views.push(cascade::LinkView::of(&cx, &c));
-            deaths.push(Death::of(c, opts.fold));
+            deaths.push(Death::of(c, opts.fold, &mut sigs));
         } else if matches!(end.status, ExitStatus::Exited { code } if code != 0) {
             small_exits.push(p.key);
         }
@@ -234,12 +235,14 @@ struct Death {
     /// every folded death as large as a certificate (616 B a `Death`:
     /// 323 MB of a 470 MB report of one soak segment, 262k deaths).
     cert: Option<Box<Certificate>>,
-    signature: Option<String>,
+    /// Shared by the deaths of one signature (interned as they are
+    /// ranked: a soak's 262k folded deaths had 25 MB of copies of a few).
+    signature: Option<std::rc::Rc<str>>,
     mention: Option<Box<DeathMention>>,
 }
 
 impl Death {
-    fn of(c: Certificate, fold: bool) -> Self {
+    fn of(c: Certificate, fold: bool, sigs: &mut HashSet<std::rc::Rc<str>>) -> Self {
         let cause_seq = c.cause.signal.as_ref().map_or(c.victim.end_seq, |s| s.seq);
         if !(fold && fold::foldable_rank(c.rank)) {
             return Death {
@@ -255,7 +258,17 @@ impl Death {
         Death {
             id: 0,
             cause_seq,
-            signature: Some(fold::signature(&c)),
+            signature: Some({
+                let sig = fold::signature(&c);
+                match sigs.get(sig.as_str()) {
+                    Some(shared) => shared.clone(),
+                    None => {
+                        let shared: std::rc::Rc<str> = sig.into();
+                        sigs.insert(shared.clone());
+                        shared
+                    }
+                }
+            }),
             mention: (c.rank == Rank::NonzeroExit).then(|| Box::new(DeathMention::of(&c))),
             cert: None,
         }
@@ -396,7 +409,7 @@ impl<'a> Ctx<'a> {
         // The ancestors not memoised, nearest first, as `Model::ancestors`
         // walks them (stopping after the run root or the tracer).
         let mut path = Vec::new();
-        let mut seen = std::collections::HashSet::from([key]);
+        let mut seen = HashSet::from([key]);
         let mut above = None;
         let mut cur = key;
         while let Some(parent) = self.m.proc(cur).and_then(|p| p.parent) {
