@@ -136,7 +136,16 @@ impl Session {
                         start: rec.task.start_ns,
                     };
                     let addrs = crate::symbolize::frame_candidates(&rec);
-                    let modules = crate::run::crash_maps::snapshot(key, &addrs);
+                    let mut modules = crate::run::crash_maps::snapshot(key, &addrs);
+                    // The perf map outlives its process: read by pid once
+                    // the process is gone, or was on its way out while its
+                    // maps were read (its files no longer open: 1 Node
+                    // abort in 15).
+                    if modules.jit.is_none() {
+                        let owner = self.viewer.map_or(0, |v| v.uid);
+                        modules.jit =
+                            crate::run::crash_maps::perf_map_after_exit(key, owner, &addrs);
+                    }
                     self.pending_crashes.push((rec, raw, modules));
                 }
                 Err(e) => {
@@ -167,14 +176,6 @@ impl Session {
                 .map(|(_, p)| p.clone())
                 .collect();
             let maps_read = !snapshot.mappings.is_empty();
-            let mut snapshot = snapshot;
-            // Also when the maps were read but the process was already on
-            // its way out (its files no longer open: 1 Node abort in 15).
-            if snapshot.jit.is_none() {
-                let owner = self.viewer.map_or(0, |v| v.uid);
-                let addrs = crate::symbolize::frame_candidates(&rec);
-                snapshot.jit = crate::run::crash_maps::perf_map_after_exit(key, owner, &addrs);
-            }
             let modules =
                 crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs, user);
             let at = self.writer.stamp(rec.hdr.ktime_ns);
