@@ -85,6 +85,21 @@ pub(crate) fn tracer() -> Command {
     c
 }
 
+/// `daemon --all FLAG`, for a flag only `record` takes: refused with a
+/// usage error (64) before anything loads or is written; its stderr.
+pub(crate) fn daemon_refuses(flag: &str) -> String {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = tracer()
+        .args(["daemon", "--all", flag, "--output"])
+        .arg(out_dir.path().join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(!out_dir.path().join("out").exists(), "nothing written");
+    err
+}
+
 /// `record --output OUT [extra...] -- cmd...`: the one spelling of a record
 /// command line, for `tracer()` or a wrapper (`unshare ... tracer`).
 pub(crate) fn record_args<S: AsRef<OsStr>>(out: &Path, extra: &[&str], cmd: &[S]) -> Vec<OsString> {

@@ -327,17 +327,9 @@ fn with_tests_the_jobs_own_plugins_and_path_are_kept() {
 /// what to do, before anything is loaded or written.
 #[test]
 fn daemon_tests_is_refused_with_what_to_do() {
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = crate::common::tracer()
-        .args(["daemon", "--all", "--tests", "--output"])
-        .arg(out_dir.path().join("out"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{err}");
+    let err = crate::common::daemon_refuses("--tests");
     assert!(
         err.contains("daemon --tests") && err.contains("-p tracer_pytest"),
         "{err}"
     );
-    assert!(!out_dir.path().join("out").exists(), "nothing written");
 }
