@@ -165,7 +165,9 @@ fn open_mapped(pid: u32, start: u64, end: u64) -> Option<File> {
 }
 
 /// The perf map of `key` (the JIT's names), its entries holding any of
-/// `addrs`; `None` when it wrote none or it is not safe to read. While the
+/// `addrs` (none, when no frame falls in it: read, so not read again by
+/// [`perf_map_after_exit`]); `None` when it wrote none or it is not safe
+/// to read. While the
 /// process lives: in its own root, by its own pid, owned by its real or
 /// effective user.
 fn perf_map(key: ProcKey, addrs: &[u64]) -> Option<JitMap> {
@@ -245,17 +247,13 @@ fn read_perf_map(
     }
     let mut text = Vec::new();
     file.take(MAX_PERF_MAP_BYTES).read_to_end(&mut text).ok()?;
-    let map = JitMap::parse(&format!("/{name}"), &text, addrs);
-    (!map.symbols.is_empty()).then_some(map)
+    Some(JitMap::parse(&format!("/{name}"), &text, addrs))
 }
 
 /// The wall-clock time a process started at boot-time `start` ns, less a
 /// second (file times are coarser than the clocks).
 fn started_at(start: u64) -> Option<std::time::SystemTime> {
-    let boot_now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
-    let boot_now = u64::try_from(boot_now.tv_sec()).ok()? * 1_000_000_000
-        + u64::try_from(boot_now.tv_nsec()).ok()?;
-    let ago = std::time::Duration::from_nanos(boot_now.saturating_sub(start))
+    let ago = std::time::Duration::from_nanos(super::clock::boot_ns().saturating_sub(start))
         + std::time::Duration::from_secs(1);
     std::time::SystemTime::now().checked_sub(ago)
 }

@@ -68,7 +68,7 @@ pub struct Modules {
     /// read), or why some files could not be opened.
     pub missing: Option<String>,
     /// The entries of the process's perf map (JIT code) the crash's
-    /// frames may fall in, when it wrote one.
+    /// frames may fall in (maybe none), when it wrote one that was read.
     pub jit: Option<JitMap>,
 }
 
