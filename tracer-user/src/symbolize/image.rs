@@ -146,14 +146,12 @@ impl Image {
         let has_dwarf = obj
             .as_ref()
             .is_some_and(|o| o.section_by_name(".debug_info").is_some());
-        let debug = match (&obj, &build_id) {
-            (Some(_), _) if has_dwarf => None,
-            (Some(o), id) => id
+        let debug = obj.as_ref().filter(|_| !has_dwarf).and_then(|o| {
+            build_id
                 .as_deref()
                 .and_then(|id| debug_file(id, debug_dirs))
-                .or_else(|| linked_debug_file(o, module, debug_dirs)),
-            (None, _) => None,
-        };
+                .or_else(|| linked_debug_file(o, module, debug_dirs))
+        });
         Ok(Image {
             memfd,
             map: Arc::new(map),
