@@ -113,7 +113,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     // fold (then only its signature and what the verdict reads are kept).
     let mut views = Vec::new();
     let mut deaths: Vec<Death> = Vec::new();
-    let mut sigs = HashSet::new();
+    let mut sigs = crate::model::Interner::default();
     let mut small_exits = Vec::new();
     for p in model.procs.values().filter(|p| p.in_run) {
         let Some(end) = &p.end else { continue };
@@ -237,12 +237,12 @@ struct Death {
     cert: Option<Box<Certificate>>,
     /// Shared by the deaths of one signature (interned as they are
     /// ranked: a soak's 262k folded deaths had 25 MB of copies of a few).
-    signature: Option<std::rc::Rc<str>>,
+    signature: Option<std::sync::Arc<str>>,
     mention: Option<Box<DeathMention>>,
 }
 
 impl Death {
-    fn of(c: Certificate, fold: bool, sigs: &mut HashSet<std::rc::Rc<str>>) -> Self {
+    fn of(c: Certificate, fold: bool, sigs: &mut crate::model::Interner) -> Self {
         let cause_seq = c.cause.signal.as_ref().map_or(c.victim.end_seq, |s| s.seq);
         if !(fold && fold::foldable_rank(c.rank)) {
             return Death {
@@ -258,17 +258,7 @@ impl Death {
         Death {
             id: 0,
             cause_seq,
-            signature: Some({
-                let sig = fold::signature(&c);
-                match sigs.get(sig.as_str()) {
-                    Some(shared) => shared.clone(),
-                    None => {
-                        let shared: std::rc::Rc<str> = sig.into();
-                        sigs.insert(shared.clone());
-                        shared
-                    }
-                }
-            }),
+            signature: Some(sigs.text(&fold::signature(&c))),
             mention: (c.rank == Rank::NonzeroExit).then(|| Box::new(DeathMention::of(&c))),
             cert: None,
         }

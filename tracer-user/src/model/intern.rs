@@ -2,16 +2,17 @@
 //! model is built: a fork storm names the same few a million times. The
 //! sets live only as long as the builder; what they hold is bounded by the
 //! log (each distinct text once, as the model would otherwise store it).
+//! The analysis shares folded deaths' signatures through one too.
 use std::{collections::HashSet, sync::Arc};
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct Interner {
+pub(crate) struct Interner {
     texts: HashSet<Arc<str>>,
     argvs: HashSet<Arc<[String]>>,
 }
 
 impl Interner {
-    pub(super) fn text(&mut self, s: &str) -> Arc<str> {
+    pub(crate) fn text(&mut self, s: &str) -> Arc<str> {
         if let Some(a) = self.texts.get(s) {
             return a.clone();
         }

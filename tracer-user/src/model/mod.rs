@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 
 pub use build::Builder;
 pub use compact::{At, CallRec, Ids, KillRec, SigRec, Sym, Who};
+pub(crate) use intern::Interner;
 pub use process::{
     End, ExecInfo, Execs, ForkInfo, Process, ThreadName, ThreadSpan, MAX_THREAD_NAMES,
 };
