@@ -53,9 +53,10 @@ const QUOTE_MAX: usize = 100;
 const THEN_MAX: usize = 4;
 
 /// A link found by [`link`], before certificates have ids.
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Link {
     /// The victim of the death it follows from.
-    cause: ProcKey,
+    pub(crate) cause: ProcKey,
     via: LinkVia,
     evidence: LinkEvidence,
     detail: String,

@@ -13,43 +13,92 @@ use tracer_common::signals::{SIGHUP, SIGINT, SIGKILL, SIGQUIT, SIGTERM};
 
 const GROUP_SAMPLE: usize = 10;
 
-pub(crate) fn other_exits(cx: &Ctx, keys: &[ProcKey]) -> Vec<ExitGroup> {
-    // Keyed by a string rendering of the status so grouping is total-ordered.
-    let mut groups: BTreeMap<(String, String), ExitGroup> = BTreeMap::new();
+/// One small non-zero exit, as [`group_exits`] groups it (a daemon's
+/// ledger groups those of every look itself: live/ledger.rs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SmallExit {
+    pub key: ProcKey,
+    /// Its exit's `seq`.
+    pub seq: u64,
+    /// Its executable's base name (else argv\[0\]'s, else its comm).
+    pub program: String,
+    pub status: ExitStatus,
+    /// Its command line, as a group's example.
+    pub command: String,
+}
+
+impl SmallExit {
+    /// What its group is keyed by: total-ordered (the status rendered).
+    pub fn group_key(&self) -> (String, String) {
+        (self.program.clone(), status_key(&self.status))
+    }
+
+    /// A group of its own, counted once.
+    pub fn group(&self) -> ExitGroup {
+        ExitGroup {
+            program: self.program.clone(),
+            status: self.status.clone(),
+            count: 0,
+            example: self.command.clone(),
+            pids: Vec::new(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// Counts it in `g` (its pid and `seq` among the first few).
+    pub fn count_in(&self, g: &mut ExitGroup) {
+        g.count += 1;
+        if g.pids.len() < GROUP_SAMPLE {
+            g.pids.push(self.key.pid);
+            g.evidence.push(self.seq);
+        }
+    }
+}
+
+/// The small exits among `keys`, in the order they ended.
+pub(crate) fn small_exits(cx: &Ctx, keys: &[ProcKey]) -> Vec<SmallExit> {
     let mut ordered: Vec<(u64, ProcKey)> = keys
         .iter()
         .filter_map(|k| Some((cx.m.proc(*k)?.end.as_ref()?.seq, *k)))
         .collect();
     ordered.sort_unstable();
-    for (seq, key) in ordered {
-        let p = cx.m.proc(key).expect("known");
-        let end = p.end.as_ref().expect("ended");
-        let r = cx.proc_ref(key, end.t);
-        let program = r
-            .filename
-            .as_deref()
-            .or(r.argv.first().map(String::as_str))
-            .map(|f| f.rsplit('/').next().unwrap_or(f).to_string())
-            .or_else(|| r.comm.clone())
-            .unwrap_or_else(|| "?".into());
-        let g = groups
-            .entry((program.clone(), status_key(&end.status)))
-            .or_insert(ExitGroup {
+    ordered
+        .into_iter()
+        .map(|(seq, key)| {
+            let p = cx.m.proc(key).expect("known");
+            let end = p.end.as_ref().expect("ended");
+            let r = cx.proc_ref(key, end.t);
+            let program = r
+                .filename
+                .as_deref()
+                .or(r.argv.first().map(String::as_str))
+                .map(|f| f.rsplit('/').next().unwrap_or(f).to_string())
+                .or_else(|| r.comm.clone())
+                .unwrap_or_else(|| "?".into());
+            SmallExit {
+                key,
+                seq,
                 program,
                 status: end.status.clone(),
-                count: 0,
-                example: r.command.clone(),
-                pids: Vec::new(),
-                evidence: Vec::new(),
-            });
-        g.count += 1;
-        if g.pids.len() < GROUP_SAMPLE {
-            g.pids.push(key.pid);
-            g.evidence.push(seq);
-        }
+                command: r.command,
+            }
+        })
+        .collect()
+}
+
+/// Small exits grouped by program and status, most frequent first.
+pub fn group_exits<'a>(exits: impl IntoIterator<Item = &'a SmallExit>) -> Vec<ExitGroup> {
+    let mut groups: BTreeMap<(String, String), ExitGroup> = BTreeMap::new();
+    for x in exits {
+        let g = groups.entry(x.group_key()).or_insert_with(|| x.group());
+        x.count_in(g);
     }
-    let mut out: Vec<ExitGroup> = groups.into_values().collect();
-    // Most frequent first; the map order breaks ties deterministically.
+    sort_groups(groups.into_values().collect())
+}
+
+/// Most frequent first; the map order breaks ties deterministically (a
+/// stable sort of groups in key order).
+pub fn sort_groups(mut out: Vec<ExitGroup>) -> Vec<ExitGroup> {
     out.sort_by_key(|g| std::cmp::Reverse(g.count));
     out
 }

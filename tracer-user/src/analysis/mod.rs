@@ -29,7 +29,7 @@ use serde::Serialize;
 
 pub use ancestors::{chain, Ancestor};
 pub use crash::{completeness_words, frame_line};
-pub use extras::MAX_NEAR_MISSES;
+pub use extras::{group_exits, sort_groups, SmallExit, MAX_NEAR_MISSES};
 pub(crate) use mechanism::READER_EXIT_AFTER_NS;
 pub use side_findings::*;
 pub use sigfacts::{terminal_key, timer_source};
@@ -51,6 +51,8 @@ pub struct AnalysisOptions {
     /// example, so memory follows the stories, not the processes. Off for
     /// what must see every certificate (a daemon's looks, the OTLP export).
     pub fold: bool,
+    /// Also keep what a daemon's ledger merges across looks ([`Raw`]).
+    pub raw: bool,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -85,6 +87,22 @@ pub struct Analysis {
     /// Every ancestry chain cited above, each process once per chain tail:
     /// an `ancestry_id` is an index here (see [`chain`]).
     pub ancestors: Vec<Ancestor>,
+    /// With `AnalysisOptions::raw` only. Not in report.json.
+    #[serde(skip)]
+    pub raw: Option<Box<Raw>>,
+}
+
+/// What a daemon's ledger (live/ledger.rs) takes of one look's analysis, to
+/// merge the looks of a whole run into one report: the certificates before
+/// their cascade sentences (those name certificate ids, which only the
+/// merged order gives), the cascade links by victim, and the small exits
+/// one by one (a process may end in one look and be analysed in two).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Raw {
+    /// Ranked as the look ranked them (`consequence` included), not worded.
+    pub certificates: Vec<Certificate>,
+    pub(crate) links: std::collections::BTreeMap<ProcKey, cascade::Link>,
+    pub small_exits: Vec<SmallExit>,
 }
 
 impl Analysis {
@@ -201,12 +219,21 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         d.cert = None;
     }
     drop(deaths);
+    let unworded = opts.raw.then(|| certificates.clone());
     cascade::word(&mut certificates, &links);
     // The verdict names non-zero exits only when no death was unexpected.
     if counts.unexpected > 0 {
         folded_mentions.clear();
     }
-    let other_exits = extras::other_exits(&cx, &small_exits);
+    let small_exits = extras::small_exits(&cx, &small_exits);
+    let other_exits = group_exits(&small_exits);
+    let raw = unworded.map(|certificates| {
+        Box::new(Raw {
+            certificates,
+            links,
+            small_exits,
+        })
+    });
     let foreign_signals = extras::foreign_signals(&cx);
     let leftovers = extras::leftovers(&cx);
     // Last: the senders' entries go at the end of the ancestors table.
@@ -222,6 +249,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         foreign_signals,
         leftovers,
         ancestors: cx.ancestors.into_inner().into_entries(),
+        raw,
     }
 }
 

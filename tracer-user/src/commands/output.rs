@@ -71,6 +71,7 @@ impl ReportFlags {
         AnalysisOptions {
             watch: self.watch.clone(),
             fold: false,
+            raw: false,
         }
     }
 }
@@ -111,6 +112,30 @@ pub fn write_reports(
     let written = report::write(loaded, out, &opts, |a| {
         endpoint.map(|e| otlp::export_analysis(e, &header, a))
     });
+    let result = written
+        .rendered
+        .map(|rendered| {
+            let color = report::use_color(std::io::stderr().is_terminal());
+            let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
+        })
+        .writing(out.path());
+    (written.log, written.analysis, result)
+}
+
+/// As [`write_reports`], from an analysis already made (a daemon's ledger).
+pub fn write_analysed_reports(
+    analysed: report::Analysed,
+    out: &OutDir,
+    flags: &ReportFlags,
+    junit: Option<&Arc<OutFile>>,
+    export: Option<ExportFacts>,
+) -> (LogSummary, Analysis, Result<(), TracerError>) {
+    let opts = ReportOptions {
+        export,
+        junit: junit.cloned(),
+        ..flags.options()
+    };
+    let written = report::write_analysed(analysed, out, &opts);
     let result = written
         .rendered
         .map(|rendered| {

@@ -141,11 +141,17 @@ impl Series {
         Ok(())
     }
 
+    /// No segment of tracer's own (a first run).
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
     /// `--keep-segments`: the oldest segments beyond `keep` (0: all kept)
-    /// are removed, only those tracer knows as its own.
-    pub fn prune(&mut self, dir: &OutDir, keep: usize) {
+    /// are removed, only those tracer knows as its own. Returns how many
+    /// left the series.
+    pub fn prune(&mut self, dir: &OutDir, keep: usize) -> usize {
         if keep == 0 || self.parts.len() <= keep {
-            return;
+            return 0;
         }
         let gone = self.parts.len() - keep;
         for p in self.parts.drain(..gone) {
@@ -160,6 +166,7 @@ impl Series {
                 Err(e) => log::warn!("cannot remove {name}: {e}"),
             }
         }
+        gone
     }
 
     /// What was not read, one sentence each.

@@ -29,7 +29,7 @@ pub struct LogSummary {
 }
 
 /// Counts events as they are read; [`Counter::finish`] adds the frame.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Counter {
     events: usize,
     by_type: BTreeMap<&'static str, usize>,

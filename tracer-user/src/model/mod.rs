@@ -11,6 +11,7 @@ mod intern;
 mod joins;
 mod lineage;
 pub mod lines;
+mod positions;
 mod process;
 mod threads;
 mod times;
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 pub use build::Builder;
 pub use compact::{At, CallRec, Ids, KillRec, SigRec, Sym, Who};
 pub(crate) use intern::Interner;
+pub use positions::Positions;
 pub use process::{
     End, ExecInfo, Execs, ForkInfo, Process, ThreadName, ThreadSpan, MAX_THREAD_NAMES,
 };

@@ -10,7 +10,7 @@ mod marks;
 mod scale;
 mod timeline;
 
-use std::{collections::BTreeMap, fmt::Write as _};
+use std::fmt::Write as _;
 
 use super::Report;
 use crate::{analysis::Rank, eventlog::EventLog, model::Model};
@@ -18,15 +18,8 @@ use crate::{analysis::Rank, eventlog::EventLog, model::Model};
 const STYLE: &str = include_str!("html/style.css");
 const SCRIPT: &str = include_str!("html/script.js");
 
-/// What the timeline needs beyond report.json: when lane processes ended,
-/// who forked them, and the kernel time of near misses and snapshots. Only
-/// positions come from here; every word comes from the report.
-#[derive(Debug, Clone, Default)]
-pub struct Context {
-    ends: BTreeMap<(u32, u64), u64>,
-    parents: BTreeMap<(u32, u64), (u32, u64)>,
-    seq_t: BTreeMap<u64, u64>,
-}
+/// What the timeline needs beyond report.json (model/positions.rs).
+pub use crate::model::Positions as Context;
 
 impl Context {
     pub fn from_log(log: &EventLog, r: &Report) -> Context {
@@ -40,19 +33,13 @@ impl Context {
     pub fn from_model(m: &Model, r: &Report) -> Context {
         let mut cx = Context::default();
         let mut keep = |p: &crate::analysis::ProcRef| {
-            let key = (p.pid, p.start);
-            let Some(proc) = m.proc(crate::eventlog::ProcKey {
-                pid: p.pid,
-                start: p.start,
-            }) else {
-                return;
-            };
-            if let Some(e) = &proc.end {
-                cx.ends.insert(key, e.t);
-            }
-            if let Some(pa) = proc.parent {
-                cx.parents.insert(key, (pa.pid, pa.start));
-            }
+            cx.note(
+                m,
+                crate::eventlog::ProcKey {
+                    pid: p.pid,
+                    start: p.start,
+                },
+            )
         };
         let a = &r.analysis;
         r.run.root.iter().for_each(&mut keep);
@@ -82,27 +69,15 @@ impl Context {
             .collect();
         for kc in &m.kill_calls {
             if wanted.contains(&kc.ev.at.seq) {
-                cx.seq_t.insert(kc.ev.at.seq, kc.ev.at.t);
+                cx.note_seq(kc.ev.at.seq, kc.ev.at.t);
             }
         }
         for s in &m.snapshots {
             if wanted.contains(&s.at.seq) {
-                cx.seq_t.insert(s.at.seq, s.at.t);
+                cx.note_seq(s.at.seq, s.at.t);
             }
         }
         cx
-    }
-
-    fn end(&self, k: (u32, u64)) -> Option<u64> {
-        self.ends.get(&k).copied()
-    }
-
-    fn parent(&self, k: (u32, u64)) -> Option<(u32, u64)> {
-        self.parents.get(&k).copied()
-    }
-
-    fn seq_t(&self, seq: u64) -> Option<u64> {
-        self.seq_t.get(&seq).copied()
     }
 }
 

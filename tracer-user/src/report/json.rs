@@ -84,15 +84,60 @@ pub(super) fn analyze_model(model: &Model, opts: &ReportOptions) -> Analysis {
     let aopts = AnalysisOptions {
         watch: opts.watch.clone(),
         fold: !opts.every_certificate,
+        raw: false,
     };
     analysis::analyze_model(model, model.boot_to_wall_ns, &aopts)
+}
+
+/// What a report reads of the run's processes beyond the analysis: from
+/// the model of the whole log, or from a daemon's ledger (live/ledger.rs),
+/// which never holds that model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunShape {
+    /// The run's root as it was at its end (or the log's).
+    pub root: Option<analysis::ProcRef>,
+    /// How the root ended, if it did.
+    pub root_status: Option<crate::eventlog::ExitStatus>,
+    pub duration_ns: u64,
+    /// Processes of the run.
+    pub processes: usize,
+}
+
+impl RunShape {
+    pub fn of(model: &Model) -> Self {
+        let root = model.root.and_then(|k| model.proc(k));
+        RunShape {
+            duration_ns: root
+                .and_then(|r| r.lifetime_ns())
+                .unwrap_or(model.last_t.saturating_sub(model.first_t)),
+            root: model.root.map(|k| {
+                let t = root
+                    .and_then(|r| r.end.as_ref())
+                    .map_or(model.last_t, |e| e.t);
+                analysis::proc_ref(model, model.boot_to_wall_ns, k, t)
+            }),
+            root_status: root.and_then(|r| r.end.as_ref()).map(|e| e.status.clone()),
+            processes: model.procs.values().filter(|p| p.in_run).count(),
+        }
+    }
 }
 
 /// The report of a log whose model is already built (the HTML timeline
 /// reads the same model: built once, it is the report's largest cost).
 pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> Report {
+    let snapshots = super::snapshots::collect(model);
+    report_from(log, RunShape::of(model), snapshots, analysis)
+}
+
+/// The report from its parts: the log's summary, the run's shape, the
+/// snapshots and the analysis.
+pub(crate) fn report_from(
+    log: &LogSummary,
+    shape: RunShape,
+    snapshots: Vec<super::snapshots::SnapshotReport>,
+    analysis: Analysis,
+) -> Report {
     let h = &log.header;
-    let root = model.root.and_then(|k| model.proc(k));
     let lost = log
         .trailer
         .as_ref()
@@ -177,21 +222,14 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         captured_by: h.tracer_version.clone(),
         started_at: h.started_at.clone(),
         ended_at: log.trailer.as_ref().map(|t| t.ended_at.clone()),
-        duration_ns: root
-            .and_then(|r| r.lifetime_ns())
-            .unwrap_or(model.last_t.saturating_sub(model.first_t)),
-        root: model.root.map(|k| {
-            let t = root
-                .and_then(|r| r.end.as_ref())
-                .map_or(model.last_t, |e| e.t);
-            analysis::proc_ref(model, h.boot_to_wall_ns, k, t)
-        }),
+        duration_ns: shape.duration_ns,
+        root: shape.root,
         command_status: log
             .trailer
             .as_ref()
             .and_then(|t| t.command_status.clone())
-            .or_else(|| root.and_then(|r| r.end.as_ref()).map(|e| e.status.clone())),
-        processes: model.procs.values().filter(|p| p.in_run).count(),
+            .or(shape.root_status),
+        processes: shape.processes,
         hooks: h.hooks.clone(),
         hooks_missing,
         pid_namespace: h.pid_namespace,
@@ -210,7 +248,6 @@ pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> 
         warnings,
         export: None,
     };
-    let snapshots = super::snapshots::collect(model);
     // Headlines and the verdict are the sentences CI scripts quote (an
     // annotation per death): one line, no control byte, even when the log
     // itself was tampered with (a signal or si_code name is copied as read).

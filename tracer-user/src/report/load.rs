@@ -59,6 +59,18 @@ pub fn load_held(
     Ok(folded.finish(frame))
 }
 
+/// The segments of `series` alone (a restarted daemon's earlier runs: its
+/// ledger starts from their analysis).
+pub fn load_segments(
+    series: &eventlog::Series,
+    dir: &crate::outdir::OutDir,
+) -> Result<Loaded, LogError> {
+    let redactor = Redactor::default();
+    let mut folded = Folded::new(&redactor);
+    let frame = series.stream(dir, None::<std::io::Empty>, &mut folded)?;
+    Ok(folded.finish(frame))
+}
+
 struct Folded<'r> {
     redactor: &'r Redactor,
     counter: Counter,

@@ -24,10 +24,10 @@ use std::{
 };
 
 pub use facts::{LogFacts, RunFacts};
-pub use json::{build_report, Report, RANKING_RULE, REPORT_SCHEMA_VERSION};
+pub use json::{build_report, Report, RunShape, RANKING_RULE, REPORT_SCHEMA_VERSION};
 pub use verdict::verdict;
 
-pub use load::{load, load_held, Loaded};
+pub use load::{load, load_held, load_segments, Loaded};
 
 use crate::{
     analysis::{Analysis, Rank},
@@ -109,6 +109,30 @@ pub fn write(
     let rendered = write_files(&report, &timeline, out, opts.junit.as_deref());
     Written {
         log,
+        analysis: report.analysis,
+        rendered,
+    }
+}
+
+/// A run's report parts when its analysis is already made (a daemon's,
+/// from its ledger: live/ledger.rs).
+pub struct Analysed {
+    pub log: LogSummary,
+    pub shape: RunShape,
+    pub analysis: Analysis,
+    pub timeline: html::Context,
+    /// Sentences for the log's warnings (what the ledger's bounds folded).
+    pub notes: Vec<String>,
+}
+
+/// The reports of [`Analysed`] parts: the same files as [`write`].
+pub fn write_analysed(a: Analysed, out: &OutDir, opts: &ReportOptions) -> Written {
+    let mut report = json::report_from(&a.log, a.shape, Vec::new(), a.analysis);
+    report.log.export = opts.export.clone();
+    report.log.warnings.extend(a.notes);
+    let rendered = write_files(&report, &a.timeline, out, opts.junit.as_deref());
+    Written {
+        log: a.log,
         analysis: report.analysis,
         rendered,
     }

@@ -149,6 +149,12 @@ impl Session {
         self.series = series;
     }
 
+    /// Files of the output directory with a segment's name that tracer did
+    /// not accept as its own, and why.
+    pub fn ignored(&self) -> Vec<String> {
+        self.series.ignored().to_vec()
+    }
+
     /// The loaded programs and maps (the watchdog and the spawn use them).
     pub fn capture(&self) -> &Capture {
         &self.capture
@@ -391,8 +397,9 @@ impl Session {
     }
 
     /// `--keep-segments`: only segments tracer knows as its own go.
-    pub fn prune(&mut self, keep: usize) {
-        self.series.prune(&self.out, keep);
+    /// Returns how many went.
+    pub fn prune(&mut self, keep: usize) -> usize {
+        self.series.prune(&self.out, keep)
     }
 
     /// Log a process that was running before capture began.
