@@ -2,10 +2,12 @@
 //! each finding is handed on (metrics, OTLP) once, with the classification
 //! it had when first seen. The final report may classify a death better (a
 //! killer's call logged after the death): the counters keep the first view.
+mod ledger;
 #[cfg(test)]
 mod tests;
 mod window;
 
+pub use ledger::{Ledger, Ledgered, MAX_FOREIGN, MAX_STORIES};
 pub use window::{Look, Window};
 
 use std::collections::HashMap;
@@ -68,7 +70,7 @@ type MissKey = (String, ProcKey, String, i32, i64, Option<i64>, i64);
 /// death pending one look); once none does, no later look can make it, so
 /// remembering it longer would only grow the daemon by ~100 B a death,
 /// forever. Four looks: the window keeps an ended process two.
-const FORGET_AFTER_LOOKS: u64 = 4;
+pub(crate) const FORGET_AFTER_LOOKS: u64 = 4;
 
 /// Which findings were already handed on. Keys are identities or kernel
 /// times, never bare sequence numbers: a restarted daemon reads the last
@@ -195,8 +197,49 @@ pub fn fresh_in_window(
     opts: &AnalysisOptions,
     seen: &mut Seen,
 ) -> Findings {
+    look_in(window, header, new, opts, seen, None)
+}
+
+/// What a daemon keeps between its looks: the window over its records,
+/// the findings handed on, and the ledger its reports are written from.
+#[derive(Default, Debug)]
+pub struct Live {
+    pub window: Window,
+    pub seen: Seen,
+    pub ledger: Ledger,
+}
+
+impl Live {
+    /// A look (see [`fresh_in_window`]), merged into the ledger too.
+    /// `leftovers`: the ledger keeps this look's processes still running
+    /// (a stop's last look, or an interim report's).
+    pub fn look(
+        &mut self,
+        header: &crate::eventlog::Header,
+        new: Vec<crate::eventlog::Record>,
+        opts: &AnalysisOptions,
+        leftovers: bool,
+    ) -> Findings {
+        let ledger = Some((&mut self.ledger, leftovers));
+        look_in(&mut self.window, header, new, opts, &mut self.seen, ledger)
+    }
+}
+
+fn look_in(
+    window: &mut Window,
+    header: &crate::eventlog::Header,
+    new: Vec<crate::eventlog::Record>,
+    opts: &AnalysisOptions,
+    seen: &mut Seen,
+    ledger: Option<(&mut Ledger, bool)>,
+) -> Findings {
     let Look { log, pending } = window.look(header, new);
-    let (_, mut a) = analysis::analyze(&log, opts);
+    let raw = AnalysisOptions {
+        raw: ledger.is_some(),
+        ..opts.clone()
+    };
+    let (model, mut a) = analysis::analyze(&log, &raw);
+    drop(log);
     a.certificates.retain(|c| {
         let key = ProcKey {
             pid: c.victim.process.pid,
@@ -204,5 +247,22 @@ pub fn fresh_in_window(
         };
         !pending.contains(&key)
     });
-    seen.fresh(a)
+    let Some((ledger, leftovers)) = ledger else {
+        return seen.fresh(a);
+    };
+    if leftovers {
+        // Only what the window knows to be running (a `leak` record's
+        // process is listed however it ended, as the whole log lists it).
+        a.leftovers.retain(|l| {
+            let key = ProcKey {
+                pid: l.process.pid,
+                start: l.process.start,
+            };
+            l.leak.is_some() || window.alive(key)
+        });
+    }
+    ledger.add(&a, &pending, &model, leftovers);
+    let found = seen.fresh(a);
+    ledger.add_side(&found, &model);
+    found
 }

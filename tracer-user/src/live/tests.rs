@@ -208,12 +208,13 @@ fn the_window_keeps_a_crash_stack_until_its_process_dies() {
 /// looks of 100 leave it holding the shell and one look's 100, not 20,000;
 /// and what was handed on is forgotten once no look can make it again:
 /// every one of the 20,000 failures is handed on once, and the daemon
-/// remembers a few looks' worth of them, not 20,000.
+/// remembers a few looks' worth of them, not 20,000; its ledger folds them
+/// into one group as they settle.
 #[test]
 fn the_window_holds_what_is_alive() {
     use crate::{
         eventlog::{Record, Stamp, Task},
-        live::{fresh_in_window, Window},
+        live::Live,
     };
     let header = fixture("daemon.ndjson").header;
     let task = |pid: u32, start: u64| Task {
@@ -241,8 +242,8 @@ fn the_window_holds_what_is_alive() {
         exe: None,
         ns: None,
     })];
-    let (mut window, mut seen) = (Window::default(), Seen::default());
-    let (mut most, mut handed, mut remembered) = (0, 0, 0);
+    let mut live = Live::default();
+    let (mut most, mut handed, mut remembered, mut ledgered) = (0, 0, 0, 0);
     for i in 0..20_000u64 {
         // Each lives 1.5 s: a worker's non-zero exit is a death
         // (`is_worker`), a silent helper's is not.
@@ -264,25 +265,14 @@ fn the_window_holds_what_is_alive() {
         }));
         if i % 100 == 99 {
             let new = std::mem::take(&mut batch);
-            let found = fresh_in_window(
-                &mut window,
-                &header,
-                new,
-                &AnalysisOptions::default(),
-                &mut seen,
-            );
+            let found = live.look(&header, new, &AnalysisOptions::default(), false);
             handed += found.certificates.len();
-            most = most.max(window.held());
-            remembered = remembered.max(seen.held());
+            most = most.max(live.window.held());
+            remembered = remembered.max(live.seen.held());
+            ledgered = ledgered.max(live.ledger.held());
         }
     }
-    let last = fresh_in_window(
-        &mut window,
-        &header,
-        Vec::new(),
-        &AnalysisOptions::default(),
-        &mut seen,
-    );
+    let last = live.look(&header, Vec::new(), &AnalysisOptions::default(), true);
     handed += last.certificates.len();
     assert!(most <= 101, "the window held {most} processes");
     assert_eq!(handed, 20_000, "each failure handed on once");
@@ -290,6 +280,16 @@ fn the_window_holds_what_is_alive() {
         remembered <= 600,
         "the daemon remembered {remembered} findings"
     );
+    // The report it writes at the stop holds one story of 20,000 deaths,
+    // and held a few looks' worth while it ran.
+    assert!(ledgered <= 700, "the ledger held {ledgered}");
+    let a = live.ledger.finish().analysis;
+    assert_eq!(a.counts.nonzero_exit, 20_000);
+    assert!(a.certificates.is_empty(), "{:?}", a.certificates.len());
+    let g = &a.death_groups[..];
+    assert_eq!(g.len(), 1);
+    assert_eq!(g[0].count, 20_000);
+    assert_eq!(g[0].members.len() + g[0].members_left_out, 20_000);
 }
 
 /// A fold of identical failed calls grows while a daemon runs: each look
@@ -344,4 +344,125 @@ fn a_growing_near_miss_is_counted_by_its_new_calls() {
         .find(|l| l.starts_with("tracer_near_misses_total{errno=\"ESRCH\"}"))
         .unwrap_or_else(|| panic!("{s}"));
     assert!(line.ends_with(" 15"), "{line}");
+}
+
+/// The ledger a daemon writes its reports from, merged look by look, holds
+/// what the whole log's report holds, whatever the looks cut the records
+/// into: the same deaths ranked the same (certificates or group members),
+/// the same counts, groups, small exits, failed calls and signals across
+/// the boundary. Only certificate ids differ (the ledger numbers what it
+/// shows), so cascade sentences are compared with their ids taken out.
+#[test]
+fn the_ledger_reports_what_the_whole_log_reports() {
+    use std::collections::BTreeSet;
+
+    use crate::{analysis::Analysis, eventlog::ProcKey, live::Live};
+    let no_ids = |s: &str| {
+        let mut out = String::new();
+        let mut after_hash = false;
+        for ch in s.chars() {
+            if after_hash && ch.is_ascii_digit() {
+                continue;
+            }
+            after_hash = ch == '#';
+            out.push(ch);
+        }
+        out
+    };
+    // Every death as (victim, rank, headline without ids), and the folds.
+    type Deaths = BTreeSet<(ProcKey, String, String)>;
+    let deaths = |a: &Analysis| -> (Deaths, BTreeSet<(String, String, usize)>) {
+        let mut d = BTreeSet::new();
+        for c in &a.certificates {
+            let k = ProcKey {
+                pid: c.victim.process.pid,
+                start: c.victim.process.start,
+            };
+            d.insert((k, format!("{:?}", c.rank), no_ids(&c.headline)));
+        }
+        let g = a
+            .death_groups
+            .iter()
+            .map(|g| (format!("{:?}", g.rank), g.signature.clone(), g.count))
+            .collect();
+        (d, g)
+    };
+    let side = |a: &Analysis| {
+        let exits: BTreeSet<_> = a
+            .other_exits
+            .iter()
+            .map(|g| (g.program.clone(), format!("{:?}", g.status), g.count))
+            .collect();
+        let calls: u64 =
+            a.near_misses.iter().map(|n| n.count).sum::<u64>() + a.near_misses_left_out.events;
+        (
+            a.counts,
+            exits,
+            calls,
+            a.foreign_signals.len(),
+            a.leftovers.len(),
+        )
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let Ok(mut log) = read_log(&path) else {
+            continue;
+        };
+        // `record`'s own facts (a leak it found, a hang's snapshot, its
+        // timeout or cancel) are in records a daemon never writes.
+        let record_only = |r: &crate::eventlog::Record| {
+            matches!(
+                r,
+                crate::eventlog::Record::Leak(_) | crate::eventlog::Record::Snapshot(_)
+            )
+        };
+        if log.events.iter().any(record_only) {
+            continue;
+        }
+        log.trailer = None;
+        let opts = AnalysisOptions {
+            fold: true,
+            ..AnalysisOptions::default()
+        };
+        let (_, mut whole) = crate::analysis::analyze(&log, &opts);
+        crate::report::groups::fold(&mut whole);
+        for chunk in [1, 7, 100] {
+            let mut live = Live::default();
+            let looks: Vec<Vec<_>> = log.events.chunks(chunk).map(<[_]>::to_vec).collect();
+            for part in looks {
+                live.look(&log.header, part, &AnalysisOptions::default(), false);
+            }
+            live.look(&log.header, Vec::new(), &AnalysisOptions::default(), true);
+            let got = live.ledger.finish().analysis;
+            let at = format!("{} in chunks of {chunk}", path.display());
+            if chunk == 1 {
+                // One record a look: a kill call logged three records after
+                // the death it caused misses the look that certifies it (the
+                // window waits one look), and its certificate names the call
+                // from the signal alone, as a live finding does.
+                let ranked = |a: &Analysis| {
+                    let (d, g) = deaths(a);
+                    let d: BTreeSet<_> = d.into_iter().map(|(k, r, _)| (k, r)).collect();
+                    (d, g, a.counts)
+                };
+                assert_eq!(ranked(&got), ranked(&whole), "{at}");
+            } else {
+                assert_eq!(deaths(&got), deaths(&whole), "{at}");
+                assert_eq!(side(&got), side(&whole), "{at}");
+            }
+            // Every id an entry names is in the ledger's table.
+            let n = got.ancestors.len();
+            for c in &got.certificates {
+                assert!(c.victim.ancestry.is_none_or(|i| i < n), "{at}");
+            }
+            for (i, a) in got.ancestors.iter().enumerate() {
+                assert_eq!(a.id, i, "{at}");
+                assert!(a.parent_id.is_none_or(|p| p < i), "{at}");
+            }
+        }
+        compared += 1;
+    }
+    assert!(compared > 30, "{compared} fixtures");
 }

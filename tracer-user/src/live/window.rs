@@ -227,6 +227,13 @@ impl Window {
         self.waiting
     }
 
+    /// Is `key` running, as far as the window has seen (its end not seen)?
+    /// A look's log may name a process the window let go (a record of the
+    /// look before it), and its model then has no end for it.
+    pub fn alive(&self, key: ProcKey) -> bool {
+        self.procs.get(&key).is_some_and(|c| c.alive)
+    }
+
     /// Processes the context holds now (alive, or a dead ancestor of one).
     pub fn held(&self) -> usize {
         self.procs.len()
@@ -380,8 +387,10 @@ impl Window {
             }
         }
         // Below each kept process, its chain of last failed children and its
-        // last child to end; then the sender of each one's latest signal (a
-        // victim certified a look after its killer ended still names it).
+        // last child to end; then the senders of the signals each one keeps
+        // (a victim certified a look after its killer ended still names it,
+        // as it was: a caught SIGTERM's sender is not the latest once the
+        // victim re-raises it on itself).
         let roots: Vec<ProcKey> = keep.iter().copied().collect();
         for root in roots {
             let ctx = self.procs.get(&root);
@@ -403,13 +412,23 @@ impl Window {
         }
         let senders: Vec<ProcKey> = keep
             .iter()
-            .filter_map(|k| last_sender(self.procs.get(k)?))
+            .filter_map(|k| self.procs.get(k))
+            .flat_map(senders)
             .filter(|k| self.procs.contains_key(k))
             .collect();
         keep.extend(senders);
         self.procs.retain(|k, _| keep.contains(k));
         self.by_pid.retain(|_, k| keep.contains(k));
     }
+}
+
+/// The senders of the delivered signals it keeps (SIGCHLD aside): at most
+/// [`SIGNALS_KEPT`].
+fn senders(ctx: &Context) -> impl Iterator<Item = ProcKey> + '_ {
+    ctx.signals.iter().filter_map(|r| match r {
+        Record::Signal(s) if s.result == "delivered" => Some(s.sender.key()),
+        _ => None,
+    })
 }
 
 /// The sender of its latest delivered signal (SIGCHLD aside).

@@ -1,0 +1,624 @@
+//! A daemon's report, kept as it runs (issue 26): each look's analysis is
+//! merged into one ledger of the run, so the stop writes its reports from
+//! what is held, never by reading the whole log back. That read built one
+//! model of every process the daemon ever saw: for a 10-minute soak's
+//! 5.2 million events 1.01 GB and 25.5 s after SIGTERM (BENCHMARKS.md).
+//!
+//! What is held is bounded by what is live plus the stories:
+//! - a death stays *open* (its certificate whole, not yet placed) while a
+//!   look may still analyse its victim (the window keeps it: an ancestor of
+//!   a live process, a failed child a later exit may follow from); it is
+//!   *settled* [`SETTLE_AFTER_LOOKS`] looks after the last look that made
+//!   it, when no later look can link another death to it;
+//! - a settled death is a story (its certificate kept), or folds into its
+//!   signature's group (analysis/fold.rs's rule: expected stops and
+//!   non-zero exits no cascade links, [`fold::GROUP_MIN`] of a signature);
+//!   past [`MAX_STORIES`] stories, every settled death folds, and the
+//!   report says how many did;
+//! - the side findings are merged: small exits counted once each, near
+//!   misses folded across looks (the same sender, call and target), signals
+//!   across the boundary up to [`MAX_FOREIGN`], and the processes still
+//!   running from the last look.
+//!
+//! Certificate ids: the whole log's analysis numbers every death in the
+//! ranked order, folded or not; the ledger does not keep each folded death,
+//! so its ids number what the report shows (certificates and groups) in
+//! that order. The cascade sentences are written once the ids are known.
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+};
+
+use crate::{
+    analysis::{
+        cascade::Link,
+        fold::{self, GROUP_MIN, MAX_MEMBERS},
+        sort_groups, Analysis, Ancestor, Certificate, DeathCounts, DeathGroup, DeathMention,
+        ExitGroup, ForeignSignal, LeftOut, Leftover, NearMiss, Rank, MAX_NEAR_MISSES,
+    },
+    eventlog::ProcKey,
+    model::{Model, Positions},
+};
+
+use super::Findings;
+
+/// Looks after the last one that made a death before it is settled: as
+/// `Seen` forgets it (live/mod.rs), once no look can make it again.
+const SETTLE_AFTER_LOOKS: u64 = super::FORGET_AFTER_LOOKS;
+/// Certificates kept one by one at most; past it every settled death folds
+/// into its signature's group (any rank), counted in the report.
+pub const MAX_STORIES: usize = 1000;
+/// Signals across the boundary listed at most; the rest are counted.
+pub const MAX_FOREIGN: usize = 1000;
+/// Verdict mentions kept of folded non-zero exits (the verdict names at
+/// most two causes).
+const MAX_MENTIONS: usize = 64;
+/// Distinct near-miss folds past the list remembered, to count entries.
+const UNLISTED_KEPT: usize = 65_536;
+
+/// A finding's ancestry apart from its look's table: the entries its ids
+/// name, renumbered from 0, parents first.
+#[derive(Clone, Debug, Default)]
+struct Chains(Vec<Ancestor>);
+
+impl Chains {
+    /// Moves the entries `ids` name (and their parents) out of `table`,
+    /// renumbering `ids` into the result.
+    fn detach(ids: &mut [&mut Option<usize>], table: &[Ancestor]) -> Self {
+        let mut wanted: Vec<usize> = Vec::new();
+        for id in ids.iter().filter_map(|i| **i) {
+            let mut at = Some(id);
+            // Parent ids are smaller than their child's: the walk ends.
+            while let Some(i) = at.filter(|i| !wanted.contains(i)) {
+                wanted.push(i);
+                at = table.get(i).and_then(|a| a.parent_id);
+            }
+        }
+        wanted.sort_unstable();
+        let local = |i: usize| wanted.binary_search(&i).ok();
+        let entries = wanted
+            .iter()
+            .filter_map(|&i| table.get(i))
+            .map(|a| Ancestor {
+                id: local(a.id).unwrap_or(0),
+                process: a.process.clone(),
+                parent_id: a.parent_id.and_then(local),
+            })
+            .collect();
+        for id in ids.iter_mut() {
+            **id = id.and_then(local);
+        }
+        Chains(entries)
+    }
+}
+
+/// An ancestors entry's identity: its process (pid, start) as named
+/// (command, exec'd file: what its execs in force decide) under its
+/// parent's entry.
+type EntryKey = (u32, u64, String, Option<String>, Option<usize>);
+
+/// The ledger's own ancestors table (what report.json's `ancestors` is).
+#[derive(Clone, Debug, Default)]
+struct Table {
+    entries: Vec<Ancestor>,
+    index: HashMap<EntryKey, usize>,
+}
+
+impl Table {
+    /// Interns `chains` and renumbers `ids` (local to them) into the table.
+    fn attach(&mut self, chains: &Chains, ids: &mut [&mut Option<usize>]) {
+        let mut map = Vec::with_capacity(chains.0.len());
+        for a in &chains.0 {
+            let parent = a.parent_id.and_then(|p| map.get(p).copied());
+            let p = &a.process;
+            let key = (
+                p.pid,
+                p.start,
+                p.command.clone(),
+                p.filename.clone(),
+                parent,
+            );
+            let next = self.entries.len();
+            let id = *self.index.entry(key).or_insert(next);
+            if id == next {
+                self.entries.push(Ancestor {
+                    id,
+                    process: a.process.clone(),
+                    parent_id: parent,
+                });
+            }
+            map.push(id);
+        }
+        for id in ids.iter_mut() {
+            **id = id.and_then(|i| map.get(i).copied());
+        }
+    }
+}
+
+/// The ancestry ids a certificate holds.
+fn cert_ids(c: &mut Certificate) -> Vec<&mut Option<usize>> {
+    let mut ids = vec![&mut c.victim.ancestry];
+    if let Some(k) = &mut c.killer {
+        ids.push(&mut k.ancestry);
+    }
+    ids
+}
+
+/// One death, its certificate whole (its cascade sentences not written).
+#[derive(Clone, Debug)]
+struct Story {
+    cert: Certificate,
+    chains: Chains,
+    /// The death it follows from, when a look found one.
+    link: Option<Link>,
+    /// Its processes' ends and parents, for the timeline.
+    timeline: Positions,
+}
+
+impl Story {
+    fn key(&self) -> ProcKey {
+        key(&self.cert)
+    }
+}
+
+/// Within a rank, deaths are ordered by the fatal signal (else the end), as
+/// the whole log's analysis orders them.
+fn order(c: &Certificate) -> (Rank, u64, u64) {
+    let v = &c.victim;
+    let cause = c.cause.signal.as_ref().map_or(v.end_seq, |s| s.seq);
+    (c.rank, cause, v.end_seq)
+}
+
+fn key(c: &Certificate) -> ProcKey {
+    pkey(&c.victim.process)
+}
+
+fn pkey(p: &crate::analysis::ProcRef) -> ProcKey {
+    ProcKey {
+        pid: p.pid,
+        start: p.start,
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Open {
+    story: Story,
+    /// The last look that made it.
+    last: u64,
+}
+
+/// The settled deaths of one signature: the first few whole, then a group.
+#[derive(Clone, Debug, Default)]
+struct Fold {
+    first: Vec<Story>,
+    /// The group, its example's certificate in it; the example's ancestry
+    /// and timeline beside it.
+    group: Option<(DeathGroup, Chains, Positions)>,
+    mentions: Vec<DeathMention>,
+}
+
+/// A certificate or a group, as a report shows them in ranked order.
+enum Shown {
+    Story(Story),
+    Group((DeathGroup, Chains, Positions), Vec<DeathMention>),
+}
+
+impl Shown {
+    fn order(&self) -> (Rank, u64, u64) {
+        match self {
+            Shown::Story(s) => order(&s.cert),
+            Shown::Group((g, _, _), _) => order(&g.example),
+        }
+    }
+}
+
+/// A near miss folded across looks: the same sender, call, signal, target
+/// and return value (the whole log's fold key, analysis/extras.rs).
+type MissKey = (ProcKey, String, i32, i64, Option<i64>, i64);
+
+/// A ledger's report: the analysis, the timeline's facts, and what its
+/// bounds left out (the report says so).
+pub struct Ledgered {
+    pub analysis: Analysis,
+    pub timeline: Positions,
+    /// Deaths that would have been certificates of their own, folded past
+    /// [`MAX_STORIES`].
+    pub stories_folded: usize,
+    /// Signals across the boundary past [`MAX_FOREIGN`], not listed.
+    pub foreign_left_out: usize,
+}
+
+/// See the module's doc.
+#[derive(Clone, Debug, Default)]
+pub struct Ledger {
+    look: u64,
+    open: HashMap<ProcKey, Open>,
+    stories: Vec<Story>,
+    folds: BTreeMap<(Rank, Arc<str>), Fold>,
+    sigs: crate::model::Interner,
+    /// Victims a recorded link names as its cause: never folded.
+    causes: HashSet<ProcKey>,
+    counts: DeathCounts,
+    /// Settled deaths folded past [`MAX_STORIES`] that would have been
+    /// certificates of their own.
+    past_bound: usize,
+    /// Small exits not counted yet, and the last look that made each.
+    exits_open: HashMap<ProcKey, (crate::analysis::SmallExit, u64)>,
+    /// Small exits counted lately (a look may still name one).
+    exits_counted: HashMap<ProcKey, u64>,
+    exits: BTreeMap<(String, String), ExitGroup>,
+    near_misses: Vec<(NearMiss, Chains)>,
+    miss_index: HashMap<MissKey, usize>,
+    unlisted: HashSet<MissKey>,
+    near_misses_left_out: LeftOut,
+    foreign: Vec<ForeignSignal>,
+    foreign_left_out: usize,
+    /// The processes still running, as the latest look that kept them saw.
+    leftovers: Vec<(Leftover, Chains)>,
+    timeline: Positions,
+    table: Table,
+}
+
+impl Ledger {
+    /// A restarted daemon's ledger: the deaths of what its earlier runs
+    /// logged (`m`, their segments' model), all settled (those runs are
+    /// over; a process they saw that still runs is found again, as
+    /// `existing`). Their processes still running are not leftovers.
+    pub fn of_earlier(m: &Model, opts: &crate::analysis::AnalysisOptions) -> Self {
+        let opts = crate::analysis::AnalysisOptions {
+            raw: true,
+            fold: false,
+            ..opts.clone()
+        };
+        let a = crate::analysis::analyze_model(m, m.boot_to_wall_ns, &opts);
+        let mut ledger = Ledger::default();
+        ledger.add(&a, &HashSet::new(), m, false);
+        let found = super::Seen::default().fresh(a);
+        ledger.add_side(&found, m);
+        let open: Vec<ProcKey> = ledger.open.keys().copied().collect();
+        ledger.settle(open);
+        let exits: Vec<ProcKey> = ledger.exits_open.keys().copied().collect();
+        for k in exits {
+            ledger.count_exit(k, ledger.look);
+        }
+        ledger
+    }
+
+    /// Merges one look: `a` its analysis (made with `AnalysisOptions::raw`;
+    /// its certificates pending one more look already taken out), `pending`
+    /// the deaths it must not certify yet, `m` its model. `leftovers`: keep
+    /// this look's processes still running (the last look's, at a stop).
+    pub fn add(&mut self, a: &Analysis, pending: &HashSet<ProcKey>, m: &Model, leftovers: bool) {
+        self.look += 1;
+        let look = self.look;
+        let Some(raw) = a.raw.as_deref() else {
+            return;
+        };
+        for c in &raw.certificates {
+            let k = key(c);
+            if pending.contains(&k) {
+                continue;
+            }
+            let link = raw.links.get(&k);
+            if let Some(o) = self.open.get_mut(&k) {
+                o.last = look;
+                if o.story.link.is_none() {
+                    o.story.link = link.cloned();
+                }
+                continue;
+            }
+            match c.rank {
+                Rank::Unexpected => self.counts.unexpected += 1,
+                Rank::NonzeroExit => self.counts.nonzero_exit += 1,
+                Rank::Consequence => self.counts.consequence += 1,
+                Rank::Expected => self.counts.expected += 1,
+            }
+            let mut cert = c.clone();
+            let chains = Chains::detach(&mut cert_ids(&mut cert), &a.ancestors);
+            let mut timeline = Positions::default();
+            timeline.note(m, pkey(&cert.victim.process));
+            if let Some(k) = &cert.killer {
+                timeline.note(m, pkey(&k.process));
+            }
+            for h in &cert.history {
+                timeline.note(m, pkey(&h.sender));
+            }
+            let story = Story {
+                cert,
+                chains,
+                link: link.cloned(),
+                timeline,
+            };
+            self.open.insert(k, Open { story, last: look });
+        }
+        for l in raw.links.values() {
+            self.causes.insert(l.cause);
+        }
+        // A small exit waits as a death does: a later look may certify it
+        // (its last words came after its exit), and then it is no small exit.
+        for x in &raw.small_exits {
+            if pending.contains(&x.key) || self.exits_counted.contains_key(&x.key) {
+                continue;
+            }
+            let at = self
+                .exits_open
+                .entry(x.key)
+                .or_insert_with(|| (x.clone(), look));
+            at.1 = look;
+        }
+        for c in &raw.certificates {
+            self.exits_open.remove(&key(c));
+        }
+        let due: Vec<ProcKey> = self
+            .exits_open
+            .iter()
+            .filter(|(_, (_, last))| last + SETTLE_AFTER_LOOKS < look)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in due {
+            self.count_exit(k, look);
+        }
+        self.exits_counted
+            .retain(|_, last| *last + 2 * SETTLE_AFTER_LOOKS >= look);
+        if leftovers {
+            self.leftovers = a
+                .leftovers
+                .iter()
+                .map(|l| {
+                    let mut l = l.clone();
+                    let chains = Chains::detach(&mut [&mut l.ancestry], &a.ancestors);
+                    self.timeline.note(m, pkey(&l.process));
+                    (l, chains)
+                })
+                .collect();
+        }
+        let due: Vec<ProcKey> = self
+            .open
+            .iter()
+            .filter(|(_, o)| o.last + SETTLE_AFTER_LOOKS < look)
+            .map(|(k, _)| *k)
+            .collect();
+        self.settle(due);
+    }
+
+    /// Merges a look's side findings as `Seen` handed them on (each once;
+    /// a near miss's `count` is its calls new since the last look).
+    pub fn add_side(&mut self, f: &Findings, m: &Model) {
+        for n in &f.near_misses {
+            let Some(sender) = f.entry(n.sender_id) else {
+                continue;
+            };
+            let k: MissKey = (
+                ProcKey {
+                    pid: sender.pid,
+                    start: sender.start,
+                },
+                n.syscall.clone(),
+                n.sig,
+                n.target_arg,
+                n.tid_arg,
+                n.ret,
+            );
+            if let Some(&i) = self.miss_index.get(&k) {
+                let (listed, _) = &mut self.near_misses[i];
+                listed.count += n.count;
+                if n.last_seq > listed.last_seq {
+                    listed.last_seq = n.last_seq;
+                    listed.last_time = n.last_time.clone();
+                }
+                continue;
+            }
+            if self.near_misses.len() >= MAX_NEAR_MISSES {
+                if self.unlisted.len() < UNLISTED_KEPT && self.unlisted.insert(k) {
+                    self.near_misses_left_out.entries += 1;
+                }
+                self.near_misses_left_out.events += n.count;
+                continue;
+            }
+            let mut n = n.clone();
+            let mut id = Some(n.sender_id);
+            let chains = Chains::detach(&mut [&mut id], &f.ancestors);
+            n.sender_id = id.unwrap_or(0);
+            if let Some(t) = m.kill_calls.iter().find(|c| c.ev.at.seq == n.seq) {
+                self.timeline.note_seq(n.seq, t.ev.at.t);
+            }
+            self.miss_index.insert(k, self.near_misses.len());
+            self.near_misses.push((n, chains));
+        }
+        self.near_misses_left_out.events += f.near_misses_unlisted;
+        for s in &f.foreign_signals {
+            if self.foreign.len() < MAX_FOREIGN {
+                self.foreign.push(s.clone());
+            } else {
+                self.foreign_left_out += 1;
+            }
+        }
+    }
+
+    /// Counts small exit `k` in its group.
+    fn count_exit(&mut self, k: ProcKey, look: u64) {
+        let Some((x, _)) = self.exits_open.remove(&k) else {
+            return;
+        };
+        let g = self.exits.entry(x.group_key()).or_insert_with(|| x.group());
+        x.count_in(g);
+        self.exits_counted.insert(k, look);
+    }
+
+    /// Places settled deaths: a story, or a member of its signature's fold.
+    fn settle(&mut self, mut keys: Vec<ProcKey>) {
+        // In the order they died: a group's first members are its earliest.
+        keys.sort_by_key(|k| self.open.get(k).map(|o| order(&o.story.cert)));
+        for k in keys {
+            let Some(o) = self.open.remove(&k) else {
+                continue;
+            };
+            let story = o.story;
+            let linked = story.link.is_some() || self.causes.remove(&k);
+            let foldable = fold::foldable_rank(story.cert.rank) && !linked;
+            if !foldable && self.stories.len() < MAX_STORIES {
+                self.stories.push(story);
+                continue;
+            }
+            if !foldable {
+                self.past_bound += 1;
+            }
+            self.fold(story);
+        }
+        // A link names a death that is open, or one placed just now.
+        let open = &self.open;
+        self.causes.retain(|k| open.contains_key(k));
+    }
+
+    fn fold(&mut self, story: Story) {
+        let sig = self.sigs.text(&fold::signature(&story.cert));
+        let f = self
+            .folds
+            .entry((story.cert.rank, sig.clone()))
+            .or_default();
+        if story.cert.rank == Rank::NonzeroExit && f.mentions.len() < MAX_MENTIONS {
+            f.mentions.push(DeathMention::of(&story.cert));
+        }
+        if let Some((g, _, _)) = &mut f.group {
+            g.count += 1;
+            g.last_time = story.cert.victim.ended_at.clone();
+            if g.members.len() < MAX_MEMBERS {
+                g.members.push(fold::member(&story.cert));
+            } else {
+                g.members_left_out += 1;
+            }
+            return;
+        }
+        f.first.push(story);
+        if f.first.len() < GROUP_MIN {
+            return;
+        }
+        let first = std::mem::take(&mut f.first);
+        let members = first.iter().map(|s| fold::member(&s.cert)).collect();
+        let last_time = first
+            .last()
+            .map(|s| s.cert.victim.ended_at.clone())
+            .unwrap_or_default();
+        let ex = first.into_iter().next().expect("GROUP_MIN members");
+        let g = DeathGroup {
+            id: 0,
+            rank: ex.cert.rank,
+            signature: sig.to_string(),
+            count: GROUP_MIN,
+            first_time: ex.cert.victim.ended_at.clone(),
+            last_time,
+            members,
+            members_left_out: 0,
+            example: ex.cert,
+        };
+        f.group = Some((g, ex.chains, ex.timeline));
+    }
+
+    /// The run's analysis as the report shows it, and what the timeline
+    /// needs: every open death settled (the daemon has stopped, or an
+    /// interim report is made from a copy).
+    pub fn finish(mut self) -> Ledgered {
+        let open: Vec<ProcKey> = self.open.keys().copied().collect();
+        self.settle(open);
+        let exits: Vec<ProcKey> = self.exits_open.keys().copied().collect();
+        for k in exits {
+            self.count_exit(k, self.look);
+        }
+        let mut stories = std::mem::take(&mut self.stories);
+        let mut groups = Vec::new();
+        for (_, f) in std::mem::take(&mut self.folds) {
+            stories.extend(f.first);
+            if let Some(g) = f.group {
+                groups.push((g, f.mentions));
+            }
+        }
+        // One ranked order for certificates and groups; ids number it.
+        let mut shown: Vec<Shown> = stories
+            .into_iter()
+            .map(Shown::Story)
+            .chain(groups.into_iter().map(|(g, ms)| Shown::Group(g, ms)))
+            .collect();
+        shown.sort_by_key(Shown::order);
+        let mut timeline = std::mem::take(&mut self.timeline);
+        let mut certificates = Vec::new();
+        let mut links = BTreeMap::new();
+        let mut death_groups = Vec::new();
+        let mut mentions = Vec::new();
+        for (n, s) in shown.into_iter().enumerate() {
+            let id = n + 1;
+            match s {
+                Shown::Story(mut s) => {
+                    s.cert.id = id;
+                    self.table.attach(&s.chains, &mut cert_ids(&mut s.cert));
+                    if let Some(l) = s.link.take() {
+                        links.insert(s.key(), l);
+                    }
+                    timeline.merge(s.timeline);
+                    certificates.push(s.cert);
+                }
+                Shown::Group((mut g, chains, tl), ms) => {
+                    g.id = id;
+                    g.example.id = id;
+                    self.table.attach(&chains, &mut cert_ids(&mut g.example));
+                    timeline.merge(tl);
+                    mentions.extend(ms.into_iter().map(|m| DeathMention { id, ..m }));
+                    death_groups.push(g);
+                }
+            }
+        }
+        crate::analysis::cascade::word(&mut certificates, &links);
+        if self.counts.unexpected > 0 {
+            mentions.clear();
+        }
+        let near_misses = std::mem::take(&mut self.near_misses)
+            .into_iter()
+            .map(|(mut n, chains)| {
+                let mut id = Some(n.sender_id);
+                self.table.attach(&chains, &mut [&mut id]);
+                n.sender_id = id.unwrap_or(0);
+                n
+            })
+            .collect();
+        let leftovers = std::mem::take(&mut self.leftovers)
+            .into_iter()
+            .map(|(mut l, chains)| {
+                self.table.attach(&chains, &mut [&mut l.ancestry]);
+                l
+            })
+            .collect();
+        let analysis = Analysis {
+            counts: self.counts,
+            certificates,
+            death_groups,
+            folded_mentions: mentions,
+            other_exits: sort_groups(std::mem::take(&mut self.exits).into_values().collect()),
+            near_misses,
+            near_misses_left_out: self.near_misses_left_out,
+            foreign_signals: std::mem::take(&mut self.foreign),
+            leftovers,
+            ancestors: std::mem::take(&mut self.table.entries),
+            raw: None,
+        };
+        Ledgered {
+            analysis,
+            timeline,
+            stories_folded: self.past_bound,
+            foreign_left_out: self.foreign_left_out,
+        }
+    }
+
+    /// What the ledger holds (for the tests: bounded by the window and the
+    /// stories, not by the deaths seen).
+    pub fn held(&self) -> usize {
+        self.open.len()
+            + self.stories.len()
+            + self
+                .folds
+                .values()
+                .map(|f| f.first.len() + 1)
+                .sum::<usize>()
+            + self.exits_open.len()
+            + self.exits_counted.len()
+            + self.causes.len()
+    }
+}
