@@ -17,7 +17,7 @@ use crate::{
         self, Analysis, AnalysisOptions, Ancestor, Certificate, ForeignSignal, Leftover, NearMiss,
         ProcRef,
     },
-    eventlog::{EventLog, ProcKey},
+    eventlog::ProcKey,
 };
 
 /// What appeared since the last look.
@@ -180,8 +180,14 @@ impl Seen {
     }
 }
 
-/// Analyse a log (as a report would) and return what is new.
-pub fn fresh_in(log: &EventLog, opts: &AnalysisOptions, seen: &mut Seen) -> Findings {
+/// Analyse a log (as a report would) and return what is new (the tests'
+/// whole-log baseline).
+#[cfg(test)]
+pub fn fresh_in(
+    log: &crate::eventlog::EventLog,
+    opts: &AnalysisOptions,
+    seen: &mut Seen,
+) -> Findings {
     let (_, a) = analysis::analyze(log, opts);
     seen.fresh(a)
 }
@@ -190,6 +196,8 @@ pub fn fresh_in(log: &EventLog, opts: &AnalysisOptions, seen: &mut Seen) -> Find
 /// makes new, analysed in `window` (see `window`); a death logged in `new`
 /// is handed on at the next look, with what the records after it add. At
 /// the daemon's stop, a last look with no new records hands on the rest.
+/// The daemon's looks go through [`Live::look`], which also keeps its ledger.
+#[cfg(test)]
 pub fn fresh_in_window(
     window: &mut Window,
     header: &crate::eventlog::Header,

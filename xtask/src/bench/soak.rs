@@ -114,7 +114,17 @@ fn soak(tracer: &Path, dir: &Path, job: u32, opts: &SoakOpts) -> Result<String> 
     let stop = Instant::now();
     // SAFETY: kill(2) on the daemon we spawned and have not reaped.
     unsafe { libc_kill(pid as i32, 15) };
-    let status = daemon.wait()?;
+    // The stop's own peak: the daemon's high-water mark, read until it
+    // exits (before the ledger, the stop re-read the whole log: 1.01 GB
+    // for a 10-minute soak, far above the run's samples).
+    let mut hwm = 0.0f64;
+    let status = loop {
+        if let Some(status) = daemon.try_wait()? {
+            break status;
+        }
+        hwm = hwm.max(hwm_mb(pid).unwrap_or(0.0));
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let stop_secs = stop.elapsed().as_secs_f64();
     let third = per_k.len() / 3;
     let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len().max(1) as f64;
@@ -128,7 +138,7 @@ fn soak(tracer: &Path, dir: &Path, job: u32, opts: &SoakOpts) -> Result<String> 
     }
     let size = |name: &str| fs::metadata(dir.join(name)).map(|m| m.len()).unwrap_or(0);
     say(format!(
-        "SIGTERM to exit: {stop_secs:.1} s ({status}); report.json {} KB, report.md {} KB, log {} MB",
+        "SIGTERM to exit: {stop_secs:.1} s ({status}), peak RSS with the stop {hwm:.1} MB; report.json {} KB, report.md {} KB, log {} MB",
         size("report.json") / 1024,
         size("report.md") / 1024,
         log_bytes(dir) / (1 << 20)
@@ -188,6 +198,12 @@ fn cpu_ms(pid: u32) -> Result<u64> {
 fn rss_mb(pid: u32) -> Result<f64> {
     let status = procfs::process::Process::new(pid as i32)?.status()?;
     Ok(status.vmrss.unwrap_or(0) as f64 / 1024.0)
+}
+
+/// The process's peak RSS so far (VmHWM).
+fn hwm_mb(pid: u32) -> Result<f64> {
+    let status = procfs::process::Process::new(pid as i32)?.status()?;
+    Ok(status.vmhwm.unwrap_or(0) as f64 / 1024.0)
 }
 
 fn log_bytes(dir: &Path) -> u64 {

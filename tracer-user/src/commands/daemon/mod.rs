@@ -15,7 +15,7 @@ use crate::{
     capture,
     commands::{
         fail_on,
-        output::{self, write_reports, Export, ReportFlags},
+        output::{self, write_analysed_reports, ReportFlags},
     },
     error::TracerError,
     eventlog::{segment_name, Header, Series, LIVE},
@@ -58,8 +58,10 @@ pub struct DaemonArgs {
     /// Serve Prometheus metrics on http://ADDR:PORT/metrics (docs/metrics.md).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics_listen: Option<String>,
-    /// How often the log so far is analysed for new findings: the metrics'
-    /// counters and the live OTLP export (--otlp-endpoint).
+    /// How often the records since the last look are analysed (and at
+    /// least every 4,096 records): for the metrics' counters, the live OTLP
+    /// export (--otlp-endpoint) and the reports, which are kept as the run
+    /// goes and written at the stop without reading the log back.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
     pub metrics_interval: std::time::Duration,
     /// Components of a memory cgroup path kept in `tracer_oom_kills_total`'s
@@ -155,9 +157,20 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
         )
     };
     redactor.header(&mut header);
+    // The run's first header: its reports' (later ones name later segments).
+    let header0 = header.clone();
     let log_path = out.display(LIVE);
+    // A restart's report covers the earlier runs too: their segments are
+    // analysed once, now, into the ledger this run's looks add to.
+    let earlier = if series.is_empty() {
+        None
+    } else {
+        Some(crate::report::load_segments(&series, &out)?)
+    };
     let mut session = Session::start(capture, out, &header, &args.capture, redactor)?;
     session.continue_series(series);
+    // Looks from the first record on: the seed's `existing` records too.
+    let mut live = Watch::start(args.live(), &mut session, &header, earlier)?;
 
     let mut known = BTreeSet::new();
     match &scope {
@@ -167,7 +180,6 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
         })?,
         _ => seed(&mut session, &scope, &mut known)?,
     }
-    let mut live = Watch::start(args.live(), &mut session, &header)?;
     crate::say!(
         "tracer: daemon watching {} — log in {}",
         scope.describe(),
@@ -175,7 +187,8 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     );
 
     let mut rescan = matches!(scope, Scope::Cgroup(_)).then(|| every(RESCAN));
-    let mut look = live.as_ref().map(|l| every(l.period()));
+    let mut look = Some(every(live.period()));
+    let mut pruned = 0;
     'run: loop {
         tokio::select! {
             ready = session.ready() => {
@@ -183,27 +196,21 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
                 session.drain()?;
                 // A busy node does not wait for the timer: a look holds
                 // at most this many new records, whatever the event rate.
-                if let Some(live) = &mut live {
-                    if session.tapped_len() >= watch::LOOK_AT_RECORDS {
-                        live.look(&mut session);
-                    }
+                if session.tapped_len() >= watch::LOOK_AT_RECORDS {
+                    live.look(&mut session);
                 }
             }
             got = signals.recv() => {
                 for origin in got.map_err(TracerError::Signals)? {
                     if origin.signal == SIGUSR1 {
-                        interim_reports(&mut session, args, junit.as_ref())?;
+                        interim_reports(&mut session, &mut live, &header0, pruned, args, junit.as_ref())?;
                     } else {
                         break 'run;
                     }
                 }
             }
             () = tick(&mut rescan) => seed(&mut session, &scope, &mut known)?,
-            () = tick(&mut look) => {
-                if let Some(live) = &mut live {
-                    live.look(&mut session);
-                }
-            }
+            () = tick(&mut look) => live.look(&mut session),
         }
         if args.rotate_size > 0 && session.log_bytes() >= args.rotate_size {
             let next = segment.checked_add(1).ok_or_else(|| {
@@ -214,24 +221,21 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
             header.segment = next;
             session.rotate(segment, &header)?;
             segment = next;
-            session.prune(args.keep_segments);
+            pruned += session.prune(args.keep_segments);
         }
     }
+    let ignored = session.ignored();
     let mut closed = session.finish(None)?;
     closed.warn_if_log_failed();
-    let export = live.and_then(|l| l.finish(std::mem::take(&mut closed.tapped)));
-    // The one whole analysis of the run, streamed from the log as written:
-    // its records are never all in memory.
-    let log = closed.folded()?;
+    let last = std::mem::take(&mut closed.tapped);
+    let frame = watch::frame(&header0, closed.trailer.clone(), ignored);
+    // The run's analysis is the ledger's, kept as the records came: the
+    // log is not read back (docs/architecture.md, "The daemon").
+    let (export, stopped) = live.finish(last, frame, pruned);
     // Reports that cannot be written fail the daemon (70): --fail-on is
     // never judged "nothing found" by default.
-    let (summary, analysis, written) = write_reports(
-        log,
-        &closed.out,
-        &args.report,
-        junit.as_ref(),
-        Export::Done(export),
-    );
+    let (summary, analysis, written) =
+        write_analysed_reports(stopped, &closed.out, &args.report, junit.as_ref(), export);
     written?;
     if output::judge(&args.fail_on, &summary, &analysis).is_empty() {
         Ok(ExitCode::SUCCESS)
@@ -258,13 +262,18 @@ async fn tick(timer: &mut Option<Interval>) {
     }
 }
 
-/// Reports from the log so far; the log goes on. The OTLP export is the
-/// live one: nothing is exported again here.
+/// Reports of the run so far, from the ledger; the run goes on. The OTLP
+/// export is the live one: nothing is exported again here.
 fn interim_reports(
     session: &mut Session,
+    live: &mut Watch,
+    header: &Header,
+    pruned: usize,
     args: &DaemonArgs,
     junit: Option<&std::sync::Arc<crate::outdir::OutFile>>,
 ) -> Result<(), TracerError> {
-    let log = session.loaded_so_far()?;
-    write_reports(log, session.out(), &args.report, junit, Export::Done(None)).2
+    session.drain()?;
+    let frame = watch::frame(header, session.trailer(None)?, session.ignored());
+    let stopped = live.interim(session, frame, pruned);
+    write_analysed_reports(stopped, session.out(), &args.report, junit, None).2
 }

@@ -1,19 +1,22 @@
-//! The daemon's side of live findings: every `--metrics-interval`, analyse
-//! what was written since the last look in its live window (never the log
-//! read back: `live::window`), hand what is new to the metrics and the OTLP
-//! export; at the end, the same for what the last records add.
+//! The daemon's looks: every `--metrics-interval` (and every
+//! [`LOOK_AT_RECORDS`] new records), what was written since the last look
+//! is analysed in the live window (never the log read back:
+//! `live::window`); what is new goes to the metrics and the OTLP export, and
+//! every look is merged into the ledger the reports are written from
+//! (`live::ledger`). At the stop, the last records make a last look, and
+//! the reports come from the ledger: nothing is read back.
 use std::time::Duration;
 
 use crate::{
     analysis::AnalysisOptions,
     error::TracerError,
-    eventlog::{Header, Record},
+    eventlog::{Counter, Frame, Header, LogSummary, Record, Trailer},
+    live::{Ledger, Ledgered, Live, MAX_FOREIGN, MAX_STORIES},
     metrics::{server, Metrics},
     otlp::{self, Endpoint, ExportFacts, Exporter},
+    report::{Analysed, Loaded, RunShape},
     run::session::Session,
 };
-
-use crate::live::{fresh_in_window, Seen, Window};
 
 /// New records that make a look due before the timer: the window holds the
 /// new records and the last look's, so this bounds the daemon's memory at
@@ -23,7 +26,7 @@ use crate::live::{fresh_in_window, Seen, Window};
 /// looks a second there and none extra on a quiet node.
 pub(super) const LOOK_AT_RECORDS: usize = 4096;
 
-/// What asks for live findings (the daemon's flags).
+/// What shapes the looks (the daemon's flags).
 pub(super) struct LiveOptions<'a> {
     /// `--metrics-listen`.
     pub metrics_listen: Option<&'a str>,
@@ -37,27 +40,37 @@ pub(super) struct LiveOptions<'a> {
 }
 
 pub(super) struct Watch {
-    seen: Seen,
-    window: Window,
+    live: Live,
     header: Header,
     period: Duration,
     opts: AnalysisOptions,
     metrics: Option<Metrics>,
     otlp: Option<Exporter>,
     boot_to_wall_ns: i64,
+    /// This run's records, counted as the log's summary counts them.
+    counter: Counter,
+    /// Processes born (forked or found running), and the first and last
+    /// kernel times: the run's shape.
+    births: usize,
+    first_t: Option<u64>,
+    last_t: u64,
+    /// What earlier runs of the daemon left in the directory (a restart):
+    /// their summary and shape, their deaths already in the ledger.
+    earlier: Option<(LogSummary, RunShape)>,
 }
 
 impl Watch {
-    /// `None` when nothing asks for live findings.
+    /// Starts the metrics server and the export when asked for, and the
+    /// looks in any case. Every record written from here on is kept for
+    /// the next look, so this comes before the scope is seeded (its
+    /// `existing` records are births). `earlier`: the segments an earlier
+    /// run left, streamed (a restart).
     pub(super) fn start(
         args: LiveOptions,
         session: &mut Session,
         header: &Header,
-    ) -> Result<Option<Self>, TracerError> {
-        let endpoint = Endpoint::resolve(args.otlp_endpoint);
-        if args.metrics_listen.is_none() && endpoint.is_none() {
-            return Ok(None);
-        }
+        earlier: Option<Loaded>,
+    ) -> Result<Self, TracerError> {
         let metrics = match args.metrics_listen {
             Some(addr) => {
                 let (metrics, registry, staged) = Metrics::new(header, args.memcg_depth);
@@ -67,22 +80,32 @@ impl Watch {
             }
             None => None,
         };
-        // Every record from here on is kept for the next look.
+        let endpoint = Endpoint::resolve(args.otlp_endpoint);
         session.tap();
+        let mut live = Live::default();
+        let earlier = earlier.map(|loaded| {
+            let shape = RunShape::of(&loaded.model);
+            live.ledger = Ledger::of_earlier(&loaded.model, &args.analysis);
+            (loaded.log, shape)
+        });
         let mut w = Self {
-            seen: Seen::default(),
-            window: Window::default(),
+            live,
             header: header.clone(),
             period: args.interval,
             opts: args.analysis,
             metrics,
             otlp: endpoint.map(|e| Exporter::start(e, otlp::Context::from_env(header))),
             boot_to_wall_ns: header.boot_to_wall_ns,
+            counter: Counter::default(),
+            births: 0,
+            first_t: None,
+            last_t: 0,
+            earlier,
         };
         // What an earlier run of the daemon logged was counted by that run:
-        // the window starts with this run's records.
+        // the metrics start with this run's records.
         w.totals(session);
-        Ok(Some(w))
+        Ok(w)
     }
 
     /// How often the loop should call `look`.
@@ -94,20 +117,25 @@ impl Watch {
     pub(super) fn look(&mut self, session: &mut Session) {
         self.totals(session);
         let new = session.take_tapped();
-        if new.is_empty() && !self.window.waiting() {
+        if new.is_empty() && !self.live.window.waiting() {
             return;
         }
-        self.hand_on(new);
+        self.hand_on(new, false);
     }
 
-    fn hand_on(&mut self, new: Vec<Record>) {
-        let found = fresh_in_window(
-            &mut self.window,
-            &self.header,
-            new,
-            &self.opts,
-            &mut self.seen,
-        );
+    /// `leftovers`: the ledger keeps this look's processes still running.
+    fn hand_on(&mut self, new: Vec<Record>, leftovers: bool) {
+        for rec in &new {
+            self.counter.count(rec);
+            if let Some(s) = rec.stamp() {
+                self.first_t = Some(self.first_t.map_or(s.t, |f| f.min(s.t)));
+                self.last_t = self.last_t.max(s.t);
+            }
+            if matches!(rec, Record::Fork(f) if !f.thread) || matches!(rec, Record::Existing(_)) {
+                self.births += 1;
+            }
+        }
+        let found = self.live.look(&self.header, new, &self.opts, leftovers);
         if let Some(m) = &self.metrics {
             m.observe(&found);
         }
@@ -120,16 +148,91 @@ impl Watch {
         crate::capture::loader::release_heap();
     }
 
+    /// An interim report (SIGUSR1): a look at what is written so far, then
+    /// the ledger's report from a copy (the daemon goes on; its open deaths
+    /// stay open).
+    pub(super) fn interim(
+        &mut self,
+        session: &mut Session,
+        frame: Frame,
+        pruned: usize,
+    ) -> Analysed {
+        self.totals(session);
+        let new = session.take_tapped();
+        self.hand_on(new, true);
+        let ledgered = self.live.ledger.clone().finish();
+        self.stopped(frame, ledgered, pruned)
+    }
+
     /// The daemon stops: hand on what its last records add (`last`: written
     /// since the last look), wait (bounded) for the export's delivery, and
-    /// say how it went.
-    pub(super) fn finish(mut self, last: Vec<Record>) -> Option<ExportFacts> {
+    /// make the reports of the whole run from the ledger.
+    pub(super) fn finish(
+        mut self,
+        last: Vec<Record>,
+        frame: Frame,
+        pruned: usize,
+    ) -> (Option<ExportFacts>, Analysed) {
         // The last records, then a look with none: the deaths they hold
         // are no longer pending.
-        self.hand_on(last);
-        self.hand_on(Vec::new());
-        let x = self.otlp.take()?;
-        Some(x.finish(otlp::FINISH_GRACE))
+        self.hand_on(last, false);
+        self.hand_on(Vec::new(), true);
+        let export = self.otlp.take().map(|x| x.finish(otlp::FINISH_GRACE));
+        let ledgered = std::mem::take(&mut self.live.ledger).finish();
+        (export, self.stopped(frame, ledgered, pruned))
+    }
+
+    /// The summary and shape of the run so far (with an earlier run's), and
+    /// what the ledger's bounds left out, in words.
+    fn stopped(&self, frame: Frame, ledgered: Ledgered, pruned: usize) -> Analysed {
+        let mut log = self.counter.clone().finish(frame);
+        let mut shape = RunShape {
+            root: None,
+            root_status: None,
+            duration_ns: self
+                .last_t
+                .saturating_sub(self.first_t.unwrap_or(self.last_t)),
+            processes: self.births,
+        };
+        if let Some((before, before_shape)) = &self.earlier {
+            log = joined(before, log);
+            shape.processes += before_shape.processes;
+            shape.duration_ns += before_shape.duration_ns;
+        }
+        let mut notes = Vec::new();
+        if ledgered.stories_folded > 0 {
+            notes.push(format!(
+                "{} past the first {MAX_STORIES} certificates {} folded into {} signature's group (a daemon's report keeps at most {MAX_STORIES} certificates whole)",
+                crate::analysis::wording::plural(ledgered.stories_folded, "death", "deaths"),
+                if ledgered.stories_folded == 1 { "was" } else { "were" },
+                if ledgered.stories_folded == 1 { "its" } else { "their" },
+            ));
+        }
+        if ledgered.foreign_left_out > 0 {
+            notes.push(format!(
+                "{} across the run's boundary past the first {MAX_FOREIGN} {} not listed",
+                crate::analysis::wording::plural(ledgered.foreign_left_out, "signal", "signals"),
+                if ledgered.foreign_left_out == 1 {
+                    "is"
+                } else {
+                    "are"
+                },
+            ));
+        }
+        if pruned > 0 {
+            notes.push(format!(
+                "{} deleted (--keep-segments): the certificates were made as their events came, but the events their evidence cites from {} are no longer on disk",
+                crate::analysis::wording::plural(pruned, "segment was", "segments were"),
+                if pruned == 1 { "it" } else { "them" },
+            ));
+        }
+        Analysed {
+            log,
+            shape,
+            analysis: ledgered.analysis,
+            timeline: ledgered.timeline,
+            notes,
+        }
     }
 
     fn totals(&mut self, session: &Session) {
@@ -139,5 +242,31 @@ impl Watch {
                 Err(e) => log::warn!("live findings: cannot read the loss counters: {e}"),
             }
         }
+    }
+}
+
+/// The summary of an earlier run's segments and this run's, as one log:
+/// the first header, every event, this run's trailer.
+fn joined(before: &LogSummary, mut now: LogSummary) -> LogSummary {
+    now.header = before.header.clone();
+    now.events += before.events;
+    for (k, n) in &before.by_type {
+        *now.by_type.entry(k.clone()).or_default() += n;
+    }
+    now.first_seq = before.first_seq.or(now.first_seq);
+    now.leaks += before.leaks;
+    now.lines_skipped += before.lines_skipped;
+    now
+}
+
+/// The frame of this run's log: its header, the trailer it ends with, and
+/// what the directory held that was not read.
+pub(super) fn frame(header: &Header, trailer: Trailer, ignored: Vec<String>) -> Frame {
+    Frame {
+        header: header.clone(),
+        trailer: Some(trailer),
+        truncated: false,
+        ignored,
+        lines_skipped: 0,
     }
 }

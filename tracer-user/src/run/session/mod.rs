@@ -314,20 +314,6 @@ impl Session {
         })
     }
 
-    /// The log so far (interim reports), streamed into the reports' summary
-    /// and model: not truncated, the loss so far.
-    pub fn loaded_so_far(&mut self) -> Result<crate::report::Loaded, TracerError> {
-        self.drain()?;
-        self.writer.flush();
-        let trailer = self.trailer(None)?;
-        Ok(crate::report::load_held(
-            &self.series,
-            &self.out,
-            self.writer.reader(),
-            Some(trailer),
-        )?)
-    }
-
     pub fn out(&self) -> &OutDir {
         &self.out
     }
