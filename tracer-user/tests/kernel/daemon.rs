@@ -200,15 +200,18 @@ fn redact_masks_the_daemon_log_and_reports() {
 fn keep_segments_bounds_the_disk_and_the_report_says_what_went() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
-    // Many short-lived processes, then the shell's own SIGTERM to itself as
-    // its very last event: that one is in the newest files, never pruned.
+    // First a sibling's SIGKILL (its records in the oldest files, deleted
+    // before the stop), then many short-lived processes, then the shell's
+    // own SIGTERM to itself as its very last event: that one is in the
+    // newest files, never pruned.
     let mut sh = Command::new("sh")
         .args([
             "-c",
             // A pause between rounds: each round's records reach the log in a
             // drain of their own, so the daemon rotates between them (all in
             // one drain, they rotated once: a loaded machine did that).
-            "read go; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sh -c 'exit 0'; sleep 0.05; done; kill -TERM $$",
+            "read go; sleep 30 & s=$!; sh -c \"kill -KILL $s\"; wait $s; \
+             for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sh -c 'exit 0'; sleep 0.05; done; kill -TERM $$",
         ])
         .stdin(Stdio::piped())
         .spawn()
@@ -238,6 +241,27 @@ fn keep_segments_bounds_the_disk_and_the_report_says_what_went() {
     assert!(
         report.contains("were deleted (--keep-segments)"),
         "{report}"
+    );
+    // The stop wrote its reports from what it kept as the run went, not
+    // from the files left: the kill whose records were deleted is certified.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
+    let killed = json["certificates"].as_array().unwrap().iter().any(|c| {
+        c["victim"]["command"] == "sleep 30" && c["cause"]["signal"]["sig_name"] == "SIGKILL"
+    });
+    assert!(killed, "{report}");
+    let first = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| {
+            e.file_name().to_string_lossy().ends_with(".ndjson")
+                && std::fs::read_to_string(e.path())
+                    .unwrap_or_default()
+                    .contains("\"sig\":9")
+        });
+    assert!(
+        !first,
+        "the SIGKILL's records were not deleted: nothing proven"
     );
 }
 
