@@ -466,3 +466,81 @@ fn the_ledger_reports_what_the_whole_log_reports() {
     }
     assert!(compared > 30, "{compared} fixtures");
 }
+
+/// Past [`crate::live::MAX_STORIES`] certificates, a daemon's ledger folds
+/// every further death into its signature's group, whatever its rank, and
+/// says how many it folded: 1,500 processes dead of a SIGKILL no signal
+/// event explains (unexpected, each a story) leave 1,000 certificates and
+/// one group of 500.
+#[test]
+fn past_the_bound_unexpected_deaths_fold_and_are_counted() {
+    use crate::{
+        eventlog::{Existing, Exit, ExitStatus, Fork, Record, Stamp, Task},
+        live::{Live, MAX_STORIES},
+    };
+    let header = fixture("daemon.ndjson").header;
+    let task = |pid: u32, start: u64| Task {
+        pid,
+        tid: pid,
+        start,
+        comm: Some("worker".into()),
+    };
+    let mut seq = 0;
+    let mut stamp = |t: u64| {
+        seq += 1;
+        Stamp {
+            seq,
+            t,
+            time: "2026-08-18T17:27:01Z".into(),
+        }
+    };
+    let shell = task(100, 1);
+    let mut batch = vec![Record::Existing(Existing {
+        at: stamp(2),
+        task: shell.clone(),
+        ppid: 1,
+        argv: vec!["sh".into()],
+        argv_truncated: false,
+        exe: None,
+        ns: None,
+    })];
+    let mut live = Live::default();
+    let n = MAX_STORIES + 500;
+    for i in 0..n as u64 {
+        let t = 10 + i * 1_000_000;
+        let child = task(1000 + i as u32, t);
+        batch.push(Record::Fork(Fork {
+            at: stamp(t),
+            parent: shell.clone(),
+            child: child.clone(),
+            thread: false,
+            child_ns: None,
+        }));
+        batch.push(Record::Exit(Exit {
+            at: stamp(t + 500_000),
+            task: child,
+            exit_code: 9,
+            status: ExitStatus::from_wait_status(9),
+            group_dead: true,
+        }));
+        if i % 100 == 99 {
+            let new = std::mem::take(&mut batch);
+            live.look(&header, new, &AnalysisOptions::default(), false);
+        }
+    }
+    live.look(&header, batch, &AnalysisOptions::default(), false);
+    live.look(&header, Vec::new(), &AnalysisOptions::default(), true);
+    let l = live.ledger.finish();
+    let a = &l.analysis;
+    assert_eq!(a.counts.unexpected, n);
+    assert_eq!(a.certificates.len(), MAX_STORIES);
+    assert_eq!(l.stories_folded, 500);
+    assert_eq!(a.death_groups.len(), 1, "{:?}", a.death_groups);
+    let g = &a.death_groups[0];
+    assert_eq!((g.count, g.rank), (500, crate::analysis::Rank::Unexpected));
+    // Ids number what is shown, in the ranked order: the group after the
+    // certificates of the deaths before its first member.
+    let ids: Vec<usize> = a.certificates.iter().map(|c| c.id).collect();
+    assert_eq!(ids, (1..=MAX_STORIES).collect::<Vec<_>>());
+    assert_eq!(g.id, MAX_STORIES + 1);
+}
