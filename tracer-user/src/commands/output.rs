@@ -112,14 +112,7 @@ pub fn write_reports(
     let written = report::write(loaded, out, &opts, |a| {
         endpoint.map(|e| otlp::export_analysis(e, &header, a))
     });
-    let result = written
-        .rendered
-        .map(|rendered| {
-            let color = report::use_color(std::io::stderr().is_terminal());
-            let _ = report::print_summary(&rendered, &mut std::io::stderr(), color);
-        })
-        .writing(out.path());
-    (written.log, written.analysis, result)
+    announced(written, out)
 }
 
 /// As [`write_reports`], from an analysis already made (a daemon's ledger).
@@ -136,6 +129,15 @@ pub fn write_analysed_reports(
         ..flags.options()
     };
     let written = report::write_analysed(analysed, out, &opts);
+    announced(written, out)
+}
+
+/// The short summary of written reports on stderr; what they were written
+/// from, and how writing them went.
+fn announced(
+    written: report::Written,
+    out: &OutDir,
+) -> (LogSummary, Analysis, Result<(), TracerError>) {
     let result = written
         .rendered
         .map(|rendered| {

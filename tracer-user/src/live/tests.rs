@@ -212,60 +212,18 @@ fn the_window_keeps_a_crash_stack_until_its_process_dies() {
 /// into one group as they settle.
 #[test]
 fn the_window_holds_what_is_alive() {
-    use crate::{
-        eventlog::{Record, Stamp, Task},
-        live::Live,
-    };
+    use crate::live::Live;
     let header = fixture("daemon.ndjson").header;
-    let task = |pid: u32, start: u64| Task {
-        pid,
-        tid: pid,
-        start,
-        comm: Some("sh".into()),
-    };
-    let mut seq = 0;
-    let mut stamp = |t: u64| {
-        seq += 1;
-        Stamp {
-            seq,
-            t,
-            time: "2026-08-18T17:27:01Z".into(),
-        }
-    };
-    let shell = task(100, 1);
-    let mut batch = vec![Record::Existing(crate::eventlog::Existing {
-        at: stamp(2),
-        task: shell.clone(),
-        ppid: 1,
-        argv: vec!["sh".into()],
-        argv_truncated: false,
-        exe: None,
-        ns: None,
-    })];
+    let mut job = Synthetic::new();
     let mut live = Live::default();
     let (mut most, mut handed, mut remembered, mut ledgered) = (0, 0, 0, 0);
     for i in 0..20_000u64 {
         // Each lives 1.5 s: a worker's non-zero exit is a death
         // (`is_worker`), a silent helper's is not.
         let t = 10 + i * 2_000_000_000;
-        let child = task(1000 + (i % 30_000) as u32, t);
-        batch.push(Record::Fork(crate::eventlog::Fork {
-            at: stamp(t),
-            parent: shell.clone(),
-            child: child.clone(),
-            thread: false,
-            child_ns: None,
-        }));
-        batch.push(Record::Exit(crate::eventlog::Exit {
-            at: stamp(t + 1_500_000_000),
-            task: child,
-            exit_code: 1 << 8,
-            status: crate::eventlog::ExitStatus::Exited { code: 1 },
-            group_dead: true,
-        }));
+        job.child(1000 + (i % 30_000) as u32, t, 1_500_000_000, 1 << 8);
         if i % 100 == 99 {
-            let new = std::mem::take(&mut batch);
-            let found = live.look(&header, new, &AnalysisOptions::default(), false);
+            let found = live.look(&header, job.take(), &AnalysisOptions::default(), false);
             handed += found.certificates.len();
             most = most.max(live.window.held());
             remembered = remembered.max(live.seen.held());
@@ -474,61 +432,18 @@ fn the_ledger_reports_what_the_whole_log_reports() {
 /// one group of 500.
 #[test]
 fn past_the_bound_unexpected_deaths_fold_and_are_counted() {
-    use crate::{
-        eventlog::{Existing, Exit, ExitStatus, Fork, Record, Stamp, Task},
-        live::{Live, MAX_STORIES},
-    };
+    use crate::live::{Live, MAX_STORIES};
     let header = fixture("daemon.ndjson").header;
-    let task = |pid: u32, start: u64| Task {
-        pid,
-        tid: pid,
-        start,
-        comm: Some("worker".into()),
-    };
-    let mut seq = 0;
-    let mut stamp = |t: u64| {
-        seq += 1;
-        Stamp {
-            seq,
-            t,
-            time: "2026-08-18T17:27:01Z".into(),
-        }
-    };
-    let shell = task(100, 1);
-    let mut batch = vec![Record::Existing(Existing {
-        at: stamp(2),
-        task: shell.clone(),
-        ppid: 1,
-        argv: vec!["sh".into()],
-        argv_truncated: false,
-        exe: None,
-        ns: None,
-    })];
+    let mut job = Synthetic::new();
     let mut live = Live::default();
     let n = MAX_STORIES + 500;
     for i in 0..n as u64 {
-        let t = 10 + i * 1_000_000;
-        let child = task(1000 + i as u32, t);
-        batch.push(Record::Fork(Fork {
-            at: stamp(t),
-            parent: shell.clone(),
-            child: child.clone(),
-            thread: false,
-            child_ns: None,
-        }));
-        batch.push(Record::Exit(Exit {
-            at: stamp(t + 500_000),
-            task: child,
-            exit_code: 9,
-            status: ExitStatus::from_wait_status(9),
-            group_dead: true,
-        }));
+        job.child(1000 + i as u32, 10 + i * 1_000_000, 500_000, 9);
         if i % 100 == 99 {
-            let new = std::mem::take(&mut batch);
-            live.look(&header, new, &AnalysisOptions::default(), false);
+            live.look(&header, job.take(), &AnalysisOptions::default(), false);
         }
     }
-    live.look(&header, batch, &AnalysisOptions::default(), false);
+    live.look(&header, job.take(), &AnalysisOptions::default(), false);
     live.look(&header, Vec::new(), &AnalysisOptions::default(), true);
     let l = live.ledger.finish();
     let a = &l.analysis;
@@ -543,4 +458,80 @@ fn past_the_bound_unexpected_deaths_fold_and_are_counted() {
     let ids: Vec<usize> = a.certificates.iter().map(|c| c.id).collect();
     assert_eq!(ids, (1..=MAX_STORIES).collect::<Vec<_>>());
     assert_eq!(g.id, MAX_STORIES + 1);
+}
+
+/// A daemon's log made by hand: a shell found running (`existing`), then
+/// children it forks that end as told, batched into looks.
+struct Synthetic {
+    seq: u64,
+    shell: crate::eventlog::Task,
+    batch: Vec<crate::eventlog::Record>,
+}
+
+impl Synthetic {
+    fn new() -> Self {
+        let mut s = Synthetic {
+            seq: 0,
+            shell: Self::task(100, 1),
+            batch: Vec::new(),
+        };
+        let at = s.stamp(2);
+        s.batch.push(crate::eventlog::Record::Existing(
+            crate::eventlog::Existing {
+                at,
+                task: s.shell.clone(),
+                ppid: 1,
+                argv: vec!["sh".into()],
+                argv_truncated: false,
+                exe: None,
+                ns: None,
+            },
+        ));
+        s
+    }
+
+    fn task(pid: u32, start: u64) -> crate::eventlog::Task {
+        crate::eventlog::Task {
+            pid,
+            tid: pid,
+            start,
+            comm: Some("sh".into()),
+        }
+    }
+
+    fn stamp(&mut self, t: u64) -> crate::eventlog::Stamp {
+        self.seq += 1;
+        crate::eventlog::Stamp {
+            seq: self.seq,
+            t,
+            time: "2026-08-18T17:27:01Z".into(),
+        }
+    }
+
+    /// A child `pid` born at `t`, ending `lives` ns later with wait status
+    /// `raw`.
+    fn child(&mut self, pid: u32, t: u64, lives: u64, raw: i32) {
+        use crate::eventlog::{Exit, ExitStatus, Fork, Record};
+        let child = Self::task(pid, t);
+        let at = self.stamp(t);
+        self.batch.push(Record::Fork(Fork {
+            at,
+            parent: self.shell.clone(),
+            child: child.clone(),
+            thread: false,
+            child_ns: None,
+        }));
+        let at = self.stamp(t + lives);
+        self.batch.push(Record::Exit(Exit {
+            at,
+            task: child,
+            exit_code: raw,
+            status: ExitStatus::from_wait_status(raw),
+            group_dead: true,
+        }));
+    }
+
+    fn take(&mut self) -> Vec<crate::eventlog::Record> {
+        std::mem::take(&mut self.batch)
+    }
 }
