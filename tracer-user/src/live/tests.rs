@@ -16,6 +16,16 @@ fn fixture(name: &str) -> crate::eventlog::EventLog {
     .unwrap()
 }
 
+/// Every fixture log that reads, with its path.
+fn fixtures() -> impl Iterator<Item = (std::path::PathBuf, crate::eventlog::EventLog)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    std::fs::read_dir(dir).unwrap().filter_map(|entry| {
+        let path = entry.unwrap().path();
+        let log = read_log(&path).ok()?;
+        Some((path, log))
+    })
+}
+
 #[test]
 fn each_finding_is_fresh_once() {
     let log = fixture("real_pgroup_kill.ndjson");
@@ -111,13 +121,8 @@ fn the_window_finds_what_the_whole_log_finds() {
         eventlog::ProcKey,
         live::{fresh_in_window, Window},
     };
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut compared = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let Ok(mut log) = read_log(&path) else {
-            continue;
-        };
+    for (path, mut log) in fixtures() {
         // A live look has no trailer yet (a record run's "could not be
         // run" is in it): the whole log is judged without it too.
         log.trailer = None;
@@ -361,13 +366,8 @@ fn the_ledger_reports_what_the_whole_log_reports() {
             a.leftovers.len(),
         )
     };
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut compared = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let Ok(mut log) = read_log(&path) else {
-            continue;
-        };
+    for (path, mut log) in fixtures() {
         // `record`'s own facts (a leak it found, a hang's snapshot, its
         // timeout or cancel) are in records a daemon never writes.
         let record_only = |r: &crate::eventlog::Record| {
