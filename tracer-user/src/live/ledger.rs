@@ -34,7 +34,8 @@ use crate::{
         cascade::Link,
         fold::{self, GROUP_MIN, MAX_MEMBERS},
         sort_groups, Analysis, Ancestor, Certificate, DeathCounts, DeathGroup, DeathMention,
-        ExitGroup, ForeignSignal, LeftOut, Leftover, NearMiss, Rank, MAX_NEAR_MISSES,
+        ExitGroup, ForeignSignal, GroupMember, LeftOut, Leftover, NearMiss, Rank, Raw,
+        MAX_NEAR_MISSES,
     },
     eventlog::ProcKey,
     model::{Model, Positions},
@@ -161,6 +162,26 @@ impl Story {
     }
 }
 
+/// A certificate made by a look, held whole: its ancestry apart from the
+/// look's table, its processes' positions from the look's model.
+fn story(mut cert: Certificate, link: Option<Link>, a: &Analysis, m: &Model) -> Story {
+    let chains = Chains::detach(&mut cert_ids(&mut cert), &a.ancestors);
+    let mut timeline = Positions::default();
+    timeline.note(m, pkey(&cert.victim.process));
+    if let Some(k) = &cert.killer {
+        timeline.note(m, pkey(&k.process));
+    }
+    for h in &cert.history {
+        timeline.note(m, pkey(&h.sender));
+    }
+    Story {
+        cert,
+        chains,
+        link,
+        timeline,
+    }
+}
+
 /// Within a rank, deaths are ordered by the fatal signal (else the end), as
 /// the whole log's analysis orders them.
 fn order(c: &Certificate) -> (Rank, u64, u64) {
@@ -180,9 +201,51 @@ fn pkey(p: &crate::analysis::ProcRef) -> ProcKey {
     }
 }
 
+/// An open death whose signature's group exists already and that nothing
+/// links: what a member of that group needs, not a whole certificate (a
+/// soak's ~2,000 open deaths held ~5 MB as certificates; ~150 B each so).
+/// A look that links it makes its certificate again, and it is held whole.
+#[derive(Clone, Debug)]
+struct Member {
+    at: GroupMember,
+    order: (Rank, u64, u64),
+    ended_at: String,
+    sig: Arc<str>,
+    mention: Option<DeathMention>,
+}
+
+impl Member {
+    fn of(c: &Certificate, sig: Arc<str>) -> Self {
+        Member {
+            at: fold::member(c),
+            order: order(c),
+            ended_at: c.victim.ended_at.clone(),
+            sig,
+            mention: (c.rank == Rank::NonzeroExit).then(|| DeathMention::of(c)),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Held {
+    /// Boxed: a certificate inline is ~2.5 KB, and a map entry is the size
+    /// of its largest variant.
+    Whole(Box<Story>),
+    Member(Member),
+}
+
+impl Held {
+    fn order(&self) -> (Rank, u64, u64) {
+        match self {
+            Held::Whole(s) => order(&s.cert),
+            Held::Member(m) => m.order,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Open {
-    story: Story,
+    held: Held,
     /// The last look that made it.
     last: u64,
 }
@@ -271,8 +334,11 @@ impl Ledger {
             ..opts.clone()
         };
         let a = crate::analysis::analyze_model(m, m.boot_to_wall_ns, &opts);
+        let mut a = a;
         let mut ledger = Ledger::default();
-        ledger.add(&a, &HashSet::new(), m, false);
+        if let Some(raw) = a.raw.take() {
+            ledger.add(*raw, &a, &HashSet::new(), m, false);
+        }
         let found = super::Seen::default().fresh(a);
         ledger.add_side(&found, m);
         let open: Vec<ProcKey> = ledger.open.keys().copied().collect();
@@ -284,26 +350,47 @@ impl Ledger {
         ledger
     }
 
-    /// Merges one look: `a` its analysis (made with `AnalysisOptions::raw`;
-    /// its certificates pending one more look already taken out), `pending`
-    /// the deaths it must not certify yet, `m` its model. `leftovers`: keep
+    /// Merges one look: `raw` what its analysis kept for the ledger, `a`
+    /// the analysis (its ancestors table, its leftovers), `pending` the
+    /// deaths it must not certify yet, `m` its model. `leftovers`: keep
     /// this look's processes still running (the last look's, at a stop).
-    pub fn add(&mut self, a: &Analysis, pending: &HashSet<ProcKey>, m: &Model, leftovers: bool) {
+    pub fn add(
+        &mut self,
+        raw: Raw,
+        a: &Analysis,
+        pending: &HashSet<ProcKey>,
+        m: &Model,
+        leftovers: bool,
+    ) {
         self.look += 1;
         let look = self.look;
-        let Some(raw) = a.raw.as_deref() else {
-            return;
-        };
-        for c in &raw.certificates {
-            let k = key(c);
+        let causes_now: HashSet<ProcKey> = raw.links.values().map(|l| l.cause).collect();
+        let Raw {
+            certificates,
+            links,
+            small_exits,
+        } = raw;
+        let mut made = HashSet::new();
+        for c in certificates {
+            let k = key(&c);
             if pending.contains(&k) {
                 continue;
             }
-            let link = raw.links.get(&k);
+            made.insert(k);
+            let link = links.get(&k);
+            let linked = link.is_some() || causes_now.contains(&k);
             if let Some(o) = self.open.get_mut(&k) {
                 o.last = look;
-                if o.story.link.is_none() {
-                    o.story.link = link.cloned();
+                match &mut o.held {
+                    Held::Whole(s) => {
+                        if s.link.is_none() {
+                            s.link = link.cloned();
+                        }
+                    }
+                    Held::Member(_) if linked => {
+                        o.held = Held::Whole(Box::new(story(c, link.cloned(), a, m)));
+                    }
+                    Held::Member(_) => {}
                 }
                 continue;
             }
@@ -313,30 +400,22 @@ impl Ledger {
                 Rank::Consequence => self.counts.consequence += 1,
                 Rank::Expected => self.counts.expected += 1,
             }
-            let mut cert = c.clone();
-            let chains = Chains::detach(&mut cert_ids(&mut cert), &a.ancestors);
-            let mut timeline = Positions::default();
-            timeline.note(m, pkey(&cert.victim.process));
-            if let Some(k) = &cert.killer {
-                timeline.note(m, pkey(&k.process));
-            }
-            for h in &cert.history {
-                timeline.note(m, pkey(&h.sender));
-            }
-            let story = Story {
-                cert,
-                chains,
-                link: link.cloned(),
-                timeline,
+            let member = (!linked && fold::foldable_rank(c.rank))
+                .then(|| self.sigs.text(&fold::signature(&c)))
+                .filter(|sig| {
+                    let f = self.folds.get(&(c.rank, sig.clone()));
+                    f.is_some_and(|f| f.group.is_some())
+                });
+            let held = match member {
+                Some(sig) => Held::Member(Member::of(&c, sig)),
+                None => Held::Whole(Box::new(story(c, link.cloned(), a, m))),
             };
-            self.open.insert(k, Open { story, last: look });
+            self.open.insert(k, Open { held, last: look });
         }
-        for l in raw.links.values() {
-            self.causes.insert(l.cause);
-        }
+        self.causes.extend(causes_now);
         // A small exit waits as a death does: a later look may certify it
         // (its last words came after its exit), and then it is no small exit.
-        for x in &raw.small_exits {
+        for x in &small_exits {
             if pending.contains(&x.key) || self.exits_counted.contains_key(&x.key) {
                 continue;
             }
@@ -346,8 +425,8 @@ impl Ledger {
                 .or_insert_with(|| (x.clone(), look));
             at.1 = look;
         }
-        for c in &raw.certificates {
-            self.exits_open.remove(&key(c));
+        for k in &made {
+            self.exits_open.remove(k);
         }
         let due: Vec<ProcKey> = self
             .exits_open
@@ -448,12 +527,19 @@ impl Ledger {
     /// Places settled deaths: a story, or a member of its signature's fold.
     fn settle(&mut self, mut keys: Vec<ProcKey>) {
         // In the order they died: a group's first members are its earliest.
-        keys.sort_by_key(|k| self.open.get(k).map(|o| order(&o.story.cert)));
+        keys.sort_by_key(|k| self.open.get(k).map(|o| o.held.order()));
         for k in keys {
             let Some(o) = self.open.remove(&k) else {
                 continue;
             };
-            let story = o.story;
+            let story = match o.held {
+                Held::Whole(s) => *s,
+                Held::Member(m) => {
+                    self.causes.remove(&k);
+                    self.add_member(m);
+                    continue;
+                }
+            };
             let linked = story.link.is_some() || self.causes.remove(&k);
             let foldable = fold::foldable_rank(story.cert.rank) && !linked;
             if !foldable && self.stories.len() < MAX_STORIES {
@@ -472,23 +558,18 @@ impl Ledger {
 
     fn fold(&mut self, story: Story) {
         let sig = self.sigs.text(&fold::signature(&story.cert));
-        let f = self
+        let member = Member::of(&story.cert, sig.clone());
+        let rank = story.cert.rank;
+        if self
             .folds
-            .entry((story.cert.rank, sig.clone()))
-            .or_default();
-        if story.cert.rank == Rank::NonzeroExit && f.mentions.len() < MAX_MENTIONS {
-            f.mentions.push(DeathMention::of(&story.cert));
-        }
-        if let Some((g, _, _)) = &mut f.group {
-            g.count += 1;
-            g.last_time = story.cert.victim.ended_at.clone();
-            if g.members.len() < MAX_MEMBERS {
-                g.members.push(fold::member(&story.cert));
-            } else {
-                g.members_left_out += 1;
-            }
+            .get(&(rank, sig.clone()))
+            .is_some_and(|f| f.group.is_some())
+        {
+            self.add_member(member);
             return;
         }
+        let f = self.folds.entry((rank, sig.clone())).or_default();
+        f.mentions.extend(member.mention);
         f.first.push(story);
         if f.first.len() < GROUP_MIN {
             return;
@@ -512,6 +593,26 @@ impl Ledger {
             example: ex.cert,
         };
         f.group = Some((g, ex.chains, ex.timeline));
+    }
+
+    /// Counts a member in its signature's group (which exists).
+    fn add_member(&mut self, m: Member) {
+        let Some(f) = self.folds.get_mut(&(m.order.0, m.sig)) else {
+            return;
+        };
+        if let Some(mention) = m.mention.filter(|_| f.mentions.len() < MAX_MENTIONS) {
+            f.mentions.push(mention);
+        }
+        let Some((g, _, _)) = &mut f.group else {
+            return;
+        };
+        g.count += 1;
+        g.last_time = m.ended_at;
+        if g.members.len() < MAX_MEMBERS {
+            g.members.push(m.at);
+        } else {
+            g.members_left_out += 1;
+        }
     }
 
     /// The run's analysis as the report shows it, and what the timeline

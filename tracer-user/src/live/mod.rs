@@ -269,7 +269,9 @@ fn look_in(
             l.leak.is_some() || window.alive(key)
         });
     }
-    ledger.add(&a, &pending, &model, leftovers);
+    if let Some(raw) = a.raw.take() {
+        ledger.add(*raw, &a, &pending, &model, leftovers);
+    }
     let found = seen.fresh(a);
     ledger.add_side(&found, &model);
     found

@@ -135,7 +135,14 @@ impl Watch {
                 self.births += 1;
             }
         }
+        let records = new.len();
         let found = self.live.look(&self.header, new, &self.opts, leftovers);
+        log::debug!(
+            "look: {records} new records; held: window {} processes, seen {}, ledger {}",
+            self.live.window.held(),
+            self.live.seen.held(),
+            self.live.ledger.held()
+        );
         if let Some(m) = &self.metrics {
             m.observe(&found);
         }
