@@ -341,12 +341,7 @@ impl Ledger {
         }
         let found = super::Seen::default().fresh(a);
         ledger.add_side(&found, m);
-        let open: Vec<ProcKey> = ledger.open.keys().copied().collect();
-        ledger.settle(open);
-        let exits: Vec<ProcKey> = ledger.exits_open.keys().copied().collect();
-        for k in exits {
-            ledger.count_exit(k, ledger.look);
-        }
+        ledger.settle_all();
         ledger
     }
 
@@ -595,6 +590,17 @@ impl Ledger {
         f.group = Some((g, ex.chains, ex.timeline));
     }
 
+    /// Every open death settled and every waiting small exit counted: the
+    /// run is over (a stop, or an earlier run's segments).
+    fn settle_all(&mut self) {
+        let open: Vec<ProcKey> = self.open.keys().copied().collect();
+        self.settle(open);
+        let exits: Vec<ProcKey> = self.exits_open.keys().copied().collect();
+        for k in exits {
+            self.count_exit(k, self.look);
+        }
+    }
+
     /// Counts a member in its signature's group (which exists).
     fn add_member(&mut self, m: Member) {
         let Some(f) = self.folds.get_mut(&(m.order.0, m.sig)) else {
@@ -619,12 +625,7 @@ impl Ledger {
     /// needs: every open death settled (the daemon has stopped, or an
     /// interim report is made from a copy).
     pub fn finish(mut self) -> Ledgered {
-        let open: Vec<ProcKey> = self.open.keys().copied().collect();
-        self.settle(open);
-        let exits: Vec<ProcKey> = self.exits_open.keys().copied().collect();
-        for k in exits {
-            self.count_exit(k, self.look);
-        }
+        self.settle_all();
         let mut stories = std::mem::take(&mut self.stories);
         let mut groups = Vec::new();
         for (_, f) in std::mem::take(&mut self.folds) {
