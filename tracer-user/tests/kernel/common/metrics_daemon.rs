@@ -25,21 +25,31 @@ impl Drop for Reaped {
 /// lines at most).
 pub(crate) type StderrLines = Arc<Mutex<Vec<String>>>;
 
-/// The daemon's metrics address, from the line it prints once listening;
+/// The daemon's metrics address, from the line it prints once listening,
+/// returned once it also says it is watching;
 /// its stderr is drained from then on (so it never blocks on a full pipe)
 /// into the lines returned.
 pub(crate) fn metrics_addr(daemon: &mut Child) -> (String, StderrLines) {
     let stderr = daemon.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
+    // The server listens before the scope is seeded (its first records are
+    // counted too); a test that starves the daemon of file descriptors must
+    // not do it while the seed's task iterator still needs one, so this
+    // waits for the seeded line as well (CI met that race under load).
+    let mut addr = None;
+    loop {
         let line = lines
             .next()
-            .expect("the daemon ended before serving metrics")
+            .expect("the daemon ended before serving metrics and watching")
             .unwrap();
         if let Some(rest) = line.strip_prefix("tracer: metrics on http://") {
-            break rest.trim_end_matches("/metrics").to_string();
+            addr = Some(rest.trim_end_matches("/metrics").to_string());
         }
-    };
+        if line.starts_with("tracer: daemon watching") {
+            break;
+        }
+    }
+    let addr = addr.expect("the daemon said it was watching before serving metrics");
     let said = StderrLines::default();
     let keep = said.clone();
     std::thread::spawn(move || {
