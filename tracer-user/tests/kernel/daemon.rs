@@ -210,7 +210,10 @@ fn keep_segments_bounds_the_disk_and_the_report_says_what_went() {
             // A pause between rounds: each round's records reach the log in a
             // drain of their own, so the daemon rotates between them (all in
             // one drain, they rotated once: a loaded machine did that).
-            "read go; sleep 30 & s=$!; sh -c \"kill -KILL $s\"; wait $s; \
+            // The kill waits for the child's exec (a loaded machine ran
+            // the kill first: a fork that never exec'd, no `sleep 30`).
+            "read go; sleep 30 & s=$!; until read c </proc/$s/comm && [ \"$c\" = sleep ]; do :; done; \
+             sh -c \"kill -KILL $s\"; wait $s; \
              for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sh -c 'exit 0'; sleep 0.05; done; kill -TERM $$",
         ])
         .stdin(Stdio::piped())
