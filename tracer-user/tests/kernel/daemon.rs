@@ -53,11 +53,17 @@ fn stop(mut daemon: Daemon) {
     assert_eq!(d.wait().unwrap().code(), Some(0));
 }
 
-fn run_shell_under(dir: &Path, scope: &[&str], extra: &[&str], mut sh: Child) {
+fn run_shell_under(dir: &Path, scope: &[&str], extra: &[&str], sh: Child) {
     let d = start_daemon(dir, scope, extra);
     let me = d.0.as_ref().unwrap().id();
     wait_for_log(dir, &format!("\"tracer_pid\":{me}"));
     wait_for_log(dir, "\"type\":\"existing\",\"seq\"");
+    run_shell(dir, d, sh);
+}
+
+/// Once the daemon logs the waiting shell: let it go, wait for its child's
+/// SIGTERM in the log, stop the daemon (status 0).
+fn run_shell(dir: &Path, d: Daemon, mut sh: Child) {
     wait_for_log(dir, &format!("\"pid\":{0},\"tid\":{0}", sh.id()));
     sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(sh.wait().unwrap().success());
@@ -146,6 +152,87 @@ fn cgroup_scope_follows_members() {
         .iter()
         .any(|e| matches!(e, Record::Existing(x) if x.task.pid == pid)));
     // Its child's SIGTERM (the child may die before it ever execs sleep).
+    assert!(log
+        .events
+        .iter()
+        .any(|e| matches!(e, Record::Signal(s) if s.sig == 15 && s.sender.pid != pid)));
+}
+
+/// A cgroup's rescan that fails (here: the daemon is out of file
+/// descriptors, so its task iterator cannot open one) is said once and
+/// tried again; once descriptors are back, the member that joined meanwhile
+/// is seeded and its child's SIGTERM logged. The daemon did end on the
+/// first failed rescan.
+#[test]
+fn a_failing_cgroup_rescan_is_retried_not_fatal() {
+    require_root();
+    let cg = cgroup::TestCgroup::with_memory_limit(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    let said = tempfile::NamedTempFile::new().unwrap();
+    let d = Daemon(Some(
+        tracer()
+            .args(["daemon", "--output"])
+            .arg(dir.path())
+            .args(["--cgroup", cg.dir.to_str().unwrap()])
+            .stderr(said.reopen().unwrap())
+            .spawn()
+            .unwrap(),
+    ));
+    let me = d.0.as_ref().unwrap().id() as i32;
+    wait_for_log(dir.path(), &format!("\"tracer_pid\":{me}"));
+    let stderr = || std::fs::read_to_string(said.path()).unwrap();
+    let wait_said = |needle: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !stderr().contains(needle) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon never said {needle:?}: {}",
+                stderr()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    wait_said("daemon watching");
+    let limit = |cur: u64| {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: prlimit on the test's own child, into and from locals.
+        unsafe {
+            assert_eq!(
+                libc::prlimit(me, libc::RLIMIT_NOFILE, std::ptr::null(), &mut lim),
+                0
+            );
+            let old = lim.rlim_cur;
+            lim.rlim_cur = cur as libc::rlim_t;
+            assert_eq!(
+                libc::prlimit(me, libc::RLIMIT_NOFILE, &lim, std::ptr::null_mut()),
+                0
+            );
+            old
+        }
+    };
+    // A new descriptor takes the lowest free number: with the limit there,
+    // the next open fails (those it holds above it stay usable).
+    let held: std::collections::BTreeSet<u64> = std::fs::read_dir(format!("/proc/{me}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .collect();
+    let lowest_free = (0..).find(|n| !held.contains(n)).unwrap();
+    let was = limit(lowest_free);
+    let sh = waiting_shell();
+    let pid = sh.id();
+    std::fs::write(cg.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    wait_said("cgroup rescan failed");
+    limit(was);
+    wait_said("cgroup rescan works again");
+    run_shell(dir.path(), d, sh);
+    let log = read_series(dir.path()).unwrap();
+    assert!(log
+        .events
+        .iter()
+        .any(|e| matches!(e, Record::Existing(x) if x.task.pid == pid)));
     assert!(log
         .events
         .iter()

@@ -189,6 +189,7 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     let mut rescan = matches!(scope, Scope::Cgroup(_)).then(|| every(RESCAN));
     let mut look = Some(every(live.period()));
     let mut pruned = 0;
+    let mut rescan_failing = false;
     'run: loop {
         tokio::select! {
             ready = session.ready() => {
@@ -209,7 +210,10 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
                     }
                 }
             }
-            () = tick(&mut rescan) => seed(&mut session, &scope, &mut known)?,
+            () = tick(&mut rescan) => rescan_failing = rescan_scope(
+                seed(&mut session, &scope, &mut known),
+                rescan_failing,
+            ),
             () = tick(&mut look) => live.look(&mut session),
         }
         if args.rotate_size > 0 && session.log_bytes() >= args.rotate_size {
@@ -241,6 +245,29 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
+    }
+}
+
+/// A cgroup's rescan that fails (its task iterator out of file descriptors,
+/// say) is said once and tried again next tick: a sidecar meant to run for
+/// days does not end on a transient error of a step it repeats every
+/// second. A member that joined meanwhile is seeded by the first rescan
+/// that works (nothing is marked known until it is tracked). Returns
+/// whether rescans are failing now.
+fn rescan_scope(done: Result<(), TracerError>, failing: bool) -> bool {
+    match done {
+        Ok(()) => {
+            if failing {
+                log::warn!("cgroup rescan works again");
+            }
+            false
+        }
+        Err(e) => {
+            if !failing {
+                log::warn!("cgroup rescan failed ({e}); trying again every {RESCAN:?}");
+            }
+            true
+        }
     }
 }
 
