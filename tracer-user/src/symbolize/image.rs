@@ -135,10 +135,14 @@ impl Image {
         module: Option<&Path>,
         debug_dirs: &[PathBuf],
     ) -> Result<Image, String> {
+        // Mapped private, read-only: kernels before 6.7 refuse a shared
+        // mapping of a memfd sealed with F_SEAL_WRITE, even a read-only one
+        // (EPERM: on the VM matrix's 5.10 every crash lost its symbols).
         // SAFETY: the memfd is sealed against writes and shrinking by
         // tracer, which made it: the mapping's bytes cannot change or
         // disappear.
-        let map = unsafe { memmap2::Mmap::map(&memfd) }.map_err(|e| format!("mmap: {e}"))?;
+        let map = unsafe { memmap2::MmapOptions::new().map_copy_read_only(&memfd) }
+            .map_err(|e| format!("mmap: {e}"))?;
         let obj = object::File::parse(&map[..]).ok();
         let build_id = obj
             .as_ref()
