@@ -26,6 +26,9 @@ else
         echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 fi
 
+# The crash_stacks tests' crashers, built on the host (no compiler here).
+[ -d /crashers ] && export TRACER_PREBUILT_CRASHERS=/crashers
+
 sh /vm/suite.sh $(cat /vm/args)
 echo "@@tracer-vm poweroff"
 sync

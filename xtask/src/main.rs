@@ -111,7 +111,7 @@ enum Command {
         #[arg(long = "kernel", value_name = "VERSION")]
         kernels: Vec<String>,
         /// Module of the kernel test binary to run (default: capture oom fallback errors leaks
-        /// last_words pidns debug_ebpf); repeatable.
+        /// last_words pidns debug_ebpf compat crash_stacks; crash_stacks on x86-64 only); repeatable.
         #[arg(long = "test", value_name = "MODULE")]
         tests: Vec<String>,
         /// Skip the host column.

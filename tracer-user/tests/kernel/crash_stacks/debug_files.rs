@@ -50,7 +50,7 @@ fn a_stripped_binary_is_named_from_its_debug_file_found_by_build_id() {
     let top = &c.frames[0];
     assert_eq!(top.symbol.as_deref(), Some("parse_header"), "{c:#?}");
     assert!(top.file.as_deref().unwrap().ends_with("split.c"), "{c:#?}");
-    assert_eq!(top.line, Some(6), "{c:#?}");
+    assert_eq!(top.line, Some(5), "{c:#?}");
     assert_eq!(top.module.as_deref(), bin.to_str(), "{c:#?}");
 }
 
@@ -95,7 +95,7 @@ fn a_stripped_binary_is_named_from_its_debug_link_and_never_from_a_mismatched_fi
     let top = &c.frames[0];
     assert!(top.build_id.is_none(), "{c:#?}");
     assert!(top.file.as_deref().unwrap().ends_with("linked.c"), "{c:#?}");
-    assert_eq!(top.line, Some(6), "{c:#?}");
+    assert_eq!(top.line, Some(5), "{c:#?}");
     assert!(
         headline(&r).contains(" in parse_header"),
         "{}",

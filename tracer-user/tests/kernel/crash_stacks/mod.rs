@@ -1,6 +1,9 @@
 //! Crash stacks: real binaries compiled here as CI builds them crash under
 //! `tracer record`; the certificate and the `crash_stack` record name the
-//! faulting function and its callers (asserted by function name).
+//! faulting function and its callers (asserted by function name). This
+//! module's own tests run in the VM matrix too (`cargo xtask vm-test --test
+//! crash_stacks`), with the crashers prebuilt; its submodules need tools the
+//! VMs lack (objcopy, python3, node) and run on the host only.
 use std::path::Path;
 
 use crate::common::{native::*, *};
@@ -12,69 +15,76 @@ mod trust;
 
 /// A NULL dereference three calls deep; no tail calls (each caller uses
 /// the result), nothing inlined.
-const NULL_DEREF: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-struct header { int magic; };
-static volatile int sink;
-__attribute__((noinline)) int parse_header(struct header *h) { return h->magic * 3; }
-__attribute__((noinline)) int load_file(const char *path) {
-    struct header *h = path[0] == 'x' ? malloc(sizeof *h) : NULL;
-    int r = parse_header(h);
-    sink = r;
-    return r + 1;
-}
-int main(int argc, char **argv) {
-    int r = load_file(argc > 5 ? "x" : "y");
-    sink = r;
-    printf("%d\n", r);
-    return 0;
-}
-"#;
+const NULL_DEREF: &str = include_str!("crashers/null_deref.c");
 
-const ABORT: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-static volatile int sink;
-__attribute__((noinline)) void check_invariant(int x) { if (x < 5) abort(); sink = x; }
-int main(int argc, char **argv) { check_invariant(argc); sink = 1; puts("ok"); return 0; }
-"#;
+const ABORT: &str = include_str!("crashers/abort.c");
 
 /// glibc's heap check aborts on the second free of one block (tcache's
 /// "free(): double free detected in tcache 2").
-const DOUBLE_FREE: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-static volatile int sink;
-__attribute__((noinline)) void release_twice(char *p) { free(p); sink = p[0]; free(p); sink = 2; }
-int main(int argc, char **argv) {
-    char *p = malloc(32);
-    p[0] = (char)argc;
-    release_twice(p);
-    puts("ok");
-    return 0;
-}
-"#;
+const DOUBLE_FREE: &str = include_str!("crashers/double_free.c");
 
-const CXX_THROW: &str = r#"
-#include <stdexcept>
-static volatile int sink;
-__attribute__((noinline)) void validate(int x) { if (x < 5) throw std::runtime_error("bad input"); sink = x; }
-int main(int argc, char **) { validate(argc); sink = 1; return 0; }
-"#;
+const CXX_THROW: &str = include_str!("crashers/throw.cc");
 
-const RUST_PANIC: &str = r#"
-#[inline(never)]
-fn parse_header(bytes: &[u8]) -> u8 {
-    if bytes.len() < 4 { panic!("header too short: {} bytes", bytes.len()); }
-    bytes[3]
+const RUST_PANIC: &str = include_str!("crashers/panic.rs");
+
+/// How the crashers are built (name, source, flags, `+strip`).
+const BUILDS: &str = include_str!("crashers/builds.txt");
+
+/// The crasher `name` of `crashers/builds.txt`, in `dir`: built here with its
+/// flags, or, where `TRACER_PREBUILT_CRASHERS` names a directory (the VMs,
+/// which have no compiler: `cargo xtask vm-test` builds them on the host),
+/// copied from there.
+fn crasher(dir: &Path, name: &str) -> std::path::PathBuf {
+    crasher_as(dir, name, name)
 }
-fn main() {
-    let n = std::env::args().count();
-    let v = vec![7u8; n];
-    println!("{}", parse_header(&v));
+
+/// [`crasher`] `name` at `dir/as_name`: built from `as_name`.EXT, so each
+/// copy is a binary of its own (its own build id); the prebuilt one is the
+/// same bytes under each name.
+fn crasher_as(dir: &Path, name: &str, as_name: &str) -> std::path::PathBuf {
+    if let Some(prebuilt) = std::env::var_os("TRACER_PREBUILT_CRASHERS") {
+        let from = Path::new(&prebuilt).join(name);
+        let to = dir.join(as_name);
+        std::fs::copy(&from, &to).unwrap_or_else(|e| {
+            panic!(
+                "crasher {name}: {} ({e}): build the VM's initramfs with `cargo xtask vm-test`",
+                from.display()
+            )
+        });
+        return to;
+    }
+    let line = BUILDS
+        .lines()
+        .map(str::split_whitespace)
+        .find_map(|mut w| (w.next() == Some(name)).then_some(w))
+        .unwrap_or_else(|| panic!("no crasher {name} in crashers/builds.txt"));
+    let mut words: Vec<&str> = line.collect();
+    let source = words.remove(0);
+    let stripped = words.last() == Some(&"+strip");
+    if stripped {
+        words.pop();
+    }
+    let (_, ext) = source.rsplit_once('.').unwrap();
+    let src = match source {
+        "null_deref.c" => NULL_DEREF,
+        "abort.c" => ABORT,
+        "double_free.c" => DOUBLE_FREE,
+        "throw.cc" => CXX_THROW,
+        "panic.rs" => RUST_PANIC,
+        other => panic!("crashers/{other} is not embedded here"),
+    };
+    if ext == "cc" {
+        assert!(
+            have("c++"),
+            "c++ (g++, which cc needs for C++) is needed: the kernel tests fail rather than skip"
+        );
+    }
+    let bin = compile(dir, as_name, ext, src, &words);
+    if stripped {
+        strip(&bin);
+    }
+    bin
 }
-"#;
 
 fn crash_stacks(r: &Recorded) -> Vec<&CrashStack> {
     r.events()
@@ -129,11 +139,8 @@ fn run(bin: &Path) -> Recorded {
 #[test]
 fn a_null_dereference_three_calls_deep_is_named_with_and_without_frame_pointers() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, flags) in [
-        ("nofp", &["-O2", "-g"][..]),
-        ("fp", &["-O2", "-g", "-fno-omit-frame-pointer"][..]),
-    ] {
-        let bin = compile(dir.path(), name, "c", NULL_DEREF, flags);
+    for name in ["nofp", "fp"] {
+        let bin = crasher(dir.path(), name);
         let r = run(&bin);
         assert_eq!(r.code(), Some(139), "{}", r.stderr());
         let c = the_crash(&r);
@@ -144,7 +151,7 @@ fn a_null_dereference_three_calls_deep_is_named_with_and_without_frame_pointers(
         let top = &c.frames[0];
         assert_eq!(top.symbol.as_deref(), Some("parse_header"), "{c:#?}");
         assert!(top.file.as_deref().unwrap().ends_with(&format!("{name}.c")));
-        assert_eq!(top.line, Some(6), "{c:#?}");
+        assert_eq!(top.line, Some(5), "{c:#?}");
         assert!(top.build_id.is_some());
         let h = headline(&r);
         assert!(
@@ -159,8 +166,7 @@ fn a_null_dereference_three_calls_deep_is_named_with_and_without_frame_pointers(
 #[test]
 fn a_stripped_binary_keeps_its_frames_without_names() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(dir.path(), "stripped", "c", NULL_DEREF, &["-O2", "-g"]);
-    strip(&bin);
+    let bin = crasher(dir.path(), "stripped");
     let r = run(&bin);
     let c = the_crash(&r);
     let module = bin.to_str().unwrap();
@@ -189,7 +195,7 @@ fn a_stripped_binary_keeps_its_frames_without_names() {
 #[test]
 fn abort_is_folded_into_its_machinery_and_names_the_caller() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(dir.path(), "aborts", "c", ABORT, &["-O2", "-g"]);
+    let bin = crasher(dir.path(), "aborts");
     let r = run(&bin);
     assert_eq!(r.code(), Some(134), "{}", r.stderr());
     let c = the_crash(&r);
@@ -208,7 +214,7 @@ fn abort_is_folded_into_its_machinery_and_names_the_caller() {
 #[test]
 fn a_glibc_double_free_is_folded_and_names_the_function_that_freed_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(dir.path(), "frees", "c", DOUBLE_FREE, &["-O2", "-g"]);
+    let bin = crasher(dir.path(), "frees");
     let r = run(&bin);
     assert_eq!(r.code(), Some(134), "{}", r.stderr());
     let c = the_crash(&r);
@@ -217,7 +223,7 @@ fn a_glibc_double_free_is_folded_and_names_the_function_that_freed_twice() {
     let h = headline(&r);
     assert!(
         h.contains("frames of abort machinery … ← release_twice (")
-            && h.contains("/frees.c:5) ← main ("),
+            && h.contains("/frees.c:4) ← main ("),
         "{h}\n{c:#?}"
     );
     // libc's free is named (`__libc_free`, .dynsym) and folded: how it
@@ -228,12 +234,8 @@ fn a_glibc_double_free_is_folded_and_names_the_function_that_freed_twice() {
 
 #[test]
 fn an_uncaught_cxx_exception_is_named_by_its_thrower() {
-    assert!(
-        have("c++"),
-        "c++ (g++, which cc needs for C++) is needed: the kernel tests fail rather than skip"
-    );
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(dir.path(), "throws", "cc", CXX_THROW, &["-O2", "-g"]);
+    let bin = crasher(dir.path(), "throws");
     let r = run(&bin);
     assert_eq!(r.code(), Some(134), "{}", r.stderr());
     let c = the_crash(&r);
@@ -259,20 +261,7 @@ fn an_uncaught_cxx_exception_is_named_by_its_thrower() {
 #[test]
 fn a_rust_release_panic_abort_names_the_panicking_function_with_its_line() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(
-        dir.path(),
-        "panics",
-        "rs",
-        RUST_PANIC,
-        &[
-            "-C",
-            "opt-level=3",
-            "-C",
-            "panic=abort",
-            "-C",
-            "debuginfo=line-tables-only",
-        ],
-    );
+    let bin = crasher(dir.path(), "panics");
     let r = run(&bin);
     assert_eq!(r.code(), Some(134), "{}", r.stderr());
     let c = the_crash(&r);
@@ -286,7 +275,7 @@ fn a_rust_release_panic_abort_names_the_panicking_function_with_its_line() {
         .find(|f| f.symbol.as_deref() == Some("panics::parse_header"))
         .unwrap();
     assert!(
-        f.file.as_deref().unwrap().ends_with("panics.rs") && f.line == Some(4),
+        f.file.as_deref().unwrap().ends_with("panics.rs") && f.line == Some(3),
         "{f:#?}"
     );
     let h = headline(&r);
@@ -306,13 +295,7 @@ fn a_binary_deleted_right_after_its_crash_is_still_named() {
     let dir = tempfile::tempdir().unwrap();
     let mut named = 0;
     for i in 0..10 {
-        let bin = compile(
-            dir.path(),
-            &format!("doomed{i}"),
-            "c",
-            NULL_DEREF,
-            &["-O2", "-g"],
-        );
+        let bin = crasher_as(dir.path(), "doomed", &format!("doomed{i}"));
         let script = format!("{0}; rm -f {0}; exit 0", bin.display());
         let r = record(&[], &["sh", "-c", &script]);
         assert!(!bin.exists());
@@ -334,7 +317,7 @@ fn a_binary_deleted_right_after_its_crash_is_still_named() {
 #[test]
 fn two_hundred_crashes_in_a_row_are_each_named_right() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(dir.path(), "again", "c", NULL_DEREF, &["-O2", "-g"]);
+    let bin = crasher(dir.path(), "again");
     let script = format!("for i in $(seq 200); do {}; done; exit 0", bin.display());
     let r = record(&[], &["sh", "-c", &script]);
     let stacks = crash_stacks(&r);
@@ -365,7 +348,7 @@ fn two_hundred_crashes_in_a_row_are_each_named_right() {
 #[test]
 fn without_the_hook_a_crash_has_no_stack_and_tracer_carries_on() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(dir.path(), "nohook", "c", NULL_DEREF, &["-O2", "-g"]);
+    let bin = crasher(dir.path(), "nohook");
     let r = record(&["--disable-hook", "crash_stacks"], &[&bin]);
     assert_eq!(r.code(), Some(139));
     assert!(crash_stacks(&r).is_empty());
@@ -381,13 +364,7 @@ fn without_the_hook_a_crash_has_no_stack_and_tracer_carries_on() {
 #[test]
 fn without_registers_the_kernel_frame_walk_is_said_to_be_frame_pointers_only() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(
-        dir.path(),
-        "fponly",
-        "c",
-        NULL_DEREF,
-        &["-O2", "-g", "-fno-omit-frame-pointer"],
-    );
+    let bin = crasher(dir.path(), "fponly");
     let r = record(&["--disable-hook", "crash_stacks:tp_btf"], &[&bin]);
     assert_eq!(
         hook(&r.log, "crash_stacks").via.as_deref(),
