@@ -258,11 +258,24 @@ fn crash_stack(
     let mut unknown = 0usize;
     let mut failed: Option<String> = None;
     let mut frames = Vec::new();
-    for f in &addrs {
+    for (i, f) in addrs.iter().enumerate() {
         let Some(m) = modules.mapping(f.lookup) else {
             if let Some(j) = modules.jit_frame(f.lookup) {
                 frames.push(j);
                 continue;
+            }
+            // A frame-pointer walk through code built without frame
+            // pointers follows whatever the register held: on 5.10 (no
+            // registers, the kernel's walk only) a -O2 C crash's walk went
+            // from its one real frame to the same unmapped address ten
+            // times over. Past a frame in a known module, an address in
+            // none is the walk gone astray: it ends there, said.
+            if walk.frame_pointers && frames.iter().any(|x: &CrashFrame| x.module.is_some()) {
+                notes.push(format!(
+                    "the frame-pointer walk left the process's files after {i} frame(s)                      (code without frame pointers): the {} address(es) it went on to are not shown",
+                    addrs.len() - i
+                ));
+                break;
             }
             unknown += 1;
             frames.push(CrashFrame {

@@ -138,3 +138,32 @@ fn garbage_and_truncated_modules_yield_symbolisation_failed_or_no_name() {
         assert!(top.symbol.is_none() || stack.completeness != StackCompleteness::Complete);
     }
 }
+
+/// The kernel's frame-pointer walk alone (no registers: 5.10) through code
+/// without frame pointers: one real frame, then an address in no file,
+/// again and again (measured on 5.10). The stack ends at the real frame,
+/// says why, and is not called "module unknown".
+#[test]
+fn a_frame_pointer_walk_that_leaves_the_files_ends_there_and_says_so() {
+    let mut rng = fastrand::Rng::with_seed(3);
+    let elf = std::fs::read("/bin/true").unwrap();
+    let (_keep, modules) = modules_of(&elf);
+    let mut rec = record(BASE + 0x10, &mut rng);
+    rec.flags = 0;
+    let astray = 0x7f00_dead_0000;
+    rec.ips[0] = BASE + 0x10;
+    for ip in &mut rec.ips[1..6] {
+        *ip = astray;
+    }
+    rec.ips_len = 6;
+    let stack = crash_stack(&rec, &modules, &mut ImageCache::default(), stamp(), task());
+    assert_eq!(stack.frames.len(), 1, "{stack:#?}");
+    assert_eq!(stack.frames[0].module.as_deref(), Some("/fuzzed"));
+    assert_eq!(stack.completeness, StackCompleteness::FramePointersOnly);
+    let detail = stack.detail.unwrap();
+    assert!(
+        detail.contains("left the process's files after 1 frame(s)")
+            && detail.contains("the 5 address(es)"),
+        "{detail}"
+    );
+}

@@ -10,6 +10,7 @@ use crate::common::{native::*, *};
 use tracer_user::eventlog::{CrashStack, Record, StackCompleteness};
 
 mod debug_files;
+mod deleted;
 mod runtimes;
 mod trust;
 
@@ -123,6 +124,35 @@ fn assert_calls(c: &CrashStack, want: &[&str]) {
     );
 }
 
+/// Whether this kernel gave the crash hook the user registers (5.15+).
+/// Without them (5.10: `tp_btf_no_regs`) a stack is the kernel's
+/// frame-pointer walk alone, and code built without frame pointers (the
+/// -O2 crashers, Debian's glibc) keeps only its innermost frame, said so
+/// (docs/kernels.md).
+fn has_regs(r: &Recorded) -> bool {
+    hook(&r.log, "crash_stacks").via.as_deref() == Some("tp_btf")
+}
+
+/// A stack from a kernel without registers: said to be frame pointers
+/// only, at least one frame, and nothing it names is wrong: those of
+/// `want` it names are in `want`'s order (a missing frame is allowed).
+fn assert_frame_pointers_only_and_right(c: &CrashStack, want: &[&str]) {
+    assert_eq!(
+        c.completeness,
+        StackCompleteness::FramePointersOnly,
+        "{c:#?}"
+    );
+    assert!(!c.frames.is_empty(), "{c:#?}");
+    let order: Vec<usize> = symbols(c)
+        .iter()
+        .filter_map(|n| want.iter().position(|w| n.ends_with(w)))
+        .collect();
+    assert!(
+        order.windows(2).all(|p| p[0] < p[1]),
+        "{want:?} out of order: {c:#?}"
+    );
+}
+
 fn headline(r: &Recorded) -> String {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(r.path("report.json")).unwrap()).unwrap();
@@ -147,13 +177,18 @@ fn a_null_dereference_three_calls_deep_is_named_with_and_without_frame_pointers(
         assert_eq!(c.signal, "SIGSEGV");
         assert_eq!(c.code.as_deref(), Some("SEGV_MAPERR"));
         assert_eq!(c.fault_addr, Some(0));
-        assert_calls(c, &["parse_header", "load_file", "main"]);
         let top = &c.frames[0];
         assert_eq!(top.symbol.as_deref(), Some("parse_header"), "{c:#?}");
         assert!(top.file.as_deref().unwrap().ends_with(&format!("{name}.c")));
         assert_eq!(top.line, Some(5), "{c:#?}");
         assert!(top.build_id.is_some());
         let h = headline(&r);
+        if name == "nofp" && !has_regs(&r) {
+            assert_frame_pointers_only_and_right(c, &["parse_header", "load_file", "main"]);
+            assert!(h.contains("in parse_header ("), "{h}");
+            continue;
+        }
+        assert_calls(c, &["parse_header", "load_file", "main"]);
         assert!(
             h.contains("died of SIGSEGV: address 0x0 not mapped (SEGV_MAPERR) in parse_header (")
                 && h.contains(") ← load_file (")
@@ -177,8 +212,9 @@ fn a_stripped_binary_keeps_its_frames_without_names() {
         .collect();
     // parse_header, load_file, main, _start: unwound by .eh_frame, unnamed
     // (no symbol table) but placed in the binary, never named wrongly.
-    assert!(ours.len() >= 3, "{c:#?}");
-    assert!(ours[..3].iter().all(|f| f.offset.is_some()), "{c:#?}");
+    let least = if has_regs(&r) { 3 } else { 1 };
+    assert!(ours.len() >= least, "{c:#?}");
+    assert!(ours[..least].iter().all(|f| f.offset.is_some()), "{c:#?}");
     assert!(
         !symbols(c)
             .iter()
@@ -200,6 +236,9 @@ fn abort_is_folded_into_its_machinery_and_names_the_caller() {
     assert_eq!(r.code(), Some(134), "{}", r.stderr());
     let c = the_crash(&r);
     assert_eq!(c.signal, "SIGABRT");
+    if !has_regs(&r) {
+        return assert_frame_pointers_only_and_right(c, &["abort", "check_invariant", "main"]);
+    }
     assert_calls(c, &["abort", "check_invariant", "main"]);
     let h = headline(&r);
     assert!(
@@ -219,6 +258,9 @@ fn a_glibc_double_free_is_folded_and_names_the_function_that_freed_twice() {
     assert_eq!(r.code(), Some(134), "{}", r.stderr());
     let c = the_crash(&r);
     assert_eq!(c.signal, "SIGABRT");
+    if !has_regs(&r) {
+        return assert_frame_pointers_only_and_right(c, &["abort", "release_twice", "main"]);
+    }
     assert_calls(c, &["abort", "release_twice", "main"]);
     let h = headline(&r);
     assert!(
@@ -240,16 +282,17 @@ fn an_uncaught_cxx_exception_is_named_by_its_thrower() {
     assert_eq!(r.code(), Some(134), "{}", r.stderr());
     let c = the_crash(&r);
     assert_eq!(c.signal, "SIGABRT");
-    assert_calls(
-        c,
-        &[
-            "abort",
-            "std::terminate()",
-            "__cxa_throw",
-            "validate(int)",
-            "main",
-        ],
-    );
+    let want = [
+        "abort",
+        "std::terminate()",
+        "__cxa_throw",
+        "validate(int)",
+        "main",
+    ];
+    if !has_regs(&r) {
+        return assert_frame_pointers_only_and_right(c, &want);
+    }
+    assert_calls(c, &want);
     assert!(
         symbols(c)
             .iter()
@@ -265,10 +308,11 @@ fn a_rust_release_panic_abort_names_the_panicking_function_with_its_line() {
     let r = run(&bin);
     assert_eq!(r.code(), Some(134), "{}", r.stderr());
     let c = the_crash(&r);
-    assert_calls(
-        c,
-        &["core::panicking::panic_fmt", "panics::parse_header", "main"],
-    );
+    let want = ["core::panicking::panic_fmt", "panics::parse_header", "main"];
+    if !has_regs(&r) {
+        return assert_frame_pointers_only_and_right(c, &want);
+    }
+    assert_calls(c, &want);
     let f = c
         .frames
         .iter()
@@ -283,33 +327,6 @@ fn a_rust_release_panic_abort_names_the_panicking_function_with_its_line() {
         h.contains("frames of abort machinery … ← panics::parse_header ("),
         "{h}"
     );
-}
-
-/// The binary is removed by its parent the moment it has been reaped. tracer
-/// reads it when the crash record arrives (woken at once), racing that
-/// `rm`: measured 4 of 6 won on an idle host, so of ten tries at least one
-/// must be named in full, and none may ever be named wrongly (a lost race
-/// leaves frames without names, said so).
-#[test]
-fn a_binary_deleted_right_after_its_crash_is_still_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut named = 0;
-    for i in 0..10 {
-        let bin = crasher_as(dir.path(), "doomed", &format!("doomed{i}"));
-        let script = format!("{0}; rm -f {0}; exit 0", bin.display());
-        let r = record(&[], &["sh", "-c", &script]);
-        assert!(!bin.exists());
-        let c = the_crash(&r);
-        let names = symbols(c);
-        if names.first() == Some(&"parse_header") {
-            assert_calls(c, &["parse_header", "load_file", "main"]);
-            named += 1;
-        } else {
-            assert_eq!(c.completeness, StackCompleteness::ModuleUnknown, "{c:#?}");
-            assert!(!names.iter().any(|n| n.contains("load_file")), "{c:#?}");
-        }
-    }
-    assert!(named >= 1, "no try of ten was named");
 }
 
 /// 200 crashes in a row: every one has its stack, and every stack is right
@@ -332,10 +349,16 @@ fn two_hundred_crashes_in_a_row_are_each_named_right() {
     // names nothing (seen once in a run beside the other kernel tests); a
     // named one is named right.
     let mut named = 0;
+    let regs = has_regs(&r);
     for c in &stacks {
         let names = symbols(c);
         if names.first() == Some(&"parse_header") {
-            assert_calls(c, &["parse_header", "load_file", "main"]);
+            match regs {
+                true => assert_calls(c, &["parse_header", "load_file", "main"]),
+                false => {
+                    assert_frame_pointers_only_and_right(c, &["parse_header", "load_file", "main"])
+                }
+            }
             named += 1;
         } else {
             assert_eq!(c.completeness, StackCompleteness::ModuleUnknown, "{c:#?}");
