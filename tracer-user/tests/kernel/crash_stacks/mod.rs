@@ -183,9 +183,16 @@ fn a_null_dereference_three_calls_deep_is_named_with_and_without_frame_pointers(
         assert_eq!(top.line, Some(5), "{c:#?}");
         assert!(top.build_id.is_some());
         let h = headline(&r);
-        if name == "nofp" && !has_regs(&r) {
+        if !has_regs(&r) {
             assert_frame_pointers_only_and_right(c, &["parse_header", "load_file", "main"]);
             assert!(h.contains("in parse_header ("), "{h}");
+            // With frame pointers the walk reaches main; load_file, the
+            // caller of a leaf that sets up no frame (gcc at -O2 keeps
+            // none in leaves even with -fno-omit-frame-pointer), is the
+            // frame a frame-pointer walk from that leaf misses (5.10).
+            if name == "fp" {
+                assert!(symbols(c).contains(&"main"), "{c:#?}");
+            }
             continue;
         }
         assert_calls(c, &["parse_header", "load_file", "main"]);
