@@ -147,15 +147,7 @@ fn cgroup_scope_follows_members() {
         log.header.scope.as_deref(),
         Some(format!("cgroup {}", cg.dir.display()).as_str())
     );
-    assert!(log
-        .events
-        .iter()
-        .any(|e| matches!(e, Record::Existing(x) if x.task.pid == pid)));
-    // Its child's SIGTERM (the child may die before it ever execs sleep).
-    assert!(log
-        .events
-        .iter()
-        .any(|e| matches!(e, Record::Signal(s) if s.sig == 15 && s.sender.pid != pid)));
+    assert_seeded_and_signalled(dir.path(), pid);
 }
 
 /// A cgroup's rescan that fails (here: the daemon is out of file
@@ -228,7 +220,13 @@ fn a_failing_cgroup_rescan_is_retried_not_fatal() {
     limit(was);
     wait_said("cgroup rescan works again");
     run_shell(dir.path(), d, sh);
-    let log = read_series(dir.path()).unwrap();
+    assert_seeded_and_signalled(dir.path(), pid);
+}
+
+/// The waiting shell `pid` was found running (`existing`) and its child's
+/// SIGTERM logged (the child may die before it ever execs sleep).
+fn assert_seeded_and_signalled(dir: &Path, pid: u32) {
+    let log = read_series(dir).unwrap();
     assert!(log
         .events
         .iter()
