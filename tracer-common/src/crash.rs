@@ -37,6 +37,14 @@ pub const CRASH_FRAMES: usize = 64;
 /// `regs` were read (`bpf_task_pt_regs`, 5.15+); without them only the
 /// kernel's frame-pointer walk is there.
 pub const CRASH_HAS_REGS: u32 = 1;
+/// With `CRASH_HAS_REGS`: the registers were read from the top of the
+/// task's kernel stack (no `bpf_task_pt_regs`), and matched the kernel's
+/// own first frame.
+pub const CRASH_REGS_FROM_STACK: u32 = 2;
+/// The kernel stack's size the registers are found below, on x86-64 and
+/// arm64 without KASAN (16 KiB; KASAN doubles it: the check against the
+/// kernel's first frame then fails and the frame-pointer walk stays).
+pub const KERNEL_THREAD_SIZE: u64 = 16 * 1024;
 
 /// `struct bpf_stack_build_id.status`.
 pub const BUILD_ID_VALID: i32 = 1;

@@ -76,6 +76,11 @@ pub struct KernelOffsets {
     /// `mm->saved_auxv`: AT_PHDR leads to the dynamic linker's list of
     /// loaded objects (`r_debug`), walked at a crash.
     pub mm_saved_auxv: u32,
+    /// `task->stack` and `sizeof(struct pt_regs)`: where a task's user
+    /// registers are on kernels without `bpf_task_pt_regs` (5.10), at the
+    /// top of its kernel stack.
+    pub task_stack: u32,
+    pub pt_regs_size: u32,
 }
 
 pub const OFFSET_NONE: u32 = u32::MAX;
@@ -135,5 +140,7 @@ impl KernelOffsets {
         inode_i_sb: OFFSET_NONE,
         sb_s_dev: OFFSET_NONE,
         mm_saved_auxv: OFFSET_NONE,
+        task_stack: OFFSET_NONE,
+        pt_regs_size: OFFSET_NONE,
     };
 }

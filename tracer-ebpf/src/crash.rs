@@ -20,7 +20,8 @@ use aya_ebpf::{
 };
 use tracer_common::{
     CrashRecord, StackBuildId, CRASH_FRAMES, CRASH_HAS_REGS, CRASH_OBJECTS, CRASH_OBJECT_NAME,
-    CRASH_PAGE, CRASH_PAGES, CRASH_SIGNAL_MASK, REG_NONE,
+    CRASH_PAGE, CRASH_PAGES, CRASH_REGS_FROM_STACK, CRASH_SIGNAL_MASK, KERNEL_THREAD_SIZE,
+    OFFSET_NONE, REG_NONE,
 };
 
 use crate::{
@@ -95,15 +96,27 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
         (*rec).exe_dev = read::<u32>(sb, off(|o| &o.sb_s_dev)).unwrap_or(0);
         (*rec)._pad2 = 0;
         (*rec).objects_len = loaded_objects(mm, rec);
-        if WITH_REGS {
-            let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as Ptr;
+        // Without the helper (5.10), the user registers are where the
+        // kernel keeps them, at the top of the task's kernel stack
+        // (`task_pt_regs`: stack + THREAD_SIZE - sizeof(pt_regs)); checked
+        // below against the kernel's own first frame, which it takes from
+        // the same registers.
+        let regs = if WITH_REGS {
+            bpf_task_pt_regs(bpf_get_current_task_btf()) as Ptr
+        } else {
+            regs_below_kernel_stack()
+        };
+        if !regs.is_null() {
             let offs = core::ptr::read_volatile(&KILL_ABI.regs_user);
             let reg = |o: u32| match o {
                 REG_NONE => 0,
                 o => read::<u64>(regs, o).unwrap_or(0),
             };
             (*rec).regs = [reg(offs[0]), reg(offs[1]), reg(offs[2]), reg(offs[3])];
-            (*rec).flags = CRASH_HAS_REGS;
+            (*rec).flags = match WITH_REGS {
+                true => CRASH_HAS_REGS,
+                false => CRASH_HAS_REGS | CRASH_REGS_FROM_STACK,
+            };
         }
         // From the stack pointer's page up (no registers: from address 0,
         // which fails). A failed read zeroes its page: the ring's memory
@@ -133,6 +146,16 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
             BPF_F_USER_STACK as u64,
         );
         (*rec).ips_len = if n > 0 { (n as u32) / 8 } else { 0 };
+        // Registers found on the kernel stack are trusted only if their ip
+        // is the kernel walk's first frame; else the walk alone stays (a
+        // KASAN kernel's larger stack, a layout not foreseen).
+        if (*rec).flags & CRASH_REGS_FROM_STACK != 0
+            && ((*rec).ips_len == 0 || (*rec).ips[0] != (*rec).regs[0])
+        {
+            (*rec).regs = [0; 4];
+            (*rec).flags = 0;
+            (*rec).pages_ok = 0;
+        }
         let ids = (*rec).build_ids.as_mut_ptr();
         let n = bpf_get_stack(
             ctx.as_ptr(),
@@ -149,6 +172,22 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
     // At once: the maps are read while the process still exists.
     entry.submit(BPF_RB_FORCE_WAKEUP as u64);
     Ok(0)
+}
+
+/// The current task's user registers on its kernel stack, or null when
+/// BTF does not say where (`task->stack`, `sizeof(struct pt_regs)`).
+#[inline(always)]
+fn regs_below_kernel_stack() -> Ptr {
+    let size = off(|o| &o.pt_regs_size);
+    if off(|o| &o.task_stack) == OFFSET_NONE || size == OFFSET_NONE {
+        return core::ptr::null();
+    }
+    match read::<u64>(current(), off(|o| &o.task_stack)) {
+        Some(stack) if stack != 0 && (size as u64) < KERNEL_THREAD_SIZE => {
+            (stack + KERNEL_THREAD_SIZE - size as u64) as Ptr
+        }
+        _ => core::ptr::null(),
+    }
 }
 
 /// A u64 of the process's memory, 0 when unreadable.

@@ -110,6 +110,8 @@ pub const LAYOUT: &[Field] = layout!(
     inode_i_sb,
     sb_s_dev,
     mm_saved_auxv,
+    task_stack,
+    pt_regs_size,
 );
 
 /// `to_words`/`from_words` treat the struct as `[u32; WORDS]`: checked here
@@ -300,7 +302,7 @@ mod tests {
         assert_eq!(LAYOUT[0], ("task_pid", 0, 4));
         assert_eq!(
             LAYOUT.last().unwrap().0,
-            "mm_saved_auxv",
+            "pt_regs_size",
             "the last field of KernelOffsets"
         );
         let mut names: Vec<&str> = LAYOUT.iter().map(|f| f.0).collect();

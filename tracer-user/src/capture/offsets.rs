@@ -143,6 +143,8 @@ pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
         inode_i_sb: opt("inode", "i_sb"),
         sb_s_dev: opt("super_block", "s_dev"),
         mm_saved_auxv: opt("mm_struct", "saved_auxv"),
+        task_stack: opt("task_struct", "stack"),
+        pt_regs_size: struct_size(btf, "pt_regs").unwrap_or(OFFSET_NONE),
         bprm_filename: opt("linux_binprm", "filename"),
         css_set_subsys: opt("css_set", "subsys"),
         memory_cgrp_id: enum_value(btf, "cgroup_subsys_id", "memory_cgrp_id")

@@ -246,7 +246,8 @@ fn crash_stack(
     } else {
         unwind::Walk::kernel_only(
             rec,
-            "no user registers on this kernel (bpf_task_pt_regs needs 5.15): the kernel's frame-pointer walk only",
+            "no user registers (bpf_task_pt_regs needs 5.15; none found on the task's kernel stack): \
+             the kernel's frame-pointer walk only",
         )
     };
     let mut addrs = walk.frames;
@@ -255,6 +256,13 @@ fn crash_stack(
         addrs.truncate(MAX_CRASH_FRAMES);
     }
     let mut notes: Vec<String> = walk.note.into_iter().collect();
+    if rec.flags & tracer_common::CRASH_REGS_FROM_STACK != 0 {
+        notes.push(
+            "registers read from the task's kernel stack (no bpf_task_pt_regs before 5.15), \
+             matched against the kernel's own first frame"
+                .into(),
+        );
+    }
     let mut unknown = 0usize;
     let mut failed: Option<String> = None;
     let mut frames = Vec::new();

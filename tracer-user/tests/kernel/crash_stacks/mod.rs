@@ -124,13 +124,18 @@ fn assert_calls(c: &CrashStack, want: &[&str]) {
     );
 }
 
-/// Whether this kernel gave the crash hook the user registers (5.15+).
-/// Without them (5.10: `tp_btf_no_regs`) a stack is the kernel's
-/// frame-pointer walk alone, and code built without frame pointers (the
-/// -O2 crashers, Debian's glibc) keeps only its innermost frame, said so
-/// (docs/kernels.md).
+/// Whether the crash records hold the user registers: from
+/// `bpf_task_pt_regs` (5.15+) or, on `tp_btf_no_regs` (5.10), from the
+/// task's kernel stack where they match the kernel's first frame. Without
+/// them a stack is the kernel's frame-pointer walk alone, and code built
+/// without frame pointers (the -O2 crashers, Debian's glibc) keeps only its
+/// innermost frame, said so (docs/kernels.md).
 fn has_regs(r: &Recorded) -> bool {
-    hook(&r.log, "crash_stacks").via.as_deref() == Some("tp_btf")
+    crash_stacks(r).iter().all(|c| {
+        !c.detail
+            .as_deref()
+            .is_some_and(|d| d.contains("no user registers"))
+    })
 }
 
 /// A stack from a kernel without registers: said to be frame pointers
@@ -391,26 +396,28 @@ fn without_the_hook_a_crash_has_no_stack_and_tracer_carries_on() {
     );
 }
 
+/// Without `bpf_task_pt_regs` (5.10, here forced by refusing the first
+/// rung) the user registers come from the top of the task's kernel stack,
+/// checked against the kernel's own first frame: a -O2 binary without
+/// frame pointers still unwinds by its DWARF CFI, in full.
 #[test]
-fn without_registers_the_kernel_frame_walk_is_said_to_be_frame_pointers_only() {
+fn without_the_registers_helper_they_come_from_the_kernel_stack() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = crasher(dir.path(), "fponly");
+    let bin = crasher(dir.path(), "stackregs");
     let r = record(&["--disable-hook", "crash_stacks:tp_btf"], &[&bin]);
     assert_eq!(
         hook(&r.log, "crash_stacks").via.as_deref(),
         Some("tp_btf_no_regs")
     );
     let c = the_crash(&r);
-    assert_eq!(
-        c.completeness,
-        StackCompleteness::FramePointersOnly,
+    assert_eq!(c.completeness, StackCompleteness::Complete, "{c:#?}");
+    assert!(
+        c.detail
+            .as_deref()
+            .is_some_and(|d| d.contains("registers read from the task's kernel stack")),
         "{c:#?}"
     );
-    assert_eq!(
-        c.frames[0].symbol.as_deref(),
-        Some("parse_header"),
-        "{c:#?}"
-    );
+    assert_calls(c, &["parse_header", "load_file", "main"]);
 }
 
 /// Adds an object to its own dynamic linker's list (its memory, so its
