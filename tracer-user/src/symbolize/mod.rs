@@ -280,7 +280,8 @@ fn crash_stack(
             // none is the walk gone astray: it ends there, said.
             if walk.frame_pointers && frames.iter().any(|x: &CrashFrame| x.module.is_some()) {
                 notes.push(format!(
-                    "the frame-pointer walk left the process's files after {i} frame(s)                      (code without frame pointers): the {} address(es) it went on to are not shown",
+                    "the frame-pointer walk left the process's files after {i} frame(s) \
+                     (code without frame pointers): the {} address(es) it went on to are not shown",
                     addrs.len() - i
                 ));
                 break;

@@ -153,8 +153,8 @@ fn cgroup_scope_follows_members() {
 /// A cgroup's rescan that fails (here: the daemon is out of file
 /// descriptors, so its task iterator cannot open one) is said once and
 /// tried again; once descriptors are back, the member that joined meanwhile
-/// is seeded and its child's SIGTERM logged. The daemon did end on the
-/// first failed rescan.
+/// is seeded and its child's SIGTERM logged. Before, the daemon ended on
+/// the first failed rescan.
 #[test]
 fn a_failing_cgroup_rescan_is_retried_not_fatal() {
     require_root();

@@ -1,7 +1,7 @@
 //! The crash_stacks tests' crashers, built here for the VMs, which have no
 //! compiler: the same list the tests build from where they run
 //! (`tracer-user/tests/kernel/crash_stacks/crashers/builds.txt`), into a
-//! directory the initramfs holds at [`IN_VM`] (`suite.sh` points
+//! directory the initramfs holds at [`IN_VM`] (`vm/init.sh` points
 //! `TRACER_PREBUILT_CRASHERS` there).
 use std::{
     fs,
