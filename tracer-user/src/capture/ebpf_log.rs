@@ -75,8 +75,7 @@ impl Forwarder {
             fd: logger.as_raw_fd(),
             logger: Mutex::new(logger),
         };
-        let ring =
-            Arc::new(crate::run::event_loop::watch_readable(ring).map_err(LoadError::LogPoll)?);
+        let ring = Arc::new(super::readable::watch_readable(ring).map_err(LoadError::LogPoll)?);
         let drained = Arc::clone(&ring);
         let task = tokio::spawn(async move {
             while let Ok(mut ready) = drained.readable().await {

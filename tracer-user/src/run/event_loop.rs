@@ -3,9 +3,7 @@
 //! tracer must not compete with the workload for CPUs, and because the
 //! tracer forks (the watchdog, the command) while it runs: a process with
 //! no other thread forks safely.
-use std::{future::Future, io, os::fd::AsRawFd};
-
-use tokio::io::{unix::AsyncFd, Interest};
+use std::future::Future;
 
 use crate::error::TracerError;
 
@@ -16,12 +14,4 @@ pub fn block_on<F: Future>(f: F) -> Result<F::Output, TracerError> {
         .build()
         .map_err(TracerError::Runtime)?;
     Ok(runtime.block_on(f))
-}
-
-/// Register an object that owns its fd (a ring buffer map, a pidfd, a
-/// socket) with the reactor, for readability. In the runtime only.
-pub fn watch_readable<T: AsRawFd>(inner: T) -> io::Result<AsyncFd<T>> {
-    // SAFETY: `inner` owns its fd, so it stays open and the same for as
-    // long as the AsyncFd holds `inner`.
-    unsafe { AsyncFd::register_with_interest(inner, Interest::READABLE) }.map_err(io::Error::from)
 }

@@ -15,9 +15,10 @@ use nix::{
 use tokio::io::unix::AsyncFd;
 
 use crate::{
+    capture::readable::watch_readable,
     error::TracerError,
     eventlog::{ExitStatus, ProcKey},
-    run::{event_loop::watch_readable, procs},
+    run::procs,
 };
 
 pub struct PidFd {

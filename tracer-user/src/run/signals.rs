@@ -10,7 +10,7 @@ use signal_hook::{
 };
 use tokio::io::unix::AsyncFd;
 
-use crate::{error::TracerError, run::event_loop::watch_readable};
+use crate::{capture::readable::watch_readable, error::TracerError};
 
 pub struct Signals {
     delivery: SignalDelivery<UnixStream, WithOrigin>,

@@ -15,6 +15,7 @@ mod caught_fixtures;
 mod common;
 mod crash_stack_fixtures;
 mod field_fixtures;
+mod floors;
 mod html_chromium;
 mod output_fuzz;
 mod report_scale;

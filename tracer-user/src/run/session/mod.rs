@@ -7,7 +7,7 @@ use tokio::io::unix::AsyncFd;
 use tracer_common::{DropReason, FailReason};
 
 use crate::{
-    capture::Capture,
+    capture::{readable::watch_readable, Capture},
     error::TracerError,
     eventlog::{
         segment_name, wall_time, ExitStatus, Header, LogWriter, Loss, Record, Series, Task,
@@ -17,7 +17,6 @@ use crate::{
     redact::Redactor,
     run::{
         clock::{boot_ns, boot_to_wall_ns},
-        event_loop::watch_readable,
         header::create_log,
         last_words::LastWordsStore,
         options::CaptureOptions,
