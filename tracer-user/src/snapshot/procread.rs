@@ -5,6 +5,8 @@ use std::{fs, io::Read};
 
 use procfs::process::{FDTarget, Process, Syscall};
 
+use crate::text::command::split_argv;
+
 use super::{
     syscalls::syscall_name, Access, SyscallState, ThreadSnapshot, ARGV_BYTES, MAX_FDS_SHOWN,
     MAX_THREADS_SHOWN,
@@ -156,18 +158,6 @@ pub fn read_argv(pid: u32) -> std::io::Result<(Vec<String>, bool)> {
     let cut = area.len() > ARGV_BYTES;
     area.truncate(ARGV_BYTES);
     Ok((split_argv(&area), cut))
-}
-
-/// argv from a NUL-separated argument area, as an exec record's is split
-/// (`capture::decode`): a cut area ends in the cut element.
-pub(crate) fn split_argv(area: &[u8]) -> Vec<String> {
-    let area = area.strip_suffix(&[0]).unwrap_or(area);
-    if area.is_empty() {
-        return Vec::new();
-    }
-    area.split(|&b| b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect()
 }
 
 /// Bound per process on the fds scanned for other ends of pipes and

@@ -7,6 +7,18 @@
 //! long script path keeps its last components (`…/vitest/dist/workers/
 //! forks.js`). The full argv stays in report.json and in the details.
 
+/// argv from a NUL-separated argument area (an exec record's, or
+/// `/proc/PID/cmdline`): a cut area ends in the cut element.
+pub fn split_argv(area: &[u8]) -> Vec<String> {
+    let area = area.strip_suffix(&[0]).unwrap_or(area);
+    if area.is_empty() {
+        return Vec::new();
+    }
+    area.split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
 /// Characters a command may take in prose; longer ones end in `…`.
 pub const MAX: usize = 60;
 /// A path longer than this keeps only its last components.

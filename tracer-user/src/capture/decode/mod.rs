@@ -15,6 +15,7 @@ use crate::eventlog::{
     errno_name, si_code_name, signal_name, CallRef, Exec, Exit, ExitStatus, Fork, KillCall, Memcg,
     NsPid, Oom, OomRss, Record, Signal, SignalSummary, Stamp, Task,
 };
+use crate::text::command::split_argv;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DecodeError {
@@ -270,17 +271,6 @@ fn result_name(r: i32) -> String {
         _ => return format!("result_{r}"),
     }
     .to_string()
-}
-
-/// argv from the NUL-separated argument area.
-fn split_argv(area: &[u8]) -> Vec<String> {
-    let area = area.strip_suffix(&[0]).unwrap_or(area);
-    if area.is_empty() {
-        return Vec::new();
-    }
-    area.split(|&b| b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect()
 }
 
 /// The wire's "below the view" pid, if there is one.
