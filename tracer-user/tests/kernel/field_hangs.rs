@@ -13,6 +13,13 @@ use tracer_user::{
     snapshot::Finding,
 };
 
+/// When tracer snapshots the run: late enough that the scenario is in place
+/// on a loaded machine. With 1-2 s, a CI run under load (two test suites on
+/// 2 cores) snapshotted python before it had started its child: no finding.
+/// The scenarios block for ever (sleep 100, a read nobody answers), so a
+/// later snapshot sees the same state; only the test's length grows.
+const HANG_AFTER: &str = "8s";
+
 fn report(r: &Recorded) -> Report {
     build_report(&r.log, &ReportOptions::default())
 }
@@ -46,7 +53,7 @@ fn a_reader_held_open_by_a_leaked_grandchild_names_the_holder() {
     let py =
         "import subprocess\nsubprocess.check_output([\"sh\", \"-c\", \"sleep 100 & echo hi\"])";
     let r = record(
-        &["--timeout", "2s", "--kill-grace", "2s"],
+        &["--timeout", HANG_AFTER, "--kill-grace", "2s"],
         &["python3", "-c", py],
     );
     assert_eq!(r.code(), Some(124), "{}", r.stderr());
@@ -109,7 +116,14 @@ fn a_reader_whose_socket_peer_is_a_detached_daemon_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("daemon.sock");
     let r = record(
-        &["--timeout", "2s", "--kill-grace", "2s", "--leaks", "kill"],
+        &[
+            "--timeout",
+            HANG_AFTER,
+            "--kill-grace",
+            "2s",
+            "--leaks",
+            "kill",
+        ],
         &["python3", "-c", SOCKET_DAEMON, sock.to_str().unwrap()],
     );
     assert_eq!(r.code(), Some(124), "{}", r.stderr());
@@ -137,7 +151,7 @@ fn a_reader_whose_socket_peer_is_a_detached_daemon_names_it() {
 #[test]
 fn a_stopped_process_is_said_stopped_and_by_whom() {
     let r = record(
-        &["--timeout", "2s", "--kill-grace", "1s"],
+        &["--timeout", HANG_AFTER, "--kill-grace", "1s"],
         // Stopped once it is `sleep` (its exec done), so it is named so.
         &[
             "bash",
@@ -212,7 +226,7 @@ fn frozen_run(cg: &Path, freeze: (&str, &str), thaw: (&str, &str)) -> Recorded {
         freeze.1
     );
     let r = record(
-        &["--timeout", "2s", "--kill-grace", "1s"],
+        &["--timeout", HANG_AFTER, "--kill-grace", "1s"],
         &["bash", "-c", &script],
     );
     remove_cgroup(cg, thaw);
@@ -257,7 +271,7 @@ fn a_v2_frozen_cgroup_is_said_frozen_and_where() {
 fn a_job_waiting_on_a_sleeping_child_is_no_deadlock() {
     let py = "import subprocess\nsubprocess.run([\"bash\", \"-c\", \"sleep 100; true\"])";
     let r = record(
-        &["--timeout", "1s", "--kill-grace", "1s"],
+        &["--timeout", HANG_AFTER, "--kill-grace", "1s"],
         &["python3", "-c", py],
     );
     assert_eq!(r.code(), Some(124), "{}", r.stderr());

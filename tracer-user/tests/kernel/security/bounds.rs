@@ -334,7 +334,9 @@ fn argv_bytes(argv: &[String]) -> usize {
 #[test]
 fn a_timeout_snapshot_of_processes_with_huge_argvs_stays_readable() {
     let r = record(
-        &["--user", "nobody", "--timeout", "10s", "--kill-grace", "2s"],
+        // 30 s: 48 children with 1.5 MB of argv each start in ~2 s idle, but a
+        // CI run under load had none of them started at 10 s.
+        &["--user", "nobody", "--timeout", "30s", "--kill-grace", "2s"],
         &["python3", "-c", BIG_ARGV_CHILD, "48", "hang"],
     );
     let snap = r
