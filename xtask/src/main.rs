@@ -110,8 +110,9 @@ enum Command {
         /// Kernel to boot: 5.10, 6.1, 6.12 (Debian packages; arm64: 6.1, 6.12) or an image path; repeatable.
         #[arg(long = "kernel", value_name = "VERSION")]
         kernels: Vec<String>,
-        /// Module of the kernel test binary to run (default: capture oom fallback errors leaks
-        /// last_words pidns debug_ebpf compat crash_stacks; crash_stacks on x86-64 only); repeatable.
+        /// Module of the kernel test binary to run, every test under it but the host-only ones
+        /// (default: capture oom fallback errors leaks last_words pidns debug_ebpf compat
+        /// crash_stacks; crash_stacks on x86-64 only; xtask/src/vm/suites.rs); repeatable.
         #[arg(long = "test", value_name = "MODULE")]
         tests: Vec<String>,
         /// Skip the host column.

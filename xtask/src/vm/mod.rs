@@ -18,37 +18,19 @@ mod initramfs;
 mod kernel;
 mod qemu;
 mod report;
+pub(crate) mod suites;
 
 use arch::VmArch;
 use initramfs::Initramfs;
 use kernel::{Kernel, Mirror};
 use qemu::{Run, Vm};
+pub(crate) use suites::CORE_TESTS;
 
 use crate::{
     bootstrap, build, cmd, dist, kernel_tests, privilege,
     target::{self, Target, NO_DEBUG_INFO},
     workspace::Workspace,
 };
-
-/// The modules of the kernel test binary that run in a VM (snapshot needs
-/// python3, which the initramfs lacks).
-pub(crate) const CORE_TESTS: &[&str] = &[
-    "capture",
-    "oom",
-    "fallback",
-    "errors",
-    "leaks",
-    "last_words",
-    "pidns",
-    // Loads every program with its aya-log calls live: the verifiers must
-    // accept those too, not only the default (logging off, dead code).
-    "debug_ebpf",
-    // Compat syscalls on the raw rung: ia32 on x86-64, AArch32 on arm64.
-    "compat",
-    // The crash hook and its fallback rung, DWARF unwinding, symbols
-    // (x86-64 VMs: the crashers are the host's glibc binaries).
-    "crash_stacks",
-];
 
 pub(crate) struct Options {
     /// Which VMs: x86-64 (this machine's kind) or arm64 (cross-built, TCG).
@@ -118,18 +100,21 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
         Some(target) => cross_tracer(ws, target)?,
     };
     let mut wanted = opts.tests.clone();
-    if arch.cross.is_some() && wanted.iter().any(|t| t == "crash_stacks") {
-        // Its crashers are dynamic binaries of this machine's compilers and
-        // glibc; an arm64 VM would need them cross-built with the arm64
-        // glibc beside them (not done yet: docs/kernels.md).
-        eprintln!("xtask: no crash_stacks on {}: x86-64 VMs only", arch.name);
-        wanted.retain(|t| t != "crash_stacks");
+    for (module, why) in suites::X86_64_ONLY {
+        if !suites::runs_on(module, arch) && wanted.iter().any(|t| t == module) {
+            eprintln!(
+                "xtask: no {module} on {}: x86-64 VMs only ({why})",
+                arch.name
+            );
+            wanted.retain(|t| t != module);
+        }
     }
     let crashers = match wanted.iter().any(|t| t == "crash_stacks") {
         true => crashers::build(ws, &vm_dir.join("stage").join(crashers::IN_VM))?,
         false => Vec::new(),
     };
-    let mut tests = test_binaries(ws, &wanted, arch.cross)?;
+    let skips = suites::skip_args(&wanted);
+    let mut tests = test_binaries(ws, &wanted, &skips, arch.cross)?;
     if opts.dist {
         let target = arch.cross.unwrap_or(&target::X86_64);
         tests.push(("static".into(), dist::build_static(ws, target)?));
@@ -144,6 +129,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
 
     let initrd = vm_dir.join("initramfs.cpio");
     let mut args = vec![tracer.to_string_lossy().into_owned()];
+    args.extend(skips);
     args.extend(tests.iter().map(|(n, p)| format!("{n}={}", p.display())));
     let strip = arch.cross.map_or("strip", |t| t.strip);
     let size = initramfs(
@@ -277,14 +263,26 @@ fn cross_tracer(ws: &Workspace, target: &Target) -> Result<PathBuf> {
 
 /// The kernel test binary (for `cross`'s target when given: static, as the
 /// VM has no libc), once for each module `wanted` (`suite.sh` runs each
-/// module apart: a row of the table). Checks every module exists.
+/// module apart: a row of the table). Checks with `suite.sh`'s own
+/// selection that each module runs a test: a misspelt or emptied module
+/// must not pass by running nothing.
 fn test_binaries(
     ws: &Workspace,
     wanted: &[String],
+    skips: &[String],
     cross: Option<&Target>,
 ) -> Result<Vec<(String, PathBuf)>> {
     let bin = kernel_tests::build(ws, cross)?;
-    kernel_tests::select(&bin, cross, wanted)?;
+    let list = kernel_tests::list(&bin, cross)?;
+    for module in wanted {
+        let picked = suites::select(&ws.root.join("vm/suite.sh"), &list, module, skips)?;
+        if picked.is_empty() {
+            bail!(
+                "vm/suite.sh selects no test of `{module}` in {}",
+                bin.display()
+            );
+        }
+    }
     Ok(wanted.iter().map(|m| (m.clone(), bin.clone())).collect())
 }
 
