@@ -2,7 +2,9 @@
 //! (`tracer-user/tests/kernel/main.rs`) in the VM suite, and every other
 //! module or test with the reason it runs on the host only. `vm/suite.sh`
 //! runs every test under a suite's module but the host-only ones it is
-//! handed (`skip=PATH`).
+//! handed (`skip=PATH`); the guard below (`cargo xtask test`) checks, from
+//! the test sources, that each suite selects a test on each architecture
+//! it runs on and that no module is left out unsaid.
 use std::{
     io::Write,
     path::Path,
@@ -129,3 +131,6 @@ pub(crate) fn select(
         .map(str::to_string)
         .collect())
 }
+
+#[cfg(test)]
+mod guard;
