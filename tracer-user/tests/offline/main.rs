@@ -16,6 +16,7 @@ mod common;
 mod crash_stack_fixtures;
 mod field_fixtures;
 mod html_chromium;
+mod oom_group_fixtures;
 mod output_fuzz;
 mod report_scale;
 mod summarize;
