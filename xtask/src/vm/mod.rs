@@ -51,6 +51,10 @@ pub(crate) struct Options {
     /// only, as on GitHub's runners and Kubernetes 1.25+ nodes. Each column
     /// is then labelled `<kernel>-cgroup2`.
     pub cgroup_v2: bool,
+    /// A folder under the VM directory for this run's initramfs, logs and
+    /// results (`cargo xtask test`'s guest: `ci`, apart from the matrix's);
+    /// the kernels and apt state stay shared.
+    pub out: Option<&'static str>,
 }
 
 /// A kernel's column (and console log) label.
@@ -65,9 +69,10 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     let started = Instant::now();
     let arch = opts.arch;
     let vm_dir = arch.dir(&ws.target_dir.join("vm"));
-    fs::create_dir_all(&vm_dir)?;
+    let out = opts.out.map_or_else(|| vm_dir.clone(), |d| vm_dir.join(d));
+    fs::create_dir_all(&out)?;
     if opts.report_only {
-        return report_from_logs(&vm_dir, &opts);
+        return report_from_logs(&out, &opts);
     }
     let qemu = tool(arch.qemu.0, arch.qemu.1)?;
     eprintln!("xtask: qemu {}, accel {}", qemu.display(), arch.accel());
@@ -110,7 +115,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
         }
     }
     let crashers = match wanted.iter().any(|t| t == "crash_stacks") {
-        true => crashers::build(ws, &vm_dir.join("stage").join(crashers::IN_VM))?,
+        true => crashers::build(ws, &out.join("stage").join(crashers::IN_VM))?,
         false => Vec::new(),
     };
     let skips = suites::skip_args(&wanted);
@@ -127,14 +132,14 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
         kernels.push(k);
     }
 
-    let initrd = vm_dir.join("initramfs.cpio");
+    let initrd = out.join("initramfs.cpio");
     let mut args = vec![tracer.to_string_lossy().into_owned()];
     args.extend(skips);
     args.extend(tests.iter().map(|(n, p)| format!("{n}={}", p.display())));
     let strip = arch.cross.map_or("strip", |t| t.strip);
     let size = initramfs(
         ws,
-        &vm_dir,
+        &out,
         (&busybox, busybox_runner),
         &tracer,
         (&tests, &crashers),
@@ -154,7 +159,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     } else if !opts.no_host {
         if privilege::is_root()? {
             eprintln!("xtask: host kernel");
-            let log = vm_dir.join("host.log");
+            let log = out.join("host.log");
             let suite = ws.root.join("vm/suite.sh");
             runs.push((
                 "host".into(),
@@ -176,14 +181,45 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
             cpus: opts.cpus,
             timeout: opts.timeout,
         };
-        let log = console_log(&vm_dir, &label);
+        let log = console_log(&out, &label);
         let run = qemu::boot(&vm, &log)?;
         eprintln!("  console: {}", log.display());
         runs.push((label, run));
     }
 
     let names: Vec<String> = tests.iter().map(|(n, _)| n.clone()).collect();
-    finish(&vm_dir, &runs, &names, started.elapsed())
+    finish(&out, &runs, &names, started.elapsed())
+}
+
+/// The kernel `cargo xtask test` boots: Debian's 6.12 with the memory
+/// controller on cgroup v2 only, where fentry attaches and
+/// `memory.oom.group` works, so no VM suite skips a test there.
+pub(crate) const CI_KERNEL: &str = "6.12";
+
+/// `cargo xtask test`'s guest (CI runs it through `.ci/run`): every VM suite
+/// on [`CI_KERNEL`] with cgroup v2 only, x86-64, no host column (the host
+/// ran every kernel test already); kernel and apt state cached under
+/// `target/vm`, its initramfs, console log and table under `target/vm/ci`.
+/// Fails when a suite fails or selects no test.
+pub(crate) fn ci_guest(ws: &Workspace) -> Result<()> {
+    let arch = &arch::X86_64;
+    run(
+        ws,
+        Options {
+            arch,
+            kernels: vec![CI_KERNEL.to_string()],
+            tests: CORE_TESTS.iter().map(|s| s.to_string()).collect(),
+            no_host: true,
+            timeout: Duration::from_secs(arch.default_timeout),
+            memory_mb: 2048,
+            cpus: 2,
+            mirror: None,
+            report_only: false,
+            dist: false,
+            cgroup_v2: true,
+            out: Some("ci"),
+        },
+    )
 }
 
 fn console_log(vm_dir: &Path, label: &str) -> PathBuf {
