@@ -144,6 +144,10 @@ enum Command {
         /// runners; columns are labelled <kernel>-cgroup2.
         #[arg(long)]
         cgroup_v2: bool,
+        /// Only the CI guest `cargo xtask test` boots (every VM suite on 6.12 with cgroup v2
+        /// only; target/vm/ci/), without the tests before it.
+        #[arg(long, conflicts_with_all = ["arch", "kernels", "tests", "report_only", "dist", "cgroup_v2", "mirror"])]
+        ci: bool,
     },
 }
 
@@ -195,6 +199,7 @@ fn run(cli: Cli) -> Result<()> {
                 }),
             },
         ),
+        Command::VmTest { ci: true, .. } => vm::ci_guest(&ws),
         Command::VmTest {
             arch,
             kernels,
@@ -207,6 +212,7 @@ fn run(cli: Cli) -> Result<()> {
             report_only,
             dist,
             cgroup_v2,
+            ci: false,
         } => {
             let or = |v: Vec<String>, d: &[&str]| {
                 if v.is_empty() {
