@@ -269,7 +269,10 @@ fn finish(
         !r.done || r.timed_out || names.iter().any(|n| !r.result(n).is_some_and(|x| x.1))
     });
     if failed {
-        bail!("vm-test: failures (see the table above and target/vm/*.log)");
+        bail!(
+            "vm-test: failures (see the table above and {}/*.log)",
+            vm_dir.display()
+        );
     }
     Ok(())
 }
