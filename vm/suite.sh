@@ -2,8 +2,36 @@
 # The VM test suite, run by /init in each VM and directly on the host by
 # `cargo xtask vm-test`: the capture self-test, then each module of the kernel
 # test binary, one at a time.
-# Usage: suite.sh TRACER MODULE=TEST_BINARY... (and static=TRACER_STATIC)
+# Usage: suite.sh TRACER [skip=PATH...] MODULE=TEST_BINARY... (and static=TRACER_STATIC)
+#        suite.sh --select MODULE [skip=PATH...] < LIST   (print what MODULE runs)
+# skip=PATH: a host-only module or test (xtask's HOST_ONLY, with the reasons).
 # Every line meant for xtask starts with "@@tracer-vm ".
+
+skips=
+for spec in "$@"; do
+    case $spec in skip=*) skips="$skips ${spec#skip=}" ;; esac
+done
+
+# The tests of module $1 out of a `--list --format terse` on stdin, by their
+# exact names (libtest's own filters match a substring anywhere: `oom` alone
+# would run certificates' OOM test too): every test under the module, its
+# submodules' too (compat's one x86-64 test is compat::ia32::…), but those
+# under a skipped path.
+select_tests() {
+    sed -n "s/^\($1::[^ ]*\): test\$/\1/p" | while read -r t; do
+        keep=yes
+        for s in $skips; do
+            case $t in "$s" | "$s"::*) keep= ;; esac
+        done
+        if [ -n "$keep" ]; then echo "$t"; fi
+    done
+}
+
+if [ "$1" = --select ]; then
+    select_tests "$2"
+    exit 0
+fi
+
 tracer=$1
 shift
 work=$(mktemp -d /tmp/tracer-vm.XXXXXX)
@@ -74,6 +102,9 @@ static_check() {
 for spec in "$@"; do
     name=${spec%%=*}
     bin=${spec#*=}
+    if [ "$name" = skip ]; then
+        continue
+    fi
     if [ "$name" = static ]; then
         echo "@@tracer-vm begin static"
         start=$(date +%s)
@@ -86,10 +117,7 @@ for spec in "$@"; do
     fi
     echo "@@tracer-vm begin $name"
     start=$(date +%s)
-    # The module's own tests by their exact names: libtest's filters match a
-    # substring anywhere (`oom` alone would run certificates' OOM test too).
-    # Not its submodules' (crash_stacks' need objcopy, python3 and node).
-    tests=$("$bin" --list --format terse 2>/dev/null | sed -n "s/^\($name::[^ :]*\): test\$/\1/p")
+    tests=$("$bin" --list --format terse 2>/dev/null | select_tests "$name")
     if [ -n "$tests" ]; then
         # shellcheck disable=SC2086 # one word per test name
         RUST_BACKTRACE=0 "$bin" --test-threads=1 --exact $tests 2>&1

@@ -66,15 +66,7 @@ pub(crate) fn select(
     cross: Option<&Target>,
     modules: &[String],
 ) -> Result<Vec<String>> {
-    let mut list = match cross {
-        Some(target) => target.runner(bin)?,
-        None => Command::new(bin),
-    };
-    let out = cmd::output(list.args(["--list", "--format", "terse"]))?;
-    if !out.status.success() {
-        bail!("`{} --list` failed", bin.display());
-    }
-    let all = names(&String::from_utf8_lossy(&out.stdout));
+    let all = names(&list(bin, cross)?);
     let mut picked = Vec::new();
     for module in modules {
         let prefix = format!("{module}::");
@@ -85,6 +77,20 @@ pub(crate) fn select(
         }
     }
     Ok(picked)
+}
+
+/// The binary's `--list --format terse` output (`NAME: test` lines), under
+/// qemu's user-mode emulator for a `cross` binary.
+pub(crate) fn list(bin: &Path, cross: Option<&Target>) -> Result<String> {
+    let mut list = match cross {
+        Some(target) => target.runner(bin)?,
+        None => Command::new(bin),
+    };
+    let out = cmd::output(list.args(["--list", "--format", "terse"]))?;
+    if !out.status.success() {
+        bail!("`{} --list` failed", bin.display());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Test names out of libtest's `--list --format terse` (`NAME: test` lines).

@@ -89,11 +89,15 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
-    /// Build the eBPF object, then run unit and kernel integration tests as root.
+    /// Build the eBPF object, then run unit and kernel integration tests as root, then every VM
+    /// suite in one Debian 6.12 guest with cgroup v2 only (not with `-- ARGS`: docs/kernels.md).
     Test {
         /// Test the release profile (`cargo test --release`).
         #[arg(long)]
         release: bool,
+        /// Skip the 6.12 guest (local quick runs only: CI runs it).
+        #[arg(long)]
+        no_vm: bool,
         /// Extra arguments for `cargo test`, after `--`.
         #[arg(last = true)]
         args: Vec<OsString>,
@@ -110,8 +114,9 @@ enum Command {
         /// Kernel to boot: 5.10, 6.1, 6.12 (Debian packages; arm64: 6.1, 6.12) or an image path; repeatable.
         #[arg(long = "kernel", value_name = "VERSION")]
         kernels: Vec<String>,
-        /// Module of the kernel test binary to run (default: capture oom fallback errors leaks
-        /// last_words pidns debug_ebpf compat crash_stacks; crash_stacks on x86-64 only); repeatable.
+        /// Module of the kernel test binary to run, every test under it but the host-only ones
+        /// (default: capture oom fallback errors leaks last_words pidns debug_ebpf compat
+        /// crash_stacks; crash_stacks on x86-64 only; xtask/src/vm/suites.rs); repeatable.
         #[arg(long = "test", value_name = "MODULE")]
         tests: Vec<String>,
         /// Skip the host column.
@@ -139,6 +144,10 @@ enum Command {
         /// runners; columns are labelled <kernel>-cgroup2.
         #[arg(long)]
         cgroup_v2: bool,
+        /// Only the CI guest `cargo xtask test` boots (every VM suite on 6.12 with cgroup v2
+        /// only; target/vm/ci/), without the tests before it.
+        #[arg(long, conflicts_with_all = ["arch", "kernels", "tests", "report_only", "dist", "cgroup_v2", "mirror"])]
+        ci: bool,
     },
 }
 
@@ -159,7 +168,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::BuildEbpf { debug } => ebpf::build(&ws, !debug).map(drop),
         Command::Build { release } => build::run(&ws, release).map(drop),
         Command::Run { release, args } => run::run(&ws, release, &args),
-        Command::Test { release, args } => test::run(&ws, release, &args),
+        Command::Test {
+            release,
+            no_vm,
+            args,
+        } => test::run(&ws, release, !no_vm, &args),
         Command::Screenshot => screenshot::run(&ws),
         Command::Dist { target, check } => {
             let target = match target {
@@ -186,6 +199,7 @@ fn run(cli: Cli) -> Result<()> {
                 }),
             },
         ),
+        Command::VmTest { ci: true, .. } => vm::ci_guest(&ws),
         Command::VmTest {
             arch,
             kernels,
@@ -198,6 +212,7 @@ fn run(cli: Cli) -> Result<()> {
             report_only,
             dist,
             cgroup_v2,
+            ci: false,
         } => {
             let or = |v: Vec<String>, d: &[&str]| {
                 if v.is_empty() {
@@ -221,6 +236,7 @@ fn run(cli: Cli) -> Result<()> {
                     report_only,
                     dist,
                     cgroup_v2,
+                    out: None,
                 },
             )
         }

@@ -1,11 +1,28 @@
-//! `cargo xtask test`: unit tests plus the kernel integration tests, as root.
+//! `cargo xtask test`: unit tests plus the kernel integration tests, as root,
+//! then one Debian guest (6.12, cgroup v2 only) running every VM suite.
 use std::{ffi::OsString, process::Command};
 
 use anyhow::{bail, Context, Result};
 
-use crate::{cmd, ebpf, privilege, test_deps, workspace::Workspace};
+use crate::{cmd, ebpf, privilege, test_deps, vm, workspace::Workspace};
 
-pub(crate) fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()> {
+/// The programs the CI guest needs (`vm::ci_guest`).
+const VM_NEEDED: [(&str, &str); 2] = [
+    ("qemu-system-x86_64", "qemu-system-x86"),
+    ("busybox", "busybox-static"),
+];
+
+/// `vm`: boot the CI guest after the tests (`vm::ci_guest`): the whole
+/// command only, not a subset (`-- ARGS`), and not with `--no-vm`.
+pub(crate) fn run(ws: &Workspace, release: bool, vm: bool, args: &[OsString]) -> Result<()> {
+    let vm = vm && args.is_empty();
+    if vm && std::env::consts::ARCH != "x86_64" {
+        bail!(
+            "the CI guest boots x86-64 kernels from this machine's build: on {} run \
+             `cargo xtask test --no-vm` and `cargo xtask vm-test --arch arm64`",
+            std::env::consts::ARCH
+        );
+    }
     // Settle root before spending minutes on a build.
     let runner = if privilege::is_root()? {
         None
@@ -13,6 +30,9 @@ pub(crate) fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()
         Some(sudo_runner(ws)?)
     };
     test_deps::ensure()?;
+    if vm {
+        test_deps::ensure_programs(&VM_NEEDED)?;
+    }
     test_deps::ensure_runner_suites(ws)?;
     check_format(ws)?;
     ebpf::build(ws, true)?;
@@ -30,7 +50,20 @@ pub(crate) fn run(ws: &Workspace, release: bool, args: &[OsString]) -> Result<()
         cargo.env(key, value);
     }
     cargo.args(args);
-    cmd::run(&mut cargo)
+    cmd::run(&mut cargo)?;
+    if vm {
+        let started = std::time::Instant::now();
+        eprintln!(
+            "xtask: the CI guest: every VM suite on {} with cgroup v2 only",
+            vm::CI_KERNEL
+        );
+        vm::ci_guest(ws).context("the CI guest's VM suites failed (target/vm/ci/)")?;
+        eprintln!(
+            "xtask: the CI guest passed in {} s",
+            started.elapsed().as_secs()
+        );
+    }
+    Ok(())
 }
 
 /// rustfmt, in both workspaces: `cargo fmt --all` at the root does not

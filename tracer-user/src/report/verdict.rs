@@ -480,10 +480,6 @@ fn mentions(certs: &[DeathMention]) -> Vec<String> {
     groups
         .into_iter()
         .map(|(kill, cs)| {
-            let same = match kill {
-                Some(OneKill::OomGroup(_)) => "the same OOM group kill",
-                _ => "the same call",
-            };
             let rep = cs.iter().find(|c| c.aimed).unwrap_or(&cs[0]);
             let others: Vec<String> = cs
                 .iter()
@@ -499,13 +495,34 @@ fn mentions(certs: &[DeathMention]) -> Vec<String> {
                 ),
                 _ => others.join(", "),
             };
-            match others.len() {
-                0 => rep.headline.clone(),
-                1 => format!("{} ({same} also killed pid {listed})", rep.headline),
-                _ => format!("{} ({same} also killed pids {listed})", rep.headline),
+            let pids = if others.len() == 1 { "pid" } else { "pids" };
+            match (others.len(), kill) {
+                (0, _) => rep.headline.clone(),
+                (_, Some(OneKill::OomGroup(_))) => {
+                    oom_group_mention(rep, &format!("{pids} {listed}"))
+                }
+                _ => format!(
+                    "{} (the same call also killed {pids} {listed})",
+                    rep.headline
+                ),
             }
         })
         .collect()
+}
+
+/// An OOM group kill's victims named together, right after the one whose
+/// allocation hit the limit: "`dd …` (pid 9) and pids 5, 7, 8 killed by the
+/// kernel OOM killer in one group kill of memcg /job (…)". The pids and the
+/// memcg come before the headline's facts, which a long line loses first
+/// (appended, they were cut off on 6.12).
+fn oom_group_mention(rep: &DeathMention, others: &str) -> String {
+    match rep.headline.strip_prefix(&rep.victim) {
+        Some(rest) => format!("{} and {others}{rest}", rep.victim),
+        None => format!(
+            "{} (the same OOM group kill also killed {others})",
+            rep.headline
+        ),
+    }
 }
 
 /// "1 line over the 64 MiB line limit skipped", as the loss line says it.

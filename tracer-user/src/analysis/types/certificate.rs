@@ -108,11 +108,14 @@ pub struct DeathMention {
     pub rank: Rank,
     pub pid: u32,
     pub headline: String,
+    /// How the headline names the victim (its start: `cmd` (pid N)).
+    pub victim: String,
     /// The call that killed several processes at once (several deliveries).
     pub kill_call: Option<u64>,
     /// The `memory.oom.group` kill it was one of.
     pub oom_group: Option<u64>,
-    /// The call aimed at this very process (`kill(pid)`, not its group).
+    /// The call aimed at this very process (`kill(pid)`, not its group), or
+    /// the OOM group kill was its own allocation's.
     pub aimed: bool,
 }
 
@@ -124,12 +127,16 @@ impl DeathMention {
             rank: c.rank,
             pid: c.victim.process.pid,
             headline: c.headline.clone(),
+            victim: crate::analysis::wording::proc_phrase(&c.victim.process),
             kill_call: k
                 .filter(|k| k.deliveries.unwrap_or(0) > 1)
                 .and_then(|k| k.call_seq),
             oom_group: c.oom.as_ref().and_then(|o| o.group.as_ref()).map(|g| g.seq),
             aimed: k.and_then(|k| k.target_arg).map(i64::unsigned_abs)
-                == Some(u64::from(c.victim.process.pid)),
+                == Some(u64::from(c.victim.process.pid))
+                || c.oom
+                    .as_ref()
+                    .is_some_and(|o| o.group.is_some() && o.trigger_is_victim),
         }
     }
 }

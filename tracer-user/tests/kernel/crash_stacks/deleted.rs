@@ -3,7 +3,7 @@
 //! (dash, coreutils' `rm`) tracer wins most tries; in the VM matrix's
 //! guests (busybox's shell and `rm`, under TCG) the `rm` came first in all
 //! ten tries on 5.10, 6.1 and 6.12, so this submodule runs on the host only
-//! (`vm/suite.sh` runs a module's own tests).
+//! (`HOST_ONLY` in xtask/src/vm/suites.rs).
 use tracer_user::eventlog::StackCompleteness;
 
 use crate::common::*;

@@ -3,7 +3,8 @@
 //! faulting function and its callers (asserted by function name). This
 //! module's own tests run in the VM matrix too (`cargo xtask vm-test --test
 //! crash_stacks`), with the crashers prebuilt; its submodules need tools the
-//! VMs lack (objcopy, python3, node) and run on the host only.
+//! VMs lack (objcopy, python3, node, a compiler) or lose a race there, and
+//! run on the host only (`HOST_ONLY` in xtask/src/vm/suites.rs).
 use std::path::Path;
 
 use crate::common::{native::*, *};
