@@ -2,7 +2,8 @@
 //! buffer, the signals a user or CI runner sends (forwarded), the command's
 //! exit (its pidfd), orphans to reap (SIGCHLD; the tracer is a child
 //! subreaper), and the `--timeout` timers; snapshots when the run hangs or
-//! is cancelled. Nothing wakes it but one of these.
+//! is cancelled; and the resources sampler's timer (`resources/`: once a
+//! second, finer near the memory limit). Nothing wakes it but one of these.
 use std::{future::pending, process::Child, time::Duration};
 
 use nix::{
@@ -15,6 +16,7 @@ use tokio::time::{sleep_until, Instant};
 use crate::{
     error::TracerError,
     eventlog::ExitStatus,
+    resources::{Follow, Sampler},
     run::{
         leaks,
         pidfd::{reap_orphans_except, PidFd},
@@ -68,6 +70,10 @@ pub async fn supervise(
     };
     let mut timed_out = false;
     let mut cancel_snapshot_taken = false;
+    // The command's own cgroups, followed if it moves (a job joining a
+    // limited memcg): the run's is where its memory is charged.
+    let mut sampler = Sampler::new(Follow::Process(child.id()));
+    let mut next_sample = Instant::now();
     loop {
         tokio::select! {
             // Events first: what happened before the exit is logged before it.
@@ -102,10 +108,16 @@ pub async fn supervise(
                     }
                 }
             }
+            () = sleep_until(next_sample) => {
+                sample(session, &mut sampler)?;
+                next_sample = Instant::now() + sampler.interval();
+            }
             () = timeout.fires() => {
                 timeout = match timeout {
                     Timeout::Armed(_) => {
                         timed_out = true;
+                        // The curve up to the moment the snapshot is taken.
+                        sample(session, &mut sampler)?;
                         crate::say!("tracer: --timeout expired: snapshot taken, sending SIGTERM to every process of the run");
                         snapshot(session, "timeout")?;
                         leaks::signal_all(&session.tracked()?, NixSignal::SIGTERM);
@@ -121,12 +133,20 @@ pub async fn supervise(
             }
             status = command.status() => {
                 let status = status?;
+                sampler.gone();
+                sample(session, &mut sampler)?;
                 reap_orphans_except(None);
                 Foreground::restore();
                 return Ok(Outcome { status, timed_out });
             }
         }
     }
+}
+
+/// One sample of the run's resources into the log.
+fn sample(session: &mut Session, sampler: &mut Sampler) -> Result<(), TracerError> {
+    let tracked = session.tracked()?;
+    session.log_resources(sampler.sample(&tracked))
 }
 
 fn snapshot(session: &mut Session, reason: &str) -> Result<(), TracerError> {

@@ -18,5 +18,6 @@ mod field_fixtures;
 mod html_chromium;
 mod output_fuzz;
 mod report_scale;
+mod resources_fixtures;
 mod summarize;
 mod verdict_fixtures;
