@@ -223,7 +223,7 @@ pub(super) fn starved_clause(m: &LastMinute) -> Option<String> {
         return None;
     }
     Some(match m.throttled_periods_pct {
-        Some(p) if p >= story::STARVED_PCT => format!("CPU-throttled in {p}% of its last minute"),
+        Some(p) if m.throttled() => format!("CPU-throttled in {p}% of its last minute"),
         _ => "under pressure in its last minute".to_string(),
     })
 }

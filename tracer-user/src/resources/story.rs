@@ -145,18 +145,32 @@ pub struct LastMinute {
     pub pressure_from: Option<String>,
 }
 
-/// Throttled in at least this share of its periods, or stalled this share
-/// of the time: starved.
+/// Throttled in at least this share of its quota's periods: starved. A
+/// quota hit that often is the cgroup's own limit, whatever the span.
 pub const STARVED_PCT: u32 = 10;
+/// Stalled (PSI) at least this share of a span at least `STALL_SPAN_MS`
+/// long: under pressure. Shorter spans are mostly the run's own start on
+/// a busy machine (a 2 s hang test on a loaded 2-core host measured 10-30 %
+/// CPU stall while its one process sat blocked on a socket).
+pub const STALLED_PCT: u32 = 25;
+pub const STALL_SPAN_MS: u64 = 10_000;
 
 impl LastMinute {
-    /// Throttled or under pressure enough to name.
+    /// Throttled, or under pressure long enough, to name in a verdict.
     pub fn starved(&self) -> bool {
-        let over = |p: Option<u32>| p.is_some_and(|p| p >= STARVED_PCT);
-        over(self.throttled_periods_pct)
-            || over(self.cpu_pressure_pct)
-            || over(self.memory_pressure_pct)
-            || over(self.io_pressure_pct)
+        self.throttled() || self.stalled()
+    }
+
+    pub fn throttled(&self) -> bool {
+        self.throttled_periods_pct.is_some_and(|p| p >= STARVED_PCT)
+    }
+
+    pub fn stalled(&self) -> bool {
+        let over = |p: Option<u32>| p.is_some_and(|p| p >= STALLED_PCT);
+        self.over_ms >= STALL_SPAN_MS
+            && (over(self.cpu_pressure_pct)
+                || over(self.memory_pressure_pct)
+                || over(self.io_pressure_pct))
     }
 }
 

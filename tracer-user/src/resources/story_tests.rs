@@ -116,6 +116,24 @@ fn a_throttled_last_minute() {
         ..Default::default()
     };
     assert!(!idle.starved());
+    // Stalls over a short span (a start on a busy machine) are no verdict;
+    // over ten seconds, a quarter of the time is.
+    let short = LastMinute {
+        over_ms: 2_000,
+        cpu_pressure_pct: Some(60),
+        ..Default::default()
+    };
+    assert!(!short.starved());
+    let long = LastMinute {
+        over_ms: 30_000,
+        ..short.clone()
+    };
+    assert!(long.starved() && !long.throttled());
+    let mild = LastMinute {
+        cpu_pressure_pct: Some(20),
+        ..long
+    };
+    assert!(!mild.starved());
 }
 
 #[test]

@@ -34,6 +34,8 @@ pub struct Limits {
     pub timeout: Option<Duration>,
     /// Between SIGTERM and SIGKILL when the timeout expires.
     pub kill_grace: Duration,
+    /// Sample the run's resources (not `--no-resources`).
+    pub resources: bool,
 }
 
 pub struct Outcome {
@@ -72,7 +74,9 @@ pub async fn supervise(
     let mut cancel_snapshot_taken = false;
     // The command's own cgroups, followed if it moves (a job joining a
     // limited memcg): the run's is where its memory is charged.
-    let mut sampler = Sampler::new(Follow::Process(child.id()));
+    let mut sampler = limits
+        .resources
+        .then(|| Sampler::new(Follow::Process(child.id())));
     let mut next_sample = Instant::now();
     loop {
         tokio::select! {
@@ -108,9 +112,8 @@ pub async fn supervise(
                     }
                 }
             }
-            () = sleep_until(next_sample) => {
-                sample(session, &mut sampler)?;
-                next_sample = Instant::now() + sampler.interval();
+            () = sample_due(sampler.as_ref(), next_sample) => {
+                next_sample = Instant::now() + sample(session, &mut sampler)?;
             }
             () = timeout.fires() => {
                 timeout = match timeout {
@@ -133,7 +136,9 @@ pub async fn supervise(
             }
             status = command.status() => {
                 let status = status?;
-                sampler.gone();
+                if let Some(s) = &mut sampler {
+                    s.gone();
+                }
                 sample(session, &mut sampler)?;
                 reap_orphans_except(None);
                 Foreground::restore();
@@ -143,10 +148,22 @@ pub async fn supervise(
     }
 }
 
-/// One sample of the run's resources into the log.
-fn sample(session: &mut Session, sampler: &mut Sampler) -> Result<(), TracerError> {
+/// When the next sample is due (never without a sampler).
+async fn sample_due(sampler: Option<&Sampler>, at: Instant) {
+    match sampler {
+        Some(_) => sleep_until(at).await,
+        None => pending().await,
+    }
+}
+
+/// One sample of the run's resources into the log; the wait until the next.
+fn sample(session: &mut Session, sampler: &mut Option<Sampler>) -> Result<Duration, TracerError> {
+    let Some(s) = sampler else {
+        return Ok(crate::resources::sampler::EVERY);
+    };
     let tracked = session.tracked()?;
-    session.log_resources(sampler.sample(&tracked))
+    session.log_resources(s.sample(&tracked))?;
+    Ok(s.interval())
 }
 
 fn snapshot(session: &mut Session, reason: &str) -> Result<(), TracerError> {

@@ -191,7 +191,9 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     // The watched cgroup's resources (a --root-pid is not tracer's child,
     // its pid not its own to follow; --all has no cgroup of its own).
     let mut sampler = match &scope {
-        Scope::Cgroup(dir) => Some(Sampler::new(Follow::Dir(dir.clone()))),
+        Scope::Cgroup(dir) if !args.capture.no_resources => {
+            Some(Sampler::new(Follow::Dir(dir.clone())))
+        }
         _ => None,
     };
     let mut sample = sampler.is_some().then(|| every(resources::sampler::EVERY));
