@@ -90,3 +90,44 @@ fn html_context(name: &str, r: &tracer_user::report::Report) -> tracer_user::rep
     let log = tracer_user::eventlog::read_log(&path).unwrap();
     tracer_user::report::html::Context::from_log(&log, r)
 }
+
+/// real_resources_leak with a pytest integration's marks added for its
+/// python3 (`test_small`, then `test_leaks`, open when it was killed):
+/// each test's growth of the worker's RSS, and the kill names the test.
+#[test]
+fn each_test_grows_its_worker_by_so_much() {
+    let r = fixture_report("real_resources_tests");
+    let tests = &r.resources.as_ref().unwrap().tests;
+    let names: Vec<&str> = tests.iter().map(|t| t.test.as_str()).collect();
+    assert_eq!(
+        names,
+        ["test_leaks in xdist gw0", "test_small in xdist gw0"],
+        "the one that grew most first"
+    );
+    let (leaks, small) = (&tests[0], &tests[1]);
+    assert!(leaks.grew_bytes > 60 << 20, "{leaks:?}");
+    assert!(leaks.rss.peak_bytes > 90 << 20, "{leaks:?}");
+    assert_eq!(
+        small.rss.start_bytes, small.rss.peak_bytes,
+        "one sample: {small:?}"
+    );
+    let g = r.analysis.certificates[0]
+        .oom
+        .as_ref()
+        .unwrap()
+        .memory
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        g.largest.as_ref().unwrap().test.as_deref(),
+        Some("test_leaks in xdist gw0")
+    );
+    let md = render_markdown(&r);
+    assert!(md.contains(", running `test_leaks in xdist gw0`"), "{md}");
+    assert!(
+        md.contains("| `test_leaks in xdist gw0` | pid 29284 | "),
+        "{md}"
+    );
+    let html = tracer_user::report::html::render(&r, &html_context("real_resources_tests", &r));
+    assert_eq!(html.matches("<rect class=\"testwin\"").count(), 2);
+}
