@@ -68,7 +68,9 @@ fn a_slow_leak_is_drawn_up_to_its_oom_kill() {
 
     let report = report_json(&r);
     let g = &oom_cert(&report)["oom"]["memory"];
-    assert_eq!(g["cgroup"], format!("v1:/{}", cg.name()).as_str(), "{g}");
+    // `v1:/NAME` here, `v2:/NAME` on a v2-only machine.
+    let label = g["cgroup"].as_str().unwrap();
+    assert!(label.ends_with(&format!(":/{}", cg.name())), "{g}");
     assert_eq!(g["limit_bytes"], LIMIT, "{g}");
     let (from, to) = (
         g["from_bytes"].as_u64().unwrap(),
@@ -84,7 +86,7 @@ fn a_slow_leak_is_drawn_up_to_its_oom_kill() {
 
     // The curve: python3's RSS rising in report.json's resources.
     let res = &report["resources"];
-    assert_eq!(res["memory_cgroup"], format!("v1:/{}", cg.name()).as_str());
+    assert_eq!(res["memory_cgroup"].as_str(), Some(label));
     let procs = res["processes"].as_array().unwrap();
     let py = procs
         .iter()
@@ -167,4 +169,86 @@ fn a_throttled_timeout_says_it_was_throttled() {
         verdict.starts_with("Timed out, CPU-throttled in "),
         "{verdict}"
     );
+}
+
+/// `daemon --cgroup` samples the watched cgroup: its memory and limit are
+/// gauges on /metrics (one series each, whatever runs in it), and the
+/// samples are in its log.
+#[test]
+fn a_daemon_exports_its_watched_cgroup() {
+    use crate::common::metrics_daemon::{get, metrics_addr, Reaped};
+    use std::{
+        process::{Command, Stdio},
+        time::{Duration, Instant},
+    };
+    require_root();
+    let cg = TestCgroup::with_memory_limit(LIMIT);
+    let dir = tempfile::tempdir().unwrap();
+    // 24 MiB held in the cgroup while the daemon watches it.
+    let mut held = Reaped(
+        Command::new("sh")
+            .args(in_cgroup(
+                &cg,
+                "import sys, time\nb = b'\\x01' * (24 << 20)\nprint('ready', flush=True)\ntime.sleep(120)",
+            )[1..]
+                .iter())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(held.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut daemon = Reaped(
+        tracer()
+            .args(["daemon", "--output"])
+            .arg(dir.path().join("out"))
+            .arg("--cgroup")
+            .arg(&cg.dir)
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (addr, _) = metrics_addr(&mut daemon.0);
+    let gauge = |text: &str, name: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let (_, text) = get(&addr, "/metrics", Duration::from_secs(2)).unwrap();
+        if gauge(&text, "tracer_cgroup_memory_bytes").is_some_and(|b| b > (20 << 20) as f64) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no memory gauge: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        gauge(&text, "tracer_cgroup_memory_limit_bytes"),
+        Some(LIMIT as f64)
+    );
+    assert!(
+        text.contains("tracer_cgroup_memory_events{event=\"oom_kill\"} 0"),
+        "{text}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.0.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(daemon.0.wait().unwrap().code(), Some(0));
+    let log = std::fs::read_to_string(dir.path().join("out/events.ndjson")).unwrap();
+    // `v1:/NAME` here, `v2:/NAME` on a v2-only machine.
+    let want = format!(":/{}\",\"memory\"", cg.name());
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("{\"type\":\"resources\"") && l.contains(&want)),
+        "no sample of {want} in the daemon's log"
+    );
+    drop(held);
 }
