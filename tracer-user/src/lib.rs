@@ -35,6 +35,7 @@ pub mod otlp;
 pub mod outdir;
 pub mod redact;
 pub mod report;
+pub mod resources;
 pub mod run;
 pub mod snapshot;
 pub mod summarize;

@@ -539,7 +539,21 @@ fn oom_info(cx: &Ctx, o: usize) -> OomInfo {
         trigger_tid: oom.ev.trigger.tid,
         trigger_is_victim: Some(oom.trigger) == oom.victim,
         group: super::oom_group::group_of(cx.m, o),
+        memory: memory_growth(cx, oom.ev.at.t),
     }
+}
+
+/// The curve before the kill at `t`, its largest process's test named.
+fn memory_growth(cx: &Ctx, t: u64) -> Option<crate::resources::story::MemoryGrowth> {
+    let mut g = crate::resources::story::memory_growth(&cx.m.resources, t)?;
+    if let Some(l) = &mut g.largest {
+        let key = ProcKey {
+            pid: l.pid,
+            start: l.start,
+        };
+        l.test = cx.test_at(key, None, t).map(|a| a.plain());
+    }
+    Some(g)
 }
 
 fn history(cx: &Ctx, key: ProcKey, end_t: u64, fatal: Option<usize>) -> Vec<HistoryEntry> {

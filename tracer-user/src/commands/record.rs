@@ -177,6 +177,7 @@ async fn record(
     let limits = supervise::Limits {
         timeout: args.timeout,
         kill_grace: args.kill_grace,
+        resources: !args.capture.no_resources,
     };
     let outcome = supervise::supervise(&mut session, child, &mut signals, &limits).await?;
     let command_status = outcome.status;

@@ -8,6 +8,7 @@ mod loss;
 mod names;
 mod parse;
 mod reader;
+mod resources;
 mod schema;
 mod series;
 mod summary;

@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::frame::{EnvChange, Header, HookStatus, NsPid, PidNamespace, Trailer};
 pub use super::loss::{Loss, LossReason};
+pub use super::resources::*;
 
 /// Bumped on any incompatible change; readers refuse newer versions.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -27,6 +28,7 @@ pub enum Record {
     Existing(Existing),
     TestMark(TestMark),
     TestWindow(TestWindow),
+    Resources(Resources),
     Trailer(Trailer),
 }
 
@@ -516,6 +518,7 @@ impl Record {
             Record::Existing(e) => Some(&e.at),
             Record::TestMark(e) => Some(&e.at),
             Record::TestWindow(e) => Some(&e.at),
+            Record::Resources(e) => Some(&e.at),
             Record::Header(_) | Record::Trailer(_) => None,
         }
     }

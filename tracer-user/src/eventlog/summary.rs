@@ -111,6 +111,7 @@ pub fn type_name(r: &Record) -> &'static str {
         Record::Existing(_) => "existing",
         Record::TestMark(_) => "test_mark",
         Record::TestWindow(_) => "test_window",
+        Record::Resources(_) => "resources",
         Record::Trailer(_) => "trailer",
     }
 }

@@ -4,6 +4,7 @@
 //! record types and a memcg path cut to a few components; never a pid, a
 //! command line or a time.
 mod process;
+mod resources;
 pub mod server;
 
 use std::{
@@ -72,6 +73,7 @@ pub struct Metrics {
     events_before: BTreeMap<&'static str, u64>,
     lost_before: BTreeMap<&'static str, u64>,
     memcg_depth: usize,
+    resources: resources::ResourceGauges,
 }
 
 impl Metrics {
@@ -109,6 +111,7 @@ impl Metrics {
             info,
         );
         r.register_collector(Box::new(process::Process));
+        let resources = resources::ResourceGauges::register(&mut r);
         let staged = Arc::new(Staged {
             families,
             pending: Mutex::new(Vec::new()),
@@ -118,6 +121,7 @@ impl Metrics {
             events_before: BTreeMap::new(),
             lost_before: BTreeMap::new(),
             memcg_depth,
+            resources,
         };
         (m, r, staged)
     }
@@ -161,6 +165,11 @@ impl Metrics {
             let direction = vec![("direction".into(), s.direction.as_str().into())];
             self.staged.add(FOREIGN, direction, 1);
         }
+    }
+
+    /// The watched cgroup's latest resource sample.
+    pub fn resources(&self, r: &crate::eventlog::Resources) {
+        self.resources.set(r);
     }
 
     /// The log's records by type and the loss counters, both cumulative.

@@ -37,6 +37,7 @@ impl Builder {
                 oom_index: Default::default(),
                 lineage: Default::default(),
                 snapshots: Vec::new(),
+                resources: Default::default(),
                 signal_summaries: Vec::new(),
                 odd_times: Default::default(),
                 intern: Default::default(),
@@ -338,6 +339,7 @@ fn record(m: &mut Model, rec: &Record) {
         Record::Existing(x) => existing(m, x),
         Record::TestMark(mk) => test_mark(m, mk),
         Record::TestWindow(w) => m.add_test_window(w.clone()),
+        Record::Resources(r) => m.resources.push(r),
         Record::Header(_) | Record::Trailer(_) => {}
     }
 }

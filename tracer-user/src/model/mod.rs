@@ -113,6 +113,8 @@ pub struct Model {
     pub signal_summaries: Vec<crate::eventlog::SignalSummary>,
     /// Hang or cancellation snapshots, in log order.
     pub snapshots: Vec<SnapshotTaken>,
+    /// The run's resources over time, bounded (resources/curve.rs).
+    pub resources: crate::resources::Curve,
     /// Signal and kill-call `time` texts that are not what `t` says (a
     /// hand-edited log), by `seq`: the report shows the log's own text.
     odd_times: times::OddTimes,

@@ -83,6 +83,7 @@ mod tests {
             oom_index: Default::default(),
             lineage: Default::default(),
             snapshots: vec![],
+            resources: Default::default(),
             signal_summaries: vec![],
             first_t: 0,
             last_t: 0,

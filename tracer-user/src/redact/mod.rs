@@ -294,6 +294,21 @@ impl Redactor {
                 exe,
                 ns: _,
             }) => self.task(task) | self.cut_argv(argv, *argv_truncated) | self.opt(exe),
+            // The cgroup paths are the cgroup's, as an oom record's; the
+            // figures are numbers. The processes' names are the run's.
+            Record::Resources(crate::eventlog::Resources {
+                at: _,
+                memory_cgroup: _,
+                memory: _,
+                cpu_cgroup: _,
+                cpu: _,
+                pressure_from: _,
+                pressure: _,
+                top,
+                unread: _,
+            }) => top
+                .iter_mut()
+                .fold(false, |c, p| self.task(&mut p.task) | c),
             Record::Trailer(_) => false,
         }
     }

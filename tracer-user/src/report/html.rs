@@ -7,6 +7,7 @@ mod cards;
 mod findings;
 mod lanes;
 mod marks;
+mod resources;
 mod scale;
 mod timeline;
 
@@ -120,7 +121,7 @@ pub fn render(r: &Report, cx: &Context) -> String {
     }
     o.push_str("</header>\n<main>\n");
 
-    let (svg, left_out) = timeline::svg(r, cx);
+    let (svg, left_out, scale) = timeline::svg(r, cx);
     o.push_str(
         "<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"legend\">\
          <span class=\"k unexpected\">✕ unexpected death</span> \
@@ -135,6 +136,17 @@ pub fn render(r: &Report, cx: &Context) -> String {
     );
     o.push_str(&svg);
     o.push_str("</div>\n");
+    // Memory and CPU on the same time scale, right under the lanes.
+    if let Some(chart) = resources::svg(r, &scale) {
+        let _ = write!(
+            o,
+            "<h3>Memory and CPU</h3>\n<p class=\"legend\"><span class=\"k memrun\">— the run's \
+             cgroup</span> <span class=\"k memproc\">— its largest processes</span> \
+             <span class=\"k limitk\">- - memory limit</span> <span class=\"k testk\">▮ a test's \
+             window</span> <span class=\"k oom\">| OOM kill</span></p>\n<div class=\"scroll\">\n\
+             {chart}</div>\n"
+        );
+    }
     if !left_out.is_empty() {
         let _ = writeln!(
             o,

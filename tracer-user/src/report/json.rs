@@ -65,6 +65,10 @@ pub struct Report {
     pub analysis: Analysis,
     /// Hang / cancellation snapshots, in log order.
     pub snapshots: Vec<super::snapshots::SnapshotReport>,
+    /// The run's memory, CPU and pressure over time, when the log has
+    /// samples of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<super::resources::ResourcesReport>,
 }
 
 pub fn build_report(log: &EventLog, opts: &ReportOptions) -> Report {
@@ -126,7 +130,9 @@ impl RunShape {
 /// reads the same model: built once, it is the report's largest cost).
 pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> Report {
     let snapshots = super::snapshots::collect(model);
-    report_from(log, RunShape::of(model), snapshots, analysis)
+    let mut report = report_from(log, RunShape::of(model), snapshots, analysis);
+    report.resources = super::resources::collect(model);
+    report
 }
 
 /// The report from its parts: the log's summary, the run's shape, the
@@ -289,5 +295,6 @@ pub(crate) fn report_from(
         log: log_facts,
         analysis,
         snapshots,
+        resources: None,
     }
 }

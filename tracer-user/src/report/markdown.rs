@@ -100,6 +100,9 @@ pub(super) fn render(r: &Report) -> String {
 
     // A hung run: what it was blocked on comes before everything else.
     super::snapshots::section(&mut o, &r.snapshots);
+    if let Some(res) = &r.resources {
+        super::resources::section(&mut o, res);
+    }
     if !a.certificates.is_empty() {
         // The rule is long (1,200 characters): one line here, the whole of
         // it at the end, collapsed.
@@ -383,6 +386,13 @@ fn oom_rows(o: &mut String, m: &OomInfo) {
             w::bytes(rss.shmem_rss_kb * 1024),
             w::bytes(rss.total_vm_kb * 1024),
             w::bytes(rss.pgtables_kb * 1024)
+        );
+    }
+    if let Some(g) = &m.memory {
+        let _ = writeln!(
+            o,
+            "| memory before the kill | {} |",
+            super::resources::growth_phrase(g)
         );
     }
     if let Some(adj) = m.oom_score_adj {

@@ -10,6 +10,7 @@ pub mod junit;
 mod load;
 mod loss;
 mod markdown;
+mod resources;
 #[cfg(test)]
 mod schema_tests;
 mod sections;

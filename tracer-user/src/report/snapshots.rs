@@ -15,6 +15,10 @@ pub struct SnapshotReport {
     pub time: String,
     /// `timeout`, `cancelled` or `requested`.
     pub reason: String,
+    /// The run's minute before it: throttling, CPU and pressure, when the
+    /// log has resource samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_minute: Option<crate::resources::story::LastMinute>,
     #[serde(flatten)]
     pub snapshot: Snapshot,
 }
@@ -33,6 +37,7 @@ pub(super) fn collect(model: &Model) -> Vec<SnapshotReport> {
                 seq: s.at.seq,
                 time: s.at.time.clone(),
                 reason: s.reason.clone(),
+                last_minute: crate::resources::story::last_minute(&model.resources, s.at.t),
                 snapshot,
             }
         })
@@ -65,11 +70,23 @@ pub(super) fn verdict_clause(snaps: &[SnapshotReport], stopped_itself: bool) -> 
         .iter()
         .find(|f| LEADS.contains(&f.kind.as_str()))
         .or(s.snapshot.findings.first());
-    Some(match lead {
+    // Starved (CPU-throttled, stalled): a few words, first.
+    let starved = s
+        .last_minute
+        .as_ref()
+        .and_then(super::resources::starved_clause);
+    Some(match (lead, starved) {
         // The detail quotes paths and names as read from /proc: one line
         // here, since the verdict is.
-        Some(f) => format!("{what} while blocked: {}", crate::text::one_line(&f.detail)),
-        None => format!("{what}; no deadlock pattern found (see the snapshot)"),
+        (Some(f), starved) => format!(
+            "{what}{} while blocked: {}",
+            starved.map(|s| format!(", {s},")).unwrap_or_default(),
+            crate::text::one_line(&f.detail)
+        ),
+        (None, Some(starved)) => {
+            format!("{what}, {starved}; no deadlock pattern found (see the snapshot)")
+        }
+        (None, None) => format!("{what}; no deadlock pattern found (see the snapshot)"),
     })
 }
 
@@ -86,6 +103,10 @@ pub(super) fn section(o: &mut String, snaps: &[SnapshotReport]) {
             md::text(&crate::analysis::wording::ms(&s.time)),
             s.seq
         );
+        if let Some(m) = &s.last_minute {
+            let phrase = super::resources::last_minute_phrase(m);
+            let _ = writeln!(o, "Resources {}.\n", md::inline(&phrase));
+        }
         if s.snapshot.findings.is_empty() {
             let _ = writeln!(o, "No deadlock pattern found.\n");
         }
@@ -177,6 +198,7 @@ mod tests {
             seq: 1,
             time: "t".into(),
             reason: "timeout".into(),
+            last_minute: None,
             snapshot: Snapshot {
                 processes: vec![p],
                 findings: vec![Finding {

@@ -52,6 +52,12 @@ pub struct CaptureOptions {
     /// set is kept. The report header lists every change. `record` only.
     #[arg(long)]
     pub runtime_stacks: bool,
+    /// Do not sample the run's cgroup (memory, CPU, pressure, the largest
+    /// processes' RSS) into the log. By default `record` samples the
+    /// command's cgroups once a second (docs/event-log.md, `resources`),
+    /// and `daemon --cgroup` the watched one.
+    #[arg(long)]
+    pub no_resources: bool,
 }
 
 impl CaptureOptions {

@@ -1,6 +1,7 @@
 //! /proc lookups about a process of the run, always checked against its
 //! identity (pid and start time): a recycled pid is not the same process.
 use crate::eventlog::ProcKey;
+pub use crate::resources::same_start;
 
 /// Is `key` still this very process? (Its pid alive with the same start
 /// time: a recycled pid is not.) Cheap: one /proc stat read.
@@ -26,13 +27,6 @@ pub fn dying(key: ProcKey) -> bool {
         .status()
         .is_ok_and(|s| (s.sigpnd | s.shdpnd) & SIGKILL_BIT != 0);
     exiting || killed
-}
-
-/// /proc's start time is in clock ticks since boot; ours in ns.
-pub fn same_start(ticks: u64, start_ns: u64) -> bool {
-    let tps = procfs::ticks_per_second();
-    let ns_per_tick = 1_000_000_000 / tps;
-    start_ns / ns_per_tick == ticks || (start_ns / ns_per_tick).abs_diff(ticks) <= 1
 }
 
 /// The argv of `key` if it is still alive and has one, cut as an exec's

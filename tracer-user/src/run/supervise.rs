@@ -2,7 +2,8 @@
 //! buffer, the signals a user or CI runner sends (forwarded), the command's
 //! exit (its pidfd), orphans to reap (SIGCHLD; the tracer is a child
 //! subreaper), and the `--timeout` timers; snapshots when the run hangs or
-//! is cancelled. Nothing wakes it but one of these.
+//! is cancelled; and the resources sampler's timer (`resources/`: once a
+//! second, finer near the memory limit). Nothing wakes it but one of these.
 use std::{future::pending, process::Child, time::Duration};
 
 use nix::{
@@ -15,6 +16,7 @@ use tokio::time::{sleep_until, Instant};
 use crate::{
     error::TracerError,
     eventlog::ExitStatus,
+    resources::{Follow, Sampler},
     run::{
         leaks,
         pidfd::{reap_orphans_except, PidFd},
@@ -32,6 +34,8 @@ pub struct Limits {
     pub timeout: Option<Duration>,
     /// Between SIGTERM and SIGKILL when the timeout expires.
     pub kill_grace: Duration,
+    /// Sample the run's resources (not `--no-resources`).
+    pub resources: bool,
 }
 
 pub struct Outcome {
@@ -68,6 +72,12 @@ pub async fn supervise(
     };
     let mut timed_out = false;
     let mut cancel_snapshot_taken = false;
+    // The command's own cgroups, followed if it moves (a job joining a
+    // limited memcg): the run's is where its memory is charged.
+    let mut sampler = limits
+        .resources
+        .then(|| Sampler::new(Follow::Process(child.id())));
+    let mut next_sample = Instant::now();
     loop {
         tokio::select! {
             // Events first: what happened before the exit is logged before it.
@@ -102,10 +112,15 @@ pub async fn supervise(
                     }
                 }
             }
+            () = sample_due(sampler.as_ref(), next_sample) => {
+                next_sample = Instant::now() + sample(session, &mut sampler)?;
+            }
             () = timeout.fires() => {
                 timeout = match timeout {
                     Timeout::Armed(_) => {
                         timed_out = true;
+                        // The curve up to the moment the snapshot is taken.
+                        sample(session, &mut sampler)?;
                         crate::say!("tracer: --timeout expired: snapshot taken, sending SIGTERM to every process of the run");
                         snapshot(session, "timeout")?;
                         leaks::signal_all(&session.tracked()?, NixSignal::SIGTERM);
@@ -121,12 +136,34 @@ pub async fn supervise(
             }
             status = command.status() => {
                 let status = status?;
+                if let Some(s) = &mut sampler {
+                    s.gone();
+                }
+                sample(session, &mut sampler)?;
                 reap_orphans_except(None);
                 Foreground::restore();
                 return Ok(Outcome { status, timed_out });
             }
         }
     }
+}
+
+/// When the next sample is due (never without a sampler).
+async fn sample_due(sampler: Option<&Sampler>, at: Instant) {
+    match sampler {
+        Some(_) => sleep_until(at).await,
+        None => pending().await,
+    }
+}
+
+/// One sample of the run's resources into the log; the wait until the next.
+fn sample(session: &mut Session, sampler: &mut Option<Sampler>) -> Result<Duration, TracerError> {
+    let Some(s) = sampler else {
+        return Ok(crate::resources::sampler::EVERY);
+    };
+    let tracked = session.tracked()?;
+    session.log_resources(s.sample(&tracked))?;
+    Ok(s.interval())
 }
 
 fn snapshot(session: &mut Session, reason: &str) -> Result<(), TracerError> {

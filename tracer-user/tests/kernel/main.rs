@@ -44,6 +44,7 @@ mod otlp;
 mod pidns;
 mod redact;
 mod reliability;
+mod resources;
 /// Real test runners on real suites (tests/fixtures/suites).
 mod runners;
 mod security;

@@ -20,5 +20,6 @@ mod html_chromium;
 mod oom_group_fixtures;
 mod output_fuzz;
 mod report_scale;
+mod resources_fixtures;
 mod summarize;
 mod verdict_fixtures;

@@ -16,6 +16,8 @@ pub(crate) struct Measured {
     pub rss_kb: u64,
     /// Exit code, or 128+N when killed by signal N.
     pub code: i32,
+    /// User + system CPU time of the child and the descendants it reaped.
+    pub cpu_secs: f64,
 }
 
 /// `struct rusage` on Linux x86-64/aarch64: two timevals, then 14 longs,
@@ -66,10 +68,12 @@ pub(crate) fn measure(cmd: &mut Command) -> Result<Measured> {
     } else {
         128 + (status & 0x7f)
     };
+    let tv = |t: [i64; 2]| t[0] as f64 + t[1] as f64 / 1e6;
     Ok(Measured {
         secs,
         rss_kb: ru.maxrss.max(0) as u64,
         code,
+        cpu_secs: tv(ru.utime) + tv(ru.stime),
     })
 }
 
@@ -119,6 +123,7 @@ mod tests {
                     secs,
                     rss_kb: 0,
                     code: 0,
+                    cpu_secs: 0.0,
                 })
                 .collect();
             Stats::of(&runs).median

@@ -8,7 +8,8 @@
 //!    Go's SIGURG preemption, a real test suite), bare vs tracer vs
 //!    references, raw ratio and ratio beyond start-up;
 //! 3. the zero-loss knee: event rate and ring-buffer size vs `lost`;
-//! 4. peak RSS over a ~1M-event run, and `tracer report` on 1M-event logs.
+//! 4. peak RSS over a ~1M-event run, and `tracer report` on 1M-event logs;
+//! 5. the resources sampler's CPU (sampling vs `--no-resources`, idle run).
 //!
 //! This file runs the sections and prints their tables; what runs is in
 //! `workloads`, the log reading in `logs`, the timing in `measure`, the
@@ -25,6 +26,7 @@ use anyhow::{bail, Result};
 pub(crate) mod extra;
 mod logs;
 mod measure;
+mod sampler;
 pub(crate) mod soak;
 mod workloads;
 
@@ -248,6 +250,9 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
 
     // 4. Memory over a ~1M-event run, and `tracer report` on 1M events.
     big_log(&mut cx, scale, fork_log.as_deref())?;
+
+    // 5. The resources sampler's cost.
+    sampler::cost(&mut cx, reps, scale)?;
 
     cx.say("");
     cx.say(format!(

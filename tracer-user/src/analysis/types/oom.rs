@@ -35,6 +35,10 @@ pub struct OomInfo {
     /// it killed at once (`analysis/oom_group.rs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<OomGroupKill>,
+    /// How the run's memory got there: the sampled curve's last minute
+    /// before the kill (resources/story.rs), when the log has samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::resources::story::MemoryGrowth>,
 }
 
 /// One group kill of a `memory.oom.group` cgroup, the same for each of its

@@ -21,6 +21,7 @@ use crate::{
     eventlog::{segment_name, Header, Series, LIVE},
     outdir::{OutDir, Policy},
     redact::Redactor,
+    resources::{self, Follow, Sampler},
     run::{
         event_loop, header,
         options::CaptureOptions,
@@ -187,6 +188,15 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     );
 
     let mut rescan = matches!(scope, Scope::Cgroup(_)).then(|| every(RESCAN));
+    // The watched cgroup's resources (a --root-pid is not tracer's child,
+    // its pid not its own to follow; --all has no cgroup of its own).
+    let mut sampler = match &scope {
+        Scope::Cgroup(dir) if !args.capture.no_resources => {
+            Some(Sampler::new(Follow::Dir(dir.clone())))
+        }
+        _ => None,
+    };
+    let mut sample = sampler.is_some().then(|| every(resources::sampler::EVERY));
     let mut look = Some(every(live.period()));
     let mut pruned = 0;
     let mut rescan_failing = false;
@@ -215,6 +225,13 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
                 rescan_failing,
             ),
             () = tick(&mut look) => live.look(&mut session),
+            () = tick(&mut sample) => {
+                if let Some(s) = &mut sampler {
+                    let r = s.sample(&session.tracked()?);
+                    live.sampled(&r);
+                    session.log_resources(r)?;
+                }
+            }
         }
         if args.rotate_size > 0 && session.log_bytes() >= args.rotate_size {
             let next = segment.checked_add(1).ok_or_else(|| {

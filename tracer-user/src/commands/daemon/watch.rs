@@ -155,6 +155,13 @@ impl Watch {
         crate::capture::loader::release_heap();
     }
 
+    /// A resource sample of the watched cgroup, for the metrics.
+    pub(super) fn sampled(&self, r: &crate::eventlog::Resources) {
+        if let Some(m) = &self.metrics {
+            m.resources(r);
+        }
+    }
+
     /// An interim report (SIGUSR1): a look at what is written so far, then
     /// the ledger's report from a copy (the daemon goes on; its open deaths
     /// stay open).

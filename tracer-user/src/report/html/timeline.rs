@@ -37,7 +37,7 @@ type Miss<'a> = (&'a ProcRef, u64, String);
 type KernelMark = (Key, u64, String);
 
 /// The SVG and a sentence about what was left out (empty when nothing was).
-pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
+pub(super) fn svg(r: &Report, cx: &Context) -> (String, String, Scale) {
     let Lanes { lanes, dropped } = lanes::pick(r, cx);
     let row: BTreeMap<Key, usize> = lanes.iter().enumerate().map(|(i, l)| (l.key, i)).collect();
     let y = |k: &Key| row.get(k).map(|&i| TOP + i as f64 * LANE_H + LANE_H / 2.0);
@@ -74,7 +74,7 @@ pub(super) fn svg(r: &Report, cx: &Context) -> (String, String) {
     let missed = draw_misses(&mut o, &misses, &y, &sc);
     o.push_str("</svg>\n");
 
-    (o, left_out(r, &lanes, dropped, drawn, missed))
+    (o, left_out(r, &lanes, dropped, drawn, missed), sc)
 }
 
 /// Signals: every signal the certified victims received, plus the

@@ -230,6 +230,12 @@ impl Session {
         self.write(&Record::Leak(leak))
     }
 
+    /// Log a sample of the run's resources, stamped now.
+    pub fn log_resources(&mut self, mut r: crate::eventlog::Resources) -> Result<(), TracerError> {
+        r.at = self.writer.stamp(boot_ns());
+        self.write(&Record::Resources(r))
+    }
+
     /// Log a window from a runner's report (`--test-report`), stamped now.
     pub fn log_test_window(
         &mut self,

@@ -65,6 +65,41 @@ impl TestCgroup {
         Some(cg)
     }
 
+    /// A CPU cgroup with a quota of `quota_us` per 100 ms period: the v1
+    /// cpu hierarchy where it is mounted (this project's hosts), else
+    /// cgroup v2 with the cpu controller.
+    pub(crate) fn with_cpu_quota(quota_us: u64) -> TestCgroup {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let name = format!("tracer-test-{}-{nanos}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/cpu");
+        let v2 = !v1.join("cpu.cfs_quota_us").exists();
+        let root = if v2 {
+            let v2root = Path::new("/sys/fs/cgroup");
+            let ctrl =
+                fs::read_to_string(v2root.join("cgroup.subtree_control")).unwrap_or_default();
+            assert!(
+                ctrl.split_whitespace().any(|c| c == "cpu"),
+                "no cpu cgroup controller (v1 or v2) on this machine"
+            );
+            v2root
+        } else {
+            v1
+        };
+        let dir = root.join(name);
+        fs::create_dir(&dir).unwrap();
+        let cg = TestCgroup { dir };
+        if v2 {
+            cg.write("cpu.max", &format!("{quota_us} 100000"));
+        } else {
+            cg.write("cpu.cfs_period_us", "100000");
+            cg.write("cpu.cfs_quota_us", &quota_us.to_string());
+        }
+        cg
+    }
+
     pub(crate) fn name(&self) -> String {
         self.dir.file_name().unwrap().to_string_lossy().into_owned()
     }

@@ -1,0 +1,254 @@
+//! The run's resources over time, on real cgroups with real programs: a
+//! slow leak and a sudden spike killed in a memory-limited cgroup (v1
+//! here, v2 in the VM), each with its growing process named and its curve
+//! in report.json; a run under a CPU quota that times out, its throttling
+//! said.
+use serde_json::Value;
+
+use crate::common::cgroup::TestCgroup;
+use crate::common::*;
+use tracer_user::eventlog::Record;
+
+const LIMIT: u64 = 96 << 20;
+const MIB: u64 = 1 << 20;
+
+/// 2 MiB more every 100 ms, each page written (a `bytes` of zeros could
+/// stay unbacked): the limit is reached in about 5 s.
+const LEAK: &str = "import time
+held = []
+while True:
+    held.append(b'\\x01' * (2 << 20))
+    time.sleep(0.1)";
+
+/// 8 MiB, 3 s of calm, then 300 MiB at once.
+const SPIKE: &str = "import time
+base = b'\\x01' * (8 << 20)
+time.sleep(3)
+big = b'\\x01' * (300 << 20)";
+
+/// The command joins `cg` and becomes python3 running `code`.
+fn in_cgroup(cg: &TestCgroup, code: &str) -> Vec<String> {
+    let script = format!(
+        "echo $$ > {} && exec {} -c \"$0\"",
+        cg.dir.join("cgroup.procs").display(),
+        python3()
+    );
+    vec!["sh".into(), "-c".into(), script, code.into()]
+}
+
+fn report_json(r: &Recorded) -> Value {
+    serde_json::from_slice(&std::fs::read(r.path("report.json")).unwrap()).unwrap()
+}
+
+/// The OOM certificate of the run's root (python3, exec'd by the shell).
+fn oom_cert(report: &Value) -> &Value {
+    report["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cause"]["kind"] == "oom")
+        .unwrap_or_else(|| panic!("no OOM certificate: {}", report["verdict"]))
+}
+
+#[test]
+fn a_slow_leak_is_drawn_up_to_its_oom_kill() {
+    require_root();
+    let cg = TestCgroup::with_memory_limit(LIMIT);
+    let r = record(&[], &in_cgroup(&cg, LEAK));
+    assert_eq!(r.code(), Some(137), "OOM-killed: {}", r.stderr());
+    let root = root(&r);
+    let samples = r
+        .events()
+        .filter(|e| matches!(e, Record::Resources(_)))
+        .count();
+    assert!(
+        samples >= 4,
+        "a 5 s leak sampled at least 4 times: {samples}"
+    );
+
+    let report = report_json(&r);
+    let g = &oom_cert(&report)["oom"]["memory"];
+    // `v1:/NAME` here, `v2:/NAME` on a v2-only machine.
+    let label = g["cgroup"].as_str().unwrap();
+    assert!(label.ends_with(&format!(":/{}", cg.name())), "{g}");
+    assert_eq!(g["limit_bytes"], LIMIT, "{g}");
+    let (from, to) = (
+        g["from_bytes"].as_u64().unwrap(),
+        g["to_bytes"].as_u64().unwrap(),
+    );
+    assert!(from < 40 * MIB, "the window starts low: {g}");
+    assert!(to > LIMIT * 7 / 10, "and climbs near the limit: {g}");
+    assert!(g["over_ms"].as_u64().unwrap() >= 2000, "over seconds: {g}");
+    let largest = &g["largest"];
+    assert_eq!(largest["pid"], root.pid, "{g}");
+    assert_eq!(largest["comm"], "python3", "{g}");
+    assert!(largest["grew_bytes"].as_u64().unwrap() > 40 * MIB, "{g}");
+
+    // The curve: python3's RSS rising in report.json's resources.
+    let res = &report["resources"];
+    assert_eq!(res["memory_cgroup"].as_str(), Some(label));
+    let procs = res["processes"].as_array().unwrap();
+    let py = procs
+        .iter()
+        .find(|p| p["pid"] == root.pid)
+        .unwrap_or_else(|| panic!("python3 among the largest: {res}"));
+    let series: Vec<u64> = py["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_u64().unwrap())
+        .collect();
+    assert!(series.len() >= 3, "{series:?}");
+    assert!(series.last() > series.first(), "growing: {series:?}");
+
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| memory before the kill |"))
+        .unwrap_or_else(|| panic!("no growth row:\n{md}"));
+    assert!(
+        row.contains("`python3`") && row.contains("limit 96 MiB"),
+        "{row}"
+    );
+    assert!(md.contains("## Resources"), "{md}");
+}
+
+#[test]
+fn a_sudden_spike_is_told_apart_from_a_leak() {
+    require_root();
+    let cg = TestCgroup::with_memory_limit(LIMIT);
+    let r = record(&[], &in_cgroup(&cg, SPIKE));
+    assert_eq!(r.code(), Some(137), "OOM-killed: {}", r.stderr());
+    let root = root(&r);
+    let report = report_json(&r);
+    let g = &oom_cert(&report)["oom"]["memory"];
+    // Flat for seconds at ~8 MiB of python3 plus the interpreter.
+    assert!(g["over_ms"].as_u64().unwrap() >= 2000, "{g}");
+    assert!(
+        g["to_bytes"].as_u64().unwrap() < 48 * MIB,
+        "no climb before: {g}"
+    );
+    assert!(g["last_bytes"].as_u64().unwrap() < 48 * MIB, "{g}");
+    assert!(g["last_sample_ms"].as_u64().unwrap() <= 1500, "{g}");
+    assert_eq!(g["largest"]["pid"], root.pid, "{g}");
+    assert_eq!(g["largest"]["comm"], "python3", "{g}");
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| memory before the kill |"))
+        .unwrap_or_else(|| panic!("no growth row:\n{md}"));
+    assert!(row.contains("then a spike to its 96 MiB limit"), "{row}");
+}
+
+#[test]
+fn a_throttled_timeout_says_it_was_throttled() {
+    require_root();
+    // A tenth of a CPU for a process that would use a whole one.
+    let cg = TestCgroup::with_cpu_quota(10_000);
+    let r = record(
+        &["--timeout", "4s", "--kill-grace", "2s"],
+        &in_cgroup(&cg, "while True: pass"),
+    );
+    assert_eq!(r.code(), Some(124), "timed out: {}", r.stderr());
+    let report = report_json(&r);
+    let snap = report["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["reason"] == "timeout")
+        .expect("a timeout snapshot");
+    let m = &snap["last_minute"];
+    assert!(
+        m["throttled_periods_pct"].as_u64().unwrap() >= 50,
+        "throttled in most periods: {m}"
+    );
+    assert!(m["throttled_ms"].as_u64().unwrap() > 1000, "{m}");
+    assert_eq!(m["quota_pct"], 10, "{m}");
+    let verdict = report["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("Timed out, CPU-throttled in "),
+        "{verdict}"
+    );
+}
+
+/// `daemon --cgroup` samples the watched cgroup: its memory and limit are
+/// gauges on /metrics (one series each, whatever runs in it), and the
+/// samples are in its log.
+#[test]
+fn a_daemon_exports_its_watched_cgroup() {
+    use crate::common::metrics_daemon::{get, metrics_addr, Reaped};
+    use std::{
+        process::{Command, Stdio},
+        time::{Duration, Instant},
+    };
+    require_root();
+    let cg = TestCgroup::with_memory_limit(LIMIT);
+    let dir = tempfile::tempdir().unwrap();
+    // 24 MiB held in the cgroup while the daemon watches it.
+    let mut held = Reaped(
+        Command::new("sh")
+            .args(in_cgroup(
+                &cg,
+                "import sys, time\nb = b'\\x01' * (24 << 20)\nprint('ready', flush=True)\ntime.sleep(120)",
+            )[1..]
+                .iter())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(held.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut daemon = Reaped(
+        tracer()
+            .args(["daemon", "--output"])
+            .arg(dir.path().join("out"))
+            .arg("--cgroup")
+            .arg(&cg.dir)
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (addr, _) = metrics_addr(&mut daemon.0);
+    let gauge = |text: &str, name: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let (_, text) = get(&addr, "/metrics", Duration::from_secs(2)).unwrap();
+        if gauge(&text, "tracer_cgroup_memory_bytes").is_some_and(|b| b > (20 << 20) as f64) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no memory gauge: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        gauge(&text, "tracer_cgroup_memory_limit_bytes"),
+        Some(LIMIT as f64)
+    );
+    assert!(
+        text.contains("tracer_cgroup_memory_events{event=\"oom_kill\"} 0"),
+        "{text}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.0.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(daemon.0.wait().unwrap().code(), Some(0));
+    let log = std::fs::read_to_string(dir.path().join("out/events.ndjson")).unwrap();
+    // `v1:/NAME` here, `v2:/NAME` on a v2-only machine.
+    let want = format!(":/{}\",\"memory\"", cg.name());
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("{\"type\":\"resources\"") && l.contains(&want)),
+        "no sample of {want} in the daemon's log"
+    );
+    drop(held);
+}
