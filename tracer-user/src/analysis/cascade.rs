@@ -156,6 +156,9 @@ pub(crate) fn link(cx: &Ctx, certs: &mut [LinkView]) -> BTreeMap<ProcKey, Link> 
             (CauseKind::NonzeroExit, _) if c.rank == Rank::NonzeroExit => {
                 waited_on(cx, certs, &by_key, i)
             }
+            // A wrapper (timeout(1), sudo, strace) passing on its child's
+            // fatal signal by raising it on itself.
+            (CauseKind::SelfInflicted, _) => waited_on(cx, certs, &by_key, i),
             (CauseKind::Sigpipe, Some(MechanismKind::PipeReaderGone)) => {
                 pipe_reader(certs, &by_key, i)
             }
@@ -186,9 +189,6 @@ fn waited_on(
 ) -> Option<(usize, Link)> {
     let v = &certs[i];
     let vk = v.key;
-    let ExitStatus::Exited { code } = v.status else {
-        return None;
-    };
     let end_seq = v.end_seq;
     let killed_by_v = |k: &ProcKey| {
         by_key
@@ -242,7 +242,10 @@ fn waited_on(
     } else {
         LinkVia::Descendant
     };
-    let (evidence, detail) = evidence(code, v, &certs[j], via)?;
+    let (evidence, detail) = match v.status {
+        ExitStatus::Exited { code } => evidence(code, v, &certs[j], via)?,
+        ExitStatus::Signaled { signal, .. } => reraised(signal, &certs[j], via)?,
+    };
     Some((
         j,
         Link {
@@ -293,6 +296,30 @@ fn evidence(code: i32, v: &LinkView, c: &LinkView, via: LinkVia) -> Option<(Link
                 "it exited {} after {who} died (within {})",
                 w::duration(gap),
                 w::duration(CASCADE_WINDOW_NS)
+            ),
+        )
+    })
+}
+
+/// A wrapper that died of its own raise of `signal` after the process it
+/// waited on died of that same signal: how `timeout(1)`, sudo, strace and
+/// a C wrapper pass a child's death on (they reset the handler and raise
+/// it on themselves, so their own parent sees the same wait status).
+fn reraised(signal: i32, c: &LinkView, via: LinkVia) -> Option<(LinkEvidence, String)> {
+    let ExitStatus::Signaled {
+        signal: died_of,
+        name,
+        ..
+    } = &c.status
+    else {
+        return None;
+    };
+    (*died_of == signal).then(|| {
+        (
+            LinkEvidence::ExitCode,
+            format!(
+                "it raised on itself the {name} {} died of: a wrapper passing its child's death on",
+                via_phrase(via)
             ),
         )
     })
@@ -437,7 +464,12 @@ pub fn fate(c: &Certificate) -> String {
                 .and_then(|m| m.process.as_ref())
                 .map(|r| format!(" when its pipe's reader {} was gone", proc_phrase(r)))
                 .unwrap_or_default();
-            format!("was killed by SIGPIPE{reader}")
+            match &c.victim.status {
+                ExitStatus::Exited { code } => {
+                    format!("exited with code {code} on a write to its pipe (EPIPE){reader}")
+                }
+                ExitStatus::Signaled { .. } => format!("was killed by SIGPIPE{reader}"),
+            }
         }
         _ => match &c.victim.status {
             ExitStatus::Exited { .. } => w::status_phrase(&c.victim.status),
@@ -533,6 +565,20 @@ fn words_for(
     };
     let see = format!("(see #{})", root.id);
     let summary = match l.via {
+        LinkVia::Child | LinkVia::Descendant if v.cause.kind == CauseKind::SelfInflicted => {
+            let call = v
+                .killer
+                .as_ref()
+                .map(|k| format!(" via {}", k.call))
+                .unwrap_or_default();
+            format!(
+                "{} that it raised on itself{call}, passing on the death of {} {}, which {}{after_root} {see}",
+                w::status_phrase(&v.victim.status),
+                via_phrase(l.via),
+                proc_phrase(&c.victim.process),
+                fate(c)
+            )
+        }
         LinkVia::Child | LinkVia::Descendant => format!(
             "{} because {} {} {}{after_root} {see}",
             w::status_phrase(&v.victim.status),
