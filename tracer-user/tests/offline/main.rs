@@ -19,4 +19,5 @@ mod html_chromium;
 mod output_fuzz;
 mod report_scale;
 mod summarize;
+mod verdict_budget;
 mod verdict_fixtures;

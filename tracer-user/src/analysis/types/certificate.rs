@@ -114,6 +114,11 @@ pub struct DeathMention {
     pub oom_group: Option<u64>,
     /// The call aimed at this very process (`kill(pid)`, not its group).
     pub aimed: bool,
+    /// The end of `headline` that tells victim and killer apart by their
+    /// tests or workers (", spawned by `cleanup` (vitest); the victim was
+    /// running `sibling` (vitest)"): what the verdict keeps when it cuts
+    /// the rest. Empty when the headline names none.
+    pub identifies: String,
 }
 
 impl DeathMention {
@@ -130,6 +135,25 @@ impl DeathMention {
             oom_group: c.oom.as_ref().and_then(|o| o.group.as_ref()).map(|g| g.seq),
             aimed: k.and_then(|k| k.target_arg).map(i64::unsigned_abs)
                 == Some(u64::from(c.victim.process.pid)),
+            identifies: identifies(c),
         }
+    }
+}
+
+/// The tests (or, with none known, the workers) phrase that ends `c`'s
+/// headline, as certificate.rs's `headline` wrote it.
+fn identifies(c: &Certificate) -> String {
+    use crate::analysis::wording::{tests_phrase, workers_phrase};
+    let k = c.killer.as_ref();
+    let tests = tests_phrase(c.victim.test.as_ref(), k);
+    let phrase = if tests.is_empty() {
+        workers_phrase(c.victim.worker.as_deref(), k)
+    } else {
+        tests
+    };
+    if c.headline.ends_with(&phrase) {
+        phrase
+    } else {
+        String::new()
     }
 }
