@@ -225,7 +225,11 @@ fn waited_on(
             _ => stack.extend(p.children.iter().rev().map(|&g| (g, false))),
         }
     }
-    let (_, ck, direct) = last?;
+    let (_, last_k, direct) = last?;
+    let ck = match by_key.get(&last_k) {
+        Some(_) => last_k,
+        None => pipeline_stage(cx, by_key, (vk, end_seq), last_k, killed_by_v)?,
+    };
     let j = *by_key.get(&ck)?;
     // The program that exited must be the one that waited: a shell that
     // exec'd its last command (`bash -c '…; grep -q x f'`) after the death
@@ -255,6 +259,34 @@ fn waited_on(
             detail,
         },
     ))
+}
+
+/// The last child of `vk` to fail had no certificate (a silent `grep -c`
+/// exiting 1): when it ran beside a certified failure of another child —
+/// the stages of one pipeline, `cat missing | grep -c x` under `set -o
+/// pipefail`, forked before the other ended — that failure is the one the
+/// shell's status comes from, the first failing stage. A child that
+/// started after the certified one ended (`false_worker; grep -q x f`) is
+/// the script going on: no link.
+fn pipeline_stage(
+    cx: &Ctx,
+    by_key: &BTreeMap<ProcKey, usize>,
+    (vk, end_seq): (ProcKey, u64),
+    last: ProcKey,
+    killed_by_v: impl Fn(&ProcKey) -> bool,
+) -> Option<ProcKey> {
+    let m = cx.m;
+    let lp = m.proc(last)?;
+    let started = lp.fork.as_ref()?.seq;
+    m.proc(vk)?
+        .children
+        .iter()
+        .filter(|&&k| k != last && by_key.contains_key(&k) && !killed_by_v(&k))
+        .filter_map(|&k| Some((k, m.proc(k)?.end.as_ref()?)))
+        .filter(|(_, e)| !matches!(e.status, ExitStatus::Exited { code: 0 }))
+        .filter(|(_, e)| e.seq > started && e.seq < end_seq)
+        .min_by_key(|(_, e)| e.seq)
+        .map(|(k, _)| k)
 }
 
 /// What ties a non-zero exit `code` of `v` to the death of `c`: its exit

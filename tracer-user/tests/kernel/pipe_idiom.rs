@@ -284,3 +284,31 @@ fn strace_reraising_its_tracees_segv_is_its_consequence() {
     require("strace", "Debian's strace, installed by cargo xtask test");
     wrapper_passes_the_crash_on(&["strace", "-f", "-o", "/dev/null"], "strace");
 }
+
+/// `set -eo pipefail` with `cat missing | grep -c x`: grep's silent exit 1
+/// is the last failure, cat's (it said why) the first stage that failed;
+/// the script's exit follows from cat's.
+#[test]
+fn a_pipefail_script_follows_from_its_first_failing_stage() {
+    let r = record(
+        &[],
+        &[
+            "bash",
+            "-c",
+            "set -eo pipefail; cat /nonexistent/tracer-test-input | grep -c x",
+        ],
+    );
+    assert_no_loss(&r);
+    let rep = report(&r);
+    let cat = cert(&rep, "cat");
+    assert_eq!(cat.rank, Rank::NonzeroExit, "{}", cat.headline);
+    let bash = cert(&rep, "bash");
+    assert_eq!(bash.rank, Rank::Consequence, "{}", bash.headline);
+    assert_eq!(
+        bash.consequence_of.as_ref().map(|l| l.of),
+        Some(cat.id),
+        "{}",
+        bash.headline
+    );
+    assert!(rep.verdict.contains("`cat /nonexistent"), "{}", rep.verdict);
+}
