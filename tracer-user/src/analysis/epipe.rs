@@ -76,6 +76,17 @@ pub(super) fn exited_after_epipe(m: &Model, key: ProcKey) -> Option<usize> {
     ) {
         return None;
     }
+    // A parent whose child failed (a pool whose worker was killed: its
+    // write to the worker's pipe fails too) exits because of that death:
+    // the cascade rules tie it there (cascade.rs), not the pipe idiom.
+    let child_failed = p.children.iter().any(|&c| {
+        m.proc(c)
+            .and_then(|c| c.end.as_ref())
+            .is_some_and(|e| e.seq < end.seq && !matches!(e.status, ExitStatus::Exited { code: 0 }))
+    });
+    if child_failed {
+        return None;
+    }
     let j = kernel_sigpipe(m, key, end.seq)?;
     let said = p.last_words().is_some_and(|l| {
         let lower = l.text.to_lowercase();
