@@ -6,7 +6,7 @@ use crate::analysis::{
 
 mod clip;
 use clip::clip;
-use clip::{clip_middle, compact_parens, compact_spans, drop_aside, same_command};
+use clip::{clip_middle, compact_parens, compact_spans, drop_aside};
 
 // The verdict's most characters, as report.md's first line shows it.
 use crate::text::MAX_VERDICT_CHARS as MAX_VERDICT;
@@ -60,13 +60,22 @@ impl Mention {
 
     /// At most about `max` characters: when it must be cut and has
     /// tests or workers to tell victim and killer apart, the body is cut
-    /// before them and the other victims of its group kill left to the
-    /// certificates.
+    /// before them (and before the other victims of its group kill, which
+    /// go to the certificates when there is no room for them).
     fn clipped(&self, max: usize) -> String {
         let whole = self.text();
         let keep = self.identifies.chars().count();
         if whole.chars().count() <= max || keep == 0 || keep + MIN_CLAUSE > max {
             return clip(&whole, max);
+        }
+        let also = self.also.chars().count();
+        if keep + also + MIN_CLAUSE <= max {
+            return format!(
+                "{}{}{}",
+                clip(&self.body, max - keep - also),
+                self.identifies,
+                self.also
+            );
         }
         format!("{}{}", clip(&self.body, max - keep), self.identifies)
     }
@@ -226,7 +235,7 @@ impl Parts {
             .mentions
             .iter()
             .map(|m| Mention {
-                body: compact_parens(&same_command(&m.body)),
+                body: compact_parens(&m.body),
                 identifies: m.identifies.clone(),
                 also: m.also.clone(),
             })
@@ -235,12 +244,15 @@ impl Parts {
         p
     }
 
-    /// Each command of the causes cut to [`SPAN`] characters: the pids
-    /// beside them stay.
+    /// Each command of the causes after the victim's (the killer's) cut to
+    /// [`SPAN`] characters: the pids beside them stay, and the victim's
+    /// name leads whole.
     fn spans(&self) -> Parts {
         let mut p = self.clone();
         for m in &mut p.mentions {
-            m.body = compact_spans(&m.body);
+            if let Some(i) = m.body.find(" (pid ") {
+                m.body = format!("{}{}", &m.body[..i], compact_spans(&m.body[i..]));
+            }
         }
         p
     }

@@ -146,34 +146,6 @@ pub(super) fn compact_spans(s: &str) -> String {
     out
 }
 
-/// A killer that runs the victim's own command (two vitest workers, two
-/// `node …/tinypool/dist/entry/process.js`) named by its pid alone: the
-/// command said twice tells nothing apart, the pids do.
-pub(super) fn same_command(s: &str) -> String {
-    let Some(i) = s.find(" (pid ") else {
-        return s.to_string();
-    };
-    let span = &s[..i];
-    if !span.starts_with('`') || !span.ends_with('`') {
-        return s.to_string();
-    }
-    let again = format!("{span} (pid ");
-    match s[i..].find(&again) {
-        Some(j) => {
-            let at = i + j;
-            let rest = &s[at + again.len()..];
-            let digits = rest.chars().take_while(char::is_ascii_digit).count();
-            format!(
-                "{}pid {} (the same command{}",
-                &s[..at],
-                &rest[..digits],
-                &rest[digits..]
-            )
-        }
-        None => s.to_string(),
-    }
-}
-
 /// A clause without its closing aside (` — the read ends only when …`):
 /// what the snapshot explains at length.
 pub(super) fn drop_aside(s: &str) -> &str {
