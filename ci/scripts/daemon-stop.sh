@@ -60,8 +60,12 @@ else
             fi
             sleep 0.1
         done
-        # What it said since daemon-start.sh showed its first line: the summary.
-        sed '1,/^tracer: daemon watching/d' "$run/daemon.log" >&2
+        # What it said after the line daemon-start.sh showed: the summary,
+        # verdict first. (`sed '1,/re/d'` deleted everything when that line
+        # was line 1: a range's end is looked for from line 2 on.) All of
+        # it when the line is missing.
+        awk 'NR == FNR { if (!m && /^tracer: daemon watching/) m = FNR; next }
+             FNR > m' "$run/daemon.log" "$run/daemon.log" >&2
     fi
     # The caller's copies, then root's directory goes: `run` last, so a stop
     # cut short here is simply run again.

@@ -233,9 +233,11 @@ impl TracerError {
 /// run (127 not found, 126 not executable), else the tracer's own failure.
 pub fn spawn_exit_code(err: &TracerError) -> u8 {
     match err {
-        // A script found but not runnable (its interpreter is missing) is
-        // 126, as shells say "bad interpreter".
-        TracerError::Spawn { why: Some(_), .. } => 126,
+        // A script whose `#!` interpreter is missing: execve's ENOENT, which
+        // bash and dash report as 127 too ("bad interpreter: No such file
+        // or directory", status 127), the interpreter being the command
+        // that was not found.
+        TracerError::Spawn { why: Some(_), .. } => 127,
         TracerError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
         TracerError::Spawn { .. } => 126,
         e if e.is_usage() => EXIT_USAGE,

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use crate::{cmd, privilege, workspace::Workspace};
 
 /// (program the tests run, Debian package that provides it)
-const NEEDED: [(&str, &str); 11] = [
+const NEEDED: [(&str, &str); 12] = [
     ("chromium", "chromium"), // report.html checked in headless Chromium (/usr/bin/chromium)
     ("pkill", "procps"),      // the `pkill -f` scenario
     ("python3", "python3"),   // hang and snapshot scenarios
@@ -26,6 +26,7 @@ const NEEDED: [(&str, &str); 11] = [
     ("prometheus", "prometheus"), // daemon --metrics-listen scraped by a real server
     ("go", "golang-go"),      // runners::go: a real `go test` suite
     ("npm", "npm"),           // runners: `npm ci` of vitest and jest (setup.sh)
+    ("strace", "strace"),     // pipe_idiom: a wrapper re-raising its tracee's fatal signal
 ];
 
 /// The cargo-nextest `cargo install` puts on a machine without one; any

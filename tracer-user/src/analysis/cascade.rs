@@ -11,11 +11,11 @@
 //! the links and sets the ranks; [`word`] writes ids and sentences.
 use std::collections::BTreeMap;
 
-use super::{
-    types::*,
-    wording::{self as w, proc_phrase},
-    Ctx,
-};
+mod words;
+pub(crate) use words::word;
+pub use words::{fate, then_line};
+
+use super::{types::*, wording as w, Ctx};
 use crate::eventlog::{ExitStatus, ProcKey};
 
 /// A non-zero exit this soon after the death of a process it waited on is
@@ -49,8 +49,6 @@ const LOST_WORKER: [&str; 7] = [
 ];
 /// A quoted line of last words in a link's detail is cut to this.
 const QUOTE_MAX: usize = 100;
-/// A `then:` line names this many consequences, then counts the rest.
-const THEN_MAX: usize = 4;
 
 /// A link found by [`link`], before certificates have ids.
 #[derive(Clone, Debug, PartialEq)]
@@ -156,6 +154,9 @@ pub(crate) fn link(cx: &Ctx, certs: &mut [LinkView]) -> BTreeMap<ProcKey, Link> 
             (CauseKind::NonzeroExit, _) if c.rank == Rank::NonzeroExit => {
                 waited_on(cx, certs, &by_key, i)
             }
+            // A wrapper (timeout(1), sudo, strace) passing on its child's
+            // fatal signal by raising it on itself.
+            (CauseKind::SelfInflicted, _) => waited_on(cx, certs, &by_key, i),
             (CauseKind::Sigpipe, Some(MechanismKind::PipeReaderGone)) => {
                 pipe_reader(certs, &by_key, i)
             }
@@ -186,9 +187,6 @@ fn waited_on(
 ) -> Option<(usize, Link)> {
     let v = &certs[i];
     let vk = v.key;
-    let ExitStatus::Exited { code } = v.status else {
-        return None;
-    };
     let end_seq = v.end_seq;
     let killed_by_v = |k: &ProcKey| {
         by_key
@@ -225,7 +223,11 @@ fn waited_on(
             _ => stack.extend(p.children.iter().rev().map(|&g| (g, false))),
         }
     }
-    let (_, ck, direct) = last?;
+    let (_, last_k, direct) = last?;
+    let ck = match by_key.get(&last_k) {
+        Some(_) => last_k,
+        None => pipeline_stage(cx, by_key, (vk, end_seq), last_k, killed_by_v)?,
+    };
     let j = *by_key.get(&ck)?;
     // The program that exited must be the one that waited: a shell that
     // exec'd its last command (`bash -c '…; grep -q x f'`) after the death
@@ -242,7 +244,10 @@ fn waited_on(
     } else {
         LinkVia::Descendant
     };
-    let (evidence, detail) = evidence(code, v, &certs[j], via)?;
+    let (evidence, detail) = match v.status {
+        ExitStatus::Exited { code } => evidence(code, v, &certs[j], via)?,
+        ExitStatus::Signaled { signal, .. } => reraised(signal, &certs[j], via)?,
+    };
     Some((
         j,
         Link {
@@ -252,6 +257,34 @@ fn waited_on(
             detail,
         },
     ))
+}
+
+/// The last child of `vk` to fail had no certificate (a silent `grep -c`
+/// exiting 1): when it ran beside a certified failure of another child —
+/// the stages of one pipeline, `cat missing | grep -c x` under `set -o
+/// pipefail`, forked before the other ended — that failure is the one the
+/// shell's status comes from, the first failing stage. A child that
+/// started after the certified one ended (`false_worker; grep -q x f`) is
+/// the script going on: no link.
+fn pipeline_stage(
+    cx: &Ctx,
+    by_key: &BTreeMap<ProcKey, usize>,
+    (vk, end_seq): (ProcKey, u64),
+    last: ProcKey,
+    killed_by_v: impl Fn(&ProcKey) -> bool,
+) -> Option<ProcKey> {
+    let m = cx.m;
+    let lp = m.proc(last)?;
+    let started = lp.fork.as_ref()?.seq;
+    m.proc(vk)?
+        .children
+        .iter()
+        .filter(|&&k| k != last && by_key.contains_key(&k) && !killed_by_v(&k))
+        .filter_map(|&k| Some((k, m.proc(k)?.end.as_ref()?)))
+        .filter(|(_, e)| !matches!(e.status, ExitStatus::Exited { code: 0 }))
+        .filter(|(_, e)| e.seq > started && e.seq < end_seq)
+        .min_by_key(|(_, e)| e.seq)
+        .map(|(k, _)| k)
 }
 
 /// What ties a non-zero exit `code` of `v` to the death of `c`: its exit
@@ -293,6 +326,30 @@ fn evidence(code: i32, v: &LinkView, c: &LinkView, via: LinkVia) -> Option<(Link
                 "it exited {} after {who} died (within {})",
                 w::duration(gap),
                 w::duration(CASCADE_WINDOW_NS)
+            ),
+        )
+    })
+}
+
+/// A wrapper that died of its own raise of `signal` after the process it
+/// waited on died of that same signal: how `timeout(1)`, sudo, strace and
+/// a C wrapper pass a child's death on (they reset the handler and raise
+/// it on themselves, so their own parent sees the same wait status).
+fn reraised(signal: i32, c: &LinkView, via: LinkVia) -> Option<(LinkEvidence, String)> {
+    let ExitStatus::Signaled {
+        signal: died_of,
+        name,
+        ..
+    } = &c.status
+    else {
+        return None;
+    };
+    (*died_of == signal).then(|| {
+        (
+            LinkEvidence::ExitCode,
+            format!(
+                "it raised on itself the {name} {} died of: a wrapper passing its child's death on",
+                via_phrase(via)
             ),
         )
     })
@@ -394,210 +451,6 @@ fn via_phrase(via: LinkVia) -> &'static str {
         LinkVia::PipeReader => "its pipe's reader",
         LinkVia::NamespaceInit => "its pid namespace's init",
     }
-}
-
-/// How a death ended, as a clause after the process's name: "was killed by
-/// SIGKILL from `pkill -f x` (pid 7)", "exited with code 1".
-pub fn fate(c: &Certificate) -> String {
-    let sig = || {
-        c.cause.signal.as_ref().map_or_else(
-            || match &c.victim.status {
-                ExitStatus::Signaled { name, .. } => name.clone(),
-                ExitStatus::Exited { .. } => "a signal".into(),
-            },
-            |s| s.sig_name.clone(),
-        )
-    };
-    let from = c
-        .killer
-        .as_ref()
-        .map(|k| format!(" from {}", proc_phrase(&k.process)))
-        .unwrap_or_default();
-    match (c.cause.kind, c.cause.handled_then_exited) {
-        (_, Some(code)) if c.killer.is_some() => {
-            format!("exited with code {code} after catching {}{from}", sig())
-        }
-        (CauseKind::KilledInRun | CauseKind::KilledOutsideRun | CauseKind::Tracer, _) => {
-            format!("was killed by {}{from}", sig())
-        }
-        (CauseKind::SelfInflicted, _) => format!("killed itself with {}", sig()),
-        (CauseKind::OwnGroupKill, _) => format!("was killed by {} from its own group kill", sig()),
-        (CauseKind::Oom, _) => "was killed by the kernel OOM killer".into(),
-        (CauseKind::Fault | CauseKind::Seccomp, _) => format!("crashed with {}", sig()),
-        (CauseKind::TerminalInterrupt, _) => format!("was {}", c.cause.summary),
-        (CauseKind::OwnTimer, _) => format!("was killed by {} when its own timer fired", sig()),
-        (CauseKind::PidNamespaceTeardown, _) => {
-            "was killed by SIGKILL when its pid namespace's init ended".into()
-        }
-        (CauseKind::Sigpipe, _) => {
-            let reader = c
-                .cause
-                .mechanism
-                .as_ref()
-                .and_then(|m| m.process.as_ref())
-                .map(|r| format!(" when its pipe's reader {} was gone", proc_phrase(r)))
-                .unwrap_or_default();
-            format!("was killed by SIGPIPE{reader}")
-        }
-        _ => match &c.victim.status {
-            ExitStatus::Exited { .. } => w::status_phrase(&c.victim.status),
-            ExitStatus::Signaled { .. } => format!("was killed by {}", sig()),
-        },
-    }
-}
-
-/// The short form of a death for a `then:` line: "exited 1", "was killed
-/// by SIGPIPE".
-fn short_fate(c: &Certificate) -> String {
-    if c.cause.kind == CauseKind::PidNamespaceTeardown {
-        return "went down with its pid namespace".into();
-    }
-    match &c.victim.status {
-        ExitStatus::Exited { code } => format!("exited {code}"),
-        ExitStatus::Signaled { name, .. } => format!("was killed by {name}"),
-    }
-}
-
-/// Writes the links into the ranked certificates (ids assigned): each
-/// consequence's `consequence_of`, headline, summary and rank reason, and
-/// each root's `consequences`.
-pub(crate) fn word(certs: &mut [Certificate], links: &BTreeMap<ProcKey, Link>) {
-    let n = certs.len();
-    let idx: BTreeMap<ProcKey, usize> =
-        certs.iter().enumerate().map(|(i, c)| (key(c), i)).collect();
-    let of: Vec<Option<(usize, &Link)>> = certs
-        .iter()
-        .map(|c| {
-            let l = links.get(&key(c))?;
-            Some((*idx.get(&l.cause)?, l))
-        })
-        .collect();
-    // Up the links to the first certificate not ranked a consequence;
-    // bounded by the number of certificates (causes die first: no cycle).
-    let root_of = |i: usize| {
-        let (mut j, _) = of[i]?;
-        for _ in 0..n {
-            match (certs[j].rank, of[j]) {
-                (Rank::Consequence, Some((k, _))) => j = k,
-                _ => break,
-            }
-        }
-        Some(j)
-    };
-    let roots: Vec<Option<usize>> = (0..n).map(root_of).collect();
-    let words: Vec<Option<(Consequence, String, String)>> = (0..n)
-        .map(|i| {
-            let (j, l) = of[i]?;
-            let r = roots[i]?;
-            Some(words_for(certs, i, j, r, l))
-        })
-        .collect();
-    for (i, wd) in words.into_iter().enumerate() {
-        let Some((link, summary, reason)) = wd else {
-            continue;
-        };
-        let c = &mut certs[i];
-        c.headline = format!("{} {summary}", proc_phrase(&c.victim.process));
-        c.cause.summary = summary;
-        c.rank_reason = reason;
-        c.consequence_of = Some(link);
-    }
-    let mut chains: Vec<(usize, u64, usize)> = (0..n)
-        .filter_map(|i| Some((roots[i]?, certs[i].victim.end_seq, certs[i].id)))
-        .collect();
-    chains.sort_unstable();
-    for (r, _, id) in chains {
-        certs[r].consequences.push(id);
-    }
-}
-
-/// The link of certificate `i` to `j` (root `r`) in words: the
-/// `consequence_of` object, the new summary, the rank reason.
-fn words_for(
-    certs: &[Certificate],
-    i: usize,
-    j: usize,
-    r: usize,
-    l: &Link,
-) -> (Consequence, String, String) {
-    let (v, c, root) = (&certs[i], &certs[j], &certs[r]);
-    let after_root = if r == j {
-        String::new()
-    } else {
-        format!(
-            " (#{}), after {} {}",
-            c.id,
-            proc_phrase(&root.victim.process),
-            fate(root)
-        )
-    };
-    let see = format!("(see #{})", root.id);
-    let summary = match l.via {
-        LinkVia::Child | LinkVia::Descendant => format!(
-            "{} because {} {} {}{after_root} {see}",
-            w::status_phrase(&v.victim.status),
-            via_phrase(l.via),
-            proc_phrase(&c.victim.process),
-            fate(c)
-        ),
-        // The mechanism's own sentence names the reader or the init.
-        LinkVia::PipeReader | LinkVia::NamespaceInit => {
-            format!("{}{after_root} {see}", v.cause.summary)
-        }
-    };
-    let reason = if v.rank == Rank::Consequence {
-        format!("follows from the death of #{}: {}", c.id, l.detail)
-    } else {
-        format!(
-            "follows from #{}, an expected death, so it is reported in its own right: {}",
-            c.id, l.detail
-        )
-    };
-    (
-        Consequence {
-            of: c.id,
-            root: root.id,
-            via: l.via,
-            evidence: l.evidence,
-            detail: l.detail.clone(),
-        },
-        summary,
-        reason,
-    )
-}
-
-/// "then: `bash -c …` (pid 7) exited 137 → `npx vitest` (pid 5) exited 1":
-/// the deaths that followed from `root`, in order, on one line; `None` when
-/// none did.
-pub fn then_line(certs: &[Certificate], root: &Certificate) -> Option<String> {
-    if root.consequences.is_empty() {
-        return None;
-    }
-    let by_id = |id: usize| certs.iter().find(|c| c.id == id);
-    let mut line = String::from("then: ");
-    let mut prev = root.id;
-    for (k, &id) in root.consequences.iter().enumerate() {
-        if k == THEN_MAX {
-            let rest = root.consequences.len() - THEN_MAX;
-            line.push_str(&format!(
-                "; and {} (see report.json)",
-                w::plural(rest, "more", "more")
-            ));
-            break;
-        }
-        let Some(c) = by_id(id) else { continue };
-        if k > 0 {
-            let chained = c.consequence_of.as_ref().is_some_and(|l| l.of == prev);
-            line.push_str(if chained { " → " } else { "; " });
-        }
-        line.push_str(&format!(
-            "{} {} (#{id})",
-            proc_phrase(&c.victim.process),
-            short_fate(c)
-        ));
-        prev = id;
-    }
-    Some(line)
 }
 
 #[cfg(test)]

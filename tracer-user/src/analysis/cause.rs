@@ -127,6 +127,15 @@ fn classify_end(m: &Model, key: ProcKey) -> Classified {
             // handler re-raising a fault (Python's faulthandler, C crash
             // reporters) died of the fault.
             if own.kind == CauseKind::SelfInflicted {
+                // Go's runtime after a write to a closed pipe: the
+                // kernel's SIGPIPE, then its own (epipe.rs).
+                if let Some(j) = super::epipe::reraised_after_epipe(m, key, i) {
+                    return Classified {
+                        reraised: Some(i),
+                        fatal: Some(j),
+                        ..Classified::of(CauseKind::Sigpipe)
+                    };
+                }
                 let s = &m.signals[i];
                 let j = caught(m, key, s.ev.at.seq, Some(&[signal]), None)
                     .or_else(|| caught_fault(m, key, s.ev.at.seq, signal))
@@ -145,11 +154,18 @@ fn classify_end(m: &Model, key: ProcKey) -> Classified {
                 handled_then_exited: Some(code),
                 ..by_signal(m, key, i)
             },
-            None => Classified {
-                caught_earlier: (code != 0)
-                    .then(|| caught(m, key, end.seq, None, None))
-                    .flatten(),
-                ..Classified::of(CauseKind::NonzeroExit)
+            // An interpreter's own exit on EPIPE (epipe.rs).
+            None => match super::epipe::exited_after_epipe(m, key) {
+                Some(j) => Classified {
+                    fatal: Some(j),
+                    ..Classified::of(CauseKind::Sigpipe)
+                },
+                None => Classified {
+                    caught_earlier: (code != 0)
+                        .then(|| caught(m, key, end.seq, None, None))
+                        .flatten(),
+                    ..Classified::of(CauseKind::NonzeroExit)
+                },
             },
         },
     }

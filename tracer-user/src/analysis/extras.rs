@@ -273,7 +273,22 @@ pub(crate) fn leftovers(cx: &Ctx) -> Vec<Leftover> {
                     .map(|(pp, f)| cx.proc_ref(pp, f.t)),
                 leak,
                 ended_at: p.end.as_ref().map(|e| cx.wall(e.t)),
+                routine: routine_end(cx, p),
             }
         })
         .collect()
+}
+
+/// A leaked process that ended by itself within [`ROUTINE_LEAK_NS`] of its
+/// leak record (the command's exit): no signal from the tracer (`--leaks
+/// kill`) ended it.
+fn routine_end(cx: &Ctx, p: &crate::model::Process) -> bool {
+    let (Some(l), Some(e)) = (p.leak(), p.end.as_ref()) else {
+        return false;
+    };
+    let by_tracer = p
+        .signals_in()
+        .iter()
+        .any(|&i| cx.m.is_tracer(cx.m.signals[i].sender));
+    e.t <= l.at.t + super::ROUTINE_LEAK_NS && !by_tracer
 }

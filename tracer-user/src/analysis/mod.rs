@@ -7,6 +7,7 @@ mod caught;
 mod cause;
 mod certificate;
 mod crash;
+mod epipe;
 mod extras;
 pub mod fold;
 pub mod hangs;

@@ -263,7 +263,11 @@ fn nonzero_exit(cls: &Classified, f: &Facts) -> String {
 /// The command that could not be run, and what executing it failed with.
 fn not_run(f: &Facts) -> String {
     let nr = f.not_run.expect("a not-run cause has its facts");
+    let interpreter = nr.reason.starts_with("its interpreter");
     let shell = match nr.code {
+        Some(127) if interpreter => {
+            "; tracer exited 127, as a shell does for a script whose interpreter is missing"
+        }
         Some(127) => "; tracer exited 127, as a shell does for a command not found",
         Some(126) => "; tracer exited 126, as a shell does for a command it cannot execute",
         _ => "",

@@ -36,14 +36,16 @@ unobserved signal. A process that caught a signal from another process (it ran o
 delivery) and then raised the same signal on itself, exited 128+N, or exited non-zero within 5 s \
 of a caught SIGINT, SIGHUP, SIGQUIT or SIGTERM (any time after, for the tracer's own) died of the \
 caught signal: it is ranked by that signal's sender. \
-Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`), a terminal hang-up \
+Kernel causes: a SIGPIPE whose pipe's reader exited 0 (`producer | head`; so is a writer that \
+re-raised SIGPIPE on itself or exited non-zero on the failed write, as Go, Python and Node do), a terminal hang-up \
 caused by its own parent or ancestor, ^C at its terminal, a shell's kill of its own process group \
 (its cleanup) and a kill at the end of its pid namespace after the init exited normally are \
 expected; a timeout(1) that fired, or a timer of its own, ranks with the non-zero exits; a \
 parent-death signal fired by the exit of a parent thread while the parent lived on, and a kill the \
 tracer forwarded for a process of the run, are unexpected. A consequence follows from an unexpected death or a non-zero exit of a process it was \
 waiting on (its child exited 128+N after that child died of N, its last words name that death, or \
-it exited within 5 s of it; a SIGPIPE after its reader died; a kill by its pid namespace's end): \
+it exited within 5 s of it; a wrapper that raised on itself the signal its child died of; a \
+SIGPIPE after its reader died; a kill by its pid namespace's end): \
 it is ranked after the non-zero exits and not counted again.";
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

@@ -4,6 +4,10 @@ use crate::analysis::{
     cascade, wording as w, Analysis, Certificate, DeathMention, ForeignSignal, Leftover, Rank,
 };
 
+mod clip;
+use clip::clip;
+use clip::{clip_middle, compact_parens, compact_spans, drop_aside};
+
 // The verdict's most characters, as report.md's first line shows it.
 use crate::text::MAX_VERDICT_CHARS as MAX_VERDICT;
 /// The shortest a clipped clause gets before the whole line is cut.
@@ -12,6 +16,8 @@ const MIN_CLAUSE: usize = 24;
 const FLOOR: usize = 60;
 /// A parenthesis longer than this is cut when the verdict is too long.
 const PAREN: usize = 40;
+/// A cause's command (code span) longer than this is cut before the cause is.
+const SPAN: usize = 32;
 
 /// What a verdict says, before it is sized to [`MAX_VERDICT`].
 #[derive(Debug, Clone, Default)]
@@ -25,10 +31,54 @@ pub(super) struct Parts {
     /// "No unexpected deaths".
     head: String,
     /// One per cause, in rank order (the verdict names at most two).
-    mentions: Vec<String>,
+    mentions: Vec<Mention>,
+    /// The mentions are non-zero exits: under a lead clause (a kill that
+    /// left the run, a hang) they are routine beside it, and go before
+    /// the lead is cut.
+    routine_mentions: bool,
     leaks: Option<String>,
     /// Never clipped: a verdict on lossy data says so.
     incomplete: Option<String>,
+}
+
+/// One cause as the verdict names it: its headline, and the end of it that
+/// tells victim and killer apart (their tests or workers), which a cut
+/// keeps.
+#[derive(Debug, Clone, Default)]
+struct Mention {
+    body: String,
+    identifies: String,
+    /// " (the same call also killed pids …)": the other victims of one
+    /// group kill, whose certificates name them.
+    also: String,
+}
+
+impl Mention {
+    fn text(&self) -> String {
+        format!("{}{}{}", self.body, self.identifies, self.also)
+    }
+
+    /// At most about `max` characters: when it must be cut and has
+    /// tests or workers to tell victim and killer apart, the body is cut
+    /// before them (and before the other victims of its group kill, which
+    /// go to the certificates when there is no room for them).
+    fn clipped(&self, max: usize) -> String {
+        let whole = self.text();
+        let keep = self.identifies.chars().count();
+        if whole.chars().count() <= max || keep == 0 || keep + MIN_CLAUSE > max {
+            return clip(&whole, max);
+        }
+        let also = self.also.chars().count();
+        if keep + also + MIN_CLAUSE <= max {
+            return format!(
+                "{}{}{}",
+                clip(&self.body, max - keep - also),
+                self.identifies,
+                self.also
+            );
+        }
+        format!("{}{}", clip(&self.body, max - keep), self.identifies)
+    }
 }
 
 /// The first line of every report. Names at most two causes: the rest is a
@@ -51,6 +101,7 @@ pub(super) fn parts(a: &Analysis, log: &LogFacts) -> Parts {
         all.sort_by_key(|m| m.id);
         mentions(&all)
     };
+    let routine_mentions = a.counts.unexpected == 0;
     let (head, mentions) = if a.counts.unexpected > 0 {
         let n = a.counts.unexpected;
         (
@@ -88,7 +139,15 @@ pub(super) fn parts(a: &Analysis, log: &LogFacts) -> Parts {
         lead: Vec::new(),
         inside: false,
         head,
-        mentions: mentions.into_iter().map(line).collect(),
+        mentions: mentions
+            .into_iter()
+            .map(|m| Mention {
+                body: line(m.body),
+                identifies: line(m.identifies),
+                also: line(m.also),
+            })
+            .collect(),
+        routine_mentions,
         leaks: leaked_phrase(&a.leftovers).map(line),
         incomplete,
     }
@@ -112,18 +171,39 @@ impl Parts {
         // a hang: its subject and its conclusion) and the start of each
         // cause (victim, signal, killer); a long parenthesis (a command
         // line, a holder's story) goes first.
+        // What identifies a death (who, by whom, in which test, the pid
+        // of a victim outside the run) is kept longest; what is routine
+        // beside it goes first: the examples of non-zero exits under a
+        // lead clause, then the leak clause.
         let short = self.compacted();
+        let lean = short.lean();
+        let spans = lean.spans();
+        // The leak clause goes before a cause is cut: report.md lists
+        // every leftover under it.
+        let bare = Parts {
+            leaks: None,
+            ..spans.clone()
+        };
         let tries = [self.with(1, usize::MAX, usize::MAX)]
             .into_iter()
+            .chain([short.with(1, usize::MAX, usize::MAX)])
+            .chain([lean.with(1, usize::MAX, usize::MAX)])
             .chain(
                 (FLOOR..=MAX_VERDICT)
                     .rev()
-                    .map(|cap| short.with(1, usize::MAX, cap)),
+                    .map(|cap| lean.with_leaks(1, usize::MAX, usize::MAX, cap)),
+            )
+            .chain([spans.with_leaks(1, usize::MAX, usize::MAX, FLOOR)])
+            .chain([bare.with(1, usize::MAX, usize::MAX)])
+            .chain(
+                (FLOOR..=MAX_VERDICT)
+                    .rev()
+                    .map(|cap| bare.with(1, usize::MAX, cap)),
             )
             .chain(
                 (MIN_CLAUSE..=MAX_VERDICT)
                     .rev()
-                    .map(|cap| short.with(1, cap, cap.min(FLOOR))),
+                    .map(|cap| bare.with(1, cap, cap.min(FLOOR))),
             );
         if let Some(v) = tries.into_iter().find(fits) {
             return v;
@@ -131,7 +211,7 @@ impl Parts {
         // Only a verdict with many lead clauses gets here: cut the line,
         // keep the qualifier.
         let tail = self.incomplete_clause();
-        let v = short.with(1, MIN_CLAUSE, MIN_CLAUSE);
+        let v = bare.with(1, MIN_CLAUSE, MIN_CLAUSE);
         let body = v.strip_suffix(&tail).unwrap_or(&v);
         let mut room = MAX_VERDICT.saturating_sub(len(&tail));
         loop {
@@ -151,8 +231,39 @@ impl Parts {
             .iter()
             .map(|s| compact_parens(drop_aside(s)))
             .collect();
-        p.mentions = p.mentions.iter().map(|s| compact_parens(s)).collect();
+        p.mentions = p
+            .mentions
+            .iter()
+            .map(|m| Mention {
+                body: compact_parens(&m.body),
+                identifies: m.identifies.clone(),
+                also: m.also.clone(),
+            })
+            .collect();
         p.leaks = p.leaks.as_deref().map(compact_parens);
+        p
+    }
+
+    /// Each command of the causes after the victim's (the killer's) cut to
+    /// [`SPAN`] characters: the pids beside them stay, and the victim's
+    /// name leads whole.
+    fn spans(&self) -> Parts {
+        let mut p = self.clone();
+        for m in &mut p.mentions {
+            if let Some(i) = m.body.find(" (pid ") {
+                m.body = format!("{}{}", &m.body[..i], compact_spans(&m.body[i..]));
+            }
+        }
+        p
+    }
+
+    /// Without what is routine beside a lead clause: the examples of
+    /// non-zero exits (their count stays).
+    fn lean(&self) -> Parts {
+        let mut p = self.clone();
+        if !p.lead.is_empty() && p.routine_mentions {
+            p.mentions.clear();
+        }
         p
     }
 
@@ -166,8 +277,13 @@ impl Parts {
     /// The verdict naming `named` causes, each lead clause at most `lead`
     /// characters and each other clause at most `clause`.
     fn with(&self, named: usize, lead: usize, clause: usize) -> String {
+        self.with_leaks(named, lead, clause, clause)
+    }
+
+    /// As [`Parts::with`], the leak clause at most `leaks` characters.
+    fn with_leaks(&self, named: usize, lead: usize, clause: usize, leaks: usize) -> String {
         let all = &self.mentions;
-        let mut items: Vec<String> = all.iter().take(named).map(|m| clip(m, clause)).collect();
+        let mut items: Vec<String> = all.iter().take(named).map(|m| m.clipped(clause)).collect();
         if all.len() > named {
             items.push(format!("and {} more", all.len() - named));
         }
@@ -176,11 +292,11 @@ impl Parts {
         } else {
             format!("{}: {}", self.head, items.join("; "))
         };
-        if let Some(leaks) = &self.leaks {
+        if let Some(self_leaks) = &self.leaks {
             v = format!(
                 "{}. Leaked: {}",
                 v.trim_end_matches('.'),
-                clip(leaks, clause)
+                clip(self_leaks, leaks)
             );
         }
         if self.incomplete.is_some() {
@@ -203,138 +319,6 @@ fn lower_first(s: &str) -> String {
         Some(f) if f.is_ascii_uppercase() => f.to_ascii_lowercase().to_string() + c.as_str(),
         _ => s.to_string(),
     }
-}
-
-/// Each parenthesis of `s` (outside code spans) longer than [`PAREN`]
-/// characters cut to its start: `(/root/.pyenv/versions/3.11.7/bin/python3 -c
-/// import …)` becomes `(python3 -c import subprocess;…)`.
-fn compact_parens(s: &str) -> String {
-    let c: Vec<char> = s.chars().collect();
-    let mut o = String::with_capacity(s.len());
-    let mut i = 0;
-    let mut in_code = false;
-    while i < c.len() {
-        if c[i] == '`' {
-            in_code = !in_code;
-        }
-        if c[i] == '(' && !in_code {
-            // Its matching close, skipping code spans inside.
-            let (mut depth, mut j, mut code) = (0usize, i, false);
-            let mut end = None;
-            while j < c.len() {
-                match c[j] {
-                    '`' => code = !code,
-                    '(' if !code => depth += 1,
-                    ')' if !code => {
-                        depth -= 1;
-                        if depth == 0 {
-                            end = Some(j);
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-            if let Some(j) = end.filter(|&j| j - i > PAREN) {
-                let inner: String = c[i + 1..j].iter().collect();
-                // A command's program by its name, not its directory.
-                let inner = match inner.split_once(' ') {
-                    Some((prog, rest)) if prog.starts_with('/') => {
-                        format!("{} {rest}", crate::text::command::program(prog))
-                    }
-                    _ => inner,
-                };
-                o.push('(');
-                o.push_str(&clip(&inner, PAREN - 2));
-                o.push(')');
-                i = j + 1;
-                continue;
-            }
-        }
-        o.push(c[i]);
-        i += 1;
-    }
-    o
-}
-
-/// A clause without its closing aside (` — the read ends only when …`):
-/// what the snapshot explains at length.
-fn drop_aside(s: &str) -> &str {
-    match s.rfind(" — ") {
-        Some(i) => {
-            let aside = &s[i..];
-            let balanced = aside.matches('(').count() == aside.matches(')').count()
-                && aside.matches('`').count().is_multiple_of(2);
-            if balanced {
-                &s[..i]
-            } else {
-                s
-            }
-        }
-        None => s,
-    }
-}
-
-/// `s` in at most `max` characters, its start and its end kept (a lead
-/// clause says what happened first and what it means last).
-fn clip_middle(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        return s.to_string();
-    }
-    let tail_len = max / 2;
-    let head = clip(s, max.saturating_sub(tail_len).max(1));
-    let used = head.chars().count();
-    let room = max.saturating_sub(used);
-    let tail: String = s.chars().skip(n - room.min(n)).collect();
-    // Start the tail at a word, outside any code span it would cut.
-    let tail = match tail.find(' ') {
-        Some(i) if i < tail.len() / 2 => tail[i + 1..].to_string(),
-        _ => tail,
-    };
-    if tail.matches('`').count() % 2 == 1 {
-        return head;
-    }
-    format!("{head} {tail}")
-}
-
-/// `s` in at most `max` characters: cut at a space when one is near the
-/// end, "…" added, and a code span the cut left open closed again (its
-/// backtick run repeated), so report.md shows the rest as prose.
-pub(super) fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let keep = max.saturating_sub(1);
-    let mut cut: String = s.chars().take(keep).collect();
-    if let Some(sp) = cut.rfind(' ') {
-        if cut[..sp].chars().count() * 4 >= keep * 3 {
-            cut.truncate(sp);
-        }
-    }
-    // Backtick runs alternate open, close: an odd count leaves one open.
-    let mut open: Option<usize> = None;
-    let mut run = 0;
-    for ch in cut.chars().chain(std::iter::once(' ')) {
-        if ch == '`' {
-            run += 1;
-            continue;
-        }
-        if run > 0 {
-            open = match open {
-                Some(n) if n == run => None,
-                Some(n) => Some(n),
-                None => Some(run),
-            };
-            run = 0;
-        }
-    }
-    cut.push('…');
-    if let Some(n) = open {
-        cut.push_str(&"`".repeat(n));
-    }
-    cut
 }
 
 /// The verdict's first clause when the run sent a killing signal to a
@@ -417,10 +401,17 @@ pub(super) fn then_lines(a: &Analysis) -> Vec<String> {
 
 /// The verdict's leak clause. `leak` records say exactly which processes
 /// outlived the command; a log without them only shows orphans with no end.
+/// None when every recorded one is routine (`Leftover::routine`).
 fn leaked_phrase(leftovers: &[Leftover]) -> Option<String> {
-    let recorded: Vec<&Leftover> = leftovers.iter().filter(|l| l.leak.is_some()).collect();
+    // A runner's workers winding down just after it are routine: listed
+    // under "Leaked" below, not named here.
+    let recorded: Vec<&Leftover> = leftovers
+        .iter()
+        .filter(|l| l.leak.is_some() && !l.routine)
+        .collect();
     let inferred: Vec<&Leftover> = leftovers.iter().filter(|l| l.orphaned).collect();
-    let (list, recorded) = if recorded.is_empty() {
+    let any_recorded = leftovers.iter().any(|l| l.leak.is_some());
+    let (list, recorded) = if !any_recorded {
         (inferred, false)
     } else {
         (recorded, true)
@@ -465,7 +456,7 @@ const MAX_ALSO: usize = 4;
 /// One mention per cause: the victims of one group kill (one call, several
 /// deliveries; one OOM group kill) are named together, led by the process
 /// the call aimed at.
-fn mentions(certs: &[DeathMention]) -> Vec<String> {
+fn mentions(certs: &[DeathMention]) -> Vec<Mention> {
     let mut groups: Vec<(Option<OneKill>, Vec<&DeathMention>)> = Vec::new();
     for c in certs {
         let call = c
@@ -496,15 +487,32 @@ fn mentions(certs: &[DeathMention]) -> Vec<String> {
                 _ => others.join(", "),
             };
             let pids = if others.len() == 1 { "pid" } else { "pids" };
-            match (others.len(), kill) {
-                (0, _) => rep.headline.clone(),
-                (_, Some(OneKill::OomGroup(_))) => {
-                    oom_group_mention(rep, &format!("{pids} {listed}"))
-                }
-                _ => format!(
-                    "{} (the same call also killed {pids} {listed})",
-                    rep.headline
+            // An OOM group kill's pids go inside the mention's body, right
+            // after the victim (oom_group_mention); a call's go after it.
+            let (headline, also) = match (others.len(), kill) {
+                (0, _) => (rep.headline.clone(), String::new()),
+                (_, Some(OneKill::OomGroup(_))) => (
+                    oom_group_mention(rep, &format!("{pids} {listed}")),
+                    String::new(),
                 ),
+                _ => (
+                    rep.headline.clone(),
+                    format!(" (the same call also killed {pids} {listed})"),
+                ),
+            };
+            let body = headline
+                .strip_suffix(&rep.identifies)
+                .filter(|_| !rep.identifies.is_empty())
+                .unwrap_or(&headline);
+            let identifies = if body.len() < headline.len() {
+                rep.identifies.as_str()
+            } else {
+                ""
+            };
+            Mention {
+                body: body.to_string(),
+                identifies: identifies.to_string(),
+                also,
             }
         })
         .collect()

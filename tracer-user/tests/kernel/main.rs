@@ -42,6 +42,7 @@ mod metrics;
 mod oom;
 mod otlp;
 mod pidns;
+mod pipe_idiom;
 mod redact;
 mod reliability;
 mod resources;

@@ -338,7 +338,8 @@ fn a_script_whose_interpreter_is_missing_says_so() {
     std::fs::write(&script, "#!/nonexistent/python\nprint(1)\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let r = record(&[], &[script.to_str().unwrap()]);
-    assert_eq!(r.code(), Some(126), "{}", r.stderr());
+    // As bash and dash exit for it (`bash -c ./bad.py; echo $?` says 127).
+    assert_eq!(r.code(), Some(127), "{}", r.stderr());
     assert!(
         r.stderr()
             .contains("its interpreter /nonexistent/python (the script's `#!` line) was not found"),
@@ -350,7 +351,8 @@ fn a_script_whose_interpreter_is_missing_says_so() {
     assert_eq!(c.cause.kind, CauseKind::NotRun);
     assert!(
         c.headline.contains(
-            "failed: its interpreter /nonexistent/python (the script's `#!` line) was not found"
+            "failed: its interpreter /nonexistent/python (the script's `#!` line) was not found; \
+             tracer exited 127, as a shell does for a script whose interpreter is missing"
         ),
         "{}",
         c.headline

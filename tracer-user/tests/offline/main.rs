@@ -22,4 +22,5 @@ mod output_fuzz;
 mod report_scale;
 mod resources_fixtures;
 mod summarize;
+mod verdict_budget;
 mod verdict_fixtures;

@@ -10,7 +10,7 @@ use crate::{
         Ctx,
     },
     eventlog::{ExitStatus, ProcKey},
-    model::SignalEv,
+    model::{End, SignalEv},
 };
 
 // SIGCONT: timeout(1) sends it after its signal; it stops nobody.
@@ -21,28 +21,23 @@ const TIMEOUT_STATUS: i32 = 124;
 /// SIGPIPE: the kernel raised it because the pipe's read end was closed.
 /// The reader is inferred from the pipeline's shape: a sibling or child of
 /// the writer that lived alongside it and ended closest before the SIGPIPE,
-/// else closest after it (within the slack above), else its parent.
-pub(super) fn pipe_reader(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refined> {
+/// else closest after it (within the slack above), else its parent. The
+/// writer died of it, re-raised it on itself (Go), or exited on the failed
+/// write (Python, Node: analysis/epipe.rs); all three rank by the reader.
+pub(super) fn pipe_reader(
+    cx: &Ctx,
+    key: ProcKey,
+    cls: &Classified,
+    s: &SignalEv,
+) -> Option<Refined> {
     let m = cx.m;
-    let p = m.proc(key)?;
-    let siblings = p
-        .parent
-        .and_then(|pp| m.proc(pp))
-        .map(|pp| pp.children.clone())
-        .unwrap_or_default();
-    let t = s.ev.at.t;
-    let (rk, end) = siblings
-        .into_iter()
-        .chain(p.children.iter().copied())
-        .map(|k| (k, 0u8))
-        .chain(p.parent.map(|k| (k, 1u8)))
-        .filter(|&(k, _)| k != key)
-        .filter_map(|(k, tier)| Some((k, tier, m.proc(k)?.end.as_ref()?)))
-        .filter(|(_, _, e)| e.t >= key.start && e.t <= t + super::READER_EXIT_AFTER_NS)
-        .min_by_key(|(_, tier, e)| (*tier, e.t > t, e.t.abs_diff(t), e.seq))
-        .map(|(k, _, e)| (k, e))?;
+    let how = writer_end(cx, key, cls)?;
+    let Some((rk, end)) = reader_of(cx, key, s) else {
+        return exit_without_reader(&how, cls);
+    };
     let r = cx.proc_ref(rk, end.t);
     let rel = w::relation_phrase(relation(m, rk, key));
+    let t = s.ev.at.t;
     let apart = w::duration(t.abs_diff(end.t));
     let normal = matches!(end.status, ExitStatus::Exited { code: 0 });
     let fate = match &end.status {
@@ -61,7 +56,7 @@ pub(super) fn pipe_reader(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refine
                 "its pipe's reader finished first: the normal end of a `producer | head` pipeline",
             ),
             format!(
-                "killed by SIGPIPE: its reader {}, {rel}, had finished and closed the pipe (it {fate}, {apart} apart) — the normal end of a `producer | head` pipeline",
+                "{how}: its reader {}, {rel}, had finished and closed the pipe (it {fate}, {apart} apart) — the normal end of a `producer | head` pipeline",
                 proc_phrase(&r)
             ),
         )
@@ -69,7 +64,7 @@ pub(super) fn pipe_reader(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refine
         (
             (Rank::Unexpected, "wrote to a pipe whose reader died"),
             format!(
-                "killed by SIGPIPE: its reader {}, {rel}, had died (it {fate}, {apart} apart)",
+                "{how}: its reader {}, {rel}, had died (it {fate}, {apart} apart)",
                 proc_phrase(&r)
             ),
         )
@@ -77,6 +72,72 @@ pub(super) fn pipe_reader(cx: &Ctx, key: ProcKey, s: &SignalEv) -> Option<Refine
     let mut out = refined(CauseKind::Sigpipe, rank, summary, mech_);
     out.evidence.push(end.seq);
     Some(out)
+}
+
+/// How the writer ended, the clause before its reader: killed by the
+/// kernel's SIGPIPE, by its own re-raise of it, or by its own exit.
+fn writer_end(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<String> {
+    let end = cx.m.proc(key)?.end.as_ref()?;
+    Some(match (&end.status, cls.reraised) {
+        (ExitStatus::Exited { code }, _) => format!(
+            "exited with code {code} after a write to its pipe failed with EPIPE (the kernel's SIGPIPE, which it ignores or handles, came first)"
+        ),
+        (ExitStatus::Signaled { .. }, Some(i)) => {
+            let r = &cx.m.signals[i];
+            let call = cx.call_of(r).map_or_else(
+                || "an uncaptured call".to_string(),
+                |(sc, a, t)| w::call_notation(&sc, a, t, &r.ev.sig_name),
+            );
+            format!(
+                "killed by SIGPIPE, which it re-raised on itself via {call} after a write to its pipe failed with EPIPE (as Go programs do)"
+            )
+        }
+        (ExitStatus::Signaled { .. }, None) => "killed by SIGPIPE".to_string(),
+    })
+}
+
+/// A write that failed with EPIPE, then an exit, and no reader in the run
+/// to rank it by (the pipe went to a process outside it): a non-zero exit,
+/// said as such.
+fn exit_without_reader(how: &str, cls: &Classified) -> Option<Refined> {
+    if cls.reraised.is_some() || !how.starts_with("exited") {
+        return None;
+    }
+    Some(refined(
+        CauseKind::NonzeroExit,
+        (
+            Rank::NonzeroExit,
+            "exited non-zero after a write to a pipe with no reader; the reader is not in the run",
+        ),
+        format!("{how}; its reader is not in the run"),
+        mech(
+            MechanismKind::PipeReaderGone,
+            "its write failed with EPIPE: the pipe's read end was closed; no process of the run was its reader".into(),
+        ),
+    ))
+}
+
+/// The process that read `key`'s pipe and ended by the SIGPIPE `s`, with
+/// its end.
+fn reader_of<'a>(cx: &'a Ctx, key: ProcKey, s: &SignalEv) -> Option<(ProcKey, &'a End)> {
+    let m = cx.m;
+    let p = m.proc(key)?;
+    let siblings = p
+        .parent
+        .and_then(|pp| m.proc(pp))
+        .map(|pp| pp.children.clone())
+        .unwrap_or_default();
+    let t = s.ev.at.t;
+    siblings
+        .into_iter()
+        .chain(p.children.iter().copied())
+        .map(|k| (k, 0u8))
+        .chain(p.parent.map(|k| (k, 1u8)))
+        .filter(|&(k, _)| k != key)
+        .filter_map(|(k, tier)| Some((k, tier, m.proc(k)?.end.as_ref()?)))
+        .filter(|(_, _, e)| e.t >= key.start && e.t <= t + super::READER_EXIT_AFTER_NS)
+        .min_by_key(|(_, tier, e)| (*tier, e.t > t, e.t.abs_diff(t), e.seq))
+        .map(|(k, _, e)| (k, e))
 }
 
 /// kill(0, …), kill(-pgid, …) or kill(-1, …) that reached the caller too.

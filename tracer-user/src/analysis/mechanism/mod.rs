@@ -69,7 +69,7 @@ pub(crate) fn refine(cx: &Ctx, key: ProcKey, cls: &Classified) -> Option<Refined
         return Some(r);
     }
     match (cls.kind, fatal) {
-        (CauseKind::Sigpipe, Some(s)) => idioms::pipe_reader(cx, key, s),
+        (CauseKind::Sigpipe, Some(s)) => idioms::pipe_reader(cx, key, cls, s),
         (CauseKind::SelfInflicted, Some(s)) if s.ev.sig == SIGXFSZ && s.ev.call.is_none() => {
             let mut m = mech(
                 MechanismKind::Rlimit,

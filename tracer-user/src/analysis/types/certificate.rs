@@ -117,6 +117,11 @@ pub struct DeathMention {
     /// The call aimed at this very process (`kill(pid)`, not its group), or
     /// the OOM group kill was its own allocation's.
     pub aimed: bool,
+    /// The end of `headline` that tells victim and killer apart by their
+    /// tests or workers (", spawned by `cleanup` (vitest); the victim was
+    /// running `sibling` (vitest)"): what the verdict keeps when it cuts
+    /// the rest. Empty when the headline names none.
+    pub identifies: String,
 }
 
 impl DeathMention {
@@ -137,6 +142,25 @@ impl DeathMention {
                 || c.oom
                     .as_ref()
                     .is_some_and(|o| o.group.is_some() && o.trigger_is_victim),
+            identifies: identifies(c),
         }
+    }
+}
+
+/// The tests (or, with none known, the workers) phrase that ends `c`'s
+/// headline, as certificate.rs's `headline` wrote it.
+fn identifies(c: &Certificate) -> String {
+    use crate::analysis::wording::{tests_phrase, workers_phrase};
+    let k = c.killer.as_ref();
+    let tests = tests_phrase(c.victim.test.as_ref(), k);
+    let phrase = if tests.is_empty() {
+        workers_phrase(c.victim.worker.as_deref(), k)
+    } else {
+        tests
+    };
+    if c.headline.ends_with(&phrase) {
+        phrase
+    } else {
+        String::new()
     }
 }

@@ -275,6 +275,17 @@ fn daemon_state_never_goes_through_a_dir_another_user_made_first() {
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert_eq!(fs::read_to_string(state.join("rc")).unwrap().trim(), "0");
     assert!(Path::new(output).join("report.json").exists());
+    // The job log shows the verdict: daemon.log's first line is
+    // "tracer: daemon watching …", which the stop step's filter once took
+    // for the start of a range and deleted everything after.
+    let rep: serde_json::Value =
+        serde_json::from_slice(&fs::read(Path::new(output).join("report.json")).unwrap()).unwrap();
+    let verdict = rep["verdict"].as_str().unwrap();
+    assert!(
+        stderr(&stopped).contains(verdict),
+        "the stop step prints the verdict ({verdict}): {}",
+        stderr(&stopped)
+    );
     // The planted links are as they were: nothing followed or replaced them.
     for entry in fs::read_dir(&planted).unwrap() {
         let p = entry.unwrap().path();
