@@ -17,7 +17,7 @@ pub struct Identity {
 }
 
 /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
-const CAP_V3: u32 = 0x2008_0526;
+const CAP_V3: u32 = 0x2008_0522;
 /// linux/capability.h.
 const CAP_SETGID: u32 = 6;
 const CAP_SETUID: u32 = 7;

@@ -211,17 +211,17 @@ pub fn stacks(crashes: &[Crash], parse: Result<Parse, String>) -> Vec<CrashStack
         let as_limit = p.child.as_limit;
         let (out, status, stopped, took) = p.child.end();
         let a = answers(&out, status, stopped, p.who, p.n, as_limit);
+        let failed = match &a {
+            Ok((_, _, f)) => f.as_deref(),
+            Err(why) => Some(why.as_str()),
+        };
         log::debug!(
             "parse child: {} crash(es) in {} ms, {} answered, {:?}{}",
             p.n,
             took.as_millis(),
             a.as_ref().map_or(0, |a| a.1.len()),
             a.as_ref().ok().and_then(|a| a.0.as_ref()),
-            a.as_ref()
-                .ok()
-                .and_then(|a| a.2.as_deref())
-                .map(|f| format!(", failed: {f}"))
-                .unwrap_or_default()
+            failed.map(|f| format!(", failed: {f}")).unwrap_or_default()
         );
         a
     });
