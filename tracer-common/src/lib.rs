@@ -69,10 +69,12 @@ pub use crash::{
     CRASH_HAS_REGS, CRASH_OBJECTS, CRASH_OBJECT_NAME, CRASH_PAGE, CRASH_PAGES,
     CRASH_REGS_FROM_STACK, CRASH_SIGNAL_MASK, CRASH_STACK_BYTES, KERNEL_THREAD_SIZE,
 };
+mod kill_fails;
 mod signal_counts;
 pub use kill::{
     KillAbi, KillSyscall, StderrSyscall, SyscallArch, KILL_SYSCALLS, REG_NONE, STDERR_SYSCALLS,
 };
+pub use kill_fails::{KillFailSlot, KillFails, KILL_FAIL_SLOTS};
 pub use offsets::{KernelOffsets, OFFSET_NONE};
 pub use signal_counts::{
     SignalCounts, SignalSlot, SignalSummaryRecord, SIGNAL_FIRST_INDIVIDUAL, SIGNAL_SLOTS,
@@ -304,6 +306,12 @@ pub struct KillCallRecord {
     /// signal_generate events the call produced that were emitted.
     pub deliveries: u32,
     pub _pad: u32,
+    /// Identical failed calls this record stands for (`kill_fails.rs`):
+    /// 1 for a call logged as it returned; N for N calls counted in the
+    /// kernel, this record the last of them (its time, call_id, thread).
+    pub count: u64,
+    /// CLOCK_BOOTTIME ns of the first call `count` covers.
+    pub first_ns: u64,
 }
 
 pub const OOM_HAS_RSS: u32 = 1;
@@ -439,6 +447,7 @@ mod pod {
         TaskId,
         StderrTail,
         SignalCounts,
+        KillFails,
         KillAbi,
         RecordHeader,
         NsPid,
@@ -487,7 +496,9 @@ mod no_padding {
             SignalRecord { hdr, sender, target, sender_comm, target_comm, sig, errno, code, group,
                 result, syscall, call_id, target_arg, seccomp_nr, seccomp_seen }
             KillCallRecord { hdr, sender, comm, syscall, sig, target_arg, tid_arg, ret, call_id,
-                deliveries, _pad }
+                deliveries, _pad, count, first_ns }
+            KillFailSlot { used, _pad, rec }
+            KillFails { start_ns, slots }
             OomRecord { hdr, trigger, trigger_comm, victim_tid, oom_score_adj, total_vm_kb,
                 anon_rss_kb, file_rss_kb, shmem_rss_kb, pgtables_kb, memcg_id, memcg_name, flags,
                 _pad }

@@ -10,8 +10,9 @@ use aya_ebpf::{
 use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind, StderrSyscall};
 
 use crate::{
+    kill_fails,
     maps::{
-        batched_submit, count_drop, count_drop_unlogged, global_field, is_tracked, off, Inflight,
+        batched_output, count_drop, count_drop_unlogged, global_field, is_tracked, off, Inflight,
         EVENTS, INFLIGHT, TRACKED,
     },
     probe::{boot_ns, tp_field, Plain},
@@ -234,12 +235,9 @@ fn exit(ret: i64) {
     if call.deliveries == 0 && !aimed_at_run && !is_tracked(sender.tgid, sender.start_ns) {
         return;
     }
-    let Some(mut entry) = EVENTS.reserve::<KillCallRecord>(0) else {
-        count_drop(DropReason::RingBufFull);
-        return;
-    };
-    entry.write(KillCallRecord {
-        hdr: header(RecordKind::KillCall as u32),
+    let hdr = header(RecordKind::KillCall as u32);
+    let rec = KillCallRecord {
+        hdr,
         sender,
         comm: comm(me),
         syscall: call.syscall,
@@ -250,6 +248,18 @@ fn exit(ret: i64) {
         call_id: call.call_id,
         deliveries: call.deliveries,
         _pad: 0,
-    });
-    entry.submit(batched_submit(size_of::<KillCallRecord>()));
+        count: 1,
+        first_ns: hdr.ktime_ns,
+    };
+    // A failed call that reached nobody, seen before from this process:
+    // counted, not logged (a flood of them must not fill the ring).
+    if ret < 0 && call.deliveries == 0 && kill_fails::count(&rec) {
+        return;
+    }
+    if EVENTS
+        .output::<KillCallRecord>(&rec, batched_output(size_of::<KillCallRecord>()))
+        .is_err()
+    {
+        count_drop(DropReason::RingBufFull);
+    }
 }

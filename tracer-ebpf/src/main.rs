@@ -19,6 +19,7 @@ mod crash;
 mod diag;
 mod existing;
 mod kill_calls;
+mod kill_fails;
 mod maps;
 mod oom;
 mod probe;

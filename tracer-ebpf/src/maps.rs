@@ -6,8 +6,8 @@ use aya_ebpf::{
     Global,
 };
 use tracer_common::{
-    DropReason, ExecRecord, KernelOffsets, RuntimeConfig, SignalCounts, StderrRecord, StderrTail,
-    ARGV_LEN, DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
+    DropReason, ExecRecord, KernelOffsets, KillFails, RuntimeConfig, SignalCounts, StderrRecord,
+    StderrTail, ARGV_LEN, DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
 };
 
 use crate::probe::boot_ns;
@@ -333,3 +333,13 @@ pub(crate) fn track(tgid: u32, start_ns: u64) {
 pub(crate) fn untrack(tgid: u32) {
     let _ = TRACKED.remove(&tgid);
 }
+
+/// Calling tgid -> identical failed kill-family calls being counted instead
+/// of logged (see kill_fails.rs). When full, failed calls are logged one
+/// by one: no loss.
+#[map]
+pub(crate) static KILL_FAILS: HashMap<u32, KillFails> = HashMap::with_max_entries(4096, 0);
+
+/// Zeroed value to insert from (too big for the BPF stack).
+#[map]
+pub(crate) static KILL_FAILS_INIT: PerCpuArray<KillFails> = PerCpuArray::with_max_entries(1, 0);

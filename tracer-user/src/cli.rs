@@ -171,7 +171,18 @@ mod tests {
     #[test]
     fn the_parse_childs_command_line_parses() {
         use crate::symbolize::sandbox::SUBCOMMAND;
-        let args = ["tracer", SUBCOMMAND, "--uid", "65534", "--gid", "65534"];
+        let args = [
+            "tracer",
+            SUBCOMMAND,
+            "--uid",
+            "2130706566",
+            "--gid",
+            "2130706566",
+            "--fs-uid",
+            "65534",
+            "--fs-gid",
+            "65534",
+        ];
         let cli = Cli::try_parse_from(args.iter().chain(&["--fds", "3,7"])).unwrap();
         match cli.command {
             super::Command::ParseCrashStacks(a) => assert_eq!(a.fds, [3, 7]),

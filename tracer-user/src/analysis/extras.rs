@@ -141,22 +141,24 @@ pub(crate) fn near_misses(cx: &Ctx) -> (Vec<NearMiss>, LeftOut) {
             k.ev.tid_arg(),
             k.ev.ret,
         );
+        // A record of calls the kernel counted stands for `count` of them.
+        let calls = k.ev.count.max(1);
         match index.get(&key) {
             Some(&f) if f < folds.len() => {
                 folds[f].1 = i;
-                folds[f].2 += 1;
+                folds[f].2 += calls;
             }
             // Past the cap: only counted (the index still says it is new
             // only once, so the count of entries is exact).
-            Some(_) => left_out.events += 1,
+            Some(_) => left_out.events += calls,
             None if folds.len() < MAX_NEAR_MISSES => {
                 index.insert(key, folds.len());
-                folds.push((i, i, 1));
+                folds.push((i, i, calls));
             }
             None => {
                 index.insert(key, usize::MAX);
                 left_out.entries += 1;
-                left_out.events += 1;
+                left_out.events += calls;
             }
         }
     }

@@ -400,6 +400,40 @@ impl Capture {
         out.into_iter().map(|(_, w)| w).collect()
     }
 
+    /// Failed kill-family calls the kernel counted instead of logging
+    /// (kill_fails.rs in tracer-ebpf): each kind's latest call, its `count`
+    /// the calls it stands for. `Some((tgid, start_ns))`: that exited
+    /// process's, taken out of the map (a stale entry stops the kernel
+    /// counting for the pid's next process); `None`: everyone's, at the stop,
+    /// in time order.
+    pub fn take_kill_fails(&mut self, of: Option<(u32, u64)>) -> Vec<super::decode::Wire> {
+        use tracer_common::KillFails;
+        let Some(map) = self.ebpf.map_mut("KILL_FAILS") else {
+            return Vec::new();
+        };
+        let Ok(mut fails) = aya::maps::HashMap::<_, u32, KillFails>::try_from(map) else {
+            return Vec::new();
+        };
+        let entries: Vec<KillFails> = match of {
+            Some((tgid, start)) => match fails.get(&tgid, 0) {
+                Ok(f) if f.start_ns == start => {
+                    let _ = fails.remove(&tgid);
+                    vec![f]
+                }
+                _ => Vec::new(),
+            },
+            None => fails.iter().flatten().map(|(_, f)| f).collect(),
+        };
+        let mut out: Vec<_> = entries
+            .iter()
+            .flat_map(|f| f.slots.iter())
+            .filter(|s| s.used != 0 && s.rec.count > 0)
+            .map(|s| s.rec)
+            .collect();
+        out.sort_by_key(|r| r.hdr.ktime_ns);
+        out.into_iter().map(super::decode::Wire::KillCall).collect()
+    }
+
     /// Per-CPU drop counters, `[cpu][reason]`.
     pub fn drops(&self) -> Result<Vec<[u64; DROP_REASONS as usize]>, TracerError> {
         let map = self

@@ -10,6 +10,12 @@ use crate::{
 /// The run's exit status when a `--fail-on` condition is met and the command
 /// itself succeeded (a failing command keeps its own status).
 pub const EXIT_FAIL_ON: u8 = 86;
+/// The run's exit status when no condition was found but events were lost,
+/// so one may be missing: `--fail-on` cannot certify the run (a job that
+/// floods the ring must not pass over a death it hid). Next to 86 and apart
+/// from it: CI can tell "a death was found" from "nothing can be certified".
+/// `--allow-loss` judges what was recorded instead (the old behaviour).
+pub const EXIT_CANNOT_CERTIFY: u8 = 87;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Condition {
@@ -71,6 +77,55 @@ pub fn daemon_supports(conditions: &[Condition]) -> Result<(), TracerError> {
     match conditions.iter().find(|c| matches!(c, Condition::Leak)) {
         Some(c) => Err(TracerError::FailOnDaemon(c.name())),
         None => Ok(()),
+    }
+}
+
+/// What `--fail-on` decided about a run.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// The conditions met, with counts, in the order asked.
+    pub met: Vec<(Condition, usize)>,
+    /// Events lost that leave the run uncertified (0 when nothing was lost,
+    /// none was asked, or `--allow-loss`).
+    pub uncertified: u64,
+}
+
+impl Verdict {
+    /// The exit status it asks for, if any: a condition met outranks loss
+    /// (what was found stands whatever is missing).
+    pub fn exit_code(&self) -> Option<u8> {
+        if !self.met.is_empty() {
+            Some(EXIT_FAIL_ON)
+        } else if self.uncertified > 0 {
+            Some(EXIT_CANNOT_CERTIFY)
+        } else {
+            None
+        }
+    }
+}
+
+/// Events the log says were lost: every loss counter that costs events
+/// (`Loss::total`: the ring, the tracked map, ...) and the lines too long
+/// to read, the same sum as the reports' "N events were lost".
+pub fn lost(log: &LogSummary) -> u64 {
+    let counted = log.trailer.as_ref().map_or(0, |t| t.lost.total());
+    counted.saturating_add(log.lines_skipped)
+}
+
+/// The verdict on a run: `conditions` as asked (none: no verdict), and
+/// whether loss is allowed.
+pub fn judge(
+    conditions: &[Condition],
+    allow_loss: bool,
+    log: &LogSummary,
+    a: &Analysis,
+) -> Verdict {
+    if conditions.is_empty() {
+        return Verdict::default();
+    }
+    Verdict {
+        met: met(conditions, log, a),
+        uncertified: if allow_loss { 0 } else { lost(log) },
     }
 }
 

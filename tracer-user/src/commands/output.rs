@@ -148,16 +148,31 @@ fn announced(
     (written.log, written.analysis, result)
 }
 
-/// The `--fail-on` conditions met in the analysis the reports came from,
-/// announced on stderr.
+/// The `--fail-on` verdict on the analysis the reports came from,
+/// announced on stderr: each condition met, and a run that cannot be
+/// certified because events were lost (one line, with why).
 pub fn judge(
     conditions: &[fail_on::Condition],
+    allow_loss: bool,
     log: &LogSummary,
     analysis: &Analysis,
-) -> Vec<(fail_on::Condition, usize)> {
-    let met = fail_on::met(conditions, log, analysis);
-    for (c, n) in &met {
+) -> fail_on::Verdict {
+    let verdict = fail_on::judge(conditions, allow_loss, log, analysis);
+    for (c, n) in &verdict.met {
         crate::say!("tracer: --fail-on {}: {n} found", c.name());
     }
-    met
+    if verdict.uncertified > 0 {
+        let why = log
+            .trailer
+            .as_ref()
+            .map(|t| t.lost.breakdown())
+            .filter(|b| !b.is_empty())
+            .map(|b| format!(" ({b})"))
+            .unwrap_or_default();
+        crate::say!(
+            "tracer: --fail-on cannot certify: {} events lost{why}, so a death may be missing (--allow-loss judges what was recorded)",
+            verdict.uncertified
+        );
+    }
+    verdict
 }

@@ -13,14 +13,23 @@ pub struct ParseCrashArgs {
     pub uid: u32,
     #[arg(long)]
     pub gid: u32,
+    /// The filesystem ids it keeps (the command's user).
+    #[arg(long)]
+    pub fs_uid: u32,
+    #[arg(long)]
+    pub fs_gid: u32,
     /// The module copies' memfds handed over (every other fd is closed).
     #[arg(long, value_delimiter = ',')]
     pub fds: Vec<i32>,
 }
 
 pub fn run(args: &ParseCrashArgs) -> Result<ExitCode, TracerError> {
-    let code = sandbox::serve(args.uid, args.gid, &args.fds, |bytes| {
-        decode::decode_crash(bytes).ok()
-    });
+    let who = crate::symbolize::Identity {
+        uid: args.uid,
+        gid: args.gid,
+        fs_uid: args.fs_uid,
+        fs_gid: args.fs_gid,
+    };
+    let code = sandbox::serve(who, &args.fds, |bytes| decode::decode_crash(bytes).ok());
     Ok(ExitCode::from(code))
 }

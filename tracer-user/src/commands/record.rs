@@ -39,6 +39,12 @@ pub struct RecordArgs {
     /// happened: foreign-signal, leak, oom, unexpected-death (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
     pub fail_on: Vec<fail_on::Condition>,
+    /// Judge `--fail-on` on what was recorded even when events were lost.
+    /// By default a run with lost events and no condition met cannot be
+    /// certified: exit 87 ("cannot certify: N events lost") when the
+    /// command itself succeeded.
+    #[arg(long, requires = "fail_on")]
+    pub allow_loss: bool,
     /// Stop a hung run: when DURATION has passed, snapshot what every process
     /// is blocked on, SIGTERM the run, and SIGKILL it after --kill-grace.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
@@ -360,15 +366,15 @@ fn exit_code(
             crate::error::EXIT_TRACER_FAILED
         );
     }
-    let met = match delivered {
-        Some((log, analysis)) => output::judge(&args.fail_on, log, analysis),
-        None => Vec::new(),
+    let verdict = match delivered {
+        Some((log, analysis)) => output::judge(&args.fail_on, args.allow_loss, log, analysis),
+        None => fail_on::Verdict::default(),
     };
     match (timed_out, passthrough_code(command_status)) {
         // As timeout(1) does: the run did not finish, whatever it exited with.
         (true, _) => EXIT_TIMED_OUT,
         (false, 0) if unjudged => crate::error::EXIT_TRACER_FAILED,
-        (false, 0) if !met.is_empty() => fail_on::EXIT_FAIL_ON,
+        (false, 0) => verdict.exit_code().unwrap_or(0),
         (false, code) => code,
     }
 }

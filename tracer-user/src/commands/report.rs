@@ -29,6 +29,11 @@ pub struct ReportArgs {
     /// daemon's log supports foreign-signal, oom and unexpected-death.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
     pub fail_on: Vec<fail_on::Condition>,
+    /// Judge `--fail-on` on what was recorded even when events were lost.
+    /// By default a log with lost events and no condition met cannot be
+    /// certified: exit 87 ("cannot certify: N events lost").
+    #[arg(long, requires = "fail_on")]
+    pub allow_loss: bool,
     #[command(flatten)]
     pub report: ReportFlags,
     /// A test runner's own report, FORMAT:PATH (repeatable): `go-json`
@@ -94,9 +99,8 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
         output::Export::Now,
     );
     written?;
-    if output::judge(&args.fail_on, &log, &analysis).is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
-    }
+    let verdict = output::judge(&args.fail_on, args.allow_loss, &log, &analysis);
+    Ok(verdict
+        .exit_code()
+        .map_or(ExitCode::SUCCESS, ExitCode::from))
 }

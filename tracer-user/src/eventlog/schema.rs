@@ -280,6 +280,23 @@ pub struct KillCall {
     pub call_id: u64,
     /// How many `signal` events this call produced in the log.
     pub deliveries: u32,
+    /// Identical failed calls this record stands for (the same syscall,
+    /// signal, target and thread as given, and return value, from the same
+    /// process), counted in the kernel: this record is the last of them.
+    /// 1 (absent) for a call logged as it returned.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u64,
+    /// CLOCK_BOOTTIME ns of the first of `count` calls (absent when 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_t: Option<u64>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

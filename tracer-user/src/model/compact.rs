@@ -209,6 +209,9 @@ pub struct KillRec {
     pub errno: Option<Sym>,
     pub call_id: u64,
     pub deliveries: u32,
+    /// Identical failed calls this record stands for (counted in the
+    /// kernel; 1 for a call logged as it returned).
+    pub count: u64,
 }
 
 impl KillRec {
@@ -233,6 +236,7 @@ impl From<&KillCall> for KillRec {
             errno: k.errno.as_deref().map(Sym::new),
             call_id: k.call_id,
             deliveries: k.deliveries,
+            count: k.count,
         }
     }
 }

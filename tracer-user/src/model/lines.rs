@@ -115,6 +115,9 @@ pub struct KillLine<'a> {
     pub errno: Option<Cow<'a, str>>,
     pub call_id: u64,
     pub deliveries: u32,
+    /// Identical failed calls the record stands for (absent: 1).
+    #[serde(default)]
+    pub count: Option<u64>,
 }
 
 impl KillLine<'_> {
@@ -135,6 +138,7 @@ impl KillLine<'_> {
             errno: self.errno.as_deref().map(Sym::new),
             call_id: self.call_id,
             deliveries: self.deliveries,
+            count: self.count.unwrap_or(1),
         }
     }
 }

@@ -191,6 +191,8 @@ impl Redactor {
                 errno: _,
                 call_id: _,
                 deliveries: _,
+                count: _,
+                first_t: _,
             }) => self.task(sender),
             // The memcg name and path are the cgroup's, not the process's.
             Record::Oom(Oom {

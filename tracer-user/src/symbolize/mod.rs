@@ -13,7 +13,9 @@
 //! kill), never in tracer; a module that does not parse, or a child that
 //! fails, yields frames without names ("symbolisation failed"), never an
 //! error out of here.
+mod child;
 mod found;
+mod identity;
 mod image;
 mod jit;
 mod names;
@@ -23,7 +25,9 @@ mod unwind;
 #[cfg(test)]
 mod tests;
 
+pub use child::Running;
 pub use found::LibIndex;
+pub use identity::Identity;
 pub use image::ImageCache;
 
 use std::fs::File;

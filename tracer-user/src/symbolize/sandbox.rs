@@ -7,18 +7,22 @@
 //!   RLIMIT_CPU (`CPU_LIMIT_S`), no core dump and no file writes (set
 //!   between fork and exec);
 //! - closes every fd but stdio and the modules' memfds it was given;
-//! - drops to the command's user (`--user`, sudo), or nobody (65534) when
-//!   the command runs as root, with no supplementary groups: the copies
-//!   are handed over by fd, nothing is opened by path;
+//! - drops to `PARSE_UID`:`PARSE_GID`, an identity no process of the node
+//!   has, so the job can neither signal (SIGSTOP) nor trace it, keeping
+//!   the command's user (`--user`, sudo; nobody when the command runs as
+//!   root) only as its filesystem ids: a debug file it opens by path is
+//!   opened as the command would; no supplementary groups, no capability;
 //! - reports what it is (from its own /proc/self/status and getrlimit),
 //!   which tracer checks before it believes a frame.
 //!
 //! It reads the request (the crash records, their mappings, which memfd
 //! each module is) from stdin, a memfd tracer wrote (no pipe to fill, so
 //! tracer never blocks writing), and answers one JSON line per crash on
-//! stdout. Tracer reads at most `MAX_ANSWER_BYTES` a crash, waits at most
-//! `WALL_LIMIT`, then kills it; a crash without an answer gets the kernel's
-//! frame walk, unnamed, and "symbolisation failed: <why>".
+//! stdout. Tracer reads at most `MAX_ANSWER_BYTES` a crash, off its ring
+//! drain (`child.rs`: the answer is read when the pipe is readable, the
+//! `crash_stack` records written then), gives it `WALL_LIMIT`, then kills
+//! it; a crash without an answer gets the kernel's frame walk, unnamed, and
+//! "symbolisation failed: <why>".
 //!
 //! Cost, measured (debug build, 2 loaded CPUs): see `docs/security.md`
 //! ("Crash stacks"): the re-exec and parse of one crash in libc and a test
@@ -28,18 +32,18 @@ use std::{
     fs::File,
     io::{Read, Seek, Write},
     os::{
-        fd::{AsFd, AsRawFd, FromRawFd},
-        unix::process::{CommandExt, ExitStatusExt},
+        fd::{AsRawFd, FromRawFd},
+        unix::process::ExitStatusExt,
     },
-    process::{Command, Stdio},
     rc::Rc,
-    time::{Duration, Instant},
 };
 
 use serde::{Deserialize, Serialize};
 use tracer_common::CrashRecord;
 
 use super::{
+    child::Running,
+    identity::Identity,
     image::{Frozen, Image, ImageCache, Images},
     unparsed, Mapping, Modules,
 };
@@ -47,8 +51,7 @@ use crate::eventlog::{CrashStack, Stamp, Task};
 
 /// The hidden subcommand the child runs (`cli.rs`).
 pub const SUBCOMMAND: &str = "__parse-crash-stacks";
-/// Wall-clock time a child has for a drain's crashes before it is killed.
-pub const WALL_LIMIT: Duration = Duration::from_secs(10);
+pub use super::child::WALL_LIMIT;
 /// CPU seconds a child may use (SIGXCPU, then SIGKILL a second later).
 pub const CPU_LIMIT_S: u64 = 10;
 /// Address space a child has beyond its modules' copies (its own binary,
@@ -57,8 +60,19 @@ pub const AS_SLACK: u64 = 1 << 30;
 /// Answer bytes read per crash: 256 frames of 512-character names and
 /// paths fit many times over; more is a child gone wrong.
 const MAX_ANSWER_BYTES: usize = 4 << 20;
-/// The uid and gid the child takes when the command runs as root.
+/// The filesystem uid and gid the child takes when the command runs as root.
 pub const NOBODY: u32 = 65534;
+/// The uid and gid the child runs as: one no process of a node has, so no
+/// job (nor any other process but root) may signal, stop or trace it.
+/// Not nobody (65534): many daemons run as nobody, and a daemon's parse
+/// child would be theirs to stop. 0x7F000086 is in the range systemd
+/// leaves unused (1879048192–2147352575: above its container ranges,
+/// below mountfsd's and the foreign range), below 2^31 (tools that read a
+/// uid as a signed int), above the subordinate ranges `useradd` hands out
+/// for user namespaces (100000–600100000), so a job's own user namespace
+/// cannot map it either.
+pub const PARSE_UID: u32 = 0x7F00_0086;
+pub const PARSE_GID: u32 = 0x7F00_0086;
 
 /// One crash to symbolise: its record as the ring had it, decoded, and the
 /// modules of its process (`super::modules_for`).
@@ -106,26 +120,38 @@ pub struct Confined {
     pub gids: [u32; 4],
     pub groups: Vec<u32>,
     pub no_new_privs: bool,
+    /// No capability, permitted or effective.
+    pub no_caps: bool,
     /// Soft limits.
     pub rlimit_as: u64,
     pub rlimit_cpu: u64,
 }
 
-/// The `crash_stack` records of `crashes`, in order, parsed in one child
-/// as `user` (uid, gid; `None`: the command runs as root). Never fails:
-/// what the child could not answer is said in the record.
-pub fn crash_stacks(
+/// A parse child answering a request: the child, the module copies it was
+/// handed (kept alive, their fds open, until it is done), and who it is.
+pub struct Parse {
+    pub child: Running,
+    held: Vec<Rc<Frozen>>,
+    who: Identity,
+    n: usize,
+}
+
+/// Start a parse child for `crashes` as `user`'s filesystem ids (uid, gid;
+/// `None`: the command runs as root, nobody's). `Err`: why none started
+/// (every crash then gets the kernel's walk, unnamed).
+pub fn start(
     crashes: &[Crash],
     cache: &mut ImageCache,
     user: Option<(u32, u32)>,
     debug_dirs: &[std::path::PathBuf],
-) -> Vec<CrashStack> {
-    if crashes.is_empty() {
-        return Vec::new();
-    }
-    let started = Instant::now();
-    let (uid, gid) = user.unwrap_or((NOBODY, NOBODY));
-    // The copies stay alive (and their fds open) until the child is done.
+) -> Result<Parse, String> {
+    let (fs_uid, fs_gid) = user.unwrap_or((NOBODY, NOBODY));
+    let who = Identity {
+        uid: PARSE_UID,
+        gid: PARSE_GID,
+        fs_uid,
+        fs_gid,
+    };
     let mut held: Vec<Rc<Frozen>> = Vec::new();
     let mut jobs = Vec::with_capacity(crashes.len());
     for c in crashes {
@@ -154,22 +180,55 @@ pub fn crash_stacks(
         debug_dirs: debug_dirs.to_vec(),
         jobs,
     };
-    let answers = ask(&req, &held, uid, gid, crashes.len());
-    let took = started.elapsed();
-    let (confined, lines, failure) = match answers {
-        Ok(a) => a,
-        Err(why) => (None, Vec::new(), Some(why)),
+    let mut input = memfd_request(&req).map_err(|e| format!("the request: {e}"))?;
+    input.rewind().map_err(|e| format!("the request: {e}"))?;
+    let mut fds: Vec<i32> = held.iter().map(|f| f.memfd.as_raw_fd()).collect();
+    fds.sort_unstable();
+    fds.dedup();
+    let modules_bytes: u64 = held
+        .iter()
+        .map(|f| f.memfd.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let as_limit = modules_bytes.saturating_add(AS_SLACK);
+    let n = crashes.len();
+    let cap = 64 * 1024 + n.saturating_mul(MAX_ANSWER_BYTES);
+    let child = Running::spawn(input, &fds, who, as_limit, cap)?;
+    Ok(Parse {
+        child,
+        held,
+        who,
+        n,
+    })
+}
+
+/// The `crash_stack` records of `crashes`, in order, from the parse child
+/// `parse` started for them once it is done (`Running::pump` said so, or
+/// `wait`ed). Never fails: what the child could not answer is said in the
+/// record.
+pub fn stacks(crashes: &[Crash], parse: Result<Parse, String>) -> Vec<CrashStack> {
+    let answers = parse.and_then(|p| {
+        drop(p.held);
+        let as_limit = p.child.as_limit;
+        let (out, status, stopped, took) = p.child.end();
+        let a = answers(&out, status, stopped, p.who, p.n, as_limit);
+        let failed = match &a {
+            Ok((_, _, f)) => f.as_deref(),
+            Err(why) => Some(why.as_str()),
+        };
+        log::debug!(
+            "parse child: {} crash(es) in {} ms, {} answered, {:?}{}",
+            p.n,
+            took.as_millis(),
+            a.as_ref().map_or(0, |a| a.1.len()),
+            a.as_ref().ok().and_then(|a| a.0.as_ref()),
+            failed.map(|f| format!(", failed: {f}")).unwrap_or_default()
+        );
+        a
+    });
+    let (lines, failure) = match answers {
+        Ok((_, lines, failure)) => (lines, failure),
+        Err(why) => (Vec::new(), Some(why)),
     };
-    log::debug!(
-        "parse child: {} crash(es) in {} ms, {} answered, {confined:?}{}",
-        crashes.len(),
-        took.as_millis(),
-        lines.len(),
-        failure
-            .as_deref()
-            .map(|f| format!(", failed: {f}"))
-            .unwrap_or_default()
-    );
     let mut lines = lines.into_iter();
     crashes
         .iter()
@@ -209,70 +268,16 @@ pub fn crash_stacks(
 
 type Answers = (Option<Confined>, Vec<Vec<u8>>, Option<String>);
 
-/// Run the child on `req`: its confinement, its answer lines, and why it
-/// stopped short of `n` answers.
-fn ask(
-    req: &Request,
-    held: &[Rc<Frozen>],
-    uid: u32,
-    gid: u32,
+/// What a done child said: its confinement (checked against `who`), its
+/// answer lines, and why it stopped short of `n` answers.
+fn answers(
+    out: &[u8],
+    status: Option<std::process::ExitStatus>,
+    stopped: Option<String>,
+    who: Identity,
     n: usize,
+    as_limit: u64,
 ) -> Result<Answers, String> {
-    let mut input = memfd_request(req).map_err(|e| format!("the request: {e}"))?;
-    input.rewind().map_err(|e| format!("the request: {e}"))?;
-    let mut fds: Vec<i32> = held.iter().map(|f| f.memfd.as_raw_fd()).collect();
-    fds.sort_unstable();
-    fds.dedup();
-    let modules_bytes: u64 = held
-        .iter()
-        .map(|f| f.memfd.metadata().map(|m| m.len()).unwrap_or(0))
-        .sum();
-    let as_limit = modules_bytes.saturating_add(AS_SLACK);
-    let fd_list = fds.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg0("tracer")
-        .arg(SUBCOMMAND)
-        .args(["--uid", &uid.to_string(), "--gid", &gid.to_string()]);
-    if !fds.is_empty() {
-        cmd.args(["--fds", &fd_list]);
-    }
-    cmd.env_clear()
-        .stdin(Stdio::from(input))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let inherit = fds.clone();
-    // SAFETY: only async-signal-safe calls (fcntl, setrlimit, prctl)
-    // between fork and exec, on memory allocated before the fork.
-    unsafe {
-        cmd.pre_exec(move || confine_before_exec(&inherit, as_limit));
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("the parse child did not start: {e}"))?;
-    let deadline = Instant::now() + WALL_LIMIT;
-    let cap = 64 * 1024 + n.saturating_mul(MAX_ANSWER_BYTES);
-    let mut out = Vec::new();
-    let mut stopped: Option<String> = None;
-    if let Some(mut stdout) = child.stdout.take() {
-        stopped = read_bounded(&mut stdout, &mut out, cap, deadline);
-    }
-    // Its answer is complete (EOF) or given up on: the child is reaped
-    // within the deadline or killed (it is tracer's own, by its pid).
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < deadline && stopped.is_none() => {
-                // After EOF the child only exits: a millisecond's nap, a
-                // few at most.
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
     let mut lines = out
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
@@ -288,9 +293,15 @@ fn ask(
     let Some(c) = confined else {
         return Err(stopped.unwrap_or_else(|| died(status, as_limit)));
     };
-    if c.uids != [uid; 4] || c.gids != [gid; 4] || !c.groups.is_empty() || !c.no_new_privs {
+    let (u, g) = (who.uid, who.gid);
+    if c.uids != [u, u, u, who.fs_uid]
+        || c.gids != [g, g, g, who.fs_gid]
+        || !c.groups.is_empty()
+        || !c.no_new_privs
+        || !c.no_caps
+    {
         return Err(format!(
-            "the parse child is not confined as asked (uid {uid}, gid {gid}): {c:?}"
+            "the parse child is not confined as asked ({who:?}): {c:?}"
         ));
     }
     let answers: Vec<Vec<u8>> = lines.take(n).collect();
@@ -324,48 +335,6 @@ fn died(status: Option<std::process::ExitStatus>, as_limit: u64) -> String {
     }
 }
 
-/// Read `r` to EOF into `out`, at most `cap` bytes, until `deadline`:
-/// `Some(why)` when stopped short.
-fn read_bounded(
-    r: &mut std::process::ChildStdout,
-    out: &mut Vec<u8>,
-    cap: usize,
-    deadline: Instant,
-) -> Option<String> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Some(format!(
-                "the parse child took longer than {} s (killed)",
-                WALL_LIMIT.as_secs()
-            ));
-        }
-        let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
-        let mut fds = [PollFd::new(r.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-            Ok(_) => {}
-            Err(e) => return Some(format!("polling the parse child: {e}")),
-        }
-        match r.read(&mut buf) {
-            Ok(0) => return None,
-            Ok(k) => {
-                if out.len() + k > cap {
-                    return Some(format!(
-                        "the parse child wrote more than {} KiB (killed)",
-                        cap >> 10
-                    ));
-                }
-                out.extend_from_slice(&buf[..k]);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Some(format!("reading the parse child: {e}")),
-        }
-    }
-}
-
 fn memfd_request(req: &Request) -> std::io::Result<File> {
     // SAFETY: a NUL-terminated name and flags; the fd returned is owned
     // by the File below.
@@ -379,52 +348,13 @@ fn memfd_request(req: &Request) -> std::io::Result<File> {
     Ok(f)
 }
 
-/// Between fork and exec (async-signal-safe calls only): the memfds
-/// survive the exec, the limits and no_new_privs are set. A failure ends
-/// the spawn.
-fn confine_before_exec(fds: &[i32], as_limit: u64) -> std::io::Result<()> {
-    let fail = || Err(std::io::Error::last_os_error());
-    for &fd in fds {
-        // SAFETY: fcntl on an fd tracer holds open (the memfds it made).
-        if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } < 0 {
-            return fail();
-        }
-    }
-    let limits = [
-        (libc::RLIMIT_AS, as_limit, as_limit),
-        (libc::RLIMIT_CPU, CPU_LIMIT_S, CPU_LIMIT_S + 1),
-        (libc::RLIMIT_CORE, 0, 0),
-        (libc::RLIMIT_FSIZE, 0, 0),
-    ];
-    for (resource, soft, hard) in limits {
-        let l = libc::rlimit {
-            rlim_cur: soft,
-            rlim_max: hard,
-        };
-        // SAFETY: a valid rlimit struct on the stack.
-        if unsafe { libc::setrlimit(resource, &l) } < 0 {
-            return fail();
-        }
-    }
-    // SAFETY: a plain prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
-        return fail();
-    }
-    Ok(())
-}
-
 /// The child's side (`tracer __parse-crash-stacks`): confine, then answer
 /// each job of the request on stdin. `decode` turns a ring record's bytes
 /// into its `CrashRecord` (the capture stage's decoder). Returns the exit
 /// status.
-pub fn serve(
-    uid: u32,
-    gid: u32,
-    fds: &[i32],
-    decode: impl Fn(&[u8]) -> Option<Box<CrashRecord>>,
-) -> u8 {
+pub fn serve(who: Identity, fds: &[i32], decode: impl Fn(&[u8]) -> Option<Box<CrashRecord>>) -> u8 {
     let mut out = std::io::stdout().lock();
-    let confined = confine(uid, gid, fds);
+    let confined = confine(who, fds);
     let failed = confined.is_err();
     if serde_json::to_writer(&mut out, &confined).is_err() || out.write_all(b"\n").is_err() {
         return 1;
@@ -511,11 +441,9 @@ pub fn serve(
     0
 }
 
-/// Close every fd but stdio and `fds`, drop to `uid`:`gid` without
-/// supplementary groups, die with tracer, and say what this process now
-/// is.
-fn confine(uid: u32, gid: u32, fds: &[i32]) -> Result<Confined, String> {
-    use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
+/// Close every fd but stdio and `fds`, become `who` (`identity.rs`), die
+/// with tracer, and say what this process now is.
+fn confine(who: Identity, fds: &[i32]) -> Result<Confined, String> {
     let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
         .map_err(|e| format!("/proc/self/fd: {e}"))?
         .flatten()
@@ -532,10 +460,7 @@ fn confine(uid: u32, gid: u32, fds: &[i32]) -> Result<Confined, String> {
             let _ = nix::unistd::close(fd);
         }
     }
-    setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
-    let (g, u) = (Gid::from_raw(gid), Uid::from_raw(uid));
-    setresgid(g, g, g).map_err(|e| format!("setresgid {gid}: {e}"))?;
-    setresuid(u, u, u).map_err(|e| format!("setresuid {uid}: {e}"))?;
+    super::identity::become_(who)?;
     // Cleared by the change of user: set again, so a killed tracer takes
     // its child along.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
@@ -561,6 +486,12 @@ fn whoami() -> Result<Confined, String> {
             })
             .unwrap_or_default()
     };
+    let caps = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
     let four = |v: Vec<u32>| -> Result<[u32; 4], String> {
         v.try_into().map_err(|v| format!("status: {v:?}"))
     };
@@ -574,6 +505,7 @@ fn whoami() -> Result<Confined, String> {
         gids: four(field("Gid:"))?,
         groups: field("Groups:"),
         no_new_privs: field("NoNewPrivs:") == [1],
+        no_caps: caps("CapPrm:") == Some(0) && caps("CapEff:") == Some(0),
         rlimit_as: limit(Resource::RLIMIT_AS)?,
         rlimit_cpu: limit(Resource::RLIMIT_CPU)?,
     })

@@ -2,6 +2,7 @@
 //! can mount against root tracer, each performed for real against the real
 //! tracer (root, real kernel) and asserted to fail safely. One module per
 //! hole; the threat model is docs/security.md.
+mod blinding;
 mod bounds;
 mod ci_output;
 mod ci_tmp;

@@ -297,6 +297,17 @@ impl Wire {
         }
     }
 
+    /// The process whose last thread this exit record ends, if it is one.
+    pub fn group_exit(&self) -> Option<crate::eventlog::ProcKey> {
+        match self {
+            Wire::Exit(r) if r.flags & EXIT_GROUP_DEAD != 0 => Some(crate::eventlog::ProcKey {
+                pid: r.task.tgid,
+                start: r.task.start_ns,
+            }),
+            _ => None,
+        }
+    }
+
     /// The log record for this wire record (`None` for stderr bytes, which
     /// the session aggregates into `last_words`).
     pub fn into_record(self, at: Stamp) -> Option<Record> {
@@ -404,6 +415,10 @@ impl Wire {
                         .flatten(),
                     call_id: r.call_id,
                     deliveries: r.deliveries,
+                    // A record of calls counted in the kernel: how many,
+                    // and when the first was.
+                    count: r.count.max(1),
+                    first_t: (r.count > 1).then_some(r.first_ns),
                 })
             }
             Wire::Oom(r) => Record::Oom(Oom {

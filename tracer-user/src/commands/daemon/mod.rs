@@ -76,6 +76,11 @@ pub struct DaemonArgs {
     /// job could have written into.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONDITION")]
     pub fail_on: Vec<fail_on::Condition>,
+    /// Judge `--fail-on` on what was recorded even when events were lost.
+    /// By default a run with lost events and no condition met cannot be
+    /// certified: exit 87 ("cannot certify: N events lost").
+    #[arg(long, requires = "fail_on")]
+    pub allow_loss: bool,
     #[command(flatten)]
     pub report: ReportFlags,
 }
@@ -258,11 +263,10 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     let (summary, analysis, written) =
         write_analysed_reports(stopped, &closed.out, &args.report, junit.as_ref(), export);
     written?;
-    if output::judge(&args.fail_on, &summary, &analysis).is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Ok(ExitCode::from(fail_on::EXIT_FAIL_ON))
-    }
+    let verdict = output::judge(&args.fail_on, args.allow_loss, &summary, &analysis);
+    Ok(verdict
+        .exit_code()
+        .map_or(ExitCode::SUCCESS, ExitCode::from))
 }
 
 /// A cgroup's rescan that fails (its task iterator out of file descriptors,

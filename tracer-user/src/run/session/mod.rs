@@ -1,5 +1,6 @@
 //! A capture session: ring buffer -> decoded records -> event log, with loss
 //! accounting. Shared by every mode that captures.
+mod crashes;
 mod pump;
 
 use aya::maps::{MapData, RingBuf};
@@ -39,6 +40,10 @@ pub struct Session {
         Vec<u8>,
         crate::symbolize::Modules,
     )>,
+    /// Crashes whose modules are found, waiting for the parse child.
+    waiting: Vec<crashes::Waiting>,
+    /// The parse child at work (`crashes.rs`): never waited for by a drain.
+    symbolizing: Option<crashes::Symbolizing>,
     /// The paths the latest processes were exec'd by: a crashed process's
     /// executable is found by it when its maps were lost.
     exes: std::collections::VecDeque<(crate::eventlog::ProcKey, String)>,
@@ -85,6 +90,28 @@ pub struct Session {
     /// The records written since the daemon's last live look (`tap`), as
     /// written (redacted): the look analyses them, never the log read back.
     tapped: Option<Vec<Record>>,
+    /// Processes with a failed kill-family call logged: the kernel may be
+    /// counting more of them (`write_kill_fails` at their exit).
+    kill_fails: Senders,
+}
+
+/// A bounded set of processes (16 B each); when full, forgetting one is
+/// left to the stop, which takes every count the kernel still holds.
+#[derive(Default)]
+struct Senders(std::collections::HashSet<crate::eventlog::ProcKey>);
+
+impl Senders {
+    const MAX: usize = 1 << 16;
+
+    fn remember(&mut self, key: crate::eventlog::ProcKey) {
+        if self.0.len() < Self::MAX {
+            self.0.insert(key);
+        }
+    }
+
+    fn forget(&mut self, key: &crate::eventlog::ProcKey) -> bool {
+        self.0.remove(key)
+    }
 }
 
 impl Session {
@@ -118,6 +145,8 @@ impl Session {
             ring,
             crashes,
             pending_crashes: Vec::new(),
+            waiting: Vec::new(),
+            symbolizing: None,
             exes: Default::default(),
             libs: Default::default(),
             images: Default::default(),
@@ -139,6 +168,7 @@ impl Session {
             catch_up: None,
             me: std::process::id(),
             tapped: None,
+            kill_fails: Senders::default(),
         })
     }
 
@@ -285,6 +315,10 @@ impl Session {
     /// the hooks. The log is read back from the [`Closed`] run.
     pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<Closed, TracerError> {
         self.drain()?;
+        // The crash stacks still being parsed, waited for (bounded).
+        self.finish_symbolizing()?;
+        // Failed kill-family calls still counted for live processes.
+        self.write_kill_fails(None)?;
         // Signal floods still being counted for live processes.
         for wire in self.capture.signal_counts() {
             let at = self.writer.stamp(wire.ktime());

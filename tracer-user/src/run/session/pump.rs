@@ -38,6 +38,9 @@ impl Session {
             tokio::select! {
                 r = events => r,
                 r = crashes => r,
+                // The parse child answered, exited or is due: `drain`
+                // writes its stacks.
+                () = self.symbolizing_ready() => Ok(()),
             }
         };
         match self.catch_up {
@@ -90,6 +93,11 @@ impl Session {
                 self.existing.push(*e);
                 continue;
             }
+            // The failed calls the kernel counted for a process come
+            // before its end (stamped first: sequence numbers in order).
+            if let Some(key) = wire.group_exit().filter(|k| self.kill_fails.forget(k)) {
+                n += self.write_kill_fails(Some(key))?;
+            }
             let t = wire.ktime();
             let at = self.writer.stamp(t);
             let Some(mut rec) = wire.into_record(at) else {
@@ -103,6 +111,11 @@ impl Session {
             if let Record::Exec(e) = &mut rec {
                 e.test_env = procs::test_env_of(e.task.key());
             }
+            if let Record::KillCall(k) = &rec {
+                if k.ret < 0 && k.deliveries == 0 {
+                    self.kill_fails.remember(k.sender.key());
+                }
+            }
             self.write(&rec)?;
             n += 1;
             // A process's last words follow its death in the log.
@@ -112,7 +125,7 @@ impl Session {
                 }
             }
         }
-        n += self.write_crashes()?;
+        n += self.symbolize()?;
         self.writer.flush();
         // Records came: more may follow without a wake-up. An idle ring
         // arms no timer, so an idle tracer stays asleep.
@@ -120,97 +133,20 @@ impl Session {
         Ok(n)
     }
 
-    /// Each crash record, its process's maps and files read at once (it
-    /// may not have exited yet); unwound after the main ring's records
-    /// (the exec that names its executable among them).
-    fn read_crashes(&mut self) {
-        loop {
-            let (decoded, raw) = match self.crashes.get_mut().next() {
-                Some(item) => (decode::decode_crash(&item), item.to_vec()),
-                None => break,
-            };
-            match decoded {
-                Ok(rec) => {
-                    let key = crate::eventlog::ProcKey {
-                        pid: rec.task.tgid,
-                        start: rec.task.start_ns,
-                    };
-                    let addrs = crate::symbolize::frame_candidates(&rec);
-                    let mut modules = crate::run::crash_maps::snapshot(key, &addrs);
-                    // The perf map outlives its process: read by pid once
-                    // the process is gone, or was on its way out while its
-                    // maps were read (its files no longer open: 1 Node
-                    // abort in 15).
-                    if modules.jit.is_none() {
-                        let owner = self.viewer.map_or(0, |v| v.uid);
-                        modules.jit =
-                            crate::run::crash_maps::perf_map_after_exit(key, owner, &addrs);
-                    }
-                    self.pending_crashes.push((rec, raw, modules));
-                }
-                Err(e) => {
-                    log::warn!("undecodable crash record: {e}");
-                    self.undecodable += 1;
-                }
-            }
-        }
-    }
-
-    /// A `crash_stack` for each crash read: unwound and symbolised, in
-    /// one parse child for the drain's crashes (`symbolize::sandbox`).
-    fn write_crashes(&mut self) -> Result<u64, TracerError> {
-        let pending = std::mem::take(&mut self.pending_crashes);
-        if pending.is_empty() {
-            return Ok(0);
-        }
-        let user = self.viewer.map(|v| (v.uid, v.gid));
-        let mut found = Vec::with_capacity(pending.len());
-        for (rec, raw, snapshot) in pending {
-            let task = decode::task(&rec.task, &rec.comm);
-            let key = task.key();
-            let exes: Vec<String> = self
-                .exes
-                .iter()
-                .rev()
-                .filter(|(k, _)| *k == key)
-                .map(|(_, p)| p.clone())
-                .collect();
-            let maps_read = !snapshot.mappings.is_empty();
-            let modules =
-                crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs, user);
-            let at = self.writer.stamp(rec.hdr.ktime_ns);
-            found.push((rec, raw, modules, at, task, maps_read));
-        }
-        let crashes: Vec<_> = found
-            .iter()
-            .map(
-                |(rec, raw, modules, at, task, _)| crate::symbolize::sandbox::Crash {
-                    raw,
-                    rec,
-                    modules,
-                    at: at.clone(),
-                    task: task.clone(),
-                },
-            )
-            .collect();
-        let stacks = crate::symbolize::sandbox::crash_stacks(
-            &crashes,
-            &mut self.images,
-            user,
-            &self.debug_dirs,
-        );
-        drop(crashes);
+    /// The failed kill-family calls the kernel counted for `of` (an exited
+    /// process), or for everyone (`None`, at the stop), each kind as one
+    /// `kill_call` with its count.
+    pub(super) fn write_kill_fails(
+        &mut self,
+        of: Option<crate::eventlog::ProcKey>,
+    ) -> Result<u64, TracerError> {
         let mut n = 0;
-        for (stack, (.., maps_read)) in stacks.into_iter().zip(&found) {
-            log::debug!(
-                "crash of {}: {} frames, {:?}, maps {}",
-                stack.task.pid,
-                stack.frames.len(),
-                stack.completeness,
-                if *maps_read { "read" } else { "lost" }
-            );
-            self.write(&Record::CrashStack(stack))?;
-            n += 1;
+        for wire in self.capture.take_kill_fails(of.map(|k| (k.pid, k.start))) {
+            let at = self.writer.stamp(wire.ktime());
+            if let Some(rec) = wire.into_record(at) {
+                self.write(&rec)?;
+                n += 1;
+            }
         }
         Ok(n)
     }

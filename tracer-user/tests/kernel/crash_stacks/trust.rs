@@ -148,11 +148,12 @@ fn a_corrupt_binary_yields_a_partial_stack_or_symbolisation_failed_never_a_trace
     }
 }
 
-/// The parse child is the command's user (nobody), without groups, with
-/// no_new_privs and its limits, as its own /proc/self/status and
-/// getrlimit say (tracer checks them before it believes an answer, and
-/// logs them); as root the command's user, the child is nobody all the
-/// same.
+/// The parse child runs as `PARSE_UID`, an identity no process has (so the
+/// job cannot stop it), with the command's user (nobody) as its filesystem
+/// ids only, without groups or capabilities, with no_new_privs and its
+/// limits, as its own /proc/self/status and getrlimit say (tracer checks
+/// them before it believes an answer, and logs them); as root the
+/// command's user, its filesystem ids are nobody's all the same.
 #[test]
 fn the_parse_child_runs_as_the_commands_user_with_its_limits() {
     let dir = tempfile::tempdir().unwrap();
@@ -170,6 +171,7 @@ fn the_parse_child_runs_as_the_commands_user_with_its_limits() {
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     };
     let (uid, gid) = (id("-u"), id("-g"));
+    let parse = tracer_user::symbolize::sandbox::PARSE_UID.to_string();
     let log = [("TRACER_LOG", "tracer_user::symbolize=debug")];
     for extra in [&["--user", "nobody"][..], &[][..]] {
         let r = record_env(extra, &[&bin], &log);
@@ -181,12 +183,11 @@ fn the_parse_child_runs_as_the_commands_user_with_its_limits() {
         let want_uid = if extra.is_empty() { "65534" } else { &uid };
         let want_gid = if extra.is_empty() { "65534" } else { &gid };
         assert!(
-            line.contains(&format!(
-                "uids: [{want_uid}, {want_uid}, {want_uid}, {want_uid}]"
-            )) && line.contains(&format!(
-                "gids: [{want_gid}, {want_gid}, {want_gid}, {want_gid}]"
-            )) && line.contains("groups: []")
+            line.contains(&format!("uids: [{parse}, {parse}, {parse}, {want_uid}]"))
+                && line.contains(&format!("gids: [{parse}, {parse}, {parse}, {want_gid}]"))
+                && line.contains("groups: []")
                 && line.contains("no_new_privs: true")
+                && line.contains("no_caps: true")
                 && line.contains("rlimit_cpu: 10 "),
             "{extra:?}: {line}"
         );
