@@ -75,6 +75,16 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     if loaded.log.header.mode == "daemon" {
         fail_on::daemon_supports(&args.fail_on)?;
     }
+    // A daemon's series cut or rewritten (its live file moved away, a
+    // segment removed): rendered with a warning on every surface, never
+    // judged (docs/security.md, "Whose log is read").
+    let not_whole = loaded.log.not_whole.clone();
+    if let Some(why) = &not_whole {
+        crate::say!(
+            "tracer: warning: {}: not the daemon's whole log: {why}",
+            args.events.display()
+        );
+    }
     let out_dir = if out_dir.as_os_str().is_empty() {
         PathBuf::from(".")
     } else {
@@ -94,6 +104,12 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
         output::Export::Now,
     );
     written?;
+    if let Some(why) = not_whole.filter(|_| !args.fail_on.is_empty()) {
+        return Err(TracerError::SeriesNotWhole {
+            path: args.events.clone(),
+            why,
+        });
+    }
     if output::judge(&args.fail_on, &log, &analysis).is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {

@@ -1,7 +1,7 @@
 //! Serde types for every line of `events.ndjson`.
 use serde::{Deserialize, Serialize};
 
-pub use super::frame::{EnvChange, Header, HookStatus, NsPid, PidNamespace, Trailer};
+pub use super::frame::{EnvChange, Header, HookStatus, NsPid, PidNamespace, SeriesEnd, Trailer};
 pub use super::loss::{Loss, LossReason};
 
 /// Bumped on any incompatible change; readers refuse newer versions.

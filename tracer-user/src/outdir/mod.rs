@@ -201,6 +201,50 @@ impl OutDir {
         Ok(true)
     }
 
+    /// A copy of `content` under `name`, made as every file here is (a fresh
+    /// temporary file, `0600`, kept by tracer's own user: a daemon's log
+    /// stays root's) and renamed into place: over whatever is there when
+    /// `replace`, else only where the name is free (`RENAME_NOREPLACE`: a
+    /// file the job put there is left alone). `Ok(None)`: the name was taken.
+    pub fn copy_in(
+        &self,
+        name: &str,
+        mut content: impl io::Read,
+        replace: bool,
+    ) -> io::Result<Option<File>> {
+        let (tmp, mut file) = self.create_temp(name)?;
+        let flags = if replace {
+            fcntl::RenameFlags::empty()
+        } else {
+            fcntl::RenameFlags::RENAME_NOREPLACE
+        };
+        let done = io::copy(&mut content, &mut file)
+            .and_then(|_| file.sync_data())
+            .and_then(|()| {
+                fcntl::renameat2(&self.fd, tmp.as_os_str(), &self.fd, name, flags)
+                    .map_err(io::Error::from)
+            });
+        match done {
+            Ok(()) => Ok(Some(file)),
+            Err(e) => {
+                let _ = unistd::unlinkat(&self.fd, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+                match e.raw_os_error() {
+                    Some(libc::EEXIST) if !replace => Ok(None),
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Whether `name` is `file` itself (not a link to it, not another file).
+    pub fn holds(&self, name: &str, file: &File) -> bool {
+        let Ok(held) = stat::fstat(file) else {
+            return false;
+        };
+        stat::fstatat(&self.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino))
+    }
+
     /// Hand an open file to the run's user (no-op without one).
     pub fn give(&self, file: &File) -> io::Result<()> {
         match self.owner {

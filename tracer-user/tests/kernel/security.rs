@@ -5,6 +5,7 @@
 mod bounds;
 mod ci_output;
 mod ci_tmp;
+mod daemon_history;
 mod metrics_endpoint;
 mod orphans;
 mod otlp_redirect;
