@@ -55,8 +55,13 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     let mut loaded = report::load(&args.events, &redactor)?;
     for spec in &args.test_report {
         let header = &loaded.log.header;
-        let windows =
-            crate::labels::report_file::load(spec, header.boot_to_wall_ns, &header.started_at);
+        // Offline: read as whoever runs `tracer report`.
+        let windows = crate::labels::report_file::load(
+            spec,
+            header.boot_to_wall_ns,
+            &header.started_at,
+            None,
+        );
         for w in windows {
             // Masked as the log's own text is.
             let mut rec = crate::eventlog::Record::TestWindow(w);

@@ -8,8 +8,11 @@
 //! names and renamed into place (a rename replaces a planted link, it never
 //! follows it); reads refuse anything but a regular file; ownership moves with
 //! `fchown` on the open file. See docs/security.md.
+mod checked;
 pub mod names;
 mod walk;
+
+pub use checked::{as_user, open_checked};
 
 use std::{
     ffi::OsStr,

@@ -212,25 +212,7 @@ fn kdev(dev: u32) -> (u64, u64) {
     ((dev >> 20) as u64, (dev & 0xfffff) as u64)
 }
 
-/// Run `f` with this thread's filesystem ids set to `user` (uid, gid),
-/// then back: the paths a crashed process named (its exec path, its
-/// dynamic linker's list, which it can forge) are opened with its user's
-/// rights, never root's, so no file that user could not read is parsed
-/// into its report. setfsuid/setfsgid are per thread (raw syscalls in
-/// glibc and musl alike); supplementary groups stay root's.
-pub(super) fn as_user<T>(user: Option<(u32, u32)>, f: impl FnOnce() -> T) -> T {
-    let Some((uid, gid)) = user else { return f() };
-    // SAFETY: filesystem ids of this thread only; restored below, while
-    // CAP_SETUID (kept by setfsuid) still allows it.
-    let (old_gid, old_uid) = unsafe { (libc::setfsgid(gid), libc::setfsuid(uid)) };
-    let r = f();
-    // SAFETY: as above: back to tracer's own filesystem ids.
-    unsafe {
-        libc::setfsuid(old_uid as u32);
-        libc::setfsgid(old_gid as u32);
-    }
-    r
-}
+pub(super) use crate::outdir::as_user;
 
 /// The modules of `rec`'s process from what the kernel recorded: `exes`
 /// are the paths it may have been exec'd by (the latest first).

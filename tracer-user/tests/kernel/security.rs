@@ -14,4 +14,5 @@ mod output_injection;
 mod planted_log;
 mod redact_cut;
 mod setuid_snapshot;
+mod test_report;
 mod tiocsti;
