@@ -214,6 +214,25 @@ fn kdev(dev: u32) -> (u64, u64) {
 
 pub(super) use crate::outdir::as_user;
 
+/// The owner, group and mode of the executable `rec`'s process ran: the
+/// file under one of its exec paths `exes` that is the kernel's own (the
+/// inode and device of `mm->exe_file`), stat'ed, never opened. A set-id
+/// program is known by it once its process is gone.
+pub fn exe_owner_mode(rec: &CrashRecord, exes: &[String]) -> Option<(u32, u32, u32)> {
+    if rec.exe_ino == 0 {
+        return None;
+    }
+    exes.iter().find_map(|path| {
+        let meta = std::fs::metadata(path).ok()?;
+        let dev = (
+            libc::major(meta.dev()) as u64,
+            libc::minor(meta.dev()) as u64,
+        );
+        (meta.ino() == rec.exe_ino && dev == kdev(rec.exe_dev))
+            .then(|| (meta.uid(), meta.gid(), meta.mode()))
+    })
+}
+
 /// The modules of `rec`'s process from what the kernel recorded: `exes`
 /// are the paths it may have been exec'd by (the latest first).
 pub(super) fn rebuild(rec: &CrashRecord, exes: &[String], libs: &mut LibIndex) -> Modules {

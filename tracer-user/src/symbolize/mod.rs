@@ -23,7 +23,7 @@ mod unwind;
 #[cfg(test)]
 mod tests;
 
-pub use found::LibIndex;
+pub use found::{exe_owner_mode, LibIndex};
 pub use image::ImageCache;
 
 use std::fs::File;
@@ -146,6 +146,7 @@ fn head(rec: &CrashRecord, at: Stamp, task: Task) -> CrashStack {
         detail: None,
         frames: Vec::new(),
         frames_left_out: 0,
+        withheld: None,
     }
 }
 

@@ -24,6 +24,16 @@ use crate::{
     },
 };
 
+/// A crash record, its ring bytes (for the parse child), its process's
+/// modules, and its credentials read while it may still live (see
+/// `pump::withheld_from`).
+type PendingCrash = (
+    Box<tracer_common::CrashRecord>,
+    Vec<u8>,
+    crate::symbolize::Modules,
+    Option<crate::snapshot::Creds>,
+);
+
 pub struct Session {
     capture: Capture,
     /// Registered with the reactor: the loop wakes when the kernel side
@@ -35,11 +45,7 @@ pub struct Session {
     /// Crash records whose maps were read, waiting for the rest of the
     /// drain (their exec records) before they are unwound.
     /// (The ring's bytes of each, for the parse child.)
-    pending_crashes: Vec<(
-        Box<tracer_common::CrashRecord>,
-        Vec<u8>,
-        crate::symbolize::Modules,
-    )>,
+    pending_crashes: Vec<PendingCrash>,
     /// The paths the latest processes were exec'd by: a crashed process's
     /// executable is found by it when its maps were lost.
     exes: std::collections::VecDeque<(crate::eventlog::ProcKey, String)>,

@@ -146,7 +146,9 @@ impl Session {
                         modules.jit =
                             crate::run::crash_maps::perf_map_after_exit(key, owner, &addrs);
                     }
-                    self.pending_crashes.push((rec, raw, modules));
+                    // Who it ran as, while it may still live.
+                    let creds = self.viewer.and_then(|_| live_creds(key));
+                    self.pending_crashes.push((rec, raw, modules, creds));
                 }
                 Err(e) => {
                     log::warn!("undecodable crash record: {e}");
@@ -165,7 +167,8 @@ impl Session {
         }
         let user = self.viewer.map(|v| (v.uid, v.gid));
         let mut found = Vec::with_capacity(pending.len());
-        for (rec, raw, snapshot) in pending {
+        let mut withheld = Vec::with_capacity(pending.len());
+        for (rec, raw, snapshot, creds) in pending {
             let task = decode::task(&rec.task, &rec.comm);
             let key = task.key();
             let exes: Vec<String> = self
@@ -175,6 +178,7 @@ impl Session {
                 .filter(|(k, _)| *k == key)
                 .map(|(_, p)| p.clone())
                 .collect();
+            withheld.push(withheld_from(self.viewer, creds.as_ref(), &rec, &exes));
             let maps_read = !snapshot.mappings.is_empty();
             let modules =
                 crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs, user);
@@ -201,7 +205,10 @@ impl Session {
         );
         drop(crashes);
         let mut n = 0;
-        for (stack, (.., maps_read)) in stacks.into_iter().zip(&found) {
+        for ((mut stack, (.., maps_read)), why) in stacks.into_iter().zip(&found).zip(withheld) {
+            if let Some(why) = why {
+                withhold(&mut stack, why);
+            }
             log::debug!(
                 "crash of {}: {} frames, {:?}, maps {}",
                 stack.task.pid,
@@ -286,4 +293,51 @@ fn resolve_memcg(rec: &mut Record) {
             }
         }
     }
+}
+
+/// The credentials of `key` if it is still that process (read, then its
+/// start time checked: a recycled pid is not it).
+fn live_creds(key: crate::eventlog::ProcKey) -> Option<crate::snapshot::Creds> {
+    let creds = crate::snapshot::creds_of(key.pid)?;
+    crate::run::procs::alive(key).then_some(creds)
+}
+
+/// Why the run's user (`viewer`) may not see a crashed process's stack, as
+/// /proc would refuse them its details (snapshots and leak records withhold
+/// the same): its credentials while it lived (`creds`), else the program
+/// it ran (a setuid or setgid file of someone else's: the process is
+/// usually gone before its record is read). `None`: its stack is theirs.
+fn withheld_from(
+    viewer: Option<crate::snapshot::Viewer>,
+    creds: Option<&crate::snapshot::Creds>,
+    rec: &tracer_common::CrashRecord,
+    exes: &[String],
+) -> Option<String> {
+    let v = viewer?;
+    match creds {
+        // Its ids and capabilities, not its dumpability: a process on its
+        // way out through a fatal signal shows /proc/PID/fd as root's
+        // whoever it is (measured: a plain program of `nobody`'s, crashed
+        // on a NULL pointer, read as uid 0).
+        Some(c) => crate::snapshot::foreign(
+            Some(&crate::snapshot::Creds {
+                dump_owner: v.uid,
+                ..*c
+            }),
+            &v,
+        ),
+        None => crate::symbolize::exe_owner_mode(rec, exes)
+            .and_then(|(uid, gid, mode)| crate::snapshot::foreign_program(uid, gid, mode, &v)),
+    }
+}
+
+/// Empty what a withheld stack would give away: its frames (addresses,
+/// modules, names) and the fault address; the signal and its code stay.
+fn withhold(stack: &mut crate::eventlog::CrashStack, why: String) {
+    stack.frames.clear();
+    stack.frames_left_out = 0;
+    stack.fault_addr = None;
+    stack.completeness = crate::eventlog::StackCompleteness::NoStack;
+    stack.detail = Some(format!("withheld from the run's user: it {why}"));
+    stack.withheld = Some(why);
 }
