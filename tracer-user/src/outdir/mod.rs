@@ -216,17 +216,9 @@ impl OutDir {
         replace: bool,
     ) -> io::Result<Option<File>> {
         let (tmp, mut file) = self.create_temp(name)?;
-        let flags = if replace {
-            fcntl::RenameFlags::empty()
-        } else {
-            fcntl::RenameFlags::RENAME_NOREPLACE
-        };
         let done = io::copy(&mut content, &mut file)
             .and_then(|_| file.sync_data())
-            .and_then(|()| {
-                fcntl::renameat2(&self.fd, tmp.as_os_str(), &self.fd, name, flags)
-                    .map_err(io::Error::from)
-            });
+            .and_then(|()| self.rename_no_replace(&tmp, name, replace));
         match done {
             Ok(()) => Ok(Some(file)),
             Err(e) => {
@@ -236,6 +228,33 @@ impl OutDir {
                     _ => Err(e),
                 }
             }
+        }
+    }
+
+    /// renameat2(2) within the directory, `RENAME_NOREPLACE` unless
+    /// `replace`. A raw syscall: nix wraps renameat2 for glibc only, and the
+    /// release binary is static musl.
+    fn rename_no_replace(&self, from: &OsStr, to: &str, replace: bool) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let c = |s: &[u8]| std::ffi::CString::new(s).map_err(io::Error::other);
+        let (from, to) = (c(from.as_bytes())?, c(to.as_bytes())?);
+        let flags = if replace { 0 } else { libc::RENAME_NOREPLACE };
+        let dir = self.fd.as_raw_fd();
+        // SAFETY: NUL-terminated paths and a directory fd held by self.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                dir,
+                from.as_ptr(),
+                dir,
+                to.as_ptr(),
+                flags,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
         }
     }
 
