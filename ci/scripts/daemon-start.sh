@@ -17,16 +17,24 @@
 # $RUNNER_TEMP/tracer-daemon, else a fresh `mktemp -d` whose path is printed,
 # and written to GITHUB_ENV when there is one: daemon-stop.sh needs it),
 # TRACER_READY_TIMEOUT (120). The state directory is the caller's and must be
-# theirs alone (see ci_private_dir in lib.sh); it holds `output` and `run`.
+# theirs alone (see ci_private_dir in lib.sh); it holds `run` (and, once
+# the daemon is stopped, copies of its rc, daemon.log and output).
 #
 # Nothing running as root writes through a path the caller (or the job's
 # code, running as the caller) can change: root makes its own directory,
-# `mktemp -d` under its TMPDIR (root-owned, group the caller's, 0750), and
-# the shell around the daemon (daemon-run.sh) writes pid, start (the
-# daemon's start time, against pid reuse), daemon.log (its stderr) and rc
-# (its exit status) there. `run` names that directory; daemon-stop.sh checks
-# it is still root's before it believes anything in it, copies rc and
-# daemon.log into the state directory, and removes it.
+# `mktemp -d` under its TMPDIR (root-owned, group the caller's, 0750),
+# writes the report directory's path there (`output`), and the shell around
+# the daemon (daemon-run.sh) writes
+# pid, start (the daemon's start time, against pid reuse), daemon.log (its
+# stderr) and rc (its exit status) there. `run` names that directory;
+# daemon-stop.sh checks it is still root's before it believes anything in
+# it, copies rc and daemon.log into the state directory, and removes it.
+#
+# The daemon judges every condition a daemon's log supports itself
+# (--fail-on unexpected-death,oom,foreign-signal): its exit status (86) and
+# its own `tracer: --fail-on COND: N found` lines in root's daemon.log are
+# the verdict daemon-stop.sh takes, never a re-reading of a directory the
+# job can write.
 #
 # Readiness is the daemon's own word: it prints "tracer: daemon watching ..."
 # once its hooks are attached and the scope is set (see
@@ -93,8 +101,7 @@ output=$(cd "$output" && pwd)
 if [ -f "$state/run" ] && run=$(ci_daemon_run_dir "$state" 2>/dev/null) && [ ! -f "$run/rc" ]; then
     ci_die "a daemon started from $state is still running (pid $(cat "$run/pid" 2>/dev/null)): stop it first"
 fi
-rm -f "$state/run" "$state/rc" "$state/daemon.log"
-printf '%s\n' "$output" >"$state/output"
+rm -f "$state/run" "$state/rc" "$state/daemon.log" "$state/output"
 
 # As root, in its own session (a step's end or Ctrl-C reaches nothing of it),
 # every fd away from the step's pipes (the runner would wait on them). The
@@ -108,9 +115,13 @@ run=$(as_root sh -c '
     dir=$(mktemp -d "${TMPDIR:-/tmp}/tracer-daemon-run.XXXXXX") || exit 1
     # setgid: the files daemon-run.sh writes there are readable by the caller group.
     chgrp "$group" "$dir" && chmod 2750 "$dir" || exit 1
+    # Where the reports go, kept by root: daemon-stop.sh never takes it
+    # from the state directory of the caller, which the job can rewrite.
+    printf "%s\n" "$output" >"$dir/output" || exit 1
     launch=setsid
     command -v setsid >/dev/null 2>&1 || launch=
-    $launch "$launcher" "$dir" "$$" "$tracer" daemon --output "$output" "$@" \
+    $launch "$launcher" "$dir" "$$" "$tracer" daemon --output "$output" \
+        --fail-on unexpected-death,oom,foreign-signal "$@" \
         </dev/null >/dev/null 2>&1 &
     printf "%s\n" "$dir"
 ' sh "$launcher" "$(id -g)" "$tracer" "$output" "$@" </dev/null) ||

@@ -166,10 +166,13 @@ proc_stat_field() {
 # later steps (artifact upload, re-rendering, the next checkout's clean-up)
 # can use it; then make sure the reports exist: a log whose capture was cut
 # short (no report.json) is rendered from what was written.
+# With a second argument `daemon`, nothing is handed back here: a daemon
+# hands its reports to the directory's owner itself, and its logs are
+# handed back by ci_hand_back_logs.
 collect_reports() {
     dir=$1
     [ -d "$dir" ] || ci_die "no report directory $dir"
-    if [ "$(id -u)" != 0 ] && find "$dir" ! -user "$(id -u)" | grep -q .; then
+    if [ "${2:-}" != daemon ] && [ "$(id -u)" != 0 ] && find "$dir" ! -user "$(id -u)" | grep -q .; then
         # -h: a link the job planted there is handed over, not its target.
         as_root chown -R -h "$(id -u):$(id -g)" "$dir"
     fi
@@ -182,23 +185,40 @@ collect_reports() {
     done
 }
 
+# A daemon's event logs (root's: the daemon keeps them) handed to the
+# caller, in the report directory root kept the path of. Done as root from
+# inside the directory (`cd -P`, then names relative to it: a parent the job
+# swaps afterwards changes nothing), only if the caller owns the directory,
+# and only root's regular files named as tracer names its logs, with
+# `chown -h` (a link put there is never followed). Not `chown -R` of a path:
+# the job can turn any component of it into a link to root's files.
+ci_hand_back_logs() {
+    [ "$(id -u)" != 0 ] || return 0
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    as_root sh -c '
+        cd -P -- "$1" || exit 1
+        if [ "$(stat -c %u .)" != "$2" ]; then
+            echo "tracer-ci: $1 is not yours: its event logs stay root'"'"'s" >&2
+            exit 0
+        fi
+        find . -maxdepth 1 -type f -user 0 \( -name events.ndjson -o -name "events-*.ndjson" \) \
+            -exec chown -h "$2:$3" {} +
+    ' sh "$1" "$(id -u)" "$(id -g)" || ci_die "cannot hand the event logs in $1 back"
+}
+
 # `tracer report DIR --fail-on LIST`: the tracer's own judgement (exit 86
 # when a condition is met; the reports are re-rendered byte for byte). Only
-# its --fail-on lines are shown: the summary was printed once already.
-# With a third argument `root`, tracer runs as root: it then reads only the
-# files root wrote in DIR (a daemon's, before they are handed back), never
-# one the job planted (docs/security.md, "Whose log is read").
+# its --fail-on lines are shown: the summary was printed once already. Run
+# as the caller, on files the caller owns: a re-judgement for the step
+# summary; the verdict a job cannot forge is the step that ran tracer
+# (tracer-record's status, daemon-stop.sh's daemon's own).
 check_fail_on() {
     dir=$1
     list=$2
     [ -n "$list" ] || return 0
     errs=$(mktemp)
     status=0
-    if [ "${3:-}" = root ]; then
-        as_root "$(tracer_bin)" report "$dir" --fail-on "$list" 2>"$errs" || status=$?
-    else
-        "$(tracer_bin)" report "$dir" --fail-on "$list" 2>"$errs" || status=$?
-    fi
+    "$(tracer_bin)" report "$dir" --fail-on "$list" 2>"$errs" || status=$?
     grep -e 'tracer: --fail-on' -e 'tracer: error' "$errs" >&2 || true
     rm -f "$errs"
     case $status in

@@ -118,6 +118,11 @@ pub enum TracerError {
     SudoUserUnknown(String),
     #[error("--fail-on {0} is not supported for a daemon's log (use oom, unexpected-death or foreign-signal, or `tracer record --fail-on {0}` around the command)")]
     FailOnDaemon(&'static str),
+    #[error("--fail-on: cannot judge {path}: {why}; the reports say so, and the verdict is the daemon's own exit status (its --fail-on)")]
+    SeriesNotWhole {
+        path: std::path::PathBuf,
+        why: String,
+    },
 }
 
 /// What went wrong loading the eBPF side or talking to its maps.

@@ -307,6 +307,7 @@ mod tests {
                 })
                 .collect(),
             frames_left_out: 0,
+            withheld: None,
         }
     }
 

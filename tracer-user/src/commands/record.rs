@@ -202,9 +202,18 @@ async fn record(
     if let Some(cg) = &run_cgroup {
         cg.remove();
     }
+    // Read with the run's user's filesystem ids: the job wrote the file
+    // and chose every directory on its path.
+    let reader = run_as
+        .owner()
+        .map(|(uid, gid)| (uid.as_raw(), gid.as_raw()));
     for spec in &args.test_report {
-        for w in crate::labels::report_file::load(spec, header.boot_to_wall_ns, &header.started_at)
-        {
+        for w in crate::labels::report_file::load(
+            spec,
+            header.boot_to_wall_ns,
+            &header.started_at,
+            reader,
+        ) {
             session.log_test_window(w)?;
         }
     }

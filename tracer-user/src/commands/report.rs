@@ -60,8 +60,13 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     let mut loaded = report::load(&args.events, &redactor)?;
     for spec in &args.test_report {
         let header = &loaded.log.header;
-        let windows =
-            crate::labels::report_file::load(spec, header.boot_to_wall_ns, &header.started_at);
+        // Offline: read as whoever runs `tracer report`.
+        let windows = crate::labels::report_file::load(
+            spec,
+            header.boot_to_wall_ns,
+            &header.started_at,
+            None,
+        );
         for w in windows {
             // Masked as the log's own text is.
             let mut rec = crate::eventlog::Record::TestWindow(w);
@@ -79,6 +84,16 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
     }
     if loaded.log.header.mode == "daemon" {
         fail_on::daemon_supports(&args.fail_on)?;
+    }
+    // A daemon's series cut or rewritten (its live file moved away, a
+    // segment removed): rendered with a warning on every surface, never
+    // judged (docs/security.md, "Whose log is read").
+    let not_whole = loaded.log.not_whole.clone();
+    if let Some(why) = &not_whole {
+        crate::say!(
+            "tracer: warning: {}: not the daemon's whole log: {why}",
+            args.events.display()
+        );
     }
     let out_dir = if out_dir.as_os_str().is_empty() {
         PathBuf::from(".")
@@ -99,6 +114,12 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, TracerError> {
         output::Export::Now,
     );
     written?;
+    if let Some(why) = not_whole.filter(|_| !args.fail_on.is_empty()) {
+        return Err(TracerError::SeriesNotWhole {
+            path: args.events.clone(),
+            why,
+        });
+    }
     let verdict = output::judge(&args.fail_on, args.allow_loss, &log, &analysis);
     Ok(verdict
         .exit_code()

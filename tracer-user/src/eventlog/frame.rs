@@ -129,4 +129,18 @@ pub struct Trailer {
     /// reason, e.g. `No such file or directory (os error 2)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_error: Option<String>,
+    /// Daemon mode, on the file the stop closed (never on a rotation's):
+    /// the series ends here, and these are the segments before it. A
+    /// daemon's series read without it, or without one of them, was cut
+    /// or rewritten (`tracer report DIR` refuses to judge it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series_end: Option<SeriesEnd>,
+}
+
+/// The end of a daemon's series (see [`Trailer::series_end`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct SeriesEnd {
+    /// The numbers of the segments kept before the file this trailer
+    /// closes, oldest first (after `--keep-segments` pruned the oldest).
+    pub segments: Vec<u32>,
 }

@@ -23,6 +23,8 @@ pub struct EventLog {
     pub ignored: Vec<String>,
     /// Event lines longer than [`MAX_LINE_BYTES`], skipped unread.
     pub lines_skipped: u64,
+    /// A daemon's series that is not whole, and how (see [`Frame::not_whole`]).
+    pub not_whole: Option<String>,
 }
 
 impl EventLog {
@@ -35,6 +37,7 @@ impl EventLog {
             truncated: frame.truncated,
             ignored: frame.ignored,
             lines_skipped: frame.lines_skipped,
+            not_whole: frame.not_whole,
         }
     }
 }
@@ -124,6 +127,11 @@ pub struct Frame {
     pub ignored: Vec<String>,
     /// Event lines longer than [`MAX_LINE_BYTES`], skipped unread.
     pub lines_skipped: u64,
+    /// A daemon's series read from its directory that does not end with the
+    /// stop's trailer, or lacks a segment that trailer names: cut short or
+    /// rewritten by whoever could write the directory. Why, in one
+    /// sentence; `report --fail-on` refuses to judge it.
+    pub not_whole: Option<String>,
 }
 
 /// What [`stream_from`] read into its buffer.
@@ -270,6 +278,7 @@ pub fn stream_from(file: impl Read, path: &Path, sink: &mut impl Sink) -> Result
         truncated,
         ignored: Vec::new(),
         lines_skipped,
+        not_whole: None,
     })
 }
 

@@ -1,7 +1,7 @@
 //! Serde types for every line of `events.ndjson`.
 use serde::{Deserialize, Serialize};
 
-pub use super::frame::{EnvChange, Header, HookStatus, NsPid, PidNamespace, Trailer};
+pub use super::frame::{EnvChange, Header, HookStatus, NsPid, PidNamespace, SeriesEnd, Trailer};
 pub use super::loss::{Loss, LossReason};
 pub use super::resources::*;
 
@@ -397,6 +397,11 @@ pub struct CrashStack {
     /// Frames beyond `frames` (the record keeps `MAX_CRASH_FRAMES`).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub frames_left_out: u32,
+    /// Why `frames` and `fault_addr` are empty: the process ran as another
+    /// user than the run's, who gets the log (a setuid program: as in
+    /// snapshots and leak records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
 }
 
 /// How complete a crash stack is.

@@ -16,7 +16,7 @@ use std::{
 use super::{
     parse::parse_record,
     reader::{stream_from, EventLog, Frame, LogError, Sink, MAX_LINE_BYTES},
-    schema::{Header, Record},
+    schema::{Header, Record, Trailer},
 };
 use crate::outdir::{
     names::{segment_name, segment_number, segment_shaped, EVENTS as LIVE},
@@ -141,6 +141,11 @@ impl Series {
         Ok(())
     }
 
+    /// The numbers of tracer's own segments, oldest first.
+    pub fn numbers(&self) -> Vec<u32> {
+        self.parts.iter().map(|p| p.number).collect()
+    }
+
     /// No segment of tracer's own (a first run).
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()
@@ -185,6 +190,18 @@ impl Series {
         live: Option<impl Read>,
         sink: &mut impl Sink,
     ) -> Result<Frame, LogError> {
+        self.stream_parts(dir, live, sink).map(|(frame, _)| frame)
+    }
+
+    /// [`Series::stream`], and the segment number each file read names in
+    /// its header, in the order read.
+    fn stream_parts(
+        &self,
+        dir: &OutDir,
+        live: Option<impl Read>,
+        sink: &mut impl Sink,
+    ) -> Result<(Frame, Vec<u32>), LogError> {
+        let mut read = Vec::new();
         let mut ignored = self.ignored.clone();
         let mut frame: Option<Frame> = None;
         for p in &self.parts {
@@ -203,17 +220,19 @@ impl Series {
                 continue;
             }
             let part = stream_from(file, &dir.display(&name), sink)?;
+            read.push(part.header.segment);
             frame = Some(join(frame, part));
         }
         if let Some(live) = live {
             let part = stream_from(live, &dir.display(LIVE), sink)?;
+            read.push(part.header.segment);
             frame = Some(join(frame, part));
         }
         let mut frame = frame.ok_or_else(|| LogError::Empty {
             path: dir.path().to_owned(),
         })?;
         frame.ignored = ignored;
-        Ok(frame)
+        Ok((frame, read))
     }
 }
 
@@ -269,12 +288,51 @@ pub fn stream_dir(dir: &OutDir, sink: &mut impl Sink) -> Result<Frame, LogError>
         Some(file) => first_header(file).is_ok_and(|h| h.mode != "daemon"),
         None => false,
     };
-    let series = if record_log {
-        Series::default()
-    } else {
-        Series::adopt(dir)
+    if record_log {
+        return Series::default().stream(dir, live, sink);
+    }
+    let (mut frame, read) = Series::adopt(dir).stream_parts(dir, live, sink)?;
+    frame.not_whole = not_whole(frame.trailer.as_ref(), &read);
+    Ok(frame)
+}
+
+/// Why a daemon's series read as `read` (each file's segment number, in
+/// order) is not the one its stop closed: the last file must end with the
+/// stop's trailer, and the files before it must be the segments that
+/// trailer names. A file moved away, removed or swapped in by whoever can
+/// write the directory shows here; `None`: whole.
+fn not_whole(trailer: Option<&Trailer>, read: &[u32]) -> Option<String> {
+    let Some(end) = trailer.and_then(|t| t.series_end.as_ref()) else {
+        return Some(
+            "the daemon's log does not end with the trailer its stop writes: its last file was moved away, removed or cut short (or the daemon is still running, or was killed)".into(),
+        );
     };
-    series.stream(dir, live, sink)
+    let (last, before) = read.split_last()?;
+    let listed: Vec<String> = end.segments.iter().map(|&n| segment_name(n)).collect();
+    let missing: Vec<&str> = end
+        .segments
+        .iter()
+        .zip(&listed)
+        .filter(|(n, _)| !before.contains(n))
+        .map(|(_, name)| name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!(
+            "segments the daemon's stop names are missing or were replaced: {}",
+            missing.join(", ")
+        ));
+    }
+    if before != end.segments.as_slice() || end.segments.contains(last) {
+        return Some(format!(
+            "the daemon's log holds segments its stop does not name (it names {})",
+            if listed.is_empty() {
+                "none".to_string()
+            } else {
+                listed.join(", ")
+            }
+        ));
+    }
+    None
 }
 
 /// The first part's header; the last part's trailer (its counters are
@@ -288,6 +346,7 @@ fn join(so_far: Option<Frame>, part: Frame) -> Frame {
             truncated: part.truncated,
             ignored: f.ignored,
             lines_skipped: f.lines_skipped + part.lines_skipped,
+            not_whole: None,
         },
     }
 }
@@ -383,6 +442,63 @@ mod tests {
             r#"{{"type":"exit","seq":{seq},"t":{seq},"time":"2026-08-18T17:27:01Z","task":{{"pid":{seq},"tid":{seq},"start":1,"comm":"x"}},"exit_code":0,"status":{{"exited":{{"code":0}}}},"group_dead":true}}"#
         );
         format!("{header}\n{exit}\n")
+    }
+
+    /// `text` closed by a trailer: the stop's, naming `segments`, or a
+    /// rotation's (`None`).
+    fn closed(text: String, seq: u64, segments: Option<&[u32]>) -> String {
+        let end = segments.map_or(String::new(), |s| {
+            format!(r#","series_end":{{"segments":{s:?}}}"#)
+        });
+        format!(
+            r#"{text}{{"type":"trailer","ended_at":"2026-08-18T17:28:00Z","events":{seq},"lost":{{"ringbuf_full":0,"tracked_map_full":0,"inflight_map_full":0,"undecodable":0,"per_cpu":[]}}{end}}}
+"#
+        )
+    }
+
+    fn not_whole_of(dir: &OutDir) -> Option<String> {
+        stream_dir(dir, &mut |_: &Header, _: Record| {})
+            .unwrap()
+            .not_whole
+    }
+
+    #[test]
+    fn a_daemon_series_is_whole_only_as_its_stop_closed_it() {
+        let seg = |n: u32| {
+            (
+                segment_name(n),
+                closed(log_text("daemon", n, n as u64 + 1), n as u64 + 1, None),
+            )
+        };
+        let stop = closed(log_text("daemon", 2, 3), 3, Some(&[0, 1]));
+        let with = |files: Vec<(String, String)>| {
+            let files: Vec<(&str, String)> =
+                files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+            dir_with(&files)
+        };
+        // Whole: the segments the stop names, then its own file.
+        let (_t, dir) = with(vec![seg(0), seg(1), (LIVE.into(), stop.clone())]);
+        assert_eq!(not_whole_of(&dir), None);
+        // The stop's file renamed to its own segment's name: still whole.
+        let (_t, dir) = with(vec![seg(0), seg(1), (segment_name(2), stop.clone())]);
+        assert_eq!(not_whole_of(&dir), None);
+        // The live file moved away: the series ends with a rotation's trailer.
+        let (_t, dir) = with(vec![seg(0), seg(1)]);
+        assert!(not_whole_of(&dir)
+            .unwrap()
+            .contains("does not end with the trailer its stop writes"));
+        // A segment removed (not pruned: the stop names it).
+        let (_t, dir) = with(vec![seg(1), (LIVE.into(), stop.clone())]);
+        assert!(not_whole_of(&dir)
+            .unwrap()
+            .contains("missing or were replaced: events-0000.ndjson"));
+        // A killed daemon's last file, cut short: no trailer at all.
+        let (_t, dir) = with(vec![seg(0), (LIVE.into(), log_text("daemon", 1, 2))]);
+        assert!(not_whole_of(&dir).is_some());
+        // A file of the series the stop does not name (an older one moved in).
+        let stop1 = closed(log_text("daemon", 2, 3), 3, Some(&[1]));
+        let (_t, dir) = with(vec![seg(0), seg(1), (LIVE.into(), stop1)]);
+        assert!(not_whole_of(&dir).unwrap().contains("does not name"));
     }
 
     fn dir_with(files: &[(&str, String)]) -> (tempfile::TempDir, OutDir) {

@@ -26,6 +26,8 @@ pub struct LogSummary {
     pub ignored: Vec<String>,
     /// Event lines over the reader's limit, skipped unread.
     pub lines_skipped: u64,
+    /// A daemon's series that is not whole, and how (see `Frame::not_whole`).
+    pub not_whole: Option<String>,
 }
 
 /// Counts events as they are read; [`Counter::finish`] adds the frame.
@@ -73,6 +75,7 @@ impl Counter {
             leaks: self.leaks,
             ignored: frame.ignored,
             lines_skipped: frame.lines_skipped,
+            not_whole: frame.not_whole,
         }
     }
 }
@@ -89,6 +92,7 @@ impl LogSummary {
             truncated: log.truncated,
             ignored: log.ignored.clone(),
             lines_skipped: log.lines_skipped,
+            not_whole: log.not_whole.clone(),
         })
     }
 }

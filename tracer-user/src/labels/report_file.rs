@@ -12,7 +12,7 @@
 //! test"): [`BASE_UNCERTAINTY_MS`] for the runner's own stamping, the
 //! format's resolution, and the wall clock's drift from the log's
 //! anchor since the log began ([`DRIFT_PPM`]).
-use std::{io::Read, os::unix::fs::OpenOptionsExt, path::PathBuf};
+use std::{io::Read, path::PathBuf};
 
 use serde::Deserialize;
 
@@ -101,25 +101,29 @@ pub struct Reported {
     pub resolution_ms: u32,
 }
 
-/// The report's bytes, read safely: no link followed, a regular file only
-/// (a FIFO would block: opened non-blocking, then checked), bounded.
-pub fn read_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => "a symbolic link: refused (the job wrote it)".to_string(),
-            _ => e.to_string(),
-        })?;
-    let meta = f.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    if meta.len() > MAX_BYTES {
+/// The report's bytes, read safely: with `user`'s filesystem ids (the
+/// run's user, whose job wrote it: a path through a directory that user
+/// cannot search, a link to root's, yields nothing), no link followed at
+/// its end, `O_PATH` first and only a regular file reopened for reading
+/// (a FIFO would block, a device's open has effects), bounded.
+pub fn read_file(path: &std::path::Path, user: Option<(u32, u32)>) -> Result<Vec<u8>, String> {
+    let size = std::cell::Cell::new(0);
+    let f = crate::outdir::as_user(user, || {
+        crate::outdir::open_checked(
+            nix::fcntl::AT_FDCWD,
+            path,
+            nix::fcntl::ResolveFlag::empty(),
+            |st| {
+                size.set(st.st_size as u64);
+                Ok(())
+            },
+        )
+    })
+    .map_err(|e| e.to_string())?;
+    if size.get() > MAX_BYTES {
         return Err(format!(
             "{} bytes, over the {} MiB limit",
-            meta.len(),
+            size.get(),
             MAX_BYTES >> 20
         ));
     }
@@ -385,10 +389,15 @@ pub fn to_windows(
         .collect()
 }
 
-/// Read, parse and map one report; on any refusal, one warning line and
-/// nothing from it.
-pub fn load(spec: &Spec, boot_to_wall_ns: i64, started_at: &str) -> Vec<TestWindow> {
-    let got = read_file(&spec.path).and_then(|b| parse(spec.format, &b));
+/// Read (as `user`, see [`read_file`]), parse and map one report; on any
+/// refusal, one warning line and nothing from it.
+pub fn load(
+    spec: &Spec,
+    boot_to_wall_ns: i64,
+    started_at: &str,
+    user: Option<(u32, u32)>,
+) -> Vec<TestWindow> {
+    let got = read_file(&spec.path, user).and_then(|b| parse(spec.format, &b));
     match got {
         Ok(tests) => {
             let started = crate::eventlog::parse_wall_time(started_at).map(i128::from);

@@ -20,7 +20,7 @@ fn wall(s: &str) -> i128 {
 
 #[test]
 fn go_json_windows_run_to_pass_or_fail() {
-    let bytes = report_file::read_file(&fixture("go_test.json")).unwrap();
+    let bytes = report_file::read_file(&fixture("go_test.json"), None).unwrap();
     let got = report_file::parse(Format::GoJson, &bytes).unwrap();
     assert_eq!(got.len(), 2, "{got:?}");
     let sib = got
@@ -40,7 +40,7 @@ fn go_json_windows_run_to_pass_or_fail() {
 
 #[test]
 fn junit_cases_share_their_suites_window() {
-    let bytes = report_file::read_file(&fixture("junit_pytest.xml")).unwrap();
+    let bytes = report_file::read_file(&fixture("junit_pytest.xml"), None).unwrap();
     let got = report_file::parse(Format::Junit, &bytes).unwrap();
     let names: Vec<_> = got
         .iter()
@@ -171,7 +171,7 @@ fn files_are_read_safely() {
     // A link the job planted (to a file root may read) is not followed.
     let link = dir.path().join("link.json");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let err = report_file::read_file(&link).unwrap_err();
+    let err = report_file::read_file(&link, None).unwrap_err();
     assert!(err.contains("symbolic link"), "{err}");
     // Over the limit: refused before reading (a sparse file costs nothing).
     let huge = dir.path().join("huge.json");
@@ -179,17 +179,20 @@ fn files_are_read_safely() {
         .unwrap()
         .set_len(MAX_BYTES + 1)
         .unwrap();
-    let err = report_file::read_file(&huge).unwrap_err();
+    let err = report_file::read_file(&huge, None).unwrap_err();
     assert!(err.contains("limit"), "{err}");
     // A FIFO would block a reader for ever: not a regular file.
     let fifo = dir.path().join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let err = report_file::read_file(&fifo).unwrap_err();
+    let err = report_file::read_file(&fifo, None).unwrap_err();
     assert!(err.contains("regular"), "{err}");
-    assert!(report_file::read_file(dir.path()).is_err());
+    assert!(report_file::read_file(dir.path(), None).is_err());
     // A refused file brings no windows (and one warning line).
     let spec: Spec = format!("go-json:{}", link.display()).parse().unwrap();
-    assert!(report_file::load(&spec, 0, "2026-12-02T00:03:19Z").is_empty());
+    assert!(report_file::load(&spec, 0, "2026-12-02T00:03:19Z", None).is_empty());
     let spec: Spec = format!("go-json:{}", real.display()).parse().unwrap();
-    assert_eq!(report_file::load(&spec, 0, "2026-12-02T00:03:19Z").len(), 2);
+    assert_eq!(
+        report_file::load(&spec, 0, "2026-12-02T00:03:19Z", None).len(),
+        2
+    );
 }

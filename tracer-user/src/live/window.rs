@@ -216,6 +216,7 @@ impl Window {
                 truncated: false,
                 ignored: Vec::new(),
                 lines_skipped: 0,
+                not_whole: None,
             },
             pending,
         }

@@ -3,6 +3,7 @@
 //! construction: ranks, cause kinds, signal names, relations, errno names,
 //! record types and a memcg path cut to a few components; never a pid, a
 //! command line or a time.
+mod conns;
 mod process;
 mod resources;
 pub mod server;

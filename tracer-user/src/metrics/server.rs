@@ -10,11 +10,14 @@
 //! - the request head (request line and headers): [`MAX_HEAD`], answered
 //!   `431` and closed beyond (tiny_http, used before, read a head into an
 //!   unbounded buffer: 256 MiB of request line grew the daemon by 264 MiB);
-//! - time: [`HEAD_TIMEOUT`] to send the head, [`CONNECTION_DEADLINE`] for
-//!   the whole connection, the response written included (the write
-//!   timeout: a client that never reads holds its own connection only);
-//! - connections: at most [`MAX_CONNECTIONS`] at once, beyond that answered
-//!   `503` and closed at once;
+//! - time: [`HEAD_TIMEOUT`] to send the head, at a minimum byte rate
+//!   (`conns::MIN_HEAD_RATE`), [`CONNECTION_DEADLINE`] for the whole
+//!   connection, the response written included (the write timeout: a client
+//!   that never reads holds its own connection only);
+//! - connections: at most [`MAX_CONNECTIONS`] at once, [`PER_PEER`] from one
+//!   address; a newcomer over either closes the oldest connection still
+//!   sending its head (`conns.rs`: a slowloris once kept every scrape at
+//!   `503`), and is answered `503` only when every one is being answered;
 //! - one request per connection (`Connection: close`): a pipelining client
 //!   gets one answer, not a queue of them to hold in buffers;
 //! - accepting: out of file descriptors (EMFILE, ENFILE) the loop backs off
@@ -33,7 +36,7 @@ use std::{
     io,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc,
+        Arc, Mutex,
     },
     thread,
     time::{Duration, Instant},
@@ -51,7 +54,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use tokio::net::{TcpListener, TcpStream};
 
-use super::Staged;
+pub use super::conns::{MAX_CONNECTIONS, PER_PEER};
+use super::{
+    conns::{head_too_slow, Metered, Slot, Table},
+    Staged,
+};
 use crate::error::TracerError;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -60,23 +67,21 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 /// ~200 bytes (Prometheus sends five short headers). 8 KiB is also the
 /// smallest read buffer hyper allows, so the buffer never grows past it.
 pub const MAX_HEAD: usize = 8 << 10;
-/// Time a client has to send its whole request head (slowloris).
-pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a client has to send its whole request head (slowloris): a
+/// scraper's fits in one segment.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
 /// Time a connection may last, from accept to the last byte written:
 /// Prometheus gives up on a scrape after its `scrape_timeout` (10 s by
 /// default), so a slower one is already lost.
 pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
-/// Connections served at once. A Prometheus pair scrapes with one each;
-/// the rest is room for curl and retries. Each costs an fd and at most
-/// `MAX_HEAD` plus one response in memory.
-pub const MAX_CONNECTIONS: usize = 32;
 /// How long the accept loop waits after a failed accept, doubling from the
 /// first to the last: out of fds, the pending connection stays queued and
 /// the listener stays readable, so retrying at once would spin.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
 /// How often a failing accept is said on stderr.
 const WARN_EVERY: Duration = Duration::from_secs(60);
-/// What a connection over [`MAX_CONNECTIONS`] is told before it is closed.
+/// What a connection finding every place taken by connections being
+/// answered is told before it is closed.
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 0\r\nretry-after: 1\r\n\r\n";
 
 /// Listen on `addr` (ADDR:PORT) and serve `registry` until the process ends.
@@ -112,12 +117,12 @@ struct Scrape {
 }
 
 async fn accept_loop(listener: TcpListener, scrape: Arc<Scrape>) {
-    let live = Arc::new(AtomicUsize::new(0));
+    let table = Arc::new(Mutex::new(Table::default()));
     let mut backoff = BACKOFF.0;
     let mut warned: Option<Instant> = None;
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Once a minute at most: a flood must not flood stderr too.
                 if warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
@@ -133,7 +138,7 @@ async fn accept_loop(listener: TcpListener, scrape: Arc<Scrape>) {
             }
         };
         backoff = BACKOFF.0;
-        let Some(slot) = Slot::take(&live) else {
+        let Some(slot) = Table::admit(&table, peer.ip()) else {
             // Never blocks: a fresh socket's send buffer is empty.
             let _ = stream.try_write(BUSY);
             continue;
@@ -142,26 +147,9 @@ async fn accept_loop(listener: TcpListener, scrape: Arc<Scrape>) {
     }
 }
 
-/// One of the [`MAX_CONNECTIONS`], given back when the connection ends.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(live: &Arc<AtomicUsize>) -> Option<Self> {
-        live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < MAX_CONNECTIONS).then_some(n + 1)
-        })
-        .ok()?;
-        Some(Self(live.clone()))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-async fn connection(stream: TcpStream, scrape: Arc<Scrape>, _slot: Slot) {
+async fn connection(stream: TcpStream, scrape: Arc<Scrape>, slot: Slot) {
+    let read = Arc::new(AtomicUsize::new(0));
+    let head_done = slot.head_done.clone();
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
@@ -169,16 +157,24 @@ async fn connection(stream: TcpStream, scrape: Arc<Scrape>, _slot: Slot) {
         .max_buf_size(MAX_HEAD)
         .keep_alive(false)
         .serve_connection(
-            TokioIo::new(stream),
+            TokioIo::new(Metered {
+                inner: stream,
+                read: read.clone(),
+            }),
             service_fn(move |req| {
+                head_done.store(true, Ordering::Release);
                 let scrape = scrape.clone();
                 async move { Ok::<_, Infallible>(respond(&scrape, &req)) }
             }),
         );
-    match tokio::time::timeout(CONNECTION_DEADLINE, conn).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => log::debug!("metrics: connection ended: {e}"),
-        Err(_) => log::debug!("metrics: connection closed after {CONNECTION_DEADLINE:?}"),
+    tokio::select! {
+        done = tokio::time::timeout(CONNECTION_DEADLINE, conn) => match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => log::debug!("metrics: connection ended: {e}"),
+            Err(_) => log::debug!("metrics: connection closed after {CONNECTION_DEADLINE:?}"),
+        },
+        () = slot.close.notified() => log::debug!("metrics: a slow head closed for a newer connection"),
+        () = head_too_slow(&read, &slot.head_done) => log::debug!("metrics: a head under the minimum rate closed"),
     }
 }
 

@@ -8,8 +8,11 @@
 //! names and renamed into place (a rename replaces a planted link, it never
 //! follows it); reads refuse anything but a regular file; ownership moves with
 //! `fchown` on the open file. See docs/security.md.
+mod checked;
 pub mod names;
 mod walk;
+
+pub use checked::{as_user, open_checked};
 
 use std::{
     ffi::OsStr,
@@ -199,6 +202,69 @@ impl OutDir {
         }
         self.replace_with(name, |copy| io::copy(&mut content, copy).map(drop))?;
         Ok(true)
+    }
+
+    /// A copy of `content` under `name`, made as every file here is (a fresh
+    /// temporary file, `0600`, kept by tracer's own user: a daemon's log
+    /// stays root's) and renamed into place: over whatever is there when
+    /// `replace`, else only where the name is free (`RENAME_NOREPLACE`: a
+    /// file the job put there is left alone). `Ok(None)`: the name was taken.
+    pub fn copy_in(
+        &self,
+        name: &str,
+        mut content: impl io::Read,
+        replace: bool,
+    ) -> io::Result<Option<File>> {
+        let (tmp, mut file) = self.create_temp(name)?;
+        let done = io::copy(&mut content, &mut file)
+            .and_then(|_| file.sync_data())
+            .and_then(|()| self.rename_no_replace(&tmp, name, replace));
+        match done {
+            Ok(()) => Ok(Some(file)),
+            Err(e) => {
+                let _ = unistd::unlinkat(&self.fd, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+                match e.raw_os_error() {
+                    Some(libc::EEXIST) if !replace => Ok(None),
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
+    /// renameat2(2) within the directory, `RENAME_NOREPLACE` unless
+    /// `replace`. A raw syscall: nix wraps renameat2 for glibc only, and the
+    /// release binary is static musl.
+    fn rename_no_replace(&self, from: &OsStr, to: &str, replace: bool) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let c = |s: &[u8]| std::ffi::CString::new(s).map_err(io::Error::other);
+        let (from, to) = (c(from.as_bytes())?, c(to.as_bytes())?);
+        let flags = if replace { 0 } else { libc::RENAME_NOREPLACE };
+        let dir = self.fd.as_raw_fd();
+        // SAFETY: NUL-terminated paths and a directory fd held by self.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                dir,
+                from.as_ptr(),
+                dir,
+                to.as_ptr(),
+                flags,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Whether `name` is `file` itself (not a link to it, not another file).
+    pub fn holds(&self, name: &str, file: &File) -> bool {
+        let Ok(held) = stat::fstat(file) else {
+            return false;
+        };
+        stat::fstatat(&self.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino))
     }
 
     /// Hand an open file to the run's user (no-op without one).

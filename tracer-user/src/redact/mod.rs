@@ -243,6 +243,7 @@ impl Redactor {
                 detail,
                 frames,
                 frames_left_out: _,
+                withheld: _,
             }) => {
                 let mut c = self.task(task) | self.opt(detail);
                 for f in frames {

@@ -160,6 +160,9 @@ pub(crate) fn report_from(
 
     let by_type = log.by_type.clone();
     let mut warnings = Vec::new();
+    if let Some(why) = &log.not_whole {
+        warnings.push(format!("not the daemon's whole log: {why}"));
+    }
     if log.truncated {
         warnings.push(
             "the log has no trailer: capture was interrupted, so events at the end and the loss \

@@ -14,8 +14,10 @@
 //! exited, in tracer's, by the pid tracer sees): opened with no symbolic
 //! link followed anywhere in the path (openat2 RESOLVE_IN_ROOT |
 //! RESOLVE_NO_SYMLINKS: a link planted there by the command cannot make
-//! root read a file the command cannot), a regular file owned by the
-//! process's user, written since it started, bounded.
+//! root read a file the command cannot), `O_PATH` first and checked on
+//! that handle (a regular file owned by the process's user, written since
+//! it started) before it is reopened for reading (a device the command
+//! bind-mounts there is never opened), bounded.
 use std::{
     fs::File,
     io::Read,
@@ -25,7 +27,7 @@ use std::{
     },
 };
 
-use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::ResolveFlag;
 
 use crate::{
     eventlog::ProcKey,
@@ -221,30 +223,28 @@ fn read_perf_map(
     start: u64,
     addrs: &[u64],
 ) -> Option<JitMap> {
-    use std::os::unix::fs::MetadataExt;
     let name = format!("tmp/perf-{own_pid}.map");
-    let how = OpenHow::new()
-        .flags(
-            OFlag::O_RDONLY
-                | OFlag::O_CLOEXEC
-                | OFlag::O_NOCTTY
-                | OFlag::O_NONBLOCK
-                | OFlag::O_NOFOLLOW,
-        )
-        .resolve(
-            ResolveFlag::RESOLVE_IN_ROOT
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        );
-    let file = File::from(openat2(root, name.as_str(), how).ok()?);
-    let meta = file.metadata().ok()?;
-    if !meta.file_type().is_file() || !uids.contains(&meta.uid()) {
-        return None;
-    }
-    let modified = meta.modified().ok()?;
-    if modified < started_at(start)? {
-        return None;
-    }
+    let since = started_at(start)?;
+    // O_PATH first, owner and age checked on that handle, then reopened:
+    // a device or FIFO the job bind-mounts at the name (in a mount
+    // namespace of its own) is never opened for reading.
+    let file = crate::outdir::open_checked(
+        root,
+        std::path::Path::new(&name),
+        ResolveFlag::RESOLVE_IN_ROOT
+            | ResolveFlag::RESOLVE_NO_SYMLINKS
+            | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        |st| {
+            let modified = std::time::UNIX_EPOCH
+                + std::time::Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec as u32);
+            match (uids.contains(&st.st_uid), modified >= since) {
+                (true, true) => Ok(()),
+                (false, _) => Err("owned by another user".into()),
+                (_, false) => Err("older than the process".into()),
+            }
+        },
+    )
+    .ok()?;
     let mut text = Vec::new();
     file.take(MAX_PERF_MAP_BYTES).read_to_end(&mut text).ok()?;
     Some(JitMap::parse(&format!("/{name}"), &text, addrs))

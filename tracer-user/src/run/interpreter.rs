@@ -6,14 +6,13 @@
 //! read: no symlink followed anywhere in the path (openat2
 //! RESOLVE_NO_SYMLINKS, so a link swapped in after the failure cannot point
 //! it at a file of root's), a regular file whose mode bits let that user
-//! read it, checked on the opened descriptor.
+//! read it, checked on an `O_PATH` handle before it is reopened for reading.
 use std::{
     io::Read,
-    os::unix::fs::{MetadataExt, PermissionsExt},
     path::{Path, PathBuf},
 };
 
-use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+use nix::fcntl::{ResolveFlag, AT_FDCWD};
 
 use super::run_as::RunAs;
 
@@ -50,15 +49,16 @@ fn locate(program: &str) -> Option<PathBuf> {
 
 /// The first line of `script`, if `run_as` may read it.
 fn first_line(script: &Path, run_as: &RunAs) -> Option<String> {
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
-    let fd = openat2(AT_FDCWD, script, how).ok()?;
-    let mut file = std::fs::File::from(fd);
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || !run_as.may_read(meta.uid(), meta.gid(), meta.permissions().mode()) {
-        return None;
-    }
+    // O_PATH first, checked on that handle, then reopened: a FIFO or
+    // device named by the command is never opened for reading.
+    let mut file =
+        crate::outdir::open_checked(AT_FDCWD, script, ResolveFlag::RESOLVE_NO_SYMLINKS, |st| {
+            run_as
+                .may_read(st.st_uid, st.st_gid, st.st_mode)
+                .then_some(())
+                .ok_or_else(|| "not readable by the command's user".to_string())
+        })
+        .ok()?;
     let mut buf = vec![0u8; SHEBANG_MAX];
     let n = file.read(&mut buf).ok()?;
     let head = String::from_utf8_lossy(&buf[..n]);

@@ -36,7 +36,7 @@ pub use procread::{count_fds, read_argv};
 pub use render::{fd_line, render_text, thread_line};
 pub use syscalls::{syscall_name, syscall_name_on};
 pub use take::{take, take_for};
-pub use withhold::{creds_of, foreign, Viewer};
+pub use withhold::{creds_of, foreign, foreign_program, Creds, Viewer};
 
 /// Threads read per process: each costs four /proc reads and a few hundred
 /// bytes of log (a kernel stack is up to 64 frames), and a process with

@@ -72,6 +72,26 @@ pub fn foreign(creds: Option<&Creds>, v: &Viewer) -> Option<String> {
     })
 }
 
+/// Why a process that ran the program file of owner `uid`, group `gid`
+/// and `mode` was not the viewer's own: a setuid program of another user
+/// (or setgid of another group) ran with that user's rights, so the kernel
+/// made it non-dumpable and /proc refuses the viewer its details. Used for
+/// a crash read once its process is gone (its credentials with it).
+pub fn foreign_program(uid: u32, gid: u32, mode: u32, v: &Viewer) -> Option<String> {
+    if mode & 0o4000 != 0 && uid != v.uid {
+        return Some(format!(
+            "ran a setuid program of uid {uid}, not the run's user (uid {})",
+            v.uid
+        ));
+    }
+    (mode & 0o2000 != 0 && gid != v.gid).then(|| {
+        format!(
+            "ran a setgid program of gid {gid}, not the run's group (gid {})",
+            v.gid
+        )
+    })
+}
+
 /// The credentials of `pid` now, from /proc/PID/status.
 pub fn creds_of(pid: u32) -> Option<Creds> {
     use std::os::unix::fs::MetadataExt;

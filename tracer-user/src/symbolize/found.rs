@@ -212,24 +212,25 @@ fn kdev(dev: u32) -> (u64, u64) {
     ((dev >> 20) as u64, (dev & 0xfffff) as u64)
 }
 
-/// Run `f` with this thread's filesystem ids set to `user` (uid, gid),
-/// then back: the paths a crashed process named (its exec path, its
-/// dynamic linker's list, which it can forge) are opened with its user's
-/// rights, never root's, so no file that user could not read is parsed
-/// into its report. setfsuid/setfsgid are per thread (raw syscalls in
-/// glibc and musl alike); supplementary groups stay root's.
-pub(super) fn as_user<T>(user: Option<(u32, u32)>, f: impl FnOnce() -> T) -> T {
-    let Some((uid, gid)) = user else { return f() };
-    // SAFETY: filesystem ids of this thread only; restored below, while
-    // CAP_SETUID (kept by setfsuid) still allows it.
-    let (old_gid, old_uid) = unsafe { (libc::setfsgid(gid), libc::setfsuid(uid)) };
-    let r = f();
-    // SAFETY: as above: back to tracer's own filesystem ids.
-    unsafe {
-        libc::setfsuid(old_uid as u32);
-        libc::setfsgid(old_gid as u32);
+pub(super) use crate::outdir::as_user;
+
+/// The owner, group and mode of the executable `rec`'s process ran: the
+/// file under one of its exec paths `exes` that is the kernel's own (the
+/// inode and device of `mm->exe_file`), stat'ed, never opened. A set-id
+/// program is known by it once its process is gone.
+pub fn exe_owner_mode(rec: &CrashRecord, exes: &[String]) -> Option<(u32, u32, u32)> {
+    if rec.exe_ino == 0 {
+        return None;
     }
-    r
+    exes.iter().find_map(|path| {
+        let meta = std::fs::metadata(path).ok()?;
+        let dev = (
+            libc::major(meta.dev()) as u64,
+            libc::minor(meta.dev()) as u64,
+        );
+        (meta.ino() == rec.exe_ino && dev == kdev(rec.exe_dev))
+            .then(|| (meta.uid(), meta.gid(), meta.mode()))
+    })
 }
 
 /// The modules of `rec`'s process from what the kernel recorded: `exes`

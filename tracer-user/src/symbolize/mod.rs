@@ -26,7 +26,7 @@ mod unwind;
 mod tests;
 
 pub use child::Running;
-pub use found::LibIndex;
+pub use found::{exe_owner_mode, LibIndex};
 pub use identity::Identity;
 pub use image::ImageCache;
 
@@ -150,6 +150,7 @@ fn head(rec: &CrashRecord, at: Stamp, task: Task) -> CrashStack {
         detail: None,
         frames: Vec::new(),
         frames_left_out: 0,
+        withheld: None,
     }
 }
 

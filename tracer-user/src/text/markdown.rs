@@ -14,13 +14,15 @@
 use super::{display_lines, one_line};
 
 /// Characters escaped in prose: the ones that open inline HTML (`<`),
-/// links (`[`, `]`), emphasis/strike (`*`, `~`; `_` only where it could
-/// open or close) and the escape itself. All are ASCII punctuation, so a
+/// entity and character references (`&`: `&#x202e;` in a frame name
+/// rendered as a bidi override in a step summary), links (`[`, `]`),
+/// emphasis/strike (`*`, `~`; `_` only where it could open or close) and
+/// the escape itself. All are ASCII punctuation, so a
 /// backslash before them is a CommonMark escape.
 fn escape_into(o: &mut String, prev: Option<char>, c: char, next: Option<char>) {
     let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
     let needs = match c {
-        '\\' | '`' | '<' | '>' | '[' | ']' | '*' | '~' => true,
+        '\\' | '`' | '<' | '>' | '[' | ']' | '*' | '~' | '&' => true,
         '_' => !(word(prev) && word(next)),
         _ => false,
     };

@@ -148,6 +148,10 @@ fn markdown_text_is_inert() {
     assert_eq!(md::text("SEGV_MAPERR _x_"), "SEGV_MAPERR \\_x\\_");
     assert_eq!(md::text("`x"), "\\`x");
     assert_eq!(md::text("# a\n# b"), "# a\\\\n# b");
+    // A character reference is text, not the character it names (a job's
+    // frame name `&#x202e;` rendered as a right-to-left override).
+    assert_eq!(md::text("f&#x202e;cba &amp;"), "f\\&#x202e;cba \\&amp;");
+    assert_eq!(md::inline("in `a&b` &lt;"), "in `a&b` \\&lt;");
 }
 
 #[test]

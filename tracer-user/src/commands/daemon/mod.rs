@@ -251,7 +251,7 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
         }
     }
     let ignored = session.ignored();
-    let mut closed = session.finish(None)?;
+    let mut closed = session.finish_series()?;
     closed.warn_if_log_failed();
     let last = std::mem::take(&mut closed.tapped);
     let frame = watch::frame(&header0, closed.trailer.clone(), ignored);

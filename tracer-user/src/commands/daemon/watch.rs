@@ -282,5 +282,6 @@ pub(super) fn frame(header: &Header, trailer: Trailer, ignored: Vec<String>) -> 
         truncated: false,
         ignored,
         lines_skipped: 0,
+        not_whole: None,
     }
 }

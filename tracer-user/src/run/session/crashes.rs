@@ -33,6 +33,8 @@ pub(super) struct Waiting {
     raw: Vec<u8>,
     modules: Modules,
     task: Task,
+    /// Why the run's user may not see its stack (`withheld_from`).
+    withheld: Option<String>,
 }
 
 /// The parse child at work on `crashes`.
@@ -110,7 +112,9 @@ impl Session {
                         modules.jit =
                             crate::run::crash_maps::perf_map_after_exit(key, owner, &addrs);
                     }
-                    self.pending_crashes.push((rec, raw, modules));
+                    // Who it ran as, while it may still live.
+                    let creds = self.viewer.and_then(|_| live_creds(key));
+                    self.pending_crashes.push((rec, raw, modules, creds));
                 }
                 Err(e) => {
                     log::warn!("undecodable crash record: {e}");
@@ -170,7 +174,7 @@ impl Session {
         let pending = std::mem::take(&mut self.pending_crashes);
         let user = self.viewer.map(|v| (v.uid, v.gid));
         let mut late = Vec::new();
-        for (rec, raw, snapshot) in pending {
+        for (rec, raw, snapshot, creds) in pending {
             let task = decode::task(&rec.task, &rec.comm);
             let key = task.key();
             let exes: Vec<String> = self
@@ -180,6 +184,7 @@ impl Session {
                 .filter(|(k, _)| *k == key)
                 .map(|(_, p)| p.clone())
                 .collect();
+            let withheld = withheld_from(self.viewer, creds.as_ref(), &rec, &exes);
             let modules =
                 crate::symbolize::modules_for(&rec, snapshot, &exes, &mut self.libs, user);
             let w = Waiting {
@@ -187,6 +192,7 @@ impl Session {
                 raw,
                 modules,
                 task,
+                withheld,
             };
             if self.waiting.len() < MAX_WAITING {
                 self.waiting.push(w);
@@ -237,7 +243,10 @@ impl Session {
             sandbox::stacks(&refs, parse)
         };
         let mut n = 0;
-        for stack in stacks {
+        for (mut stack, w) in stacks.into_iter().zip(&crashes) {
+            if let Some(why) = &w.withheld {
+                withhold(&mut stack, why.clone());
+            }
             log::debug!(
                 "crash of {}: {} frames, {:?}",
                 stack.task.pid,
@@ -271,4 +280,51 @@ fn watch(parse: &Parse) -> Option<(AsyncFd<Fd>, AsyncFd<Fd>)> {
     let out = crate::capture::readable::watch_readable(Fd(parse.child.stdout_fd())).ok()?;
     let pid = crate::capture::readable::watch_readable(Fd(parse.child.pidfd())).ok()?;
     Some((out, pid))
+}
+
+/// The credentials of `key` if it is still that process (read, then its
+/// start time checked: a recycled pid is not it).
+fn live_creds(key: crate::eventlog::ProcKey) -> Option<crate::snapshot::Creds> {
+    let creds = crate::snapshot::creds_of(key.pid)?;
+    crate::run::procs::alive(key).then_some(creds)
+}
+
+/// Why the run's user (`viewer`) may not see a crashed process's stack, as
+/// /proc would refuse them its details (snapshots and leak records withhold
+/// the same): its credentials while it lived (`creds`), else the program
+/// it ran (a setuid or setgid file of someone else's: the process is
+/// usually gone before its record is read). `None`: its stack is theirs.
+fn withheld_from(
+    viewer: Option<crate::snapshot::Viewer>,
+    creds: Option<&crate::snapshot::Creds>,
+    rec: &tracer_common::CrashRecord,
+    exes: &[String],
+) -> Option<String> {
+    let v = viewer?;
+    match creds {
+        // Its ids and capabilities, not its dumpability: a process on its
+        // way out through a fatal signal shows /proc/PID/fd as root's
+        // whoever it is (measured: a plain program of `nobody`'s, crashed
+        // on a NULL pointer, read as uid 0).
+        Some(c) => crate::snapshot::foreign(
+            Some(&crate::snapshot::Creds {
+                dump_owner: v.uid,
+                ..*c
+            }),
+            &v,
+        ),
+        None => crate::symbolize::exe_owner_mode(rec, exes)
+            .and_then(|(uid, gid, mode)| crate::snapshot::foreign_program(uid, gid, mode, &v)),
+    }
+}
+
+/// Empty what a withheld stack would give away: its frames (addresses,
+/// modules, names) and the fault address; the signal and its code stay.
+fn withhold(stack: &mut crate::eventlog::CrashStack, why: String) {
+    stack.frames.clear();
+    stack.frames_left_out = 0;
+    stack.fault_addr = None;
+    stack.completeness = crate::eventlog::StackCompleteness::NoStack;
+    stack.detail = Some(format!("withheld from the run's user: it {why}"));
+    stack.withheld = Some(why);
 }

@@ -11,8 +11,8 @@ use crate::{
     capture::{readable::watch_readable, Capture},
     error::TracerError,
     eventlog::{
-        segment_name, wall_time, ExitStatus, Header, LogWriter, Loss, Record, Series, Task,
-        Trailer, LIVE,
+        segment_name, wall_time, ExitStatus, Header, LogWriter, Loss, Record, Series, SeriesEnd,
+        Task, Trailer, LIVE,
     },
     outdir::OutDir,
     redact::Redactor,
@@ -23,6 +23,16 @@ use crate::{
         options::CaptureOptions,
     },
 };
+
+/// A crash record, its ring bytes (for the parse child), its process's
+/// modules, and its credentials read while it may still live (see
+/// `pump::withheld_from`).
+type PendingCrash = (
+    Box<tracer_common::CrashRecord>,
+    Vec<u8>,
+    crate::symbolize::Modules,
+    Option<crate::snapshot::Creds>,
+);
 
 pub struct Session {
     capture: Capture,
@@ -35,11 +45,7 @@ pub struct Session {
     /// Crash records whose maps were read, waiting for the rest of the
     /// drain (their exec records) before they are unwound.
     /// (The ring's bytes of each, for the parse child.)
-    pending_crashes: Vec<(
-        Box<tracer_common::CrashRecord>,
-        Vec<u8>,
-        crate::symbolize::Modules,
-    )>,
+    pending_crashes: Vec<PendingCrash>,
     /// Crashes whose modules are found, waiting for the parse child.
     waiting: Vec<crashes::Waiting>,
     /// The parse child at work (`crashes.rs`): never waited for by a drain.
@@ -59,6 +65,8 @@ pub struct Session {
     /// The rotated files of this log that tracer knows are its own (a
     /// daemon's; `record` never rotates): the only ones ever read back.
     series: Series,
+    /// The segment number the live file's header gives it.
+    live_segment: u32,
     /// Records of earlier (rotated) files that could not be written, that
     /// were too large for a line, that were cut to fit one.
     unwritten_before: u64,
@@ -127,6 +135,7 @@ impl Session {
     ) -> Result<Self, TracerError> {
         let writer = create_log(&out, header)?;
         let mut session = Self::new(capture, writer, out, opts.last_words_bytes)?;
+        session.live_segment = header.segment;
         session.debug_dirs = opts.debug_dirs.clone();
         session.redact_with(redactor);
         Ok(session)
@@ -154,6 +163,7 @@ impl Session {
             writer,
             out,
             series: Series::default(),
+            live_segment: 0,
             unwritten_before: 0,
             too_large_before: 0,
             cut_before: 0,
@@ -313,7 +323,25 @@ impl Session {
 
     /// Drain what is left, read the loss counters, close the log, detach
     /// the hooks. The log is read back from the [`Closed`] run.
-    pub fn finish(mut self, command_status: Option<ExitStatus>) -> Result<Closed, TracerError> {
+    pub fn finish(self, command_status: Option<ExitStatus>) -> Result<Closed, TracerError> {
+        self.close(command_status, false)
+    }
+
+    /// A daemon's stop: [`Session::finish`], with the trailer that ends the
+    /// series (naming the segments before it), and the live file put back
+    /// under its name if the job moved it (said on stderr): `tracer report
+    /// DIR` must read the whole series or refuse it.
+    pub fn finish_series(self) -> Result<Closed, TracerError> {
+        let closed = self.close(None, true)?;
+        closed.put_back_live();
+        Ok(closed)
+    }
+
+    fn close(
+        mut self,
+        command_status: Option<ExitStatus>,
+        ends_series: bool,
+    ) -> Result<Closed, TracerError> {
         self.drain()?;
         // The crash stacks still being parsed, waited for (bounded).
         self.finish_symbolizing()?;
@@ -341,7 +369,12 @@ impl Session {
             };
             self.write_last_words(&task, now)?;
         }
-        let trailer = self.trailer(command_status)?;
+        let mut trailer = self.trailer(command_status)?;
+        if ends_series {
+            trailer.series_end = Some(SeriesEnd {
+                segments: self.series.numbers(),
+            });
+        }
         self.writer.finish(trailer.clone());
         self.capture.shutdown();
         Ok(Closed {
@@ -350,6 +383,7 @@ impl Session {
             writer: self.writer,
             out: self.out,
             series: self.series,
+            live_segment: self.live_segment,
         })
     }
 
@@ -382,6 +416,7 @@ impl Session {
             },
             command_status,
             command_error: self.command_error.clone(),
+            series_end: None,
         })
     }
 
@@ -399,11 +434,25 @@ impl Session {
         self.writer.finish(trailer);
         let live = LIVE;
         let rotated = segment_name(number);
-        self.out
-            .rename(live, &rotated)
+        if self.out.holds(live, self.writer.file()) {
+            self.out
+                .rename(live, &rotated)
+                .map_err(|source| self.output_error(&rotated, source))?;
+        } else {
+            // The job moved the live file away (tracer kept writing it by
+            // its fd): the segment is a copy of tracer's own file, and
+            // whatever the job put under the live name is not renamed in.
+            self.out
+                .copy_in(&rotated, self.writer.reader(), true)
+                .map_err(|source| self.output_error(&rotated, source))?;
+            log::warn!("{live} was moved away during the run; {rotated} is tracer's own copy");
+        }
+        let segment = self
+            .out
+            .open_read(&rotated)
             .map_err(|source| self.output_error(&rotated, source))?;
         self.series
-            .push(number, self.writer.file())
+            .push(number, &segment)
             .map_err(|source| self.output_error(&rotated, source))?;
         let file = self
             .out
@@ -413,6 +462,7 @@ impl Session {
         self.too_large_before += self.writer.too_large();
         self.cut_before += self.writer.cut_to_fit();
         self.writer = LogWriter::continuing(file, header, next);
+        self.live_segment = header.segment;
         Ok(())
     }
 
@@ -447,6 +497,7 @@ pub struct Closed {
     pub writer: LogWriter,
     pub out: OutDir,
     series: Series,
+    live_segment: u32,
 }
 
 impl Closed {
@@ -460,6 +511,37 @@ impl Closed {
             self.writer.reader(),
             kept,
         )?)
+    }
+
+    /// A daemon's live file, closed, under its name again if the job moved
+    /// or removed it: a copy of tracer's own file, root's, made only where
+    /// the name is free (a file the job put there is left alone, and the
+    /// copy is then the segment of the live file's own number), said on
+    /// stderr.
+    fn put_back_live(&self) {
+        if self.out.holds(LIVE, self.writer.file()) {
+            return;
+        }
+        let copy = |name: &str| self.out.copy_in(name, self.writer.reader(), false);
+        let own = segment_name(self.live_segment);
+        let said = match copy(LIVE) {
+            Ok(Some(_)) => format!(
+                "{LIVE} was moved away or removed during the run; the daemon wrote its own copy back under that name"
+            ),
+            Ok(None) => match copy(&own) {
+                Ok(Some(_)) => format!(
+                    "{LIVE} was replaced during the run by a file the daemon did not write (not read); the daemon's own is {own}"
+                ),
+                Ok(None) => format!(
+                    "{LIVE} and {own} were both taken during the run by files the daemon did not write: its last file could not be written back"
+                ),
+                Err(e) => format!("{LIVE} was replaced during the run and the daemon's own copy cannot be written ({e})"),
+            },
+            Err(e) => format!(
+                "{LIVE} was moved away or removed during the run and cannot be written back ({e})"
+            ),
+        };
+        crate::say!("tracer: warning: in {}: {said}", self.out.path().display());
     }
 
     /// Say on stderr what the log file lacks when writing it failed (a full

@@ -223,3 +223,4 @@ fn resolve_memcg(rec: &mut Record) {
         }
     }
 }
+

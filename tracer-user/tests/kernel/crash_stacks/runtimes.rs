@@ -53,13 +53,15 @@ fn a_python_native_crash_names_its_module_unless_faulthandler_speaks() {
 /// JIT code as a runtime makes it: a function copied into anonymous
 /// executable memory (with a frame pointer, as V8's and the JVM's frames
 /// have), named in the process's perf map `/tmp/perf-PID.map` (mode
-/// `write`), or the map a symbolic link to `argv[2]` (mode `link`); then
+/// `write`), or the map a symbolic link to `argv[2]` (mode `link`), or a
+/// FIFO (mode `fifo`: it says `ready PID` and waits for a line); then
 /// called from `run_compiled`, and it faults on NULL.
 const JIT: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 static volatile int sink;
 #if defined(__x86_64__)
@@ -79,6 +81,12 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
     if (argc > 2 && strcmp(argv[1], "link") == 0) {
         if (symlink(argv[2], path) != 0) return 3;
+    } else if (argc > 1 && strcmp(argv[1], "fifo") == 0) {
+        char line[8];
+        if (mkfifo(path, 0600) != 0) return 3;
+        printf("ready %d\n", getpid());
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin)) return 4;
     } else {
         FILE *f = fopen(path, "w");
         if (!f) return 3;
@@ -210,4 +218,110 @@ fn daemon_runtime_stacks_is_refused_with_what_to_do() {
         err.contains("daemon --runtime-stacks") && err.contains("PYTHONFAULTHANDLER=1"),
         "{err}"
     );
+}
+
+/// The attack of round 4: the command puts something that is not a file
+/// under its perf map's name (a FIFO here; in a user and mount namespace of
+/// its own it can bind-mount any host device node there, and a device's
+/// open has effects: `/dev/watchdog` arms a reboot). tracer, root, opened
+/// it for reading before checking its type (inotify saw the open and its
+/// close, 5 of 5); now it is opened `O_PATH`, checked, and never opened
+/// for reading. The JIT frame keeps its address.
+#[test]
+fn a_perf_map_that_is_not_a_file_is_never_opened_for_reading() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = compile(dir.path(), "jit", "c", JIT, &["-O2"]);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = record_command(
+        out.path(),
+        &["--user", "nobody"],
+        &[bin.to_str().unwrap(), "fifo"],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut said = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    let pid: u32 = said
+        .strip_prefix("ready ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the crasher said {said:?}"));
+    let map = format!("/tmp/perf-{pid}.map");
+    let watch = OpenWatch::on(&map);
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let status = child.wait().unwrap();
+    let seen = watch.events();
+    let _ = std::fs::remove_file(&map);
+    assert_eq!(status.code(), Some(139));
+    let r = Recorded::read(
+        out,
+        std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        },
+    );
+    let c = the_crash(&r);
+    assert_eq!(c.task.pid, pid);
+    assert!(!c.frames[0].jit, "{c:#?}");
+    assert_eq!(seen, (0, 0), "(opens, closes) of the FIFO by tracer");
+}
+
+/// An inotify watch for opens and read-only closes of one file.
+struct OpenWatch(std::os::fd::OwnedFd);
+
+impl OpenWatch {
+    fn on(path: &str) -> Self {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain syscalls; the fd is owned below.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(
+            fd >= 0,
+            "inotify_init1: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: a fresh fd, owned by nothing else.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let c = std::ffi::CString::new(path).unwrap();
+        // SAFETY: a valid fd and NUL-terminated path.
+        let wd = unsafe {
+            libc::inotify_add_watch(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                c.as_ptr(),
+                libc::IN_OPEN | libc::IN_CLOSE_NOWRITE | libc::IN_DONT_FOLLOW,
+            )
+        };
+        assert!(
+            wd >= 0,
+            "inotify_add_watch {path}: {}",
+            std::io::Error::last_os_error()
+        );
+        Self(fd)
+    }
+
+    /// (opens, read-only closes) seen so far.
+    fn events(&self) -> (usize, usize) {
+        use std::io::Read;
+        let mut buf = vec![0u8; 64 << 10];
+        let mut f = std::fs::File::from(self.0.try_clone().unwrap());
+        let n = f.read(&mut buf).unwrap_or(0);
+        let (mut opens, mut closes, mut at) = (0, 0, 0);
+        let header = std::mem::size_of::<libc::inotify_event>();
+        while at + header <= n {
+            // SAFETY: the kernel wrote whole events; read unaligned.
+            let ev: libc::inotify_event =
+                unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+            opens += usize::from(ev.mask & libc::IN_OPEN != 0);
+            closes += usize::from(ev.mask & libc::IN_CLOSE_NOWRITE != 0);
+            at += header + ev.len as usize;
+        }
+        (opens, closes)
+    }
 }
