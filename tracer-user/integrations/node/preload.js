@@ -280,6 +280,19 @@
       },
     });
   }
+  function vitestWorkerProcess() {
+    try {
+      if (!require('worker_threads').isMainThread) return true;
+    } catch (e) {
+      // no worker_threads: a process, then
+    }
+    const flags = (process.execArgv || []).join(' ');
+    const main = String((process.argv && process.argv[1]) || '');
+    return (
+      /vitest[\\/]suppress-warnings\.cjs/.test(flags) ||
+      /vitest[\\/]dist[\\/]workers[\\/]|tinypool[\\/]dist[\\/]entry[\\/]/.test(main)
+    );
+  }
   function vitestWorker() {
     watchGlobal('__vitest_worker__', (v) => vitestState(v, 'worker state assigned'));
     watchGlobal('__vitest_environment__', () =>
@@ -288,18 +301,30 @@
     watchGlobal('__vitest_required__', () =>
       vitestState(globalThis.__vitest_worker__, '__vitest_required__'),
     );
-    // A worker is a process (or thread) where vitest set VITEST_POOL_ID
-    // after this ran: a test's own node child inherits it, and is none.
-    if (process.env.VITEST_POOL_ID !== undefined) return;
+    // Only a worker says why it named nothing: a worker thread, or a
+    // process vitest started with its own flags or entry (1.x-3.x: a
+    // tinypool entry; 4.x: dist/workers/*.js). A test's own node child
+    // inherits VITEST too, and is none.
+    if (!vitestWorkerProcess()) return;
+    // The vm pools run vitest with --experimental-vm-modules (1.x-4.x; 4.x
+    // also names the entry vmForks.js/vmThreads.js): said at once, since
+    // their workers end without an 'exit' event the preload sees
+    // (measured, 4.1 vmForks).
+    const flags = (process.execArgv || []).join(' ');
+    const main = String((process.argv && process.argv[1]) || '');
+    if (/--experimental-vm-modules/.test(flags) || /[\\/]vm(Forks|Threads)\.js$/.test(main)) {
+      status('vitest', {
+        version: versionFrom(process.cwd(), 'vitest'),
+        why: 'vmThreads/vmForks run tests in a vm context the preload does not reach; use the setupFiles line',
+      });
+      return;
+    }
     process.on('exit', () => {
       if (process.env.VITEST_POOL_ID === undefined) return;
-      const vm = process.env.VITEST_VM_POOL === '1';
       status('vitest', {
         worker: process.env.VITEST_POOL_ID,
         version: versionFrom(process.cwd(), 'vitest'),
-        why: vm
-          ? 'vmThreads/vmForks run tests in a vm context the preload does not reach; use the setupFiles line'
-          : 'no known seam reached the worker state; use the setupFiles line',
+        why: 'no known seam reached the worker state; use the setupFiles line',
       });
     });
   }

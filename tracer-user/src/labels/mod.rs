@@ -21,6 +21,7 @@ pub mod report_file;
 mod report_tests;
 mod reported;
 mod sources;
+pub mod status;
 #[cfg(test)]
 mod tests;
 

@@ -186,12 +186,23 @@ impl Suite {
         argv: &[&str],
         env: &[(&str, String)],
     ) -> (Recorded, Duration) {
+        self.record_env_kill(extra, argv, env, true)
+    }
+
+    /// `record_env`, the kill on or off (`SUITE_KILL`).
+    pub(crate) fn record_env_kill(
+        &self,
+        extra: &[&str],
+        argv: &[&str],
+        env: &[(&str, String)],
+        kill: bool,
+    ) -> (Recorded, Duration) {
         require_root();
         let out = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let cmd = record_command(out.path(), extra, argv);
         let output = self
-            .command(cmd, true)
+            .command(cmd, kill)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("run tracer");
