@@ -107,6 +107,55 @@
     }
   }
 
+  // What the integration could do in this process, said once: a `status`
+  // mark with the way it took (`seam`), or why it names no test (`why`).
+  // The report lists each, so a runner or version it cannot label reads
+  // "vitest 5.0: test names not available: why", never silent nothing.
+  const said = new Set();
+  function status(runner, fields) {
+    if (said.has(runner)) return;
+    said.add(runner);
+    try {
+      const o = Object.assign({ ev: 'status', runner }, fields);
+      let buf = Buffer.from(PREFIX + JSON.stringify(o));
+      // Cut a field's text, never the JSON (a cut object says nothing).
+      for (const k of ['why', 'seam', 'version']) {
+        if (buf.length <= MAX) break;
+        if (typeof o[k] === 'string') o[k] = o[k].slice(0, 64);
+        buf = Buffer.from(PREFIX + JSON.stringify(o));
+      }
+      if (buf.length <= MAX) send(buf);
+    } catch (e) {
+      // never the test's problem
+    }
+  }
+
+  // The version in the package.json of the first `node_modules/<name>`
+  // from `dir` up: what the status mark says of the runner.
+  function versionFrom(dir, name) {
+    try {
+      const path = require('path');
+      let d = dir;
+      for (let i = 0; d && i < 32; i++) {
+        const f = path.join(d, 'node_modules', name, 'package.json');
+        if (fs.existsSync(f)) return String(JSON.parse(fs.readFileSync(f, 'utf8')).version);
+        const up = path.dirname(d);
+        if (up === d) break;
+        d = up;
+      }
+    } catch (e) {
+      // no version: said as unknown
+    }
+    return undefined;
+  }
+  function packageVersion(pkgDir) {
+    try {
+      return String(JSON.parse(fs.readFileSync(require('path').join(pkgDir, 'package.json'), 'utf8')).version);
+    } catch (e) {
+      return undefined;
+    }
+  }
+
   function relative(p) {
     if (typeof p !== 'string') return undefined;
     try {
@@ -148,11 +197,16 @@
   function finished(r) {
     return r && r.state !== 'run' && r.state !== 'queued';
   }
-  function vitestState(state) {
+  function vitestState(state, seam) {
     if (!state || typeof state !== 'object' || state[DONE]) return;
     const desc = Object.getOwnPropertyDescriptor(state, 'current');
     if (desc && (!desc.configurable || desc.get || desc.set)) return;
     Object.defineProperty(state, DONE, { value: true });
+    status('vitest', {
+      worker: process.env.VITEST_POOL_ID,
+      version: versionFrom(process.cwd(), 'vitest'),
+      seam,
+    });
     let current = state.current;
     // Open windows: test -> its result object when it began (runTest gives
     // the test a new one right after onBeforeRunTask).
@@ -188,15 +242,29 @@
     });
   }
   // The worker state appears when vitest starts a file: by
-  // Object.defineProperty (1.x to 3.x), which replaces an accessor without
-  // calling it, or by a plain assignment (0.x). `__vitest_environment__` is
-  // assigned plainly in every release, after the state and before the first
-  // test: either setter then finds the state and watches it.
+  // Object.defineProperty (1.x to 4.x), which replaces an accessor without
+  // calling it, or by a plain assignment (0.x). Two globals vitest assigns
+  // plainly after the state and before the first test are the next ways:
+  // `__vitest_environment__` (0.x to 3.x; gone in 4.0) and
+  // `__vitest_required__` (its patched timers, 1.x to 4.x, read from the
+  // sources of 1.6, 2.1, 3.2 and 4.1). Whichever setter runs first finds
+  // the state and watches it; the status mark says which. A worker that
+  // ends with none of them seen says so (`vitestUnseen`).
+  // The watch is an accessor on the global object's prototype, not on the
+  // global itself: vitest's vmThreads/vmForks pools copy every own global
+  // into their vm context as a getter with no setter, where vitest's own
+  // plain assignment of the same name would then throw (measured: vitest
+  // 4.1 vmForks failed with "Cannot assign to read only property
+  // '__vitest_required__'" when the watch was an own property). A plain
+  // assignment on the global still reaches the prototype's setter, and a
+  // defineProperty on the global shadows it, as before.
   function watchGlobal(key, onSet) {
-    const had = Object.getOwnPropertyDescriptor(globalThis, key);
-    if (had) return;
+    const proto = Object.getPrototypeOf(globalThis);
+    if (!proto || proto === Object.prototype) return;
+    if (Object.getOwnPropertyDescriptor(globalThis, key)) return;
+    if (Object.getOwnPropertyDescriptor(proto, key)) return;
     let value;
-    Object.defineProperty(globalThis, key, {
+    Object.defineProperty(proto, key, {
       configurable: true,
       enumerable: false,
       get() {
@@ -212,9 +280,53 @@
       },
     });
   }
+  function vitestWorkerProcess() {
+    try {
+      if (!require('worker_threads').isMainThread) return true;
+    } catch (e) {
+      // no worker_threads: a process, then
+    }
+    const flags = (process.execArgv || []).join(' ');
+    const main = String((process.argv && process.argv[1]) || '');
+    return (
+      /vitest[\\/]suppress-warnings\.cjs/.test(flags) ||
+      /vitest[\\/]dist[\\/]workers[\\/]|tinypool[\\/]dist[\\/]entry[\\/]/.test(main)
+    );
+  }
   function vitestWorker() {
-    watchGlobal('__vitest_worker__', (v) => vitestState(v));
-    watchGlobal('__vitest_environment__', () => vitestState(globalThis.__vitest_worker__));
+    watchGlobal('__vitest_worker__', (v) => vitestState(v, 'worker state assigned'));
+    watchGlobal('__vitest_environment__', () =>
+      vitestState(globalThis.__vitest_worker__, '__vitest_environment__'),
+    );
+    watchGlobal('__vitest_required__', () =>
+      vitestState(globalThis.__vitest_worker__, '__vitest_required__'),
+    );
+    // Only a worker says why it named nothing: a worker thread, or a
+    // process vitest started with its own flags or entry (1.x-3.x: a
+    // tinypool entry; 4.x: dist/workers/*.js). A test's own node child
+    // inherits VITEST too, and is none.
+    if (!vitestWorkerProcess()) return;
+    // The vm pools run vitest with --experimental-vm-modules (1.x-4.x; 4.x
+    // also names the entry vmForks.js/vmThreads.js): said at once, since
+    // their workers end without an 'exit' event the preload sees
+    // (measured, 4.1 vmForks).
+    const flags = (process.execArgv || []).join(' ');
+    const main = String((process.argv && process.argv[1]) || '');
+    if (/--experimental-vm-modules/.test(flags) || /[\\/]vm(Forks|Threads)\.js$/.test(main)) {
+      status('vitest', {
+        version: versionFrom(process.cwd(), 'vitest'),
+        why: 'vmThreads/vmForks run tests in a vm context the preload does not reach; use the setupFiles line',
+      });
+      return;
+    }
+    process.on('exit', () => {
+      if (process.env.VITEST_POOL_ID === undefined) return;
+      status('vitest', {
+        worker: process.env.VITEST_POOL_ID,
+        version: versionFrom(process.cwd(), 'vitest'),
+        why: 'no known seam reached the worker state; use the setupFiles line',
+      });
+    });
   }
 
   // --- jest -----------------------------------------------------------------
@@ -311,10 +423,18 @@
       // never the test's problem
     }
   }
-  function wrapJestAdapter(exp) {
-    if (!exp || typeof exp.default !== 'function' || exp.default[DONE]) return;
-    const adapter = exp.default;
-    const wrapped = function jestAdapter(globalConfig, config, environment, runtime, testPath) {
+  // jest-runner calls the adapter once per test file; it requires it by
+  // path and takes `.default` when the module has one. Its export has had
+  // two shapes: the function itself (jest 27 to 29, `module.exports =
+  // require(…).default`) and `{ default }` (jest 30). Either way the
+  // wrapped adapter is what jest-runner gets; any other shape is said in
+  // the status mark and changes nothing.
+  const wrappedAdapters = new WeakMap();
+  function wrapAdapter(adapter) {
+    if (adapter[DONE]) return adapter;
+    let wrapped = wrappedAdapters.get(adapter);
+    if (wrapped) return wrapped;
+    wrapped = function jestAdapter(globalConfig, config, environment, runtime, testPath) {
       try {
         jestEnvironment(environment, testPath);
       } catch (e) {
@@ -323,9 +443,28 @@
       return adapter.apply(this, arguments);
     };
     Object.defineProperty(wrapped, DONE, { value: true });
-    exp.default = wrapped;
+    wrappedAdapters.set(adapter, wrapped);
+    return wrapped;
+  }
+  function wrapJestAdapter(exp, version) {
+    if (typeof exp === 'function') {
+      status('jest', { worker: process.env.JEST_WORKER_ID, version, seam: 'jest-circus/runner (function)' });
+      return wrapAdapter(exp);
+    }
+    if (exp && typeof exp.default === 'function') {
+      status('jest', { worker: process.env.JEST_WORKER_ID, version, seam: 'jest-circus/runner (default)' });
+      exp.default = wrapAdapter(exp.default);
+      return exp;
+    }
+    status('jest', {
+      worker: process.env.JEST_WORKER_ID,
+      version,
+      why: 'jest-circus/runner exports neither a function nor { default }; use the setupFilesAfterEnv line',
+    });
+    return exp;
   }
   const ADAPTER = /jest-circus[\\/](build[\\/])?runner(\.js)?$/;
+  const JASMINE = /jest-jasmine2([\\/]build[\\/]index(\.js)?)?$/;
   function jestWorker() {
     const Module = require('module');
     const load = Module._load;
@@ -333,11 +472,26 @@
     const hooked = function _load(request) {
       const exp = load.apply(this, arguments);
       if (typeof request === 'string' && ADAPTER.test(request)) {
+        let version;
         try {
-          wrapJestAdapter(exp);
+          // `<jest-circus>/runner.js` or `<jest-circus>/build/runner.js`;
+          // jest-circus's version is jest's.
+          const path = require('path');
+          const dir = path.dirname(Module._resolveFilename(request, arguments[1]));
+          version = packageVersion(path.basename(dir) === 'build' ? path.dirname(dir) : dir);
+        } catch (e) {
+          version = undefined;
+        }
+        try {
+          return wrapJestAdapter(exp, version);
         } catch (e) {
           // never the test's problem
         }
+      } else if (typeof request === 'string' && JASMINE.test(request)) {
+        status('jest', {
+          worker: process.env.JEST_WORKER_ID,
+          why: 'the jest-jasmine2 runner is not covered (jest-circus, the default since jest 27, is)',
+        });
       }
       return exp;
     };
@@ -349,6 +503,11 @@
     const handlers = globalThis[Symbol.for('EVENT_HANDLERS')];
     if (!Array.isArray(handlers) || globalThis[DONE]) return;
     Object.defineProperty(globalThis, DONE, { value: true });
+    status('jest', {
+      worker: process.env.JEST_WORKER_ID,
+      version: versionFrom(process.cwd(), 'jest-circus'),
+      seam: 'setupFilesAfterEnv',
+    });
     const path = () => {
       try {
         return relative(globalThis.expect.getState().testPath);
@@ -371,7 +530,7 @@
   try {
     if (globalThis.__vitest_worker__) {
       // A vitest setup file.
-      vitestState(globalThis.__vitest_worker__);
+      vitestState(globalThis.__vitest_worker__, 'setupFiles');
     } else if (Array.isArray(globalThis[Symbol.for('EVENT_HANDLERS')])) {
       // A jest setup file.
       jestSetupFile();

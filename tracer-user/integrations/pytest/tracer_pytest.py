@@ -1,10 +1,14 @@
 """tracer test marks for pytest (docs/report.md, "Which test").
 
-Loaded by `tracer record --tests` through PYTEST_PLUGINS (with its directory
-on PYTHONPATH), or by hand: `pytest -p tracer_pytest` with this file's
-directory on PYTHONPATH, or `pytest_plugins = ["tracer_pytest"]` in a
-conftest.py. pytest-xdist workers inherit the environment and load it too;
-PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 does not stop PYTEST_PLUGINS or -p.
+Loaded by `tracer record --tests` as a `pytest11` entry point: its
+directory, on PYTHONPATH, holds this file and a `tracer_pytest.dist-info`
+naming it, which pytest's plugin autoload finds. Never through
+PYTEST_PLUGINS: a job that replaces PYTHONPATH would then fail pytest
+("Error importing plugin"), where an entry point not found is no plugin,
+and the suite runs as it would without tracer. By hand: `pytest -p
+tracer_pytest` with this file's directory on PYTHONPATH, or
+`pytest_plugins = ["tracer_pytest"]` in a conftest.py. pytest-xdist
+workers inherit the environment and load it too.
 
 Each phase of each test (setup, call, teardown) writes a begin and an end
 mark: one write(2) to an fd that can never be open (above the kernel's
@@ -15,6 +19,7 @@ test: every error of a write is swallowed.
 """
 import json
 import os
+import sys
 
 import pytest
 
@@ -111,3 +116,22 @@ def pytest_runtest_call(item):
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item, nextitem):
     yield from _phase(item, "teardown")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """One status mark per process: the plugin loaded, how, on which
+    pytest (the report lists it; a pytest that ran without it is said)."""
+    try:
+        me = sys.modules.get(__name__)
+        how = "-p, PYTEST_PLUGINS or conftest"
+        if any(p is me for p, _ in config.pluginmanager.list_plugin_distinfo()):
+            how = "pytest11 entry point"
+        fields = {"ev": "status", "runner": "pytest", "version": pytest.__version__, "seam": how}
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        if worker:
+            fields["worker"] = worker
+        os.write(MARK_FD, PREFIX + _encode(fields))
+    except Exception:
+        # EBADF, always; anything else: a missing line, never a failure.
+        pass

@@ -21,6 +21,7 @@ pub mod report_file;
 mod report_tests;
 mod reported;
 mod sources;
+pub mod status;
 #[cfg(test)]
 mod tests;
 
@@ -165,8 +166,33 @@ impl Test {
             Some(w) => format!(" in {w}"),
             None => format!(" ({})", self.runner.as_str()),
         };
-        let shown = crate::text::command::cut(&format!("{name}{cut}"));
+        let shown = format!("{}{cut}", self.short_name(&name));
         format!("{}{phase}{place}", crate::text::markdown::code(&shown))
+    }
+
+    /// `full` (the full name) for a sentence: whole when it is short; else
+    /// its path shortened to the file's own name (`…/handler.test.ts >
+    /// name`), never the test's own name, which is what tells the test
+    /// apart (a mark's name is at most 400 characters).
+    fn short_name(&self, full: &str) -> String {
+        if full.chars().count() <= crate::text::command::MAX {
+            return full.to_string();
+        }
+        let short = |p: &str| match p.rsplit_once('/') {
+            Some((_, last)) => format!("…/{last}"),
+            None => p.to_string(),
+        };
+        match &self.file {
+            Some(f) if matches!(self.runner, Runner::Vitest | Runner::Jest) => {
+                format!("{} > {}", short(f), self.name)
+            }
+            Some(f) if self.runner == Runner::Nextest => format!("{}::{}", short(f), self.name),
+            // A node id (`tests/unit/test_x.py::TestC::test_y[1]`): its path.
+            _ => match full.split_once("::") {
+                Some((path, rest)) => format!("{}::{rest}", short(path)),
+                None => full.to_string(),
+            },
+        }
     }
 }
 

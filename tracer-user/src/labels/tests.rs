@@ -184,3 +184,45 @@ fn nextest_names_both_ends_whole() {
         Some("nextest: cleanup_suite::tests::cleanup_kills_stray_workers")
     );
 }
+
+/// A long name is shown whole in a sentence (the certificate, report.md's
+/// details): its path is shortened to the file's own name, never the
+/// test's name, which is what tells it apart (before, both were cut at 60
+/// characters: `test_suite.py::test_cleanup_stra…`).
+#[test]
+fn a_long_name_keeps_its_test_name_whole() {
+    let t = |runner, file: Option<&str>, name: &str| Test {
+        runner,
+        worker: None,
+        file: file.map(str::to_string),
+        name: name.to_string(),
+        name_truncated: false,
+        phase: None,
+        source: Source::Exact,
+        uncertainty_ms: None,
+    };
+    let nodeid = "tests/integration/runners/test_suite.py::TestCleanup::test_cleanup_strays_kills_every_worker_it_did_not_spawn[forks]";
+    let p = t(
+        Runner::Pytest,
+        Some("tests/integration/runners/test_suite.py"),
+        nodeid,
+    )
+    .phrase();
+    assert_eq!(
+        p,
+        "`…/test_suite.py::TestCleanup::test_cleanup_strays_kills_every_worker_it_did_not_spawn[forks]` (pytest)"
+    );
+    let v = t(
+        Runner::Vitest,
+        Some("src/platforms/apple/core/__tests__/runner-session.test.ts"),
+        "runner session > kills the runner process tree on cancel",
+    )
+    .phrase();
+    assert_eq!(
+        v,
+        "`…/runner-session.test.ts > runner session > kills the runner process tree on cancel` (vitest)"
+    );
+    // A short one is as it was.
+    let s = t(Runner::Jest, Some("a/b.test.js"), "c").phrase();
+    assert_eq!(s, "`a/b.test.js > c` (jest)");
+}

@@ -460,6 +460,63 @@ fn past_the_bound_unexpected_deaths_fold_and_are_counted() {
     assert_eq!(g.id, MAX_STORIES + 1);
 }
 
+/// A test's window under the daemon lasts as long as the test runs: its
+/// `begin` mark, 40 looks (with the default 5 s look, 200 s) before the
+/// death of the process that wrote it, still names the test on the
+/// certificate the window makes, as the whole log's analysis names it.
+/// Before, the window kept no mark past the look after it came in.
+#[test]
+fn the_window_keeps_a_tests_mark_while_the_test_runs() {
+    use crate::{
+        eventlog::{Exit, ExitStatus, Record, TestMark},
+        live::{fresh_in_window, Window},
+    };
+    let mut s = Synthetic::new();
+    let at = s.stamp(10);
+    let text = r#"tracer-test-mark/1 {"ev":"begin","runner":"pytest","worker":"gw0","file":"t.py","name":"t.py::test_long","phase":"call"}"#;
+    s.batch.push(Record::TestMark(TestMark {
+        at,
+        task: s.shell.clone(),
+        text: text.into(),
+        bytes: text.len() as u64,
+    }));
+    let mut looks = vec![s.take()];
+    for i in 0..40u64 {
+        // Other processes come and go meanwhile: each look has records.
+        s.child(1000 + i as u32, 1_000 + i * 100, 10, 0);
+        looks.push(s.take());
+    }
+    let at = s.stamp(100_000);
+    s.batch.push(Record::Exit(Exit {
+        at,
+        task: s.shell.clone(),
+        exit_code: 9,
+        status: ExitStatus::from_wait_status(9),
+        group_dead: true,
+    }));
+    looks.push(s.take());
+    looks.push(Vec::new());
+    let header = fixture("real_crash_stack_segv.ndjson").header;
+    let opts = AnalysisOptions::default();
+    let (mut window, mut seen) = (Window::default(), Seen::default());
+    let mut found = Vec::new();
+    for part in looks {
+        let fresh = fresh_in_window(&mut window, &header, part, &opts, &mut seen);
+        found.extend(fresh.certificates);
+    }
+    let dead: Vec<_> = found
+        .iter()
+        .filter(|c| c.victim.process.pid == 100)
+        .collect();
+    assert_eq!(dead.len(), 1, "{found:?}");
+    let test = dead[0]
+        .victim
+        .test
+        .as_ref()
+        .expect("the test it was running");
+    assert_eq!(test.test.name, "t.py::test_long");
+}
+
 /// A daemon's log made by hand: a shell found running (`existing`), then
 /// children it forks that end as told, batched into looks.
 struct Synthetic {

@@ -27,6 +27,11 @@ const THREADS_KEPT: usize = 64;
 /// the scope that only received a signal) and that it never sees end: kept
 /// while a record names it within this many looks.
 const UNBORN_LOOKS: u64 = 64;
+/// Test marks kept per thread (the latest): a test's `begin` stays as
+/// long as the test runs, however many looks that is, unless this many
+/// marks came after it on its thread (pytest writes six per test, so the
+/// open one's `begin` is among the last three).
+const MARKS_KEPT: usize = 16;
 /// OOM records kept for the looks after them.
 const OOMS_KEPT: usize = 64;
 /// Signals waiting for their call at most: past that the oldest waits are
@@ -65,6 +70,10 @@ struct Context {
     /// SIGCHLDs apart: a shell gets one per child, which would push the
     /// signal that ends it out of `signals`.
     sigchlds: VecDeque<Record>,
+    /// Its threads' latest test marks, by thread (at most [`THREADS_KEPT`]
+    /// threads, the first seen let go first): the window a test opened
+    /// looks ago still names the test when the process dies in it.
+    marks: VecDeque<(u32, VecDeque<Record>)>,
     /// Its `exit` (a dead ancestor's: a parent-death signal is told apart
     /// by the sender's exit just before it).
     end: Option<Record>,
@@ -108,7 +117,11 @@ impl Context {
             &self.calls,
             &self.sigchlds,
         ];
-        one.into_iter().flatten().chain(many.into_iter().flatten())
+        let marks = self.marks.iter().flat_map(|(_, m)| m);
+        one.into_iter()
+            .flatten()
+            .chain(many.into_iter().flatten())
+            .chain(marks)
     }
 }
 
@@ -303,6 +316,24 @@ impl Window {
                 self.ooms.push_back(rec.clone());
                 if self.ooms.len() > OOMS_KEPT {
                     self.ooms.pop_front();
+                }
+            }
+            Record::TestMark(m) => {
+                let marks = &mut self.entry(m.task.key()).marks;
+                let at = match marks.iter().position(|(tid, _)| *tid == m.task.tid) {
+                    Some(at) => at,
+                    None => {
+                        if marks.len() >= THREADS_KEPT {
+                            marks.pop_front();
+                        }
+                        marks.push_back((m.task.tid, VecDeque::new()));
+                        marks.len() - 1
+                    }
+                };
+                let kept = &mut marks[at].1;
+                kept.push_back(rec.clone());
+                if kept.len() > MARKS_KEPT {
+                    kept.pop_front();
                 }
             }
             Record::LastWords(l) => self.entry(l.task.key()).last_words = Some(rec.clone()),

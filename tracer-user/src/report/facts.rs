@@ -59,6 +59,12 @@ pub struct RunFacts {
     /// command's environment (absent: none; docs/report.md, "Which test").
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env_changes: Vec<crate::eventlog::EnvChange>,
+    /// What each test integration said of itself (the way it took into
+    /// the runner, or why it names no test there), and under `--tests`
+    /// each runner that ran without one (absent: none; docs/report.md,
+    /// "Which test").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub test_integrations: Vec<crate::labels::status::TestIntegration>,
 }
 
 /// One `--tests` change in words, as report.md and report.html list them:

@@ -132,9 +132,17 @@ impl RunShape {
 /// reads the same model: built once, it is the report's largest cost).
 pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> Report {
     let snapshots = super::snapshots::collect(model);
-    let mut report = report_from(log, RunShape::of(model), snapshots, analysis);
-    report.resources = super::resources::collect(model);
-    report
+    let mut r = report_from(log, RunShape::of(model), snapshots, analysis);
+    r.resources = super::resources::collect(model);
+    // `--tests` wrote its integrations into a `tracer-tests-…` directory
+    // and named it in what it changed (`--runtime-stacks` names none).
+    let injected = r
+        .run
+        .env_changes
+        .iter()
+        .any(|c| c.new.contains("tracer-tests-"));
+    r.run.test_integrations = crate::labels::status::collect(model, injected);
+    r
 }
 
 /// The report from its parts: the log's summary, the run's shape, the
@@ -246,6 +254,7 @@ pub(crate) fn report_from(
         pid_namespace: h.pid_namespace,
         ci: h.ci.clone(),
         env_changes: h.env_changes.clone(),
+        test_integrations: Vec::new(),
     };
     let log_facts = LogFacts {
         events: log.events,

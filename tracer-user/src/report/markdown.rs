@@ -56,6 +56,9 @@ pub(super) fn render(r: &Report) -> String {
             changes.join("; ")
         );
     }
+    for l in &r.run.test_integrations {
+        let _ = writeln!(o, "**Test names:** {}  ", l.phrase(md::code, md::text));
+    }
     let _ = writeln!(o, "{}  ", loss_line(r));
     if !r.run.hooks_missing.is_empty() {
         let _ = writeln!(

@@ -36,9 +36,9 @@ pub struct CaptureOptions {
     #[arg(long)]
     pub debug_ebpf: bool,
     /// Name the tests: hand the command tracer's test-runner integrations
-    /// (a pytest plugin), written into a private directory for the run and
-    /// loaded through the runners' own variables (PYTEST_PLUGINS,
-    /// PYTHONPATH), each joined to the value it had. The report header
+    /// (a pytest plugin, a Node preload), written into a private directory
+    /// for the run and loaded through the runners' own variables
+    /// (PYTHONPATH, NODE_OPTIONS), each joined to the value it had. The report header
     /// lists every change (docs/report.md, "Which test"). `record` only: a
     /// daemon starts no command (its jobs load the plugin with one line).
     #[arg(long)]

@@ -65,6 +65,7 @@ pub(crate) const HOST_ONLY: &[(&str, &str)] = &[
     ("least_privilege", "sudo and the nobody user"),
     ("metrics", "prometheus"),
     ("otlp", "python3 with opentelemetry-proto"),
+    ("pipe_idiom", "go, python3, node, strace and sudo"),
     ("resources", "python3 (its memory curves; the v2 files are unit-tested from fixture trees)"),
     ("runners", "cargo, go, node and pytest"),
     ("security", "python3 and the nobody user"),

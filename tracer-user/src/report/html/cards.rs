@@ -87,6 +87,14 @@ pub(super) fn run_facts(o: &mut String, r: &Report) {
             &changes.join("<br>"),
         );
     }
+    if !run.test_integrations.is_empty() {
+        let lines: Vec<String> = run
+            .test_integrations
+            .iter()
+            .map(|l| l.phrase(|v| format!("<code>{}</code>", esc(v)), esc))
+            .collect();
+        row(o, "test names", &lines.join("<br>"));
+    }
     if let Some(s) = &run.command_status {
         row(o, "ended", &esc(&w::status_phrase(s)));
     }

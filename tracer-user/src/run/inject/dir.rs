@@ -93,11 +93,31 @@ impl IntegrationDir {
         Ok(dir)
     }
 
+    /// Write `files`; a name `sub/file` goes into the subdirectory `sub`
+    /// (made 0755 when first named: pytest's entry point lives in a
+    /// `.dist-info` directory), one level deep, opened without following
+    /// a link like the rest.
     fn fill(&self, files: &[(&str, &str)], owner: Option<(Uid, Gid)>) -> io::Result<()> {
+        let mut subs: Vec<(&str, OwnedFd)> = Vec::new();
         for (name, text) in files {
+            let (at, name) = match name.split_once('/') {
+                None => (&self.fd, *name),
+                Some((sub, file)) => {
+                    if file.contains('/') || sub.is_empty() || sub == "." || sub == ".." {
+                        return Err(io::Error::other(format!(
+                            "{name}: one level of directory only"
+                        )));
+                    }
+                    if !subs.iter().any(|(s, _)| *s == sub) {
+                        subs.push((sub, self.subdir(sub, owner)?));
+                    }
+                    let fd = &subs.iter().find(|(s, _)| *s == sub).expect("just made").1;
+                    (fd, file)
+                }
+            };
             let fd = fcntl::openat(
-                &self.fd,
-                *name,
+                at,
+                name,
                 OFlag::O_WRONLY
                     | OFlag::O_CREAT
                     | OFlag::O_EXCL
@@ -112,6 +132,21 @@ impl IntegrationDir {
             unistd::fchown(&self.fd, Some(uid), Some(gid))?;
         }
         Ok(())
+    }
+
+    fn subdir(&self, sub: &str, owner: Option<(Uid, Gid)>) -> io::Result<OwnedFd> {
+        stat::mkdirat(&self.fd, sub, Mode::from_bits_truncate(0o755))?;
+        let fd = fcntl::openat(
+            &self.fd,
+            sub,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        stat::fchmod(&fd, Mode::from_bits_truncate(0o755))?;
+        if let Some((uid, gid)) = owner {
+            unistd::fchown(&fd, Some(uid), Some(gid))?;
+        }
+        Ok(fd)
     }
 
     pub fn path(&self) -> &Path {

@@ -66,28 +66,41 @@ pub struct Integration {
     pub env: &'static [Var],
 }
 
+/// The pytest plugin and the distribution metadata that makes it a
+/// `pytest11` entry point (the name `tracer_pytest`, the module's own: a
+/// `-p tracer_pytest` of the job's then finds it loaded, not twice).
+pub const PYTEST_FILES: &[(&str, &str)] = &[
+    (
+        "tracer_pytest.py",
+        include_str!("../../../integrations/pytest/tracer_pytest.py"),
+    ),
+    (
+        "tracer_pytest.dist-info/METADATA",
+        include_str!("../../../integrations/pytest/tracer_pytest.dist-info/METADATA"),
+    ),
+    (
+        "tracer_pytest.dist-info/entry_points.txt",
+        include_str!("../../../integrations/pytest/tracer_pytest.dist-info/entry_points.txt"),
+    ),
+];
+
 /// Every integration `--tests` injects.
 pub const INTEGRATIONS: &[Integration] = &[
     Integration {
         runner: "pytest",
-        files: &[(
-            "tracer_pytest.py",
-            include_str!("../../../integrations/pytest/tracer_pytest.py"),
-        )],
-        // PYTEST_PLUGINS is read even under PYTEST_DISABLE_PLUGIN_AUTOLOAD,
-        // and xdist's workers inherit both variables.
-        env: &[
-            Var {
-                name: "PYTEST_PLUGINS",
-                join: Join::ListAppend,
-                part: Part::Word("tracer_pytest"),
-            },
-            Var {
-                name: "PYTHONPATH",
-                join: Join::PathPrepend,
-                part: Part::Dir,
-            },
-        ],
+        files: PYTEST_FILES,
+        // PYTHONPATH only: pytest's plugin autoload finds the entry point
+        // of the `.dist-info` beside the plugin. A job that replaces
+        // PYTHONPATH (`PYTHONPATH=src pytest`) or turns the autoload off
+        // then runs without it, as it would without tracer; through
+        // PYTEST_PLUGINS it failed instead ("Error importing plugin
+        // tracer_pytest", exit 4), and the report now says which pytest
+        // ran without test names (labels/status.rs).
+        env: &[Var {
+            name: "PYTHONPATH",
+            join: Join::PathPrepend,
+            part: Part::Dir,
+        }],
     },
     Integration {
         runner: "node",

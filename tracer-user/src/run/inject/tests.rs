@@ -24,15 +24,15 @@ fn planned(p: &[Planned]) -> Vec<(&str, String, &str)> {
 
 const DIR: &str = "/tmp/tracer-tests-0123456789abcdef";
 
-/// With nothing set, pytest's two variables and Node's are set, in table
-/// order, and the header's record says they were unset.
+/// With nothing set, pytest's variable and Node's are set, in table
+/// order, and the header's record says they were unset. PYTEST_PLUGINS is
+/// never set: a job replacing PYTHONPATH would make pytest fail on it.
 #[test]
 fn an_empty_environment_gets_every_integration() {
     let p = plan(INTEGRATIONS, Path::new(DIR), env(&[]));
     assert_eq!(
         planned(&p),
         [
-            ("PYTEST_PLUGINS", "tracer_pytest".into(), "set"),
             ("PYTHONPATH", DIR.into(), "set"),
             (
                 "NODE_OPTIONS",
@@ -61,11 +61,6 @@ fn existing_values_are_kept_and_joined() {
         planned(&p),
         [
             (
-                "PYTEST_PLUGINS",
-                "myplugin,other.mod,tracer_pytest".into(),
-                "appended"
-            ),
-            (
                 "PYTHONPATH",
                 format!("{DIR}:/src:/lib with space"),
                 "prepended"
@@ -77,9 +72,8 @@ fn existing_values_are_kept_and_joined() {
             ),
         ]
     );
-    assert_eq!(p[0].change.old.as_deref(), Some("myplugin,other.mod"));
-    assert_eq!(p[1].change.old.as_deref(), Some("/src:/lib with space"));
-    assert_eq!(p[1].change.new, p[1].value.to_string_lossy());
+    assert_eq!(p[0].change.old.as_deref(), Some("/src:/lib with space"));
+    assert_eq!(p[0].change.new, p[0].value.to_string_lossy());
 }
 
 /// Set but empty is unset to every runner: no empty entry is added (an
@@ -264,7 +258,12 @@ mod directory {
         let base = tempfile::tempdir().unwrap();
         let outside = base.path().join("outside");
         std::fs::write(&outside, "keep").unwrap();
-        let files = [("tracer_pytest.py", "print(1)\n"), ("b.js", "x")];
+        let files = [
+            ("tracer_pytest.py", "print(1)\n"),
+            ("b.js", "x"),
+            ("d.dist-info/METADATA", "m"),
+            ("d.dist-info/entry_points.txt", "e"),
+        ];
         let d = IntegrationDir::create(&files, None, Some(base.path().as_os_str())).unwrap();
         let path = d.path().to_owned();
         assert_eq!(path.parent(), Some(base.path()));
@@ -276,6 +275,12 @@ mod directory {
             .starts_with("tracer-tests-"));
         assert_eq!(mode(&path), 0o700);
         assert_eq!(mode(&path.join("b.js")), 0o444);
+        assert_eq!(mode(&path.join("d.dist-info")), 0o755);
+        assert_eq!(mode(&path.join("d.dist-info/entry_points.txt")), 0o444);
+        assert_eq!(
+            std::fs::read_to_string(path.join("d.dist-info/METADATA")).unwrap(),
+            "m"
+        );
         assert_eq!(
             std::fs::read_to_string(path.join("tracer_pytest.py")).unwrap(),
             "print(1)\n"
@@ -289,6 +294,17 @@ mod directory {
         drop(d);
         assert!(!path.exists());
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+    }
+
+    /// A name deeper than one directory, or one that climbs, makes nothing.
+    #[test]
+    fn only_one_level_of_subdirectory() {
+        let base = tempfile::tempdir().unwrap();
+        for bad in ["a/b/c", "../x", "/x", "./x"] {
+            let made = IntegrationDir::create(&[(bad, "x")], None, Some(base.path().as_os_str()));
+            assert!(made.is_err(), "{bad}");
+        }
+        assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
     }
 
     /// Two runs never share a directory.

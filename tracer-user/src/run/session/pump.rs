@@ -223,4 +223,3 @@ fn resolve_memcg(rec: &mut Record) {
         }
     }
 }
-

@@ -86,16 +86,18 @@ impl Suite {
     /// link to setup.sh's node_modules, so nothing is written into the
     /// repository (the runners' own caches are off: `--no-cache`).
     pub(crate) fn copied(name: &str) -> Self {
+        Self::copied_with(name, &cache().join("node/node_modules"))
+    }
+
+    /// `copied`, its `node_modules` a link to `modules` (a version of the
+    /// matrix, setup.sh's `matrix/<name>`).
+    pub(crate) fn copied_with(name: &str, modules: &Path) -> Self {
         let dir = tempfile::tempdir().unwrap();
         for f in std::fs::read_dir(suites().join(name)).unwrap() {
             let f = f.unwrap();
             std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
         }
-        std::os::unix::fs::symlink(
-            cache().join("node/node_modules"),
-            dir.path().join("node_modules"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink(modules, dir.path().join("node_modules")).unwrap();
         let cwd = dir.path().to_path_buf();
         Suite {
             dir,
@@ -186,12 +188,23 @@ impl Suite {
         argv: &[&str],
         env: &[(&str, String)],
     ) -> (Recorded, Duration) {
+        self.record_env_kill(extra, argv, env, true)
+    }
+
+    /// `record_env`, the kill on or off (`SUITE_KILL`).
+    pub(crate) fn record_env_kill(
+        &self,
+        extra: &[&str],
+        argv: &[&str],
+        env: &[(&str, String)],
+        kill: bool,
+    ) -> (Recorded, Duration) {
         require_root();
         let out = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let cmd = record_command(out.path(), extra, argv);
         let output = self
-            .command(cmd, true)
+            .command(cmd, kill)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("run tracer");

@@ -21,6 +21,8 @@ use crate::common::{assert_verdict_leads, suites::Suite, Recorded};
 mod cargo_test;
 mod go;
 mod jest;
+mod matrix;
+mod never_at_the_cost;
 mod nextest;
 mod pytest;
 mod vitest;

@@ -145,14 +145,9 @@ fn with_tests_both_tests_are_named_exactly() {
     // Node's preload too: `--tests` hands the command every integration.
     assert_eq!(
         seen,
-        [
-            ("PYTEST_PLUGINS", "set", None),
-            ("PYTHONPATH", "set", None),
-            ("NODE_OPTIONS", "set", None)
-        ]
+        [("PYTHONPATH", "set", None), ("NODE_OPTIONS", "set", None)]
     );
-    assert_eq!(changes[0].new, "tracer_pytest");
-    let dir = Path::new(&changes[1].new);
+    let dir = Path::new(&changes[0].new);
     assert!(
         dir.file_name()
             .and_then(|n| n.to_str())
@@ -160,10 +155,25 @@ fn with_tests_both_tests_are_named_exactly() {
         "{dir:?}"
     );
     assert!(!dir.exists(), "{dir:?} is removed at the end of the run");
+    // The plugin said how it came in, in the controller and both workers.
+    let lines = &rep.run.test_integrations;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let l = &lines[0];
+    assert_eq!(
+        (l.runner.as_str(), l.seam.as_deref(), l.why.as_deref()),
+        ("pytest", Some("pytest11 entry point"), None),
+        "{lines:?}"
+    );
+    assert!(
+        l.version.as_deref().is_some_and(|v| v.starts_with("9.")),
+        "{l:?}"
+    );
+    assert!(l.workers.contains(&"gw0".to_string()) && l.workers.contains(&"gw1".to_string()));
+    assert!(md.contains("**Test names:** pytest 9."), "{md}");
     assert_eq!(rep.run.env_changes, *changes);
     assert!(
         md.contains(&format!(
-            "**Environment changed by tracer (--tests):** `PYTEST_PLUGINS` unset → `tracer_pytest` (set); `PYTHONPATH` unset → `{}` (set)",
+            "**Environment changed by tracer (--tests):** `PYTHONPATH` unset → `{}` (set)",
             dir.display()
         )),
         "{md}"
@@ -248,7 +258,7 @@ fn the_one_line_setup_names_the_tests_without_injection() {
 }
 
 /// A job that sets its own PYTEST_PLUGINS and PYTHONPATH (a path with a
-/// space): `--tests` keeps both — the job's plugin still loads, in both
+/// space): `--tests` keeps both (changing only PYTHONPATH) — the job's plugin still loads, in both
 /// workers, from its own path, beside tracer's — and the header says what
 /// each was and became.
 #[test]
@@ -295,32 +305,19 @@ fn with_tests_the_jobs_own_plugins_and_path_are_kept() {
     named_by_marks(dead.victim.test.as_ref(), SIBLING, &all);
     named_by_marks(dead.killer.as_ref().unwrap().test.as_ref(), CLEANUP, &all);
     let c = &r.log.header.env_changes;
-    // pytest's two, then Node's (unset before: set).
-    assert_eq!(c.len(), 3, "{c:?}");
+    // PYTHONPATH, then Node's (unset before: set); the job's
+    // PYTEST_PLUGINS is left as it was.
+    assert_eq!(c.len(), 2, "{c:?}");
     assert_eq!(
-        (c[2].var.as_str(), c[2].how.as_str()),
+        (c[1].var.as_str(), c[1].how.as_str()),
         ("NODE_OPTIONS", "set"),
         "{c:?}"
     );
     assert_eq!(
-        (
-            c[0].var.as_str(),
-            c[0].how.as_str(),
-            c[0].old.as_deref(),
-            c[0].new.as_str()
-        ),
-        (
-            "PYTEST_PLUGINS",
-            "appended",
-            Some("job_probe"),
-            "job_probe,tracer_pytest"
-        )
-    );
-    assert_eq!(
-        (c[1].var.as_str(), c[1].how.as_str(), c[1].old.as_deref()),
+        (c[0].var.as_str(), c[0].how.as_str(), c[0].old.as_deref()),
         ("PYTHONPATH", "prepended", Some(old_path.as_str()))
     );
-    assert!(c[1].new.ends_with(&format!(":{old_path}")), "{c:?}");
+    assert!(c[0].new.ends_with(&format!(":{old_path}")), "{c:?}");
 }
 
 /// A daemon starts no command: `--tests` there is a usage error that says

@@ -1,0 +1,313 @@
+//! What the test integrations said of themselves, and which runners ran
+//! without one: report.json's `run.test_integrations`, report.md's "Test
+//! names" line (docs/report.md, "Which test").
+//!
+//! Each integration writes one `status` mark per process it loads in: the
+//! runner's version and the way it took into the runner (`seam`: a setup
+//! file, a hook, an entry point), or why it names no test there (`why`: a
+//! pool it cannot reach, a runner it does not cover, an export of a shape
+//! it does not know). A runner or version tracer cannot label is then one
+//! plain line, never a silent nothing. And when `--tests` injected the
+//! integrations, a runner's main process (pytest, vitest, jest, by argv)
+//! with no status mark in it or under it ran without them: the job's own
+//! `PYTHONPATH` or `NODE_OPTIONS` replaced tracer's, or it turned pytest's
+//! plugin autoload off — its suite ran as it would without tracer, and the
+//! report says so.
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::marks::PREFIX;
+use crate::{eventlog::ProcKey, model::Model};
+
+/// Most lines kept: every text is the job's (a mark's payload), so the
+/// report stays bounded whatever it writes.
+const MAX_LINES: usize = 32;
+/// Most processes listed per line (the rest counted).
+const MAX_PIDS: usize = 20;
+/// Longest text kept of a field.
+const MAX_TEXT: usize = 200;
+/// How far up from a process with a status mark a runner's main process is
+/// looked for (vitest → forks worker; jest → jest-worker child).
+const MAX_UP: usize = 16;
+
+/// Why a runner's main process had no status mark under `--tests`.
+pub const NOT_LOADED: &str = "the integration did not load in it: the job replaced \
+     tracer's PYTHONPATH or NODE_OPTIONS with its own, or turned pytest's plugin \
+     autoload off (its suite ran as without --tests)";
+
+/// One line: the processes where one runner's integration took one way,
+/// or named no test for one reason.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TestIntegration {
+    /// The runner, as the integration or the argv names it (`vitest`,
+    /// `jest`, `pytest`).
+    pub runner: String,
+    /// The runner's version, as the integration read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The way the integration took into the runner (`setupFiles`,
+    /// `__vitest_required__`, `jest-circus/runner (function)`, `pytest11
+    /// entry point`): test names are available there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seam: Option<String>,
+    /// Why no test is named there: test names are not available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The runner's worker ids it said this in (vitest's `2`, xdist's
+    /// `gw0`), at most 20.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<String>,
+    /// The processes, at most 20.
+    pub pids: Vec<u32>,
+    /// Processes past `pids`, counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pids_left_out: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl TestIntegration {
+    /// The line in words: "vitest 4.1.12: test names through
+    /// `__vitest_required__` (workers 1, 2; pids 10, 11)", or "…: test
+    /// names not available: why (…)". `code` escapes a value for the format.
+    pub fn phrase(&self, code: impl Fn(&str) -> String, text: impl Fn(&str) -> String) -> String {
+        let who = match &self.version {
+            Some(v) => format!("{} {}", text(&self.runner), text(v)),
+            None => text(&self.runner),
+        };
+        let what = match (&self.seam, &self.why) {
+            (_, Some(why)) => format!("test names not available: {}", text(why)),
+            (Some(seam), None) => format!("test names through {}", code(seam)),
+            (None, None) => "test names".to_string(),
+        };
+        let mut place: Vec<String> = Vec::new();
+        if !self.workers.is_empty() {
+            place.push(text(&format!("workers {}", self.workers.join(", "))));
+        }
+        let pids: Vec<String> = self.pids.iter().map(u32::to_string).collect();
+        let more = match self.pids_left_out {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        place.push(format!(
+            "pid{} {}{more}",
+            if self.pids.len() + self.pids_left_out > 1 {
+                "s"
+            } else {
+                ""
+            },
+            pids.join(", ")
+        ));
+        format!("{who}: {what} ({})", place.join("; "))
+    }
+}
+
+#[derive(Deserialize)]
+struct Payload {
+    ev: String,
+    runner: String,
+    #[serde(default)]
+    worker: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    seam: Option<String>,
+    #[serde(default)]
+    why: Option<String>,
+}
+
+fn bounded(s: Option<String>) -> Option<String> {
+    s.map(|s| crate::text::one_line(&s.chars().take(MAX_TEXT).collect::<String>()))
+        .filter(|s| !s.is_empty())
+}
+
+type Key = (String, Option<String>, Option<String>, Option<String>);
+
+/// Every status line of the run; `injected`: `--tests` handed the command
+/// the integrations (the log header's `env_changes`), so a runner without
+/// a status mark ran without them.
+pub fn collect(m: &Model, injected: bool) -> Vec<TestIntegration> {
+    let mut lines: BTreeMap<Key, TestIntegration> = BTreeMap::new();
+    let mut marked: HashSet<ProcKey> = HashSet::new();
+    for mk in &m.marks {
+        let Some(json) = mk.text.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let Ok(p) = serde_json::from_str::<Payload>(json.trim_end()) else {
+            continue;
+        };
+        if p.ev != "status" {
+            continue;
+        }
+        marked.insert(mk.key);
+        let runner = bounded(Some(p.runner)).unwrap_or_default();
+        let key = (runner, bounded(p.version), bounded(p.seam), bounded(p.why));
+        let worker = p.worker.filter(|w| {
+            !w.is_empty() && w.len() <= 16 && w.bytes().all(|b| b.is_ascii_alphanumeric())
+        });
+        add(&mut lines, key, mk.key.pid, worker);
+    }
+    if injected {
+        let covered = ancestors_of(m, &marked);
+        for (key, p) in &m.procs {
+            if !p.in_run || covered.contains(key) {
+                continue;
+            }
+            let Some(runner) = p.last_exec().and_then(|e| runner_of(&e.argv)) else {
+                continue;
+            };
+            let line = (runner.to_string(), None, None, Some(NOT_LOADED.to_string()));
+            add(&mut lines, line, key.pid, None);
+        }
+    }
+    // Lines without test names first: what a reader must act on.
+    let mut out: Vec<TestIntegration> = lines.into_values().collect();
+    out.sort_by_key(|l| l.why.is_none());
+    out
+}
+
+fn add(lines: &mut BTreeMap<Key, TestIntegration>, key: Key, pid: u32, worker: Option<String>) {
+    if !lines.contains_key(&key) && lines.len() >= MAX_LINES {
+        return;
+    }
+    let l = lines.entry(key.clone()).or_insert_with(|| TestIntegration {
+        runner: key.0,
+        version: key.1,
+        seam: key.2,
+        why: key.3,
+        workers: Vec::new(),
+        pids: Vec::new(),
+        pids_left_out: 0,
+    });
+    if let Some(w) = worker {
+        if !l.workers.contains(&w) && l.workers.len() < MAX_PIDS {
+            l.workers.push(w);
+        }
+    }
+    if l.pids.contains(&pid) {
+        return;
+    }
+    if l.pids.len() < MAX_PIDS {
+        l.pids.push(pid);
+    } else {
+        l.pids_left_out += 1;
+    }
+}
+
+/// Every process with a status mark and its ancestors (a vitest worker's
+/// mark covers the vitest process above it).
+fn ancestors_of(m: &Model, marked: &HashSet<ProcKey>) -> HashSet<ProcKey> {
+    let mut out = HashSet::new();
+    for &k in marked {
+        let mut cur = Some(k);
+        for _ in 0..MAX_UP {
+            let Some(c) = cur else { break };
+            if !out.insert(c) {
+                break;
+            }
+            cur = m.proc(c).and_then(|p| p.parent);
+        }
+    }
+    out
+}
+
+/// The runner whose main process `argv` runs: `python -m pytest`,
+/// `pytest`, `node …/vitest.mjs`, `vitest`, `node …/jest.js`, `jest`.
+/// Workers (`…/workers/forks.js`, jest-worker's child, an xdist worker's
+/// `python -c`) are none: their runner's main process is.
+pub fn runner_of(argv: &[String]) -> Option<&'static str> {
+    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
+    for (i, a) in argv.iter().take(3).enumerate() {
+        let b = base(a);
+        let runner = match b.as_str() {
+            "pytest" | "py.test" => "pytest",
+            "vitest" | "vitest.mjs" => "vitest",
+            "jest" => "jest",
+            "jest.js" if a.ends_with("/bin/jest.js") => "jest",
+            _ => {
+                if a == "-m" && argv.get(i + 1).is_some_and(|m| m == "pytest") {
+                    return Some("pytest");
+                }
+                continue;
+            }
+        };
+        return Some(runner);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn runners_main_processes_by_argv() {
+        let cases: [(&[&str], Option<&str>); 9] = [
+            (&["python3", "-m", "pytest", "-q"], Some("pytest")),
+            (&["/venv/bin/pytest", "-n", "2"], Some("pytest")),
+            (
+                &["node", "/x/node_modules/vitest/vitest.mjs", "run"],
+                Some("vitest"),
+            ),
+            (&["/x/node_modules/.bin/vitest", "run"], Some("vitest")),
+            (&["node", "/x/node_modules/jest/bin/jest.js"], Some("jest")),
+            (
+                &["node", "/x/node_modules/vitest/dist/workers/forks.js"],
+                None,
+            ),
+            (
+                &[
+                    "python",
+                    "-c",
+                    "import sys;exec(eval(sys.stdin.readline()))",
+                ],
+                None,
+            ),
+            (&["sh", "-c", "PYTHONPATH=src python3 -m pytest"], None),
+            (&["node", "/x/src/jest.js"], None),
+        ];
+        for (a, want) in cases {
+            assert_eq!(runner_of(&argv(a)), want, "{a:?}");
+        }
+    }
+
+    #[test]
+    fn a_line_in_words() {
+        let l = TestIntegration {
+            runner: "vitest".into(),
+            version: Some("4.1.12".into()),
+            seam: Some("__vitest_required__".into()),
+            why: None,
+            workers: vec!["1".into(), "2".into()],
+            pids: vec![10, 11],
+            pids_left_out: 0,
+        };
+        let code = |s: &str| format!("`{s}`");
+        let text = |s: &str| s.to_string();
+        assert_eq!(
+            l.phrase(code, text),
+            "vitest 4.1.12: test names through `__vitest_required__` (workers 1, 2; pids 10, 11)"
+        );
+        let none = TestIntegration {
+            runner: "pytest".into(),
+            version: None,
+            seam: None,
+            why: Some("why".into()),
+            workers: Vec::new(),
+            pids: vec![7],
+            pids_left_out: 0,
+        };
+        assert_eq!(
+            none.phrase(code, text),
+            "pytest: test names not available: why (pid 7)"
+        );
+    }
+}
