@@ -359,8 +359,10 @@ fn two_hundred_crashes_in_a_row_are_each_named_right() {
     let full = r.log.trailer.as_ref().unwrap().lost.crash_ring_full as usize;
     assert_eq!(stacks.len() + full, 200, "{}", r.stderr());
     // A stack whose module could not be read in time is said so, and
-    // names nothing (seen once in a run beside the other kernel tests); a
-    // named one is named right.
+    // names nothing (seen once in a run beside the other kernel tests); so
+    // is one that came while 64 crashes already waited for the busy parse
+    // child (run/session/crashes.rs's bound: CI's run had 200 crashes outrun
+    // it); a named one is named right.
     let mut named = 0;
     let regs = has_regs(&r);
     for c in &stacks {
@@ -374,7 +376,14 @@ fn two_hundred_crashes_in_a_row_are_each_named_right() {
             }
             named += 1;
         } else {
-            assert_eq!(c.completeness, StackCompleteness::ModuleUnknown, "{c:#?}");
+            let waited = c.completeness == StackCompleteness::SymbolisationFailed
+                && c.detail.as_deref().is_some_and(|d| {
+                    d.contains("crashes were already waiting for the parse child")
+                });
+            assert!(
+                c.completeness == StackCompleteness::ModuleUnknown || waited,
+                "{c:#?}"
+            );
             assert!(names.is_empty(), "a wrong frame: {c:#?}");
         }
     }
