@@ -180,10 +180,14 @@ fn slow_and_non_reading_clients_do_not_stall_a_scrape() {
     d.scrape_ok_within(Duration::from_secs(5)).unwrap();
 }
 
-/// 100 idle connections at once from one address: the daemon holds at
-/// most that peer's share of them (each newcomer closes the oldest one
-/// still sending its head), and a scrape meanwhile is answered, not told
-/// `503` (it was, with a fixed cap of 32 refusing newcomers).
+/// 100 idle connections at once from one address: a scrape meanwhile is
+/// answered, not told `503` (it was, with a fixed cap of 32 refusing
+/// newcomers), and the daemon keeps at most that peer's share of them
+/// (each newcomer closes the oldest one still sending its head).
+///
+/// The share is what the daemon settles to, not a peak: an evicted
+/// connection's socket closes at its task's next poll, and with the
+/// machine at load 11 a sample caught 31 sockets not yet closed.
 #[test]
 fn idle_connections_from_one_peer_hold_only_its_share() {
     require_root();
@@ -201,19 +205,24 @@ fn idle_connections_from_one_peer_hold_only_its_share() {
     let idle: Vec<TcpStream> = (0..100)
         .map(|_| TcpStream::connect(&d.addr).unwrap())
         .collect();
-    // Until the daemon has taken what it will (within the head timeout).
-    let deadline = Instant::now() + Duration::from_secs(1);
-    let mut most = 0;
-    while Instant::now() < deadline {
-        most = most.max(d.fds().1.saturating_sub(sockets_before));
-        thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        most <= PER_PEER + 1,
-        "100 idle connections: the daemon held {most} sockets more (share {PER_PEER})"
-    );
     let scraped = d.scrape(Duration::from_secs(3));
     assert!(matches!(scraped, Ok((200, _))), "{scraped:?}");
+    // Settled: the daemon holds no more than the peer's share (the idle
+    // ones still open on our side), leaking none of those it closed. The
+    // scrape above is what tells the fix from a fixed cap: a peak count
+    // depends on how soon the loaded machine polls the evicted tasks.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let held = loop {
+        let held = d.fds().1.saturating_sub(sockets_before);
+        if held <= PER_PEER + 1 || Instant::now() > deadline {
+            break held;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        held <= PER_PEER + 1,
+        "100 idle connections: the daemon held {held} sockets more (share {PER_PEER})"
+    );
     drop(idle);
     d.scrape_ok_within(Duration::from_secs(5)).unwrap();
 }
