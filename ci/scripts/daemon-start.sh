@@ -3,7 +3,8 @@
 # once it is watching: a job step that runs after this is observed.
 #
 #   daemon-start.sh [--output DIR] [--scope SCOPE] [--state DIR]
-#                   [--ready-timeout SECONDS] [-- extra tracer daemon options]
+#                   [--ready-timeout SECONDS] [--tests true|false]
+#                   [--tests-dir DIR] [-- extra tracer daemon options]
 #
 # SCOPE (TRACER_SCOPE, default all):
 #   job           the GitHub Actions job: its Runner.Worker process and every
@@ -36,6 +37,18 @@
 # the verdict daemon-stop.sh takes, never a re-reading of a directory the
 # job can write.
 #
+# Test names (TRACER_TESTS, default true): once the daemon watches, the
+# test integrations `tracer record --tests` hands its command (a pytest
+# plugin, a Node preload) are written, as the caller, into TRACER_TESTS_DIR
+# (default $RUNNER_TEMP/tracer-tests, else STATE/tests) by `tracer
+# integrations`, and the variables that load them, joined to the caller's
+# PYTHONPATH and NODE_OPTIONS, are handed to the job's later steps: appended
+# to $GITHUB_ENV when there is one, and written as `export` lines to
+# STATE/tests.env (empty when off; the GitLab template sources it). A step's
+# own `env:` (or an `export` in the job) still wins: that step then runs
+# as without the integrations. A failure there is a warning: the daemon
+# watches either way, and the suite runs as it would without them.
+#
 # Readiness is the daemon's own word: it prints "tracer: daemon watching ..."
 # once its hooks are attached and the scope is set (see
 # tracer-user/src/daemon.rs). No sleep-and-hope.
@@ -48,12 +61,16 @@ output=${TRACER_OUTPUT:-tracer-report}
 scope=${TRACER_SCOPE:-all}
 state=${TRACER_STATE_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-daemon}}
 timeout=${TRACER_READY_TIMEOUT:-120}
+tests=${TRACER_TESTS:-true}
+tests_dir=${TRACER_TESTS_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-tests}}
 while [ $# -gt 0 ]; do
     case $1 in
     --output) output=$2; shift 2 ;;
     --scope) scope=$2; shift 2 ;;
     --state) state=$2; shift 2 ;;
     --ready-timeout) timeout=$2; shift 2 ;;
+    --tests) tests=$2; shift 2 ;;
+    --tests-dir) tests_dir=$2; shift 2 ;;
     --) shift; break ;;
     *) ci_die "daemon-start.sh: unknown argument $1" ;;
     esac
@@ -72,6 +89,11 @@ runner_worker() {
     done
     return 1
 }
+
+case $tests in
+true | false) ;;
+*) ci_die "--tests (TRACER_TESTS) is true or false, not '$tests'" ;;
+esac
 
 case $scope in
 all) set -- --all "$@" ;;
@@ -151,4 +173,27 @@ cat "$run/daemon.log" >&2
 ci_log "daemon pid $pid is watching; reports go to $output when daemon-stop.sh stops it"
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
     printf 'report-dir=%s\n' "$output" >>"$GITHUB_OUTPUT"
+fi
+
+# The test integrations, for the job's later steps. As the caller, never
+# through as_root: root writing into a directory the job can reach is the
+# hostile case docs/security.md guards, and nothing here needs root.
+: >"$state/tests.env"
+if [ "$tests" = true ]; then
+    [ -n "$tests_dir" ] || tests_dir=$state/tests
+    format=shell
+    [ -z "${GITHUB_ENV:-}" ] || format=github-env
+    # Into a file first: half an output is never loaded.
+    if "$tracer" integrations --dir "$tests_dir" --format "$format" >"$state/tests.env.tmp"; then
+        if [ "$format" = github-env ]; then
+            cat "$state/tests.env.tmp" >>"$GITHUB_ENV"
+            rm -f "$state/tests.env.tmp"
+        else
+            mv -f "$state/tests.env.tmp" "$state/tests.env"
+        fi
+        ci_log "test names: the later steps load tracer's test integrations from $tests_dir"
+    else
+        rm -f "$state/tests.env.tmp"
+        ci_log "warning: test names: tracer integrations failed (above); the tests run without them"
+    fi
 fi

@@ -127,6 +127,21 @@ wait_for_line() { # FILE PATTERN: bounded wait for the daemon's own words
     fail "no '$2' in $1 after 60 s"
 }
 
+# check_tests_env WHAT DIR ENVFILE UID: the integrations are in DIR (0700,
+# UID's, record --tests' files), and the workload's variables (ENVFILE,
+# workload.sh's) load them: PYTHONPATH is DIR, NODE_OPTIONS requires
+# DIR/tracer-node.js.
+check_tests_env() {
+    local what=$1 dir=$2 envf=$3 uid=$4
+    [ "$(stat -c '%u %a' "$dir")" = "$uid 700" ] || fail "$what: $dir is not $uid's, 0700: $(stat -c '%u %a' "$dir")"
+    for f in tracer_pytest.py tracer_pytest.dist-info/entry_points.txt tracer-node.js; do
+        [ -s "$dir/$f" ] || fail "$what: $dir/$f missing"
+    done
+    grep -qxF "PYTHONPATH=$dir" "$envf" || fail "$what: the tests' PYTHONPATH: $(cat "$envf")"
+    grep -qxF "NODE_OPTIONS=--require \"$dir/tracer-node.js\"" "$envf" ||
+        fail "$what: the tests' NODE_OPTIONS: $(cat "$envf")"
+}
+
 # A release of $tracer under DIR/v0.1.0/, served by python's http.server
 # on 127.0.0.1 (stopped on exit): sets release_url and release_sha.
 serve_release() {
@@ -198,6 +213,19 @@ section_github() {
         done
         pass "github $job: summary, ::error annotation, artifact, files owned by $user"
     done
+    # The daemon form's start handed the later steps the test integrations
+    # through GITHUB_ENV (`tests` defaults to 'true'): written as $user into
+    # RUNNER_TEMP, loaded by the Tests step; the record job (no --tests)
+    # got none.
+    check_tests_env "github daemon" "$(jq -r .daemon.temp "$result")/tracer-tests" \
+        "$(jq -r .daemon.workspace "$result")/workload-env" "$uid"
+    jq -e --arg d "$(jq -r .daemon.temp "$result")/tracer-tests" \
+        '.daemon.github_env.PYTHONPATH == $d' "$result" >/dev/null ||
+        fail "github daemon: the start step wrote no PYTHONPATH naming the integrations to GITHUB_ENV"
+    grep -qx 'PYTHONPATH=' "$(jq -r .record.workspace "$result")/workload-env" ||
+        fail "github record: PYTHONPATH was changed without --tests"
+    pass "github daemon: start handed the Tests step the test integrations (GITHUB_ENV), written as $user"
+
     # How each failed: the daemon job in the action's stop step (86: judged
     # as root before the reports are handed back, the verdict the job's
     # files cannot forge), and again in its report step (86, after the
@@ -275,6 +303,13 @@ assert "(pid " in failures[0].find("failure").get("message")
 EOF
         pass "gitlab $job: failed with 86, artifacts declared exist, annotations link, junit failure"
     done
+    # The daemon job's script got the test integrations (the template
+    # sources daemon-start.sh's export lines); the record job none.
+    dir=$(jq -r '."test-daemon".project_dir' "$result")
+    check_tests_env "gitlab test-daemon" "$dir/.tracer-state/tests" "$dir/workload-env" 0
+    grep -qx 'PYTHONPATH=' "$(jq -r .test.project_dir "$result")/workload-env" ||
+        fail "gitlab test: PYTHONPATH was changed without --tests"
+    pass "gitlab test-daemon: before_script handed script the test integrations"
     jq -e '.log.warnings == []' "$(jq -r '."test-daemon".project_dir' "$result")/tracer-report/report.json" \
         >/dev/null || fail "gitlab test-daemon: the log is incomplete"
 

@@ -266,6 +266,9 @@ class Job:
         self.summary = []
         self.annotations = []
         self.steps_log = []
+        # Every variable a step wrote to GITHUB_ENV, for the checks (the
+        # daemon form's start hands the test integrations on there).
+        self.github_env = {}
         self.counter = 0
 
     def github(self, action_path=None):
@@ -382,7 +385,9 @@ class Job:
         sys.stdout.flush()
         print(f"::endgroup:: exit {code}", flush=True)
         outputs = read_kv_file(files["GITHUB_OUTPUT"])
-        self.env.update(read_kv_file(files["GITHUB_ENV"]))
+        exported = read_kv_file(files["GITHUB_ENV"])
+        self.env.update(exported)
+        self.github_env.update(exported)
         added = [p for p in open(files["GITHUB_PATH"]).read().split("\n") if p]
         self.paths = list(reversed(added)) + self.paths
         summary = open(files["GITHUB_STEP_SUMMARY"]).read()
@@ -557,6 +562,7 @@ class Runner:
             results[name] = {
                 "conclusion": conclusion,
                 "steps": job.steps_log,
+                "github_env": job.github_env,
                 "summary": "".join(job.summary),
                 "annotations": job.annotations,
                 "workspace": job.workspace,

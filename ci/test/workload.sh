@@ -3,9 +3,12 @@
 # `make test`: one of its workers is SIGKILLed by a sibling (an unexpected
 # death, "Worker exited unexpectedly"), and the suite itself passes, so only
 # the tracer can fail the job. It signals nothing but its own children. It
-# leaves the uid it ran as in ./workload-uid.
+# leaves the uid it ran as in ./workload-uid, and the variables the test
+# integrations are loaded through (the daemon form's start hands them on)
+# in ./workload-env.
 set -u
 id -u >workload-uid
+printf 'PYTHONPATH=%s\nNODE_OPTIONS=%s\n' "${PYTHONPATH:-}" "${NODE_OPTIONS:-}" >workload-env
 sleep 300 &
 worker=$!
 # Kill the worker only once it is `sleep` (exec'd), not the shell's fork

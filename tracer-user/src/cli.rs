@@ -9,6 +9,7 @@ use clap::{
 use crate::{
     commands::{
         daemon::{self, DaemonArgs},
+        integrations::{self, IntegrationsArgs},
         parse_crash::{self, ParseCrashArgs},
         record::{self, RecordArgs},
         report::{self, ReportArgs},
@@ -51,6 +52,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Watch a whole CI job or runner as a privileged sidecar.
     Daemon(DaemonArgs),
+    /// Write the test integrations (`record --tests`') into a directory
+    /// and print the variables that load them, for a job a daemon watches.
+    Integrations(IntegrationsArgs),
     /// Fold many runs' report.json into death signatures (docs/summarize.md).
     Summarize(SummarizeArgs),
     /// Internal: the confined child tracer parses crashed processes'
@@ -73,6 +77,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, TracerError> {
         Command::Report(args) => report::run(&args),
         Command::Daemon(args) => daemon::run(&args),
         Command::Summarize(args) => summarize::run(&args),
+        Command::Integrations(args) => integrations::run(&args),
         Command::ParseCrashStacks(args) => parse_crash::run(&args),
     }
 }

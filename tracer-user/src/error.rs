@@ -53,8 +53,21 @@ pub enum TracerError {
         of: usize,
         reason: String,
     },
-    #[error("daemon --tests: a daemon starts no command to hand the integrations to; load them in the job with one line (pytest: PYTHONPATH=<tracer>/integrations/pytest and -p tracer_pytest; docs/report.md, \"--tests\"), or wrap the step in `tracer record --tests`")]
+    #[error("daemon --tests: a daemon starts no command to hand the integrations to; hand them to the job instead: as the job's user, `eval \"$(tracer integrations --dir DIR --format shell)\"` before the tests (or `--format github-env >>\"$GITHUB_ENV\"`; the GitHub Action's start and the GitLab template do it for you: docs/report.md, \"--tests\"), or wrap the step in `tracer record --tests`")]
     TestsWithoutCommand,
+    #[error("integrations --dir {path}: {source}")]
+    IntegrationsDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("integrations: {var}'s value {why}: $GITHUB_ENV cannot carry it as it is; use --format shell, or set {var} in the job without it")]
+    IntegrationsEnv {
+        var: &'static str,
+        why: &'static str,
+    },
+    #[error("integrations: cannot write the variables to stdout: {0}")]
+    Stdout(#[source] io::Error),
     #[error("daemon --runtime-stacks: a daemon starts no command whose environment it could change; set PYTHONFAULTHANDLER=1 and NODE_OPTIONS=--perf-basic-prof-only-functions in the job, or wrap the step in `tracer record --runtime-stacks`")]
     RuntimeStacksWithoutCommand,
     #[error("--tests: cannot write the test integrations into a private directory in {path}: {source}; set TMPDIR to a directory only root can write, or run without --tests")]

@@ -3,6 +3,7 @@
 //! but `cli`.
 pub mod daemon;
 pub mod fail_on;
+pub mod integrations;
 pub mod output;
 pub mod parse_crash;
 pub mod record;

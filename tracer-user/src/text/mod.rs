@@ -7,8 +7,10 @@
 //! visible form of a control character, ANSI removal, and how a line is kept
 //! from being read as a CI command. [`command`] shortens commands for
 //! headlines; [`shape`] makes them the same from run to run (signatures);
-//! [`xml`] escapes for JUnit files.
+//! [`xml`] escapes for JUnit files; [`env`] writes environment assignments
+//! (`tracer integrations`: a shell's `export`, `$GITHUB_ENV`).
 pub mod command;
+pub mod env;
 pub mod html;
 pub mod invariants;
 pub mod markdown;

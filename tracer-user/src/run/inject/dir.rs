@@ -93,60 +93,12 @@ impl IntegrationDir {
         Ok(dir)
     }
 
-    /// Write `files`; a name `sub/file` goes into the subdirectory `sub`
-    /// (made 0755 when first named: pytest's entry point lives in a
-    /// `.dist-info` directory), one level deep, opened without following
-    /// a link like the rest.
     fn fill(&self, files: &[(&str, &str)], owner: Option<(Uid, Gid)>) -> io::Result<()> {
-        let mut subs: Vec<(&str, OwnedFd)> = Vec::new();
-        for (name, text) in files {
-            let (at, name) = match name.split_once('/') {
-                None => (&self.fd, *name),
-                Some((sub, file)) => {
-                    if file.contains('/') || sub.is_empty() || sub == "." || sub == ".." {
-                        return Err(io::Error::other(format!(
-                            "{name}: one level of directory only"
-                        )));
-                    }
-                    if !subs.iter().any(|(s, _)| *s == sub) {
-                        subs.push((sub, self.subdir(sub, owner)?));
-                    }
-                    let fd = &subs.iter().find(|(s, _)| *s == sub).expect("just made").1;
-                    (fd, file)
-                }
-            };
-            let fd = fcntl::openat(
-                at,
-                name,
-                OFlag::O_WRONLY
-                    | OFlag::O_CREAT
-                    | OFlag::O_EXCL
-                    | OFlag::O_NOFOLLOW
-                    | OFlag::O_CLOEXEC,
-                Mode::from_bits_truncate(0o444),
-            )?;
-            stat::fchmod(&fd, Mode::from_bits_truncate(0o444))?;
-            File::from(fd).write_all(text.as_bytes())?;
-        }
+        write_files(&self.fd, files, owner, Create::Fresh)?;
         if let Some((uid, gid)) = owner {
             unistd::fchown(&self.fd, Some(uid), Some(gid))?;
         }
         Ok(())
-    }
-
-    fn subdir(&self, sub: &str, owner: Option<(Uid, Gid)>) -> io::Result<OwnedFd> {
-        stat::mkdirat(&self.fd, sub, Mode::from_bits_truncate(0o755))?;
-        let fd = fcntl::openat(
-            &self.fd,
-            sub,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-        stat::fchmod(&fd, Mode::from_bits_truncate(0o755))?;
-        if let Some((uid, gid)) = owner {
-            unistd::fchown(&fd, Some(uid), Some(gid))?;
-        }
-        Ok(fd)
     }
 
     pub fn path(&self) -> &Path {
@@ -184,6 +136,108 @@ impl Drop for IntegrationDir {
             );
         }
     }
+}
+
+/// How [`write_files`] creates a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Create {
+    /// In a directory just made: `O_EXCL`, nothing may be there.
+    Fresh,
+    /// In a directory kept from an earlier call (`tracer integrations`
+    /// run again, or by a newer tracer): each file written under a fresh
+    /// name, then renamed over the old one. A rename replaces the entry,
+    /// never follows it: a link left there is replaced, not written
+    /// through.
+    Replace,
+}
+
+/// Write `files` (name, content) into the directory `at`, each 0444; a
+/// name `sub/file` goes into the subdirectory `sub` (made 0755 when
+/// first named: pytest's entry point lives in a `.dist-info` directory),
+/// one level deep, opened without following a link like the rest.
+/// `owner`: who gets the subdirectories (the command's user under
+/// `--user`).
+pub(super) fn write_files(
+    at: &OwnedFd,
+    files: &[(&str, &str)],
+    owner: Option<(Uid, Gid)>,
+    how: Create,
+) -> io::Result<()> {
+    let mut subs: Vec<(&str, OwnedFd)> = Vec::new();
+    for (name, text) in files {
+        let (dir, name) = match name.split_once('/') {
+            None => (at, *name),
+            Some((sub, file)) => {
+                if file.contains('/') || sub.is_empty() || sub == "." || sub == ".." {
+                    return Err(io::Error::other(format!(
+                        "{name}: one level of directory only"
+                    )));
+                }
+                if !subs.iter().any(|(s, _)| *s == sub) {
+                    subs.push((sub, subdir(at, sub, owner, how)?));
+                }
+                let fd = &subs.iter().find(|(s, _)| *s == sub).expect("just made").1;
+                (fd, file)
+            }
+        };
+        match how {
+            Create::Fresh => write_new(dir, name, text)?,
+            Create::Replace => {
+                let tmp = format!(".{name}.{}.tmp", crate::outdir::random_hex()?);
+                write_new(dir, &tmp, text)?;
+                if let Err(e) = fcntl::renameat(dir, tmp.as_str(), dir, name) {
+                    let _ = unistd::unlinkat(dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A new file `name` in `dir` holding `text`, 0444, created without
+/// following a link (`O_EXCL|O_NOFOLLOW`).
+fn write_new(dir: &OwnedFd, name: &str, text: &str) -> io::Result<()> {
+    let fd = fcntl::openat(
+        dir,
+        name,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o444),
+    )?;
+    stat::fchmod(&fd, Mode::from_bits_truncate(0o444))?;
+    File::from(fd).write_all(text.as_bytes())
+}
+
+/// The subdirectory `sub` of `at`: made 0755, or, with [`Create::Replace`],
+/// the one already there when it is this user's and nobody else can
+/// write it.
+fn subdir(at: &OwnedFd, sub: &str, owner: Option<(Uid, Gid)>, how: Create) -> io::Result<OwnedFd> {
+    let made = match stat::mkdirat(at, sub, Mode::from_bits_truncate(0o755)) {
+        Ok(()) => true,
+        Err(Errno::EEXIST) if how == Create::Replace => false,
+        Err(e) => return Err(e.into()),
+    };
+    let fd = fcntl::openat(
+        at,
+        sub,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    if !made {
+        let st = stat::fstat(&fd)?;
+        if st.st_uid != Uid::effective().as_raw() || st.st_mode & 0o022 != 0 {
+            return Err(io::Error::other(format!(
+                "{sub} is there already and is not yours alone (uid {}, mode {:04o})",
+                st.st_uid,
+                st.st_mode & 0o7777
+            )));
+        }
+    }
+    stat::fchmod(&fd, Mode::from_bits_truncate(0o755))?;
+    if let Some((uid, gid)) = owner {
+        unistd::fchown(&fd, Some(uid), Some(gid))?;
+    }
+    Ok(fd)
 }
 
 /// The base directory, if tracer may create in it: owned by root (or

@@ -6,7 +6,10 @@
 //! command would have had as the runner reads that variable (`Join`).
 //! Every change is logged in the header (`env_changes`). `--runtime-stacks`
 //! is a second table, [`RUNTIME_STACKS`]: variables only, no files.
+//! `tracer integrations` writes the same files into a directory the job
+//! keeps (`kept.rs`) and prints the same plan for the job to load.
 mod dir;
+mod kept;
 
 use std::{
     ffi::{OsStr, OsString},
@@ -15,6 +18,7 @@ use std::{
 };
 
 pub use dir::IntegrationDir;
+pub use kept::write_kept;
 
 use nix::unistd::{Gid, Uid};
 

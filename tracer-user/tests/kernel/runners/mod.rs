@@ -25,6 +25,7 @@ mod matrix;
 mod never_at_the_cost;
 mod nextest;
 mod pytest;
+mod sidecar;
 mod vitest;
 
 pub(super) fn report(r: &Recorded) -> Report {

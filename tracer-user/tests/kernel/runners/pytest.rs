@@ -321,12 +321,14 @@ fn with_tests_the_jobs_own_plugins_and_path_are_kept() {
 }
 
 /// A daemon starts no command: `--tests` there is a usage error that says
-/// what to do, before anything is loaded or written.
+/// what to do (`tracer integrations`, the sidecar form's way), before
+/// anything is loaded or written.
 #[test]
 fn daemon_tests_is_refused_with_what_to_do() {
     let err = crate::common::daemon_refuses("--tests");
     assert!(
-        err.contains("daemon --tests") && err.contains("-p tracer_pytest"),
+        err.contains("daemon --tests")
+            && err.contains("tracer integrations --dir DIR --format shell"),
         "{err}"
     );
 }
