@@ -1,5 +1,6 @@
 //! What the log adds to a hang snapshot: which of its processes were leaked
-//! (the parent that forked them had ended), and who stopped a stopped one.
+//! (the parent that forked them had ended), who stopped a stopped one, and
+//! which is the run's root (what the run waits on is followed from it).
 use tracer_common::signals::STOP_SIGS;
 
 use super::{wording as w, AnalysisOptions, Ctx};
@@ -15,6 +16,13 @@ pub fn snapshot_facts(model: &Model, t: u64, snap: &Snapshot) -> LogFacts {
     let cx = Ctx::new(model, 0, &opts);
     let mut facts = LogFacts {
         reaper: (model.tracer_pid != 0).then_some(model.tracer_pid),
+        // The wrapped command, when the snapshot holds that very process
+        // (not a later one with its pid).
+        root: model
+            .root
+            .filter(|k| owner(model, k.pid, t) == Some(*k))
+            .map(|k| k.pid)
+            .filter(|pid| snap.processes.iter().any(|p| p.pid == *pid)),
         ..LogFacts::default()
     };
     for sp in &snap.processes {

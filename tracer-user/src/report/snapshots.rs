@@ -19,6 +19,12 @@ pub struct SnapshotReport {
     /// log has resource samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_minute: Option<crate::resources::story::LastMinute>,
+    /// The pids the run waits on: from its root (the wrapped command) down
+    /// its waits for children, to the first that waits for none. Their
+    /// findings lead the list and the verdict. Empty when the root is not
+    /// in the snapshot (a daemon's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holding: Vec<u32>,
     #[serde(flatten)]
     pub snapshot: Snapshot,
 }
@@ -34,6 +40,7 @@ pub(super) fn collect(model: &Model) -> Vec<SnapshotReport> {
             let mut snapshot = s.snapshot.clone();
             snapshot.findings = crate::snapshot::with_log_facts(&s.snapshot, &facts);
             SnapshotReport {
+                holding: crate::snapshot::holding(&s.snapshot, &facts),
                 seq: s.at.seq,
                 time: s.at.time.clone(),
                 reason: s.reason.clone(),
@@ -62,14 +69,18 @@ pub(super) fn verdict_clause(snaps: &[SnapshotReport], stopped_itself: bool) -> 
         _ if stopped_itself => "Stopped",
         _ => "Cancelled",
     };
-    // A stuck process's own state (leaked writer, frozen, stopped) says
-    // more than the parent waiting on it, so it leads when there is one.
-    let lead = s
-        .snapshot
-        .findings
+    // What the run waits on leads: why a process it waits on is stuck
+    // (with who holds the other end of its read). Else a stuck process's
+    // own state (leaked writer, frozen, stopped) says more than the
+    // parent waiting on it, so it leads when there is one.
+    let findings = &s.snapshot.findings;
+    let lead = findings
         .iter()
-        .find(|f| LEADS.contains(&f.kind.as_str()))
-        .or(s.snapshot.findings.first());
+        .find(|f| {
+            s.holding.contains(&f.pid) && crate::snapshot::STUCK_KINDS.contains(&f.kind.as_str())
+        })
+        .or_else(|| findings.iter().find(|f| LEADS.contains(&f.kind.as_str())))
+        .or(findings.first());
     // Starved (CPU-throttled, stalled): a few words, first.
     let starved = s
         .last_minute
@@ -195,6 +206,7 @@ mod tests {
             vanished: false,
         };
         SnapshotReport {
+            holding: Vec::new(),
             seq: 1,
             time: "t".into(),
             reason: "timeout".into(),

@@ -1,6 +1,7 @@
 //! The deadlock rules: pure functions of captured processes, so they are
 //! tested on hand-built values and never touch /proc.
 use super::{
+    doing::{holders_named, other_end},
     render::one_line,
     syscalls::{READS_FD_ARG0, WAITS_FOR_CHILD},
     threads::*,
@@ -32,7 +33,9 @@ pub fn analyze(procs: &[ProcSnapshot]) -> Vec<Finding> {
 /// will, and as long as it holds that end the read never even sees EOF.
 fn self_held_peer(p: &ProcSnapshot) -> Vec<Finding> {
     let mut out = Vec::new();
-    for t in &p.threads {
+    // An accept waits for a connection: it reads none of the process's
+    // sockets, though a unix accept sleeps where a read does.
+    for t in p.threads.iter().filter(|t| !accepting(t)) {
         let (on_socket, wait) = match sleeps_in(t, SOCKET_READ_WAITS) {
             Some(w) => (true, w),
             None => match sleeps_in(t, PIPE_READ_WAITS) {
@@ -162,7 +165,7 @@ fn waits_on_blocked_child(
         if children.is_empty() || !children.iter().all(|c| blocked(c, procs, 0)) {
             continue;
         }
-        let what = join(children.iter().map(|c| describe_child(c, self_held)));
+        let what = join(children.iter().map(|c| describe_child(c, procs, self_held)));
         out.push(Finding {
             kind: WAITS_ON_BLOCKED_CHILD.into(),
             pid: p.pid,
@@ -177,7 +180,7 @@ fn waits_on_blocked_child(
 
 /// Honour the wait's target when the syscall args say it: wait4(pid>0),
 /// wait4(-pgid / 0), waitid(P_PID / P_PGID). Otherwise any child.
-fn waited_for(p: &ProcSnapshot, t: &ThreadSnapshot, c: &ProcSnapshot) -> bool {
+pub(super) fn waited_for(p: &ProcSnapshot, t: &ThreadSnapshot, c: &ProcSnapshot) -> bool {
     let (Some(name), Some(a0), Some(a1)) = (syscall_name(t), arg(t, 0), arg(t, 1)) else {
         return true;
     };
@@ -268,7 +271,11 @@ fn frozen(p: &ProcSnapshot) -> Option<Finding> {
     })
 }
 
-fn describe_child(c: &ProcSnapshot, self_held: &[(u32, Option<u32>)]) -> String {
+fn describe_child(
+    c: &ProcSnapshot,
+    procs: &[ProcSnapshot],
+    self_held: &[(u32, Option<u32>)],
+) -> String {
     let flagged = c
         .threads
         .iter()
@@ -286,9 +293,15 @@ fn describe_child(c: &ProcSnapshot, self_held: &[(u32, Option<u32>)]) -> String 
         );
         if let Some(name) = syscall_name(t) {
             s += &format!(" [{name}");
-            if READS_FD_ARG0.contains(&name) {
+            if accepting(t) {
+                s += ": waiting for a connection on a listening socket";
+            } else if READS_FD_ARG0.contains(&name) {
                 if let Some(f) = arg(t, 0).and_then(|fd| c.fd(fd as i32)) {
                     s += &format!(" fd {} {}", f.fd, f.target);
+                    // A read waits on the other end: name who holds it.
+                    if let Some((_, hs)) = other_end(c.pid, f).filter(|(_, hs)| !hs.is_empty()) {
+                        s += &format!(", other end held by {}", holders_named(&hs, procs));
+                    }
                 }
             }
             s += "]";

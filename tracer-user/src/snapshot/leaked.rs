@@ -8,8 +8,12 @@
 use std::collections::BTreeMap;
 
 use super::{
+    doing::proc_doing,
+    holds,
     syscalls::READS_FD_ARG0,
-    threads::{arg, command, sleeps_in, syscall_name, PIPE_READ_WAITS, SOCKET_READ_WAITS},
+    threads::{
+        accepting, arg, command, sleeps_in, syscall_name, PIPE_READ_WAITS, SOCKET_READ_WAITS,
+    },
     FdKind, Finding, ProcSnapshot, Snapshot, HELD_BY_LEAKED, ORPHANED, STOPPED,
 };
 
@@ -23,10 +27,15 @@ pub struct LogFacts {
     pub orphans: BTreeMap<u32, String>,
     /// For a stopped process, the stop signal's sender as a phrase.
     pub stops: BTreeMap<u32, String>,
+    /// The run's root (the wrapped command) when it is in the snapshot:
+    /// what the run waits on is followed from it, and its session is the
+    /// run's.
+    pub root: Option<u32>,
 }
 
-/// The snapshot's findings with the log's facts applied, sorted as
-/// `analyze` sorts them.
+/// The snapshot's findings with the log's facts applied: those about what
+/// the run waits on first (see `holds`), the rest sorted as `analyze`
+/// sorts them.
 pub fn with_log_facts(s: &Snapshot, facts: &LogFacts) -> Vec<Finding> {
     let mut out: Vec<Finding> = s
         .findings
@@ -41,15 +50,36 @@ pub fn with_log_facts(s: &Snapshot, facts: &LogFacts) -> Vec<Finding> {
             f
         })
         .collect();
+    // The run's session, from its root: a process outside it left it.
+    let session = facts
+        .root
+        .and_then(|r| s.processes.iter().find(|p| p.pid == r))
+        .map(|r| r.sid);
     for p in &s.processes {
         if let Some(f) = reaped_by_tracer(p, facts) {
             out.push(f);
         }
         out.extend(held_by_leaked(p, &s.processes, facts));
-        out.extend(socket_held_by_leaked(p, &s.processes, facts));
+        out.extend(socket_held_by_leaked(p, &s.processes, facts, session));
     }
-    out.sort_by(|a, b| (a.pid, a.tid, &a.kind).cmp(&(b.pid, b.tid, &b.kind)));
+    let held = holding_of(s, facts);
+    let blocks = holds::blocks_the_run(&held, &s.processes, &out);
+    out.extend(blocks);
+    holds::order(&mut out, &held);
     out
+}
+
+/// The pids the run waits on (see `holds`), in the order their findings
+/// lead: what a hang's verdict names first. Empty without the run's root.
+pub fn holding(s: &Snapshot, facts: &LogFacts) -> Vec<u32> {
+    holding_of(s, facts).into_iter().map(|h| h.pid).collect()
+}
+
+fn holding_of(s: &Snapshot, facts: &LogFacts) -> Vec<holds::Held> {
+    facts
+        .root
+        .map(|r| holds::held(&s.processes, r))
+        .unwrap_or_default()
 }
 
 fn leaked(pid: u32, procs: &[ProcSnapshot], facts: &LogFacts) -> bool {
@@ -156,16 +186,23 @@ fn held_by_leaked(p: &ProcSnapshot, procs: &[ProcSnapshot], facts: &LogFacts) ->
 
 /// A thread blocked reading a unix or TCP socket whose other end is held
 /// only by leaked or detached processes (their parent exited, or they left
-/// the reader's session with setsid): a daemon a test started and left
+/// the run's session with setsid): a daemon a test started and left
 /// behind, which holds the connection and never answers. The read ends
-/// only when that process writes, exits or closes its end.
+/// only when that process writes, exits or closes its end. `session` is
+/// the run's (its root's); without it, the reader's. A thread in accept
+/// reads nothing: it waits for a connection.
 fn socket_held_by_leaked(
     p: &ProcSnapshot,
     procs: &[ProcSnapshot],
     facts: &LogFacts,
+    session: Option<u32>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    for t in &p.threads {
+    let (session, whose) = match session {
+        Some(s) => (s, "the run's"),
+        None => (p.sid, "the reader's"),
+    };
+    for t in p.threads.iter().filter(|t| !accepting(t)) {
         let Some(wait) = sleeps_in(t, SOCKET_READ_WAITS) else {
             continue;
         };
@@ -193,19 +230,26 @@ fn socket_held_by_leaked(
             let others: Vec<_> = holders.iter().filter(|h| h.pid != p.pid).collect();
             let why = |pid: u32| -> Option<String> {
                 let q = procs.iter().find(|q| q.pid == pid);
-                // It left the reader's session (setsid, or a child of a
-                // process that did): a daemon on its own.
-                let detached = q.is_some_and(|q| q.sid != p.sid);
+                // It left the run's session (setsid, or a child of a
+                // process that did): a daemon on its own. Said as the
+                // snapshot has it: its own session only when it leads it.
+                let detached = q.filter(|q| q.sid != session).map(|q| {
+                    if q.sid == q.pid {
+                        "detached: its own session".to_string()
+                    } else {
+                        format!("detached: session {}, not {whose}", q.sid)
+                    }
+                });
                 let orphan = facts
                     .orphans
                     .get(&pid)
                     .map(|parent| format!("its parent {parent} exited"));
                 let reparented = q.is_some_and(|q| q.ppid == 1 && q.pid != 1);
                 match (detached, orphan) {
-                    (true, Some(o)) => Some(format!("detached: its own session; {o}")),
-                    (true, None) => Some("detached: its own session".into()),
-                    (false, Some(o)) => Some(o),
-                    (false, None) if reparented => Some("re-parented to init".into()),
+                    (Some(d), Some(o)) => Some(format!("{d}; {o}")),
+                    (Some(d), None) => Some(d),
+                    (None, Some(o)) => Some(o),
+                    (None, None) if reparented => Some("re-parented to init".into()),
                     _ => None,
                 }
             };
@@ -218,9 +262,8 @@ fn socket_held_by_leaked(
                     let q = procs.iter().find(|q| q.pid == h.pid);
                     let cmd = q.map_or_else(|| h.comm.clone(), command);
                     let doing = q
-                        .and_then(|q| q.threads.first())
-                        .and_then(|t| syscall_name(t).map(str::to_string))
-                        .map(|sc| format!(", in {sc}"))
+                        .and_then(proc_doing)
+                        .map(|d| format!(", {d}"))
                         .unwrap_or_default();
                     format!(
                         "pid {} ({cmd}, fd {}; {}{doing})",

@@ -2,7 +2,10 @@
 //! open fds with *who holds the other end*, plus findings for the classic
 //! self-deadlocks (a thread reading a socket whose only peer it holds
 //! itself; a parent waiting on a child that is itself blocked; a leaked
-//! daemon reparented to init).
+//! daemon reparented to init), ordered by what holds the run (`holds`: the
+//! process its root waits on leads, with who holds the other end of its
+//! read). A blocked call is said as what it is (`doing`): an accept waits
+//! for a connection, it never reads.
 //!
 //! Capture (`take`) reads /proc and sock_diag once; analysis
 //! (`analyze`) is a pure function of the captured values, so every rule is
@@ -15,10 +18,12 @@
 //! process writing later, which is why the finding says *no other process*.
 use serde::{Deserialize, Serialize};
 
+mod doing;
 mod findings;
 mod freezer;
 #[cfg(test)]
 mod hang_tests;
+mod holds;
 mod leaked;
 mod procread;
 mod render;
@@ -31,7 +36,8 @@ mod threads;
 mod withhold;
 
 pub use findings::analyze;
-pub use leaked::{with_log_facts, LogFacts};
+pub use holds::STUCK_KINDS;
+pub use leaked::{holding, with_log_facts, LogFacts};
 pub use procread::{count_fds, read_argv};
 pub use render::{fd_line, render_text, thread_line};
 pub use syscalls::{syscall_name, syscall_name_on};
@@ -67,13 +73,15 @@ pub const ORPHANED: &str = "orphaned";
 pub const STOPPED: &str = "stopped";
 pub const FROZEN: &str = "frozen";
 pub const HELD_BY_LEAKED: &str = "held_by_leaked";
+pub const BLOCKS_THE_RUN: &str = "blocks_the_run";
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Snapshot {
     /// Sorted by pid.
     pub processes: Vec<ProcSnapshot>,
-    /// Sorted by (pid, tid, kind).
+    /// Sorted by (pid, tid, kind) as taken; a report's list leads with those
+    /// about the processes the run waits on (`holding`).
     pub findings: Vec<Finding>,
     /// Capture caveats a reader must know to trust the findings (sock_diag
     /// unavailable, /proc scan truncated, pid vanished). Empty when complete.
@@ -287,7 +295,9 @@ pub enum FdKind {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Finding {
-    /// One of SELF_HELD_PEER, WAITS_ON_BLOCKED_CHILD, ORPHANED.
+    /// self_held_peer, waits_on_blocked_child, orphaned, stopped or
+    /// frozen; in a report also held_by_leaked and blocks_the_run, which
+    /// need the log.
     pub kind: String,
     /// The process the finding is about.
     pub pid: u32,

@@ -31,6 +31,16 @@ pub(super) const PIPE_READ_WAITS: &[&str] = &[
     "anon_pipe_read",
     "fifo_pipe_read",
 ];
+/// Where a thread waiting for a connection sleeps: a unix accept waits
+/// for its queue in the datagram helpers a read also uses
+/// (`__skb_wait_for_more_packets` under `unix_accept`), so these frames,
+/// or the syscall, tell an accept from a read.
+pub(super) const ACCEPT_WAITS: &[&str] = &[
+    "unix_accept",
+    "inet_csk_accept",
+    "inet_csk_wait_for_connect",
+];
+pub(super) const ACCEPT_CALLS: &[&str] = &["accept", "accept4"];
 pub(super) const CHILD_WAITS: &[&str] = &["do_wait", "kernel_wait4", "kernel_waitid"];
 /// Timed sleeps wake by themselves: a child in one is not stuck.
 pub(super) const TIMED_SLEEPS: &[&str] = &["hrtimer_nanosleep", "do_nanosleep", "common_nsleep"];
@@ -79,6 +89,14 @@ pub(super) fn arg(t: &ThreadSnapshot, i: usize) -> Option<u64> {
         SyscallState::Syscall { args, .. } => args.get(i).copied(),
         _ => None,
     }
+}
+
+/// The thread waits for a connection on a listening socket (accept,
+/// accept4): it reads nothing, whatever its wait channel shares with a
+/// read.
+pub(super) fn accepting(t: &ThreadSnapshot) -> bool {
+    syscall_name(t).is_some_and(|n| ACCEPT_CALLS.contains(&n))
+        || sleeps_in(t, ACCEPT_WAITS).is_some()
 }
 
 pub(super) fn timed_sleep(t: &ThreadSnapshot) -> bool {

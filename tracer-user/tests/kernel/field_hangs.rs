@@ -1,5 +1,5 @@
 //! Hangs that explain themselves, on the real kernel: a reader whose pipe
-//! only a leaked grandchild holds, a stopped process and who stopped it, a
+//! only a leaked grandchild holds, a socket read the run waits on, a stopped process and who stopped it, a
 //! frozen cgroup (v1 freezer and v2 cgroup.freeze), and a job that merely
 //! sleeps (no deadlock finding).
 use std::{
@@ -10,7 +10,7 @@ use std::{
 use crate::common::*;
 use tracer_user::{
     report::{build_report, Report, ReportOptions},
-    snapshot::Finding,
+    snapshot::{Finding, SyscallState},
 };
 
 /// When tracer snapshots the run: late enough that the scenario is in place
@@ -135,13 +135,136 @@ fn a_reader_whose_socket_peer_is_a_detached_daemon_names_it() {
             && held
                 .detail
                 .contains("held only by a leaked or detached process: pid")
-            && held.detail.contains("detached: its own session"),
+            // setsid, then a fork: the session it is in is its exited
+            // parent's, not its own.
+            && held.detail.contains("; detached: session ")
+            && held.detail.contains(", not the run's; its parent"),
         "{}",
         held.detail
     );
     assert!(
         rep.verdict.starts_with("Timed out while blocked: thread")
             && rep.verdict.contains("detached"),
+        "{}",
+        rep.verdict
+    );
+    rerenders_the_same(&r);
+}
+
+/// Issue 40's socket hang: the run's root forks a client and waits for
+/// it; the client talks to a server (a daemon in its own session, whose
+/// thread then waits in accept4 for the next connection), then blocks in
+/// recvfrom on a socketpair whose other end only the root holds. The
+/// server's accept is no read, and the client is in the run's session: the
+/// lead is the client's read, with the root named as the holder.
+const SOCKET_HANG: &str = r#"
+import os, socket, sys, threading
+path = sys.argv[1]
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(path); srv.listen(4)
+if os.fork() == 0:
+    os.setsid()
+    conns = []
+    def serve():
+        while True:
+            c, _ = srv.accept(); conns.append(c); c.send(b"k")
+    t = threading.Thread(target=serve); t.start(); t.join()
+srv.close()
+a, b = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    a.close()
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(path)
+    c.recv(1)
+    b.recv(1)
+    os._exit(0)
+b.close()
+os.waitpid(pid, 0)
+"#;
+
+#[test]
+fn a_socket_hang_leads_with_the_read_the_run_waits_on_and_its_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("server.sock");
+    let r = record(
+        &[
+            "--timeout",
+            HANG_AFTER,
+            "--kill-grace",
+            "2s",
+            "--leaks",
+            "kill",
+        ],
+        &["python3", "-c", SOCKET_HANG, sock.to_str().unwrap()],
+    );
+    assert_eq!(r.code(), Some(124), "{}", r.stderr());
+    let rep = report(&r);
+    let procs = &rep.snapshots[0].snapshot.processes;
+    let in_call = |call: &str| {
+        procs
+            .iter()
+            .find(|p| {
+                p.threads.iter().any(|t| {
+                    matches!(&t.syscall, SyscallState::Syscall { name: Some(n), .. } if n == call)
+                })
+            })
+            .unwrap_or_else(|| panic!("nobody in {call}: {procs:#?}"))
+    };
+    let client = in_call("recvfrom");
+    let server = in_call("accept4");
+    let root = client.ppid;
+    // The scenario as the issue saw it: the server setsid'd, the client is
+    // in the run's session (the root's).
+    assert_ne!(server.sid, client.sid);
+    assert_eq!(
+        procs.iter().find(|p| p.pid == root).unwrap().sid,
+        client.sid
+    );
+    let all = findings(&rep);
+    let first = &all[0];
+    assert_eq!(
+        (
+            first.kind.as_str(),
+            first.pid,
+            first.related_pids.as_slice()
+        ),
+        ("blocks_the_run", client.pid, &[root][..]),
+        "{all:#?}"
+    );
+    assert!(
+        first
+            .detail
+            .contains(&format!("thread {0} of pid {0} (", client.pid))
+            && first
+                .detail
+                .contains("blocked in recvfrom reading a unix socket (fd ")
+            && first
+                .detail
+                .contains(&format!("whose other end only pid {root} ("))
+            && first.detail.contains(&format!(
+                "and pid {root} waits in wait4 for pid {}: neither can go on",
+                client.pid
+            )),
+        "{}",
+        first.detail
+    );
+    // Nothing the snapshot contradicts: the accept is not a read, and no
+    // process of the run's session is called detached.
+    assert!(
+        all.iter()
+            .all(|f| f.pid != server.pid || f.kind != "held_by_leaked"),
+        "{all:#?}"
+    );
+    assert!(
+        all.iter().all(|f| !f.detail.contains("detached")),
+        "{all:#?}"
+    );
+    assert!(
+        rep.verdict.starts_with(&format!(
+            "Timed out while blocked: thread {0} of pid {0} (",
+            client.pid
+        )) && rep.verdict.contains(&format!("only pid {root} (")),
         "{}",
         rep.verdict
     );

@@ -268,7 +268,9 @@ fn a_socket_held_by_a_detached_daemon_explains_the_hang() {
     let f = finding(&r, "held_by_leaked");
     assert!(
         f.detail.contains("reading a unix socket (fd 3) whose other end is held only by a leaked or detached process")
-            && f.detail.contains("detached: its own session")
+            // setsid, then a fork: the session is its exited parent's,
+            // which the snapshot shows (sid 30868), not its own.
+            && f.detail.contains("detached: session 30868, not the run's")
             && f.detail.contains(", in clock_nanosleep)"),
         "{}",
         f.detail
