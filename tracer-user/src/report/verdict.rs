@@ -414,7 +414,8 @@ pub(super) fn then_lines(a: &Analysis) -> Vec<String> {
     let roots: Vec<&Certificate> = a
         .certificates
         .iter()
-        .filter(|c| c.rank == rank && !c.consequences.is_empty())
+        // A quiet helper's chain is not named on line 1: no line under it.
+        .filter(|c| c.rank == rank && !c.consequences.is_empty() && !c.quiet_helper)
         .take(2)
         .collect();
     let several = roots.len() > 1;

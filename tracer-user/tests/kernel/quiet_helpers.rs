@@ -153,6 +153,15 @@ fn a_shims_failed_lookup_is_routine_beside_the_program_that_failed() {
         rep.verdict
     );
     assert!(!rep.verdict.contains("version-name"), "{}", rep.verdict);
+    // The lookup's chain (its subshell, itself, the shim's subshell) has
+    // no "then:" line under a verdict that does not name it.
+    let md = std::fs::read_to_string(r.path("report.md")).unwrap();
+    let under: Vec<&str> = md
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("**Run:**"))
+        .collect();
+    assert!(!under.iter().any(|l| l.starts_with("then:")), "{md}");
 }
 
 /// A pytest-style failure (its report on stdout, nothing on stderr) behind
