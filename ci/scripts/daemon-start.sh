@@ -3,7 +3,7 @@
 # once it is watching: a job step that runs after this is observed.
 #
 #   daemon-start.sh [--output DIR] [--scope SCOPE] [--state DIR]
-#                   [--ready-timeout SECONDS] [--tests true|false]
+#                   [--ready-timeout SECONDS] [--fail-open] [--tests true|false]
 #                   [--tests-dir DIR] [-- extra tracer daemon options]
 #
 # SCOPE (TRACER_SCOPE, default all):
@@ -49,6 +49,12 @@
 # as without the integrations. A failure there is a warning: the daemon
 # watches either way, and the suite runs as it would without them.
 #
+# --fail-open (TRACER_FAIL_OPEN=true): a daemon that cannot start (no BTF,
+# an unsupported kernel, a scope that does not exist) is a ::warning, not a
+# failure: its log is shown, root's directory is removed, the state
+# directory says so (`fail-open`, the reason), and the job runs untraced;
+# daemon-stop.sh --fail-open then has nothing to stop.
+#
 # Readiness is the daemon's own word: it prints "tracer: daemon watching ..."
 # once its hooks are attached and the scope is set (see
 # tracer-user/src/daemon.rs). No sleep-and-hope.
@@ -63,8 +69,10 @@ state=${TRACER_STATE_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-daemon}}
 timeout=${TRACER_READY_TIMEOUT:-120}
 tests=${TRACER_TESTS:-true}
 tests_dir=${TRACER_TESTS_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-tests}}
+fail_open=${TRACER_FAIL_OPEN:-false}
 while [ $# -gt 0 ]; do
     case $1 in
+    --fail-open) fail_open=true; shift ;;
     --output) output=$2; shift 2 ;;
     --scope) scope=$2; shift 2 ;;
     --state) state=$2; shift 2 ;;
@@ -123,7 +131,7 @@ output=$(cd "$output" && pwd)
 if [ -f "$state/run" ] && run=$(ci_daemon_run_dir "$state" 2>/dev/null) && [ ! -f "$run/rc" ]; then
     ci_die "a daemon started from $state is still running (pid $(cat "$run/pid" 2>/dev/null)): stop it first"
 fi
-rm -f "$state/run" "$state/rc" "$state/daemon.log" "$state/output"
+rm -f "$state/run" "$state/rc" "$state/daemon.log" "$state/output" "$state/fail-open"
 
 # As root, in its own session (a step's end or Ctrl-C reaches nothing of it),
 # every fd away from the step's pipes (the runner would wait on them). The
@@ -151,11 +159,25 @@ run=$(as_root sh -c '
 printf '%s\n' "$run" >"$state/run"
 run=$(ci_daemon_run_dir "$state")
 
+# The daemon did not start: fail, or with --fail-open say so loudly and let
+# the job run untraced.
+not_started() {
+    if [ "$fail_open" != true ]; then
+        ci_die "$1"
+    fi
+    as_root rm -rf -- "$run"
+    rm -f "$state/run"
+    printf '%s\n' "$1" >"$state/fail-open"
+    ci_log "$1; --fail-open: the job runs untraced"
+    echo "::warning title=tracer::the tracer daemon could not start (fail-open), so this job runs untraced: $1"
+    exit 0
+}
+
 ticks=$((timeout * 10))
 while :; do
     if [ -f "$run/rc" ]; then
         cat "$run/daemon.log" >&2
-        ci_die "the daemon exited (status $(cat "$run/rc")) before it was watching"
+        not_started "the daemon exited (status $(cat "$run/rc")) before it was watching"
     fi
     if [ -f "$run/start" ] && grep -q '^tracer: daemon watching' "$run/daemon.log"; then
         break

@@ -2,7 +2,12 @@
 # Stop the daemon daemon-start.sh started (SIGTERM: it writes its reports and
 # exits), wait until it has exited, and hand the reports to the caller.
 #
-#   daemon-stop.sh [--state DIR] [--stop-timeout SECONDS] [--fail-on LIST]
+#   daemon-stop.sh [--state DIR] [--stop-timeout SECONDS] [--fail-on LIST] [--fail-open]
+#
+# --fail-open (TRACER_FAIL_OPEN=true): when daemon-start.sh --fail-open
+# could not start the daemon (its `fail-open` note in the state directory),
+# there is nothing to stop or judge: it says so and exits 0. Without it, a
+# daemon that never started fails the step as ever.
 #
 # Idempotent: a daemon already stopped is not signalled again, so a job can
 # stop it at the end of its script (with --fail-on, to fail the job) and again
@@ -27,8 +32,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 state=${TRACER_STATE_DIR:-${RUNNER_TEMP:+$RUNNER_TEMP/tracer-daemon}}
 timeout=${TRACER_STOP_TIMEOUT:-600}
 fail_on=${TRACER_FAIL_ON:-}
+fail_open=${TRACER_FAIL_OPEN:-false}
 while [ $# -gt 0 ]; do
     case $1 in
+    --fail-open) fail_open=true; shift ;;
     --state) state=$2; shift 2 ;;
     --stop-timeout) timeout=$2; shift 2 ;;
     --fail-on) fail_on=$2; shift 2 ;;
@@ -39,6 +46,10 @@ done
 [ -n "$state" ] || ci_die "which daemon? pass --state DIR (daemon-start.sh printed it) or set TRACER_STATE_DIR"
 state=$(ci_private_dir "$state")
 
+if [ "$fail_open" = true ] && [ ! -f "$state/run" ] && [ -f "$state/fail-open" ]; then
+    ci_log "no daemon to stop: it did not start ($(cat "$state/fail-open")); --fail-open: the job ran untraced"
+    exit 0
+fi
 if [ ! -f "$state/run" ] && [ -f "$state/rc" ]; then
     # Its verdict was given by the stop that collected it; the copies here
     # are the caller's (the job could rewrite them), so nothing is judged.

@@ -4,23 +4,30 @@
 # `::error` annotation per unexpected death (a `::warning` when the log is
 # incomplete), then --fail-on judged by the tracer itself.
 #
-#   github-report.sh [--fail-on LIST] [--artifact-url URL] [--artifact-name NAME] DIR
+#   github-report.sh [--fail-on LIST] [--fail-open] [--artifact-url URL] [--artifact-name NAME] DIR
 #
 # Environment: GITHUB_STEP_SUMMARY (the summary file; skipped when unset),
-# TRACER_FAIL_ON, TRACER_ARTIFACT_URL, TRACER_ARTIFACT_NAME. Needs jq (on
-# GitHub's runner images) for the annotations.
+# TRACER_FAIL_ON, TRACER_FAIL_OPEN (true: as --fail-open),
+# TRACER_ARTIFACT_URL, TRACER_ARTIFACT_NAME. Needs jq (on GitHub's runner
+# images) for the annotations.
+#
+# --fail-open: the job chose to run untraced where tracer cannot start
+# (tracer-record --fail-open, the action's fail-open input): a missing
+# report is then a ::warning, never a failure.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
 fail_on=${TRACER_FAIL_ON:-}
+fail_open=${TRACER_FAIL_OPEN:-false}
 artifact_url=${TRACER_ARTIFACT_URL:-}
 artifact_name=${TRACER_ARTIFACT_NAME:-}
 dir=
 while [ $# -gt 0 ]; do
     case $1 in
     --fail-on) fail_on=$2; shift 2 ;;
+    --fail-open) fail_open=true; shift ;;
     --artifact-url) artifact_url=$2; shift 2 ;;
     --artifact-name) artifact_name=$2; shift 2 ;;
     -*) ci_die "github-report.sh: unknown option $1" ;;
@@ -30,6 +37,10 @@ done
 [ -n "$dir" ] || ci_die "usage: github-report.sh [options] DIR"
 
 if ! (collect_reports "$dir"); then
+    if [ "$fail_open" = true ]; then
+        echo "::warning title=tracer::no tracer report in $dir: tracer did not run (fail-open), so this job ran untraced and was not judged (see the step log)"
+        exit 0
+    fi
     echo "::error title=tracer::no tracer report in $dir (see the step log)"
     exit 1
 fi

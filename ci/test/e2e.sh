@@ -164,6 +164,86 @@ serve_release() {
     release_url=http://127.0.0.1:$port
 }
 
+# fail-open: a runner where tracer cannot start keeps running the tests, and
+# a missing report is a warning, never a failure; without it, both fail the
+# job. A daemon that cannot start stands in for a runner where tracer cannot
+# load: its output directory is world-writable, which tracer refuses before
+# it watches anything. The one-step form's untraced run (tracer-record
+# --fail-open) writes no report, as the Tests step here writes none.
+# $1: the world-readable copy of ci/.
+section_github_fail_open() {
+    local src=$1 result=$work/github-open.json job
+    mkdir -p "$work/open-out"
+    chmod 1777 "$work/open-out"
+    cat >"$work/open.yml" <<'EOF'
+name: fail-open
+on: push
+jobs:
+  daemon-open:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: OWNER/tracer/ci/github@<commit-sha>
+        with: { mode: start, scope: all, output: OPEN_OUT, fail-open: 'true' }
+      - name: Tests
+        run: touch tests-ran
+      - uses: OWNER/tracer/ci/github@<commit-sha>
+        if: always()
+        with: { mode: stop, output: OPEN_OUT, fail-open: 'true' }
+  daemon-closed:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: OWNER/tracer/ci/github@<commit-sha>
+        with: { mode: start, scope: all, output: OPEN_OUT }
+      - name: Tests
+        run: touch tests-ran
+  record-open:
+    runs-on: ubuntu-latest
+    steps:
+      - name: Tests
+        run: mkdir -p tracer-report && touch tests-ran
+      - uses: OWNER/tracer/ci/github@<commit-sha>
+        if: always()
+        with: { mode: report, fail-open: 'true' }
+  record-closed:
+    runs-on: ubuntu-latest
+    steps:
+      - name: Tests
+        run: mkdir -p tracer-report && touch tests-ran
+      - uses: OWNER/tracer/ci/github@<commit-sha>
+        if: always()
+        with: { mode: report }
+EOF
+    sed -i "s|OPEN_OUT|$work/open-out|" "$work/open.yml"
+    "$python" "$repo/ci/test/gha.py" --workflow "$work/open.yml" --work "$work/github-open" \
+        --user "$user" --action "OWNER/tracer/ci/github@<commit-sha>=$src/ci/github" \
+        --result "$result" >"$work/github-open.log" 2>&1 ||
+        { cat "$work/github-open.log"; fail "github fail-open: gha.py"; }
+    for job in daemon-open record-open; do
+        [ "$(jq -r --arg j "$job" '.[$j].conclusion' "$result")" = success ] ||
+            { cat "$work/github-open.log"; fail "github $job: fail-open should keep the job green"; }
+        [ -f "$(jq -r --arg j "$job" '.[$j].workspace' "$result")/tests-ran" ] ||
+            fail "github $job: the tests did not run"
+        jq -e --arg j "$job" '.[$j].annotations | map(select(.level == "error")) | length == 0' \
+            "$result" >/dev/null || fail "github $job: an ::error annotation under fail-open"
+    done
+    jq -e '."daemon-open".annotations | map(select(.level == "warning"
+            and (.message | contains("could not start (fail-open)")))) | length == 1' "$result" >/dev/null ||
+        fail "github daemon-open: no ::warning that the daemon could not start"
+    jq -e '."daemon-open".log | contains("no daemon to stop")' "$result" >/dev/null ||
+        fail "github daemon-open: the stop step did not say there was nothing to stop"
+    jq -e '."record-open".annotations | map(select(.level == "warning"
+            and (.message | contains("no tracer report")))) | length == 1' "$result" >/dev/null ||
+        fail "github record-open: no ::warning for the missing report"
+    [ "$(jq -r '."daemon-closed".conclusion' "$result")" = failure ] || fail "github daemon-closed: should fail"
+    [ ! -f "$(jq -r '."daemon-closed".workspace' "$result")/tests-ran" ] ||
+        fail "github daemon-closed: the tests ran after the start step failed"
+    [ "$(jq -r '."record-closed".conclusion' "$result")" = failure ] || fail "github record-closed: should fail"
+    jq -e '."record-closed".annotations | map(select(.level == "error"
+            and (.message | contains("no tracer report")))) | length == 1' "$result" >/dev/null ||
+        fail "github record-closed: no ::error for the missing report"
+    pass "github fail-open: a daemon that cannot start and a missing report warn and the tests run; without it both fail"
+}
+
 section_github() {
     make_user
     local uid src gh result
@@ -242,6 +322,14 @@ section_github() {
         "$(jq -r .record.workspace "$result")/tracer-report/report.json" >/dev/null ||
         fail "github record: the command did not run as $user"
     pass "github: the daemon job failed in its stop and report steps (86), the record job in its Tests step (86)"
+    # The stop step keeps the verdict in the job's log (the daemon's
+    # summary, verdict first), not only "--fail-on ...: 1 found".
+    jq -e --arg v "tracer: $(jq -r .verdict "$(jq -r .daemon.workspace "$result")/tracer-report/report.json")" \
+        '.daemon.log | contains($v)' "$result" >/dev/null ||
+        fail "github daemon: the job log lacks the verdict"
+    pass "github daemon: the stop step printed the verdict in the job log"
+    section_github_fail_open "$src"
+
 
     # The fallback, `build: 'true'`, twice, as root: the first job builds
     # tracer from the action's own checkout (this one; the dev profile

@@ -26,8 +26,8 @@ Any other `uses:` is an error.
 --substitute OLD=NEW replaces text in the workflow's own `run:` scripts (not
 the action's): the test swaps `make test` for its workload that way.
 
-The result (each job's conclusion, steps, summary and annotations) is
-written as JSON to --result.
+The result (each job's conclusion, steps, summary, annotations and log:
+every step's stdout and stderr) is written as JSON to --result.
 """
 import argparse
 import ctypes
@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 import yaml
 
@@ -269,6 +270,9 @@ class Job:
         # Every variable a step wrote to GITHUB_ENV, for the checks (the
         # daemon form's start hands the test integrations on there).
         self.github_env = {}
+        # The output of each shell step (stdout and stderr), in order: what
+        # the job's log shows.
+        self.logs = []
         self.counter = 0
 
     def github(self, action_path=None):
@@ -364,10 +368,24 @@ class Job:
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
+            errors="replace",
             preexec_fn=self.runner.become_user,
         )
+        # The job log holds both streams, as GitHub's does; workflow
+        # commands are read from stdout only (what the scripts print them to).
+        log = []
+
+        def drain_stderr():
+            for line in proc.stderr:
+                sys.stderr.write(line)
+                log.append(line)
+
+        errs = threading.Thread(target=drain_stderr)
+        errs.start()
         for line in proc.stdout:
+            log.append(line)
             sys.stdout.write(line)
             m = re.match(r"::(error|warning|notice)(?: ([^:]*))?::(.*)", line.rstrip("\n"))
             if m:
@@ -382,6 +400,8 @@ class Job:
         except subprocess.TimeoutExpired:
             proc.kill()
             code = proc.wait()
+        errs.join()
+        self.logs.append("".join(log))
         sys.stdout.flush()
         print(f"::endgroup:: exit {code}", flush=True)
         outputs = read_kv_file(files["GITHUB_OUTPUT"])
@@ -565,6 +585,7 @@ class Runner:
                 "github_env": job.github_env,
                 "summary": "".join(job.summary),
                 "annotations": job.annotations,
+                "log": "".join(job.logs),
                 "workspace": job.workspace,
                 "temp": job.temp,
             }

@@ -63,6 +63,8 @@ pub(crate) fn build(cx: &Ctx, key: ProcKey) -> Certificate {
         id: 0,
         rank,
         rank_reason,
+        // Known once the cascades are linked (quiet.rs, analyze_model).
+        quiet_helper: false,
         headline,
         victim,
         cause,
@@ -444,16 +446,17 @@ fn headline(
     last_words: Option<&LastWordsRef>,
 ) -> String {
     // A death without a signal has no sender to name: what the process said
-    // last is the best lead, so the headline (and the verdict) quote it —
-    // saying so when it said it to /dev/null: no one saw it, yet a worker
-    // whose parent threw its stderr away is the death tracer exists for.
-    // (A short probe saying it to /dev/null gets no certificate: is_worker.)
+    // last is the best lead, so the headline (and the verdict) quote it.
+    // Never words it said to /dev/null: no one saw them, and they may not
+    // be its program's at all (a version manager's shim says its own to
+    // /dev/null, then execs the real program, which fails saying nothing
+    // on stderr). The certificate's last words still show them, labelled.
     let said = match (cause.kind, last_words) {
-        (CauseKind::NonzeroExit, Some(l)) => match (&l.line, l.to_null) {
-            (Some(line), false) => format!(" — last words: `{line}`"),
-            (Some(line), true) => format!(" — last words, to /dev/null: `{line}`"),
-            (None, _) => String::new(),
-        },
+        (CauseKind::NonzeroExit, Some(l)) if !l.to_null => l
+            .line
+            .as_ref()
+            .map(|line| format!(" — last words: `{line}`"))
+            .unwrap_or_default(),
         _ => String::new(),
     };
     let tests = super::wording::tests_phrase(victim.test.as_ref(), killer);

@@ -13,6 +13,7 @@ pub mod fold;
 pub mod hangs;
 mod mechanism;
 mod oom_group;
+mod quiet;
 pub mod quote;
 mod rank;
 mod side_findings;
@@ -40,6 +41,10 @@ use crate::{
     eventlog::{EventLog, ExitStatus, ProcKey},
     model::Model,
 };
+
+/// A process that lived this long is a worker: its non-zero exit gets a
+/// certificate (`Ctx::is_worker`), and it is no quiet helper (quiet.rs).
+pub(crate) const WORKER_LIFETIME_NS: u64 = 1_000_000_000;
 
 #[derive(Debug, Clone, Default)]
 pub struct AnalysisOptions {
@@ -163,10 +168,28 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     // order depends on them; ids and sentences once the order is known.
     let links = cascade::link(&cx, &mut views);
     let linked = cascade::linked(&links);
+    // Quiet helpers (quiet.rs): a non-zero exit judged with the chain it
+    // started, as a whole, by the chain's last death.
+    let tops = quiet::chain_tops(&links, &views);
+    for (d, v) in deaths.iter_mut().zip(&views) {
+        let top = tops.get(&v.key).copied().unwrap_or(v.key);
+        d.quiet = v.rank == Rank::NonzeroExit && quiet::is_quiet_helper(&cx, top);
+        if let Some(m) = &mut d.mention {
+            m.quiet = d.quiet;
+        }
+    }
     // Within a rank, by the moment the cause happened (the fatal signal), so a
     // group kill's victims stay together in the order the kernel reached them.
     let mut order: Vec<usize> = (0..deaths.len()).collect();
-    order.sort_by_key(|&i| (views[i].rank, deaths[i].cause_seq, views[i].end_seq));
+    // A quiet helper's non-zero exit comes after the others (quiet.rs).
+    order.sort_by_key(|&i| {
+        (
+            views[i].rank,
+            deaths[i].quiet,
+            deaths[i].cause_seq,
+            views[i].end_seq,
+        )
+    });
     let mut counts = DeathCounts::default();
     for (n, &i) in order.iter().enumerate() {
         match views[i].rank {
@@ -199,6 +222,9 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
             .map_or_else(|| certificate::build(&cx, v.key), |c| *c);
         c.rank = v.rank;
         c.id = d.id;
+        if d.quiet {
+            quiet::mark(&mut c);
+        }
         c
     };
     for (&i, g) in order.iter().zip(groups_of) {
@@ -258,8 +284,10 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
 /// fold) what a group and the verdict read of it, the certificate let go.
 struct Death {
     id: usize,
-    /// The fatal signal's `seq` (else the end's): the order within a rank.
+    /// The fatal signal's `seq` (else the end's): the order within a rank,
+    /// after whether it is a quiet helper's exit (last).
     cause_seq: u64,
+    quiet: bool,
     /// Boxed, as is the mention: inline, an `Option<Certificate>` made
     /// every folded death as large as a certificate (616 B a `Death`:
     /// 323 MB of a 470 MB report of one soak segment, 262k deaths).
@@ -273,10 +301,12 @@ struct Death {
 impl Death {
     fn of(c: Certificate, fold: bool, sigs: &mut crate::model::Interner) -> Self {
         let cause_seq = c.cause.signal.as_ref().map_or(c.victim.end_seq, |s| s.seq);
+        let quiet = false;
         if !(fold && fold::foldable_rank(c.rank)) {
             return Death {
                 id: 0,
                 cause_seq,
+                quiet,
                 cert: Some(Box::new(c)),
                 signature: None,
                 mention: None,
@@ -287,6 +317,7 @@ impl Death {
         Death {
             id: 0,
             cause_seq,
+            quiet,
             signature: Some(sigs.text(&fold::signature(&c))),
             mention: (c.rank == Rank::NonzeroExit).then(|| Box::new(DeathMention::of(&c))),
             cert: None,
@@ -516,7 +547,7 @@ impl<'a> Ctx<'a> {
         let Some(p) = self.m.proc(key) else {
             return false;
         };
-        if p.lifetime_ns().unwrap_or(0) >= 1_000_000_000 || !p.children.is_empty() {
+        if p.lifetime_ns().unwrap_or(0) >= WORKER_LIFETIME_NS || !p.children.is_empty() {
             return true;
         }
         // The log keeps no time for a write, so any stderr output counts:
@@ -526,6 +557,15 @@ impl<'a> Ctx<'a> {
         {
             return true;
         }
+        self.watched(key)
+    }
+
+    /// The user asked to watch it (`--watch`): its command line or exec'd
+    /// filename matches.
+    pub(crate) fn watched(&self, key: ProcKey) -> bool {
+        let Some(p) = self.m.proc(key) else {
+            return false;
+        };
         if self.opts.watch.is_empty() {
             return false;
         }

@@ -96,12 +96,12 @@ fn story(mut cert: Certificate, link: Option<Link>, a: &Analysis, m: &Model) -> 
     }
 }
 
-/// Within a rank, deaths are ordered by the fatal signal (else the end), as
-/// the whole log's analysis orders them.
-fn order(c: &Certificate) -> (Rank, u64, u64) {
+/// Within a rank, deaths are ordered by the fatal signal (else the end),
+/// a quiet helper's exit last, as the whole log's analysis orders them.
+fn order(c: &Certificate) -> (Rank, bool, u64, u64) {
     let v = &c.victim;
     let cause = c.cause.signal.as_ref().map_or(v.end_seq, |s| s.seq);
-    (c.rank, cause, v.end_seq)
+    (c.rank, c.quiet_helper, cause, v.end_seq)
 }
 
 fn key(c: &Certificate) -> ProcKey {
@@ -122,7 +122,7 @@ fn pkey(p: &crate::analysis::ProcRef) -> ProcKey {
 #[derive(Clone, Debug)]
 struct Member {
     at: GroupMember,
-    order: (Rank, u64, u64),
+    order: (Rank, bool, u64, u64),
     ended_at: String,
     sig: Arc<str>,
     mention: Option<DeathMention>,
@@ -149,7 +149,7 @@ enum Held {
 }
 
 impl Held {
-    fn order(&self) -> (Rank, u64, u64) {
+    fn order(&self) -> (Rank, bool, u64, u64) {
         match self {
             Held::Whole(s) => order(&s.cert),
             Held::Member(m) => m.order,
@@ -181,7 +181,7 @@ enum Shown {
 }
 
 impl Shown {
-    fn order(&self) -> (Rank, u64, u64) {
+    fn order(&self) -> (Rank, bool, u64, u64) {
         match self {
             Shown::Story(s) => order(&s.cert),
             Shown::Group((g, _, _), _) => order(&g.example),

@@ -44,6 +44,15 @@ pub struct RunFacts {
     pub command_status: Option<ExitStatus>,
     /// Processes in the run (root and descendants).
     pub processes: usize,
+    /// Daemon mode: what it watched (`all`, `cgroup PATH`, `root-pid PID`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Daemon mode: the commands it saw start, each a process forked by
+    /// one that was already running when it began watching (a CI job's
+    /// steps under its runner's worker, what a watched shell ran; under
+    /// `--all`, whatever the machine's running processes started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<usize>,
     /// Every hook and whether it attached.
     pub hooks: Vec<HookStatus>,
     /// Names of hooks that did not attach.
@@ -65,6 +74,24 @@ pub struct RunFacts {
     /// "Which test").
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub test_integrations: Vec<crate::labels::status::TestIntegration>,
+}
+
+impl RunFacts {
+    /// What a daemon's run was, where a record's names its command:
+    /// "daemon run, 3 commands seen (watching root-pid 4242)"; `value`
+    /// is the format's escaper for the scope.
+    pub(super) fn daemon_phrase(&self, value: impl Fn(&str) -> String) -> Option<String> {
+        let n = self.commands?;
+        let scope = self
+            .scope
+            .as_deref()
+            .map(|s| format!(" (watching {})", value(s)))
+            .unwrap_or_default();
+        Some(format!(
+            "daemon run, {}{scope}",
+            crate::analysis::wording::plural(n, "command seen", "commands seen")
+        ))
+    }
 }
 
 /// One `--tests` change in words, as report.md and report.html list them:

@@ -107,6 +107,9 @@ pub struct RunShape {
     pub duration_ns: u64,
     /// Processes of the run.
     pub processes: usize,
+    /// Processes forked by one already running when the capture began: a
+    /// daemon's commands (facts.rs, `RunFacts::commands`).
+    pub commands: usize,
 }
 
 impl RunShape {
@@ -124,6 +127,13 @@ impl RunShape {
             }),
             root_status: root.and_then(|r| r.end.as_ref()).map(|e| e.status.clone()),
             processes: model.procs.values().filter(|p| p.in_run).count(),
+            commands: model
+                .procs
+                .values()
+                .filter(|p| p.in_run && p.fork.is_some())
+                .filter_map(|p| model.proc(p.parent?))
+                .filter(|parent| parent.in_run && parent.fork.is_none())
+                .count(),
         }
     }
 }
@@ -230,6 +240,7 @@ pub(crate) fn report_from(
     }
     let lost_total = lost.total() + log.lines_skipped;
 
+    let daemon = h.mode == "daemon";
     let run = RunFacts {
         mode: h.mode.clone(),
         command: h.command.clone(),
@@ -249,6 +260,8 @@ pub(crate) fn report_from(
             .and_then(|t| t.command_status.clone())
             .or(shape.root_status),
         processes: shape.processes,
+        scope: daemon.then(|| h.scope.clone()).flatten(),
+        commands: daemon.then_some(shape.commands),
         hooks: h.hooks.clone(),
         hooks_missing,
         pid_namespace: h.pid_namespace,

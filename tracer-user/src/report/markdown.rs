@@ -209,19 +209,24 @@ fn groups(o: &mut String, a: &Analysis) {
 }
 
 fn run_line(r: &Report) -> String {
-    let cmd = if r.run.command.is_empty() {
-        r.run
-            .root
+    // A daemon has no command of its own: it says what it watched and how
+    // many commands it saw start.
+    let what = r.run.daemon_phrase(md::code).unwrap_or_else(|| {
+        let cmd = if r.run.command.is_empty() {
+            r.run
+                .root
+                .as_ref()
+                .map_or("(no command)".to_string(), |p| p.command.clone())
+        } else {
+            r.run.command.join(" ")
+        };
+        let status = r
+            .run
+            .command_status
             .as_ref()
-            .map_or("(no command)".to_string(), |p| p.command.clone())
-    } else {
-        r.run.command.join(" ")
-    };
-    let status = r
-        .run
-        .command_status
-        .as_ref()
-        .map_or("did not finish in the log".into(), w::status_phrase);
+            .map_or("did not finish in the log".into(), w::status_phrase);
+        format!("{} {}", md::code(&cmd), md::text(&status))
+    });
     let pid_ns = r.run.pid_namespace.map_or(String::new(), |ns| {
         format!(
             " · pids as seen in pid namespace {} (level {})",
@@ -229,9 +234,7 @@ fn run_line(r: &Report) -> String {
         )
     });
     format!(
-        "**Run:** {} {} after {} · {} processes · {} mode{} · kernel {} · host {} · started {}{}{pid_ns}",
-        md::code(&cmd),
-        md::text(&status),
+        "**Run:** {what} after {} · {} processes · {} mode{} · kernel {} · host {} · started {}{}{pid_ns}",
         w::duration(r.run.duration_ns),
         r.run.processes,
         md::text(&r.run.mode),

@@ -371,3 +371,78 @@ fn folding_while_ranking_writes_the_same_reports() {
     }
     assert!(folded > 0, "no fixture folds: the test would prove nothing");
 }
+
+/// A daemon's log: the shell it found running (pid 100), the two commands
+/// that shell ran (one of them forked a child and made a thread of its
+/// own), so two commands seen, not four.
+fn daemon_log(scope: Option<&str>) -> crate::eventlog::EventLog {
+    let scope = scope.map_or(String::new(), |s| format!(r#","scope":"{s}""#));
+    let task = |pid: u32, start: u64| format!(r#"{{"pid":{pid},"tid":{pid},"start":{start}}}"#);
+    let at = |seq: u64| {
+        format!(
+            r#""seq":{seq},"t":{},"time":"2026-08-18T17:27:0{seq}Z""#,
+            seq * 1_000_000_000
+        )
+    };
+    let fork = |seq: u64, parent: String, child: String, thread: bool| {
+        format!(
+            r#"{{"type":"fork",{},"parent":{parent},"child":{child},"thread":{thread}}}"#,
+            at(seq)
+        )
+    };
+    let lines = [
+        format!(
+            r#"{{"type":"header","schema":1,"tracer_version":"0.1.0","kernel":"6.18.0-ci","hostname":"runner-7","mode":"daemon","command":[],"tracer_pid":1500,"started_at":"2026-08-18T17:27:00Z","boot_to_wall_ns":1787073920000000000,"hooks":[],"ring_buffer_bytes":16777216,"argv_capture_bytes":4096{scope}}}"#
+        ),
+        format!(
+            r#"{{"type":"existing",{},"task":{},"ppid":1,"argv":["bash","-e"]}}"#,
+            at(1),
+            task(100, 50)
+        ),
+        fork(2, task(100, 50), task(101, 2_000_000_000), false),
+        fork(3, task(101, 2_000_000_000), task(102, 3_000_000_000), false),
+        fork(4, task(101, 2_000_000_000), r#"{"pid":101,"tid":103,"start":2000000000}"#.into(), true),
+        fork(5, task(100, 50), task(104, 5_000_000_000), false),
+        r#"{"type":"trailer","ended_at":"2026-08-18T17:27:06Z","events":5,"lost":{"ringbuf_full":0,"tracked_map_full":0,"inflight_map_full":0,"undecodable":0,"per_cpu":[]}}"#.into(),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.ndjson");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    read_log(&path).unwrap()
+}
+
+/// A daemon says what its run was, never "(no command) did not finish in
+/// the log": the commands it saw start, each forked by a process already
+/// running when it began, and what it watched.
+#[test]
+fn a_daemon_run_says_how_many_commands_it_saw() {
+    let r = build_report(&daemon_log(Some("root-pid 100")), &ReportOptions::default());
+    assert_eq!(r.run.commands, Some(2));
+    assert_eq!(r.run.scope.as_deref(), Some("root-pid 100"));
+    let md = markdown::render(&r);
+    let run = md.lines().find(|l| l.starts_with("**Run:**")).unwrap();
+    assert!(
+        run.starts_with("**Run:** daemon run, 2 commands seen (watching `root-pid 100`) after "),
+        "{run}"
+    );
+    assert!(!md.contains("did not finish"), "{run}");
+    let html = html::render(&r, &html::Context::default());
+    assert!(
+        html.contains(
+            "<th>run</th><td>daemon run, 2 commands seen (watching <code>root-pid 100</code>)</td>"
+        ),
+        "{html}"
+    );
+
+    // A log from before the scope was written: the count alone.
+    let r = build_report(&daemon_log(None), &ReportOptions::default());
+    let md = markdown::render(&r);
+    assert!(
+        md.contains("**Run:** daemon run, 2 commands seen after "),
+        "{md}"
+    );
+    // A record run names its command, as it always did.
+    let r = report("exits.ndjson");
+    assert_eq!((r.run.commands, r.run.scope.as_deref()), (None, None));
+    assert!(!markdown::render(&r).contains("daemon run"));
+}

@@ -36,6 +36,10 @@ pub(super) struct Parts {
     /// left the run, a hang) they are routine beside it, and go before
     /// the lead is cut.
     routine_mentions: bool,
+    /// "Routine: 1 quiet helper exited non-zero …": the quiet helpers'
+    /// exits, counted, never named (analysis/quiet.rs); the first clause
+    /// a long verdict drops.
+    routine: Option<String>,
     leaks: Option<String>,
     /// Never clipped: a verdict on lossy data says so.
     incomplete: Option<String>,
@@ -99,24 +103,32 @@ pub(super) fn parts(a: &Analysis, log: &LogFacts) -> Parts {
             .chain(a.folded_mentions.iter().filter(|m| m.rank == rank).cloned())
             .collect();
         all.sort_by_key(|m| m.id);
-        mentions(&all)
+        all
     };
     let routine_mentions = a.counts.unexpected == 0;
+    let mut routine = None;
     let (head, mentions) = if a.counts.unexpected > 0 {
         let n = a.counts.unexpected;
         (
             w::plural(n, "unexpected death", "unexpected deaths"),
-            list(Rank::Unexpected),
+            mentions(&list(Rank::Unexpected)),
         )
     } else if a.counts.nonzero_exit > 0 {
-        let n = a.counts.nonzero_exit;
-        (
-            format!(
-                "No unexpected deaths; {}",
-                w::plural(n, "non-zero exit", "non-zero exits")
+        // A quiet helper's exit is counted, never named: the job's own
+        // failure leads (analysis/quiet.rs).
+        let (quiet, named): (Vec<DeathMention>, Vec<DeathMention>) =
+            list(Rank::NonzeroExit).into_iter().partition(|m| m.quiet);
+        routine = quiet_clause(quiet.len());
+        match a.counts.nonzero_exit.saturating_sub(quiet.len()) {
+            0 => ("No unexpected deaths".to_string(), Vec::new()),
+            n => (
+                format!(
+                    "No unexpected deaths; {}",
+                    w::plural(n, "non-zero exit", "non-zero exits")
+                ),
+                mentions(&named),
             ),
-            list(Rank::NonzeroExit),
-        )
+        }
     } else {
         ("No unexpected deaths".to_string(), Vec::new())
     };
@@ -148,6 +160,7 @@ pub(super) fn parts(a: &Analysis, log: &LogFacts) -> Parts {
             })
             .collect(),
         routine_mentions,
+        routine,
         leaks: leaked_phrase(&a.leftovers).map(line),
         incomplete,
     }
@@ -223,9 +236,12 @@ impl Parts {
         }
     }
 
-    /// The same parts, each parenthesis over [`PAREN`] characters cut.
+    /// The same parts, each parenthesis over [`PAREN`] characters cut, and
+    /// without the quiet helpers' count (report.md's certificates list
+    /// them).
     fn compacted(&self) -> Parts {
         let mut p = self.clone();
+        p.routine = None;
         p.lead = p
             .lead
             .iter()
@@ -292,6 +308,9 @@ impl Parts {
         } else {
             format!("{}: {}", self.head, items.join("; "))
         };
+        if let Some(routine) = &self.routine {
+            v = format!("{}. {routine}", v.trim_end_matches('.'));
+        }
         if let Some(self_leaks) = &self.leaks {
             v = format!(
                 "{}. Leaked: {}",
@@ -310,6 +329,19 @@ impl Parts {
         }
         v
     }
+}
+
+/// The quiet helpers' exits, counted: "Routine: 2 quiet helpers exited
+/// non-zero (their stderr to /dev/null).".
+fn quiet_clause(n: usize) -> Option<String> {
+    (n > 0).then(|| {
+        let (who, whose) = if n == 1 {
+            ("quiet helper", "its")
+        } else {
+            ("quiet helpers", "their")
+        };
+        format!("Routine: {n} {who} exited non-zero ({whose} stderr to /dev/null).")
+    })
 }
 
 /// "No unexpected deaths." → "no unexpected deaths.", after a colon.
@@ -382,7 +414,8 @@ pub(super) fn then_lines(a: &Analysis) -> Vec<String> {
     let roots: Vec<&Certificate> = a
         .certificates
         .iter()
-        .filter(|c| c.rank == rank && !c.consequences.is_empty())
+        // A quiet helper's chain is not named on line 1: no line under it.
+        .filter(|c| c.rank == rank && !c.consequences.is_empty() && !c.quiet_helper)
         .take(2)
         .collect();
     let several = roots.len() > 1;

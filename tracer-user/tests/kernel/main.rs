@@ -43,6 +43,7 @@ mod oom;
 mod otlp;
 mod pidns;
 mod pipe_idiom;
+mod quiet_helpers;
 mod redact;
 mod reliability;
 mod resources;

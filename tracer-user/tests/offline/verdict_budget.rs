@@ -116,7 +116,18 @@ fn check(name: &str, r: &Report) {
     } else {
         Rank::NonzeroExit
     };
-    let mut of_rank = a.certificates.iter().filter(|c| c.rank == rank);
+    // A quiet helper's exit is counted, never named (analysis/quiet.rs):
+    // the lead is the first death that is not one.
+    for c in a.certificates.iter().filter(|c| c.quiet_helper) {
+        assert!(
+            !names_pid(v, c.victim.process.pid),
+            "{name}: a quiet helper named on line 1: {v}"
+        );
+    }
+    let mut of_rank = a
+        .certificates
+        .iter()
+        .filter(|c| c.rank == rank && !c.quiet_helper);
     let lead = of_rank.next();
     let second = of_rank.next();
     let outbound = a.foreign_signals.iter().find(|f| f.outbound_kill);
@@ -124,9 +135,11 @@ fn check(name: &str, r: &Report) {
     let named = |c: Option<&tracer_user::analysis::Certificate>| {
         c.is_some_and(|c| names_pid(v, c.victim.process.pid))
     };
-    // Routine beside what identifies the lead death: a leak clause, a
-    // second cause, the example of a non-zero exit beside a lead clause.
+    // Routine beside what identifies the lead death: a leak clause, the
+    // quiet helpers' count, a second cause, the example of a non-zero exit
+    // beside a lead clause.
     let routine = v.contains(". Leaked: ")
+        || v.contains(". Routine: ")
         || named(second)
         || (lead_clause && rank == Rank::NonzeroExit && named(lead));
     if !routine {

@@ -66,6 +66,7 @@ pub(crate) const HOST_ONLY: &[(&str, &str)] = &[
     ("metrics", "prometheus"),
     ("otlp", "python3 with opentelemetry-proto"),
     ("pipe_idiom", "go, python3, node, strace and sudo"),
+    ("quiet_helpers", "bash, perl and tput"),
     ("resources", "python3 (its memory curves; the v2 files are unit-tested from fixture trees)"),
     ("runners", "cargo, go, node and pytest"),
     ("security", "python3 and the nobody user"),

@@ -13,6 +13,11 @@ pub struct Certificate {
     pub rank: Rank,
     /// Why this rank, in words.
     pub rank_reason: String,
+    /// A quiet helper's non-zero exit (docs/report.md, "Quiet helpers"):
+    /// ranked after the other non-zero exits, counted by the verdict but
+    /// not named there. Absent when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub quiet_helper: bool,
     /// The death in one sentence.
     pub headline: String,
     /// Who died.
@@ -122,6 +127,8 @@ pub struct DeathMention {
     /// running `sibling` (vitest)"): what the verdict keeps when it cuts
     /// the rest. Empty when the headline names none.
     pub identifies: String,
+    /// A quiet helper's exit: counted by the verdict, not named.
+    pub quiet: bool,
 }
 
 impl DeathMention {
@@ -143,6 +150,7 @@ impl DeathMention {
                     .as_ref()
                     .is_some_and(|o| o.group.is_some() && o.trigger_is_victim),
             identifies: identifies(c),
+            quiet: c.quiet_helper,
         }
     }
 }

@@ -52,6 +52,11 @@ pub(super) struct Watch {
     /// Processes born (forked or found running), and the first and last
     /// kernel times: the run's shape.
     births: usize,
+    /// The processes found running when the daemon began (their
+    /// `existing` records: as many as there were then), and how many
+    /// processes they forked since: the commands the run saw.
+    existing: std::collections::HashSet<crate::eventlog::ProcKey>,
+    commands: usize,
     first_t: Option<u64>,
     last_t: u64,
     /// What earlier runs of the daemon left in the directory (a restart):
@@ -98,6 +103,8 @@ impl Watch {
             boot_to_wall_ns: header.boot_to_wall_ns,
             counter: Counter::default(),
             births: 0,
+            existing: Default::default(),
+            commands: 0,
             first_t: None,
             last_t: 0,
             earlier,
@@ -131,8 +138,20 @@ impl Watch {
                 self.first_t = Some(self.first_t.map_or(s.t, |f| f.min(s.t)));
                 self.last_t = self.last_t.max(s.t);
             }
-            if matches!(rec, Record::Fork(f) if !f.thread) || matches!(rec, Record::Existing(_)) {
-                self.births += 1;
+            match rec {
+                Record::Existing(x) => {
+                    self.births += 1;
+                    self.existing.insert(x.task.key());
+                }
+                Record::Fork(f) if !f.thread => {
+                    self.births += 1;
+                    // A command: forked by a process already running when
+                    // the daemon began (RunShape::of counts the same).
+                    if self.existing.contains(&f.parent.key()) {
+                        self.commands += 1;
+                    }
+                }
+                _ => {}
             }
         }
         let records = new.len();
@@ -207,10 +226,12 @@ impl Watch {
                 .last_t
                 .saturating_sub(self.first_t.unwrap_or(self.last_t)),
             processes: self.births,
+            commands: self.commands,
         };
         if let Some((before, before_shape)) = &self.earlier {
             log = joined(before, log);
             shape.processes += before_shape.processes;
+            shape.commands += before_shape.commands;
             shape.duration_ns += before_shape.duration_ns;
         }
         let mut notes = Vec::new();

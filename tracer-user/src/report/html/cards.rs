@@ -51,11 +51,14 @@ fn row(o: &mut String, k: &str, v: &str) {
 pub(super) fn run_facts(o: &mut String, r: &Report) {
     let run = &r.run;
     o.push_str("<table class=\"facts\">\n");
-    row(
-        o,
-        "command",
-        &format!("<code>{}</code>", esc(&run.command.join(" "))),
-    );
+    match run.daemon_phrase(|s| format!("<code>{}</code>", esc(s))) {
+        Some(daemon) => row(o, "run", &daemon),
+        None => row(
+            o,
+            "command",
+            &format!("<code>{}</code>", esc(&run.command.join(" "))),
+        ),
+    }
     if let Some(u) = &run.command_user {
         row(o, "user", &esc(u));
     }
