@@ -101,6 +101,13 @@ pub fn render(r: &Report, cx: &Context) -> String {
         esc(&crate::analysis::wording::short_command(&r.verdict)),
         crate::text::html::inline(&r.verdict)
     );
+    if let Some(n) = &r.next_step {
+        let _ = writeln!(
+            o,
+            "<p class=\"next-step\"><strong>Next:</strong> {}</p>",
+            crate::text::html::inline(&n.line)
+        );
+    }
     let loss = super::loss::loss_line(r).replace("**", "");
     let undelivered = r.log.export.as_ref().is_some_and(|x| x.undelivered > 0);
     let loss_class = if r.log.complete && !undelivered {

@@ -57,6 +57,10 @@ pub struct Report {
     pub rendered_by: String,
     /// One line a reviewer reads first.
     pub verdict: String,
+    /// What to do next, for a class of death tracer recognises with
+    /// certainty (report/next_step.rs); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_step: Option<super::next_step::NextStep>,
     /// The rule ordering certificates, in words.
     pub ranking_rule: String,
     /// Facts about the run.
@@ -311,12 +315,18 @@ pub(crate) fn report_from(
         parts.lead.push(crate::text::one_line(&hang));
     }
     let verdict = crate::text::one_line(&parts.render());
+    // From the same findings the verdict named, before any folds away.
+    let next_step = super::next_step::choose(&analysis, &snapshots).map(|mut n| {
+        n.line = crate::text::one_line(&n.line);
+        n
+    });
     // Folded once the verdict has named what it names from every death.
     super::groups::fold(&mut analysis);
     Report {
         report_schema: REPORT_SCHEMA_VERSION,
         rendered_by: env!("CARGO_PKG_VERSION").to_string(),
         verdict,
+        next_step,
         ranking_rule: RANKING_RULE.to_string(),
         run,
         log: log_facts,

@@ -42,6 +42,10 @@ pub(super) fn render(r: &Report) -> String {
     for line in super::verdict::then_lines(a) {
         let _ = writeln!(o, "{}\n", md::inline(&line));
     }
+    // What to do next, when the class is certain (next_step.rs).
+    if let Some(n) = &r.next_step {
+        let _ = writeln!(o, "**Next:** {}\n", md::inline(&n.line));
+    }
     let _ = writeln!(o, "{}  ", run_line(r));
     if !r.run.env_changes.is_empty() {
         let changes: Vec<String> = r

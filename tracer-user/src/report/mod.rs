@@ -10,6 +10,7 @@ pub mod junit;
 mod load;
 mod loss;
 mod markdown;
+pub mod next_step;
 mod resources;
 #[cfg(test)]
 mod schema_tests;
@@ -188,6 +189,9 @@ pub fn summary(r: &Report, md: &Path, json: &Path) -> String {
     // command or an escape sequence, and the verdict stays one line.
     let t = crate::text::terminal::line;
     let mut lines = vec![format!("tracer: {}", t(&r.verdict))];
+    if let Some(n) = &r.next_step {
+        lines.push(format!("tracer: next: {}", t(&n.line)));
+    }
     // A consequence is shown on its root's `then:` line, not as a death of
     // its own.
     let shown: Vec<_> = r

@@ -55,6 +55,19 @@ fn node_reraises_sigterm_from_pkill() {
         s(&rep["verdict"]),
         format!("1 unexpected death: {}", s(&c["headline"]))
     );
+    // The line under the verdict: pkill's pattern matched the sibling.
+    let next = &rep["next_step"]["advice"];
+    assert_eq!(
+        (s(&next["kind"]), s(&next["pattern"])),
+        ("pkill_pattern", marker.as_str())
+    );
+    assert_eq!(next["pkill"]["pid"], pk);
+    assert_eq!(next["certificates"], serde_json::json!([c["id"]]));
+    let line = s(&rep["next_step"]["line"]);
+    assert!(
+        line.ends_with("anchor the pattern, or kill by pid"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod crash_stack_fixtures;
 mod field_fixtures;
 mod floors;
 mod html_chromium;
+mod next_step_fixtures;
 mod oom_group_fixtures;
 mod output_fuzz;
 mod report_scale;
