@@ -49,6 +49,8 @@ pub(crate) struct Runner {
     name: &'static str,
     /// How a sentence names it.
     pub words: &'static str,
+    /// A test runner (it stops tests), not a CI runner (it stops jobs).
+    tests: bool,
 }
 
 /// GitHub's `Runner.Worker` runs the job's steps; `gitlab-runner` its shell
@@ -59,21 +61,25 @@ pub(crate) struct Runner {
 const RUNNERS: [Runner; 4] = [
     Runner {
         id: "github",
+        tests: false,
         name: "Runner.Worker",
         words: "GitHub's runner",
     },
     Runner {
         id: "gitlab",
+        tests: false,
         name: "gitlab-runner",
         words: "gitlab-runner",
     },
     Runner {
         id: "nextest",
+        tests: true,
         name: "cargo-nextest",
         words: "cargo-nextest",
     },
     Runner {
         id: "ctest",
+        tests: true,
         name: "ctest",
         words: "ctest",
     },
@@ -111,10 +117,17 @@ impl Found {
         self.runner.map_or("an outside process", |r| r.words)
     }
 
+    /// A test runner of the run stopping its own tests (its timeout or a
+    /// cancellation it passed on: the kernel cannot tell which), not a CI
+    /// runner cancelling the job (a daemon's scope may hold the runner).
+    pub(crate) fn stops_tests(&self) -> bool {
+        self.in_run && self.runner.is_some_and(|r| r.tests)
+    }
+
     /// Why a death it caused ranks as it does: its rank reason, and the
     /// end of its headline.
     pub(crate) fn reason(&self) -> String {
-        if self.in_run {
+        if self.stops_tests() {
             format!("stopped by {}, the run's own test runner", self.by())
         } else {
             format!("the job was cancelled by {}", self.by())
@@ -270,7 +283,7 @@ pub(crate) fn finding(cx: &Ctx, f: &Found, deaths: usize) -> Cancellation {
         Some(r) => format!("{} (`{}`, pid {})", r.words, r.name, sender.pid),
         None => format!("{}, {}", f.by(), proc_phrase(&sender)),
     };
-    let lead = if f.in_run {
+    let lead = if f.stops_tests() {
         format!("The tests were stopped by {who}, the run's own test runner (its timeout or a cancellation it passed on)")
     } else {
         format!("The job was cancelled by {who}")

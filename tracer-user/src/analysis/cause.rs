@@ -96,7 +96,7 @@ pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
         let by_it = matches!(c.kind, CauseKind::KilledInRun | CauseKind::KilledOutsideRun)
             && c.fatal.is_some_and(|i| f.sent(i));
         let after = c.kind == CauseKind::NonzeroExit
-            && !f.in_run
+            && !f.stops_tests()
             && m.proc(key)
                 .and_then(|p| p.end.as_ref())
                 .is_some_and(|e| e.seq > f.first_seq);

@@ -159,18 +159,7 @@ fn the_same_signature_from_an_unnamed_process_reads_an_outside_process() {
     // GitHub's capture with the runner renamed: the shape (SIGINT, SIGTERM,
     // SIGKILL, at the run's root first) is still a cancellation, by "an
     // outside process" named by its command.
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/real_cancel_github.ndjson");
-    let text = std::fs::read_to_string(path)
-        .unwrap()
-        .replace("Runner.Worker", "ci-stopper");
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("events.ndjson");
-    std::fs::write(&log, text).unwrap();
-    let r = tracer_user::report::build_report(
-        &tracer_user::eventlog::read_log(&log).unwrap(),
-        &tracer_user::report::ReportOptions::default(),
-    );
+    let r = renamed("real_cancel_github.ndjson", "Runner.Worker", "ci-stopper");
     assert!(
         r.verdict
             .starts_with("The job was cancelled by an outside process, `ci-stopper -c "),
@@ -183,4 +172,44 @@ fn the_same_signature_from_an_unnamed_process_reads_an_outside_process() {
         ("an outside process", None)
     );
     assert_all_cancelled(&r);
+}
+
+#[test]
+fn a_ci_runner_inside_the_scope_still_cancels_the_job() {
+    // nextest's capture with its runner renamed Runner.Worker: a CI runner
+    // the log watched (a daemon's scope can hold it) cancels the job; it
+    // does not stop "its tests".
+    let r = renamed(
+        "real_cancel_nextest.ndjson",
+        "cargo-nextest",
+        "Runner.Worker",
+    );
+    assert!(
+        r.verdict
+            .starts_with("The job was cancelled by GitHub's runner (`Runner.Worker`, pid "),
+        "{}",
+        r.verdict
+    );
+    let c = r.analysis.cancellation.as_ref().unwrap();
+    assert!(c.sender_in_run);
+    let sleep = crate::common::cert(&r, &["sleep"]);
+    assert_eq!(
+        sleep.rank_reason,
+        "the job was cancelled by GitHub's runner"
+    );
+}
+
+/// A fixture with every `from` replaced by `to`, as a report.
+fn renamed(name: &str, from: &str, to: &str) -> Report {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let text = std::fs::read_to_string(path).unwrap().replace(from, to);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("events.ndjson");
+    std::fs::write(&log, text).unwrap();
+    tracer_user::report::build_report(
+        &tracer_user::eventlog::read_log(&log).unwrap(),
+        &tracer_user::report::ReportOptions::default(),
+    )
 }
