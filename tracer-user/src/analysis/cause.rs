@@ -46,6 +46,9 @@ pub(crate) struct Classified {
     /// The "cancellation" was a signal a process of the run sent the
     /// tracer (index into `Model::signals`): no CI cancellation.
     pub forwarded_from: Option<usize>,
+    /// Killed by (or caught) a signal of the job's cancellation by its
+    /// runner (cancel.rs), or a non-zero exit after it: why, in words.
+    pub cancel_reason: Option<String>,
 }
 
 impl Classified {
@@ -61,6 +64,7 @@ impl Classified {
             cancelled: false,
             timed_out: false,
             forwarded_from: None,
+            cancel_reason: None,
         }
     }
 }
@@ -86,6 +90,21 @@ pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
             .is_some_and(|e| cancelled_before(m, e.seq)),
         _ => false,
     };
+    // The job's cancellation by its runner (cancel.rs): its signals, and
+    // a non-zero exit after the first of them, are its doing.
+    if let Some(f) = cx.cancel() {
+        let by_it = matches!(c.kind, CauseKind::KilledInRun | CauseKind::KilledOutsideRun)
+            && c.fatal.is_some_and(|i| f.sent(i));
+        let after = c.kind == CauseKind::NonzeroExit
+            && !f.stops_tests()
+            && m.proc(key)
+                .and_then(|p| p.end.as_ref())
+                .is_some_and(|e| e.seq > f.first_seq);
+        if by_it || after {
+            c.cancelled = true;
+            c.cancel_reason = Some(f.reason());
+        }
+    }
     // The run signalled the tracer itself: whatever the tracer sent after,
     // and whatever exited after, is the run's own doing, not a CI
     // cancellation (decided without the snapshot, which a daemon's live
@@ -98,6 +117,7 @@ pub(crate) fn classify(cx: &Ctx, key: ProcKey) -> Classified {
     if let Some(i) = after.and_then(|seq| cancellation_from_run(m, seq)) {
         c.cancelled = false;
         c.timed_out = false;
+        c.cancel_reason = None;
         c.forwarded_from = Some(i);
     }
     c

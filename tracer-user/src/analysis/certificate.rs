@@ -116,7 +116,7 @@ impl<'c, 'm> Death<'c, 'm> {
         let leaked = p
             .leak()
             .zip(fatal)
-            .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq);
+            .is_some_and(|(l, s)| l.at.seq < s.ev.at.seq && m.is_tracer(s.sender));
         cls.cancelled &= !leaked;
         cls.timed_out &= !leaked;
         let reraised = cls.reraised.map(|i| &m.signals[i]);
@@ -262,7 +262,12 @@ impl<'c, 'm> Death<'c, 'm> {
             _ => {
                 let s = summary::summary(&self.cls, &facts);
                 let suffix = self.refined.as_ref().and_then(|r| r.suffix.as_deref());
-                format!("{s}{}", suffix.unwrap_or(""))
+                // The runner's cancellation (cancel.rs) says who stopped the job.
+                let cancel = match self.cls.kind {
+                    CauseKind::NonzeroExit => None,
+                    _ => self.cls.cancel_reason.as_deref().map(|r| format!(": {r}")),
+                };
+                format!("{s}{}{}", suffix.unwrap_or(""), cancel.unwrap_or_default())
             }
         }
     }

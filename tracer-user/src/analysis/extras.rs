@@ -202,10 +202,12 @@ pub(crate) fn near_misses(cx: &Ctx) -> (Vec<NearMiss>, LeftOut) {
 const OUTBOUND_KILL_SIGS: [i32; 5] = [SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT];
 
 pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
+    let cancel = cx.cancel();
     cx.m.signals
         .iter()
-        .filter(|s| s.ev.sig != SIGCHLD && sent_by_process(s))
-        .filter_map(|s| {
+        .enumerate()
+        .filter(|(_, s)| s.ev.sig != SIGCHLD && sent_by_process(s))
+        .filter_map(|(i, s)| {
             let direction = match (cx.m.in_run(s.sender), cx.m.in_run(s.target)) {
                 (true, false) => Direction::RunToOutside,
                 (false, true) => Direction::OutsideToRun,
@@ -227,6 +229,7 @@ pub(crate) fn foreign_signals(cx: &Ctx) -> Vec<ForeignSignal> {
                 call: cx
                     .call_of(s)
                     .map(|(sc, a, t)| w::call_notation(&sc, a, t, &s.ev.sig_name)),
+                cancellation: cancel.is_some_and(|f| f.sent(i)),
             })
         })
         .collect()

@@ -2,6 +2,7 @@
 //! plus the cheap side findings (other exits, near misses, foreign signals,
 //! processes left running). Pure: same model, same output.
 mod ancestors;
+mod cancel;
 pub mod cascade;
 mod caught;
 mod cause;
@@ -30,6 +31,7 @@ use regex::Regex;
 use serde::Serialize;
 
 pub use ancestors::{chain, Ancestor};
+pub use cancel::Cancellation;
 pub use crash::{completeness_words, frame_line};
 pub use extras::{group_exits, sort_groups, SmallExit, MAX_NEAR_MISSES};
 pub(crate) use mechanism::READER_EXIT_AFTER_NS;
@@ -86,6 +88,10 @@ pub struct Analysis {
     /// Near misses past the cap: entries and calls not listed.
     #[serde(skip_serializing_if = "LeftOut::is_empty")]
     pub near_misses_left_out: LeftOut,
+    /// The job's cancellation by its CI runner (or an outside process), as
+    /// one finding: it leads the verdict (analysis/cancel.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancellation: Option<Cancellation>,
     /// Process-sent signals between the run and the outside, in log order.
     pub foreign_signals: Vec<ForeignSignal>,
     /// Run processes still running when the log ended.
@@ -139,6 +145,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     let mut deaths: Vec<Death> = Vec::new();
     let mut sigs = crate::model::Interner::default();
     let mut small_exits = Vec::new();
+    let mut cancelled = 0;
     for p in model.procs.values().filter(|p| p.in_run) {
         let Some(end) = &p.end else { continue };
         let oom_victim = model.oom_of(p.key).is_some();
@@ -158,6 +165,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
             };
         if needs_cert {
             let c = certificate::build(&cx, p.key);
+            cancelled += usize::from(c.cause.cancelled);
             views.push(cascade::LinkView::of(&cx, &c));
             deaths.push(Death::of(c, opts.fold, &mut sigs));
         } else if matches!(end.status, ExitStatus::Exited { code } if code != 0) {
@@ -262,6 +270,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         })
     });
     let foreign_signals = extras::foreign_signals(&cx);
+    let cancellation = cx.cancel().map(|f| cancel::finding(&cx, f, cancelled));
     let leftovers = extras::leftovers(&cx);
     // Last: the senders' entries go at the end of the ancestors table.
     let (near_misses, near_misses_left_out) = extras::near_misses(&cx);
@@ -273,6 +282,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         other_exits,
         near_misses,
         near_misses_left_out,
+        cancellation,
         foreign_signals,
         leftovers,
         ancestors: cx.ancestors.into_inner().into_entries(),
@@ -340,6 +350,8 @@ pub(crate) struct Ctx<'a> {
     /// Which test each process ran (`labels/`), built on first use: a log
     /// with no death never needs it.
     pub labels: std::cell::OnceCell<crate::labels::Labels>,
+    /// The job's cancellation (`cancel.rs`), found on first use.
+    cancel: std::cell::OnceCell<Option<cancel::Found>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -351,7 +363,13 @@ impl<'a> Ctx<'a> {
             opts,
             ancestors: RefCell::default(),
             labels: Default::default(),
+            cancel: Default::default(),
         }
+    }
+
+    /// The job's cancellation by its runner, if the log shows one.
+    pub(crate) fn cancel(&self) -> Option<&cancel::Found> {
+        self.cancel.get_or_init(|| cancel::find(self.m)).as_ref()
     }
 
     /// The test windows of the run.

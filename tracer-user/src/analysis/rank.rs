@@ -9,7 +9,8 @@ use super::{
 /// The ranking rule, stated in docs/report.md and in every report:
 /// expected = stopped by the tracer, by a parent-death signal, or by its own
 /// parent/ancestor with INT/HUP/TERM/KILL (an orderly shutdown), or a
-/// non-zero exit after the run was cancelled;
+/// non-zero exit after the run was cancelled; killed by the job's
+/// cancellation by its CI runner (cancel.rs);
 /// non-zero exit = a worker that exited non-zero with no signal;
 /// unexpected = everything else (another process, OOM, a fault, itself...).
 /// A caught-then-re-raised or caught-then-exited death ranks as the caught
@@ -45,6 +46,13 @@ pub(crate) fn rank(
             Rank::Expected,
             "stopped by the tracer itself (a forwarded signal or its timeout)".into(),
         ),
+        // The job's cancellation by its runner (cancel.rs): already
+        // marked cancelled by the runner, as the tracer's own is.
+        (CauseKind::KilledInRun | CauseKind::KilledOutsideRun, _)
+            if cls.cancel_reason.is_some() =>
+        {
+            (Rank::Expected, cls.cancel_reason.clone().unwrap_or_default())
+        }
         (CauseKind::ParentDeathSignal, _) => (
             Rank::Expected,
             "parent-death signal: it went down with its parent (see the parent's fate)".into(),

@@ -136,15 +136,20 @@ pub struct ForeignSignal {
     /// The call in C notation, if captured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
+    /// One of the job's cancellation's signals (`cancellation`): the CI
+    /// runner stopping the job, not the suite breaking its boundary.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancellation: bool,
 }
 
 impl ForeignSignal {
     /// Whether `--fail-on foreign-signal` counts it: never tracer's own
-    /// (forwarding a cancellation, `--timeout`, `--leaks kill`), and for a
+    /// (forwarding a cancellation, `--timeout`, `--leaks kill`) nor the CI
+    /// runner's cancellation of the job, and for a
     /// daemon never one sent to the daemon itself (the CI step that stops
     /// it is one of the watched processes).
     pub fn counted(&self, daemon: bool) -> bool {
-        !(self.sender_is_tracer || daemon && self.target_is_tracer)
+        !(self.sender_is_tracer || self.cancellation || daemon && self.target_is_tracer)
     }
 }
 

@@ -610,6 +610,7 @@ impl Ledger {
             other_exits: sort_groups(std::mem::take(&mut self.exits).into_values().collect()),
             near_misses,
             near_misses_left_out: self.near_misses_left_out,
+            cancellation: None, // not yet from looks (docs/report.md, "Cancellation by the CI runner")
             foreign_signals: std::mem::take(&mut self.foreign),
             leftovers,
             ancestors: std::mem::take(&mut self.table.entries),

@@ -29,8 +29,9 @@ pub const REPORT_SCHEMA_VERSION: u32 = 5;
 pub const RANKING_RULE: &str = "Unexpected deaths come first, then workers that exited non-zero \
 on their own, then the deaths that followed from those (consequences), then expected stops. A death is expected when the tracer stopped it (a cancellation \
 it forwarded, its timeout, `--leaks kill`), when it was a parent-death signal, or when its own \
-parent or ancestor sent SIGINT, SIGHUP, SIGTERM or SIGKILL (an orderly shutdown); a non-zero exit \
-after the run was cancelled is expected too. Every other signal death is unexpected: killed by a \
+parent or ancestor sent SIGINT, SIGHUP, SIGTERM or SIGKILL (an orderly shutdown), or when the job's \
+CI runner cancelled it (the `cancellation` that leads the verdict); a non-zero exit after the run \
+was cancelled is expected too. Every other signal death is unexpected: killed by a \
 sibling, a descendant, an unrelated or outside process, the OOM killer, a fault, itself, or an \
 unobserved signal. A process that caught a signal from another process (it ran on after the \
 delivery) and then raised the same signal on itself, exited 128+N, or exited non-zero within 5 s \
@@ -305,8 +306,13 @@ pub(crate) fn report_from(
         .foreign_signals
         .iter()
         .any(|f| f.outbound_kill && f.target_is_tracer);
-    // A kill that left the run comes first: never "No unexpected deaths."
-    // on its own while one happened.
+    // The job's cancellation by its runner leads: what ended the run
+    // (analysis/cancel.rs).
+    if let Some(c) = &analysis.cancellation {
+        parts.lead.push(crate::text::one_line(&c.summary));
+    }
+    // A kill that left the run comes first after it: never "No unexpected
+    // deaths." on its own while one happened.
     if let Some(out) = outbound {
         parts.lead.push(crate::text::one_line(&out));
         parts.inside = true;

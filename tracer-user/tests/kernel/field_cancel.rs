@@ -1,8 +1,12 @@
 //! The tracer's own stops on the real kernel: a CI cancellation (SIGINT to
 //! the tracer, forwarded to the job) is "the run was cancelled", expected,
-//! whatever bash and Node do with it; `--timeout` says it expired.
+//! whatever bash and Node do with it; `--timeout` says it expired. A CI
+//! runner's own cancellation of the job (GitHub's SIGINT, SIGTERM, SIGKILL;
+//! gitlab-runner's group SIGKILL; cargo-nextest's SIGTERM then SIGKILL to a
+//! test's group) is one finding that leads the verdict (analysis/cancel.rs).
 //!
-//! Hermetic: the test signals only the tracer it spawned.
+//! Hermetic: the tests signal only the tracer they spawned, and the runner
+//! scripts only the pids and the process group of the job the test started.
 use std::process::Stdio;
 
 use crate::caught::support::*;
@@ -101,4 +105,223 @@ fn the_tracers_timeout_is_named_as_such() {
     assert_eq!(certs(&rep).len(), 2, "bash and its sleep");
     let bash = cert(&rep, root(&r).pid);
     assert_eq!(bash["killer"]["process"]["pid"], r.log.header.tracer_pid);
+}
+
+/// A runner of `name` outside the run: bash exec'd through a link of that
+/// name, so its process (and the thread that sends) is called `name`, as
+/// the CI runner's is.
+fn outside_runner(dir: &std::path::Path, name: &str, script: &str, args: &[String]) {
+    let link = dir.join(name);
+    std::os::unix::fs::symlink(which_bash(), &link).unwrap();
+    let status = std::process::Command::new(&link)
+        .args(["-c", script, "runner"])
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the runner script failed: {status}");
+}
+
+fn which_bash() -> std::path::PathBuf {
+    ["/usr/bin/bash", "/bin/bash"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+        .expect("bash")
+}
+
+/// Words of a `ready` line: `key=pid`.
+fn ready_pid(words: &str, key: &str) -> u32 {
+    crate::certificates::support::pid(words, key)
+}
+
+/// The job: bash waiting on node, a sleep beside it; `ready` with the pids.
+const JOB: &str = "sleep 60 & S=$! node -e \"console.log('ready bash=' + process.ppid + \
+                   ' node=' + process.pid + ' sleep=' + process.env.S); \
+                   setTimeout(() => {}, 60000)\"; wait";
+
+/// Records JOB with the leaks waited for (the runner's last SIGKILLs come
+/// after the command's own end), has `runner` (name, script) act on its
+/// pids, and returns the recording, its report and the pids.
+fn cancelled_job(name: &str, script: &str) -> (Recorded, serde_json::Value, [u32; 3]) {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--leaks", "wait", "--leak-grace", "60s"];
+    let (mut t, words) = spawn_ready(record_command(dir.path(), &extra, &["bash", "-c", JOB]));
+    let pids = ["bash", "node", "sleep"].map(|k| ready_pid(&words, k));
+    wait_in_do_wait(pids[0]);
+    let bin = tempfile::tempdir().unwrap();
+    let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pids[0] as i32))).unwrap();
+    let mut args: Vec<String> = pids.iter().map(u32::to_string).collect();
+    args.push(pgid.to_string());
+    outside_runner(bin.path(), name, script, &args);
+    let status = t.wait().unwrap();
+    let output = std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    let r = Recorded::read(dir, output);
+    let rep = checked_report(&r);
+    // Neither the deaths nor the runner's signals fail `--fail-on`: the
+    // runner has already marked the job cancelled.
+    let again = tempfile::tempdir().unwrap();
+    let judged = tracer()
+        .arg("report")
+        .arg(r.path("events.ndjson"))
+        .args(["--output", again.path().to_str().unwrap()])
+        .args(["--fail-on", "foreign-signal,unexpected-death"])
+        .output()
+        .unwrap();
+    assert!(judged.status.success(), "{judged:?}");
+    (r, rep, pids)
+}
+
+/// Every death is the cancellation's: expected, `cancelled`, killed by the
+/// runner, and the report's first line says so.
+fn assert_cancelled(r: &Recorded, rep: &serde_json::Value, runner: u32, lead: &str) {
+    assert_eq!(rep["counts"]["unexpected"], 0, "{}", rep["verdict"]);
+    assert_verdict_leads(s(&rep["verdict"]), lead);
+    let md = markdown(r);
+    assert!(
+        md.lines().next().is_some_and(|l| l.contains(lead)),
+        "report.md's line 1: {md}"
+    );
+    for c in certs(rep) {
+        assert_eq!(s(&c["rank"]), "expected", "{c:#}");
+        assert_eq!(c["cause"]["cancelled"], true, "{c:#}");
+        if !c["killer"].is_null() {
+            assert_eq!(c["killer"]["process"]["pid"], runner, "{c:#}");
+        }
+    }
+    let foreign = rep["foreign_signals"].as_array().unwrap();
+    assert!(!foreign.is_empty());
+    assert!(
+        foreign.iter().all(|f| f["cancellation"] == true),
+        "{foreign:?}"
+    );
+}
+
+#[test]
+fn github_runners_cancellation_is_one_finding_on_line_1() {
+    // GitHub's order with short waits (the signature reads no interval):
+    // SIGINT to the step's process, SIGTERM, then SIGKILL to what is left
+    // of the tree. bash waits on node through the SIGINT, dies of the
+    // SIGTERM; node and sleep die of the SIGKILLs.
+    let script = "kill -INT $1; sleep 0.2; kill -TERM $1; sleep 0.2; kill -KILL $2 $3";
+    let (r, rep, [bash, node, sleep]) = cancelled_job("Runner.Worker", script);
+    let c = &rep["cancellation"];
+    let runner = c["sender"]["pid"].as_u64().unwrap() as u32;
+    assert_cancelled(
+        &r,
+        &rep,
+        runner,
+        "The job was cancelled by GitHub's runner (`Runner.Worker`, pid",
+    );
+    assert_eq!(c["runner"], "github");
+    let sigs: Vec<&str> = c["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| s(&x["sig_name"]))
+        .collect();
+    assert_eq!(sigs, ["SIGINT", "SIGTERM", "SIGKILL", "SIGKILL"]);
+    assert_eq!(c["deaths"], 3);
+    assert!(
+        s(&c["summary"]).contains(&format!("SIGINT to `bash` (pid {bash}), SIGTERM to it "))
+            && s(&c["summary"]).contains("then SIGKILL to 2 processes"),
+        "{}",
+        c["summary"]
+    );
+    for (pid, sig) in [(bash, "SIGTERM"), (node, "SIGKILL"), (sleep, "SIGKILL")] {
+        let x = cert(&rep, pid);
+        assert_eq!(s(&x["cause"]["signal"]["sig_name"]), sig, "{x:#}");
+        assert!(
+            s(&x["headline"]).ends_with(": the job was cancelled by GitHub's runner"),
+            "{}",
+            x["headline"]
+        );
+        assert_eq!(
+            s(&x["rank_reason"]),
+            "the job was cancelled by GitHub's runner"
+        );
+    }
+}
+
+#[test]
+fn gitlab_runners_group_kill_is_one_finding_on_line_1() {
+    // gitlab-runner's shell executor: SIGKILL to the job's process group.
+    let (r, rep, pids) = cancelled_job("gitlab-runner", "kill -KILL -- -$4");
+    let c = &rep["cancellation"];
+    let runner = c["sender"]["pid"].as_u64().unwrap() as u32;
+    assert_cancelled(
+        &r,
+        &rep,
+        runner,
+        "The job was cancelled by gitlab-runner (`gitlab-runner`, pid",
+    );
+    assert_eq!(c["runner"], "gitlab");
+    assert!(
+        s(&c["summary"]).contains(": SIGKILL to process group "),
+        "{}",
+        c["summary"]
+    );
+    for pid in pids {
+        assert_eq!(
+            s(&cert(&rep, pid)["cause"]["signal"]["sig_name"]),
+            "SIGKILL"
+        );
+    }
+}
+
+#[test]
+fn nextests_terminator_names_the_runner_of_the_run() {
+    // cargo-nextest inside the run: a test in a process group of its own
+    // (`set -m`) that ignores SIGTERM; SIGTERM to the group, then SIGKILL.
+    // The test says it is set up through a fifo before the runner acts.
+    require_root();
+    let bin = tempfile::tempdir().unwrap();
+    let nextest = bin.path().join("cargo-nextest");
+    std::os::unix::fs::symlink(which_bash(), &nextest).unwrap();
+    let fifo = bin.path().join("up");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let script =
+        "set -m; bash -c 'trap \"\" TERM; echo up > \"$0\"; exec sleep 60' \"$1\" & T=$!; \
+                  read _ < \"$1\"; kill -TERM -- -$T; sleep 0.2; kill -KILL -- -$T; wait $T; true";
+    let r = record(
+        &[],
+        &[
+            nextest.to_str().unwrap(),
+            "-c",
+            script,
+            "nextest",
+            fifo.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let rep = checked_report(&r);
+    let c = &rep["cancellation"];
+    assert_eq!(c["runner"], "nextest", "{rep:#}");
+    assert_eq!(c["sender_in_run"], true);
+    assert_eq!(c["sender"]["pid"], root(&r).pid);
+    assert_verdict_leads(
+        s(&rep["verdict"]),
+        "The tests were stopped by cargo-nextest (`cargo-nextest`, pid",
+    );
+    let sigs: Vec<&str> = c["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| s(&x["sig_name"]))
+        .collect();
+    assert_eq!(sigs, ["SIGTERM", "SIGKILL"]);
+    assert_eq!(rep["counts"]["unexpected"], 0);
+    let sleep = certs(&rep)
+        .iter()
+        .find(|x| s(&x["victim"]["command"]).starts_with("sleep"))
+        .expect("the test's certificate");
+    assert_eq!(s(&sleep["rank"]), "expected");
+    assert_eq!(
+        s(&sleep["rank_reason"]),
+        "stopped by cargo-nextest, the run's own test runner"
+    );
 }

@@ -10,6 +10,7 @@
 )]
 mod analysis_fixtures;
 mod bad_logs;
+mod cancel_fixtures;
 mod cascade_fixtures;
 mod caught_fixtures;
 mod common;

@@ -54,7 +54,7 @@ pub(crate) const HOST_ONLY: &[(&str, &str)] = &[
     ),
     ("cascades", "python3 and node"),
     ("ci_integrations", "go, python3 and a release tarball's install"),
-    ("field_cancel", "bash"),
+    ("field_cancel", "bash and node"),
     ("field_caught", "python3, node and bash"),
     ("field_hangs", "python3"),
     ("field_kernel", "python3"),

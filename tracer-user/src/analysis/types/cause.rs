@@ -130,8 +130,9 @@ pub struct Cause {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reraised: Option<SignalRef>,
     /// The tracer's signal was a cancellation of the run (a SIGINT/SIGTERM/
-    /// SIGHUP/SIGQUIT to the tracer, forwarded to the job), or this non-zero
-    /// exit came after one.
+    /// SIGHUP/SIGQUIT to the tracer, forwarded to the job), or a signal of
+    /// the job's cancellation by its CI runner (`cancellation`), or this
+    /// non-zero exit came after one.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
     /// The process of the run whose signal to the tracer (a `pkill -f`
