@@ -337,3 +337,89 @@ fn a_job_cannot_blind_fail_on_with_its_parse_child_and_a_kill_flood() {
     assert_eq!(c["killer"]["process"]["pid"], killer, "{c:#}");
     assert_eq!(c["cause"]["signal"]["sig_name"], "SIGKILL", "{c:#}");
 }
+
+/// The daemon judges its own log the same way: a job that overflows a
+/// daemon's ring (here a one-page ring and every delivery logged) cannot
+/// make its `--fail-on` stop pass, whatever the job hid in the loss: the
+/// stop exits 87 and says so. `--allow-loss` restores the old judgement.
+#[test]
+fn a_daemon_that_lost_events_cannot_certify_its_stop() {
+    require_root();
+    for (extra, want) in [(None, 87), (Some("--allow-loss"), 0)] {
+        let dir = tempfile::tempdir().unwrap();
+        // The job waits for a line, so the daemon watches it from its start.
+        let mut job = std::process::Command::new("bash")
+            .args(["-c", "read go; exec /usr/bin/python3 -c \"$FLOOD\" 50000 0"])
+            .env("FLOOD", IGNORED_FLOOD)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut daemon = tracer()
+            .args(["daemon", "--root-pid", &job.id().to_string(), "--output"])
+            .arg(dir.path())
+            .args(["--ring-buffer-size", "4096", "--all-signals"])
+            .args(["--fail-on", "unexpected-death"])
+            .args(extra)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Killed if an assertion fails before it is reaped (never
+        // orphaned: a pid the test got from its own child, not yet waited).
+        let mut guard = KillUnreaped(daemon.id(), true);
+        // Watching, in its own words (a one-page ring may lose even the
+        // seeding's records on a busy machine: the log cannot say it).
+        let mut lines =
+            std::io::BufRead::lines(std::io::BufReader::new(daemon.stderr.take().unwrap()));
+        let mut err = String::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            err += &line;
+            err.push('\n');
+            if line.starts_with("tracer: daemon watching") {
+                break;
+            }
+        }
+        std::io::Write::write_all(&mut job.stdin.take().unwrap(), b"go\n").unwrap();
+        assert!(job.wait().unwrap().success());
+        // Stopped at once: the loss is counted in the kernel, whatever the
+        // drain had reached.
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(daemon.id() as i32),
+            nix::sys::signal::SIGTERM,
+        )
+        .unwrap();
+        for line in lines.map_while(Result::ok) {
+            err += &line;
+            err.push('\n');
+        }
+        let status = daemon.wait().unwrap();
+        guard.1 = false;
+        let series = tracer_user::eventlog::read_series(dir.path()).unwrap();
+        let lost = series.trailer.as_ref().expect("a trailer").lost.total();
+        assert!(lost > 0, "the flood was meant to overflow the ring: {err}");
+        assert_eq!(status.code(), Some(want), "{extra:?}: {err}");
+        assert!(
+            err.contains("events were lost"),
+            "said on every stop: {err}"
+        );
+        assert_eq!(
+            err.contains(&format!("cannot certify: {lost} events lost")),
+            want == 87,
+            "{err}"
+        );
+    }
+}
+
+/// SIGKILL to a child of the test's own on drop, unless it was reaped.
+struct KillUnreaped(u32, bool);
+
+impl Drop for KillUnreaped {
+    fn drop(&mut self) {
+        if self.1 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0 as i32),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+    }
+}
