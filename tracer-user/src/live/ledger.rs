@@ -31,19 +31,22 @@ use std::{
 
 use crate::{
     analysis::{
-        cascade::Link,
         fold::{self, GROUP_MIN, MAX_MEMBERS},
-        sort_groups, Analysis, Certificate, DeathCounts, DeathGroup, DeathMention, ExitGroup,
-        ForeignSignal, GroupMember, LeftOut, Leftover, NearMiss, Rank, Raw, MAX_NEAR_MISSES,
+        sort_groups, Analysis, DeathCounts, DeathGroup, DeathMention, ExitGroup, ForeignSignal,
+        LeftOut, Leftover, NearMiss, Rank, Raw, MAX_NEAR_MISSES,
     },
     eventlog::ProcKey,
     model::{Model, Positions},
 };
 
-use self::chains::{cert_ids, Chains, Table};
+use self::{
+    chains::{cert_ids, Chains, Table},
+    held::{key, pkey, story, Fold, Held, Member, Open, Shown, Story},
+};
 use super::Findings;
 
 mod chains;
+mod held;
 
 /// Looks after the last one that made a death before it is settled: as
 /// `Seen` forgets it (live/mod.rs), once no look can make it again.
@@ -58,136 +61,6 @@ pub const MAX_FOREIGN: usize = 1000;
 const MAX_MENTIONS: usize = 64;
 /// Distinct near-miss folds past the list remembered, to count entries.
 const UNLISTED_KEPT: usize = 65_536;
-
-/// One death, its certificate whole (its cascade sentences not written).
-#[derive(Clone, Debug)]
-struct Story {
-    cert: Certificate,
-    chains: Chains,
-    /// The death it follows from, when a look found one.
-    link: Option<Link>,
-    /// Its processes' ends and parents, for the timeline.
-    timeline: Positions,
-}
-
-impl Story {
-    fn key(&self) -> ProcKey {
-        key(&self.cert)
-    }
-}
-
-/// A certificate made by a look, held whole: its ancestry apart from the
-/// look's table, its processes' positions from the look's model.
-fn story(mut cert: Certificate, link: Option<Link>, a: &Analysis, m: &Model) -> Story {
-    let chains = Chains::detach(&mut cert_ids(&mut cert), &a.ancestors);
-    let mut timeline = Positions::default();
-    timeline.note(m, pkey(&cert.victim.process));
-    if let Some(k) = &cert.killer {
-        timeline.note(m, pkey(&k.process));
-    }
-    for h in &cert.history {
-        timeline.note(m, pkey(&h.sender));
-    }
-    Story {
-        cert,
-        chains,
-        link,
-        timeline,
-    }
-}
-
-/// Within a rank, deaths are ordered by the fatal signal (else the end),
-/// a quiet helper's exit last, as the whole log's analysis orders them.
-fn order(c: &Certificate) -> (Rank, bool, u64, u64) {
-    let v = &c.victim;
-    let cause = c.cause.signal.as_ref().map_or(v.end_seq, |s| s.seq);
-    (c.rank, c.quiet_helper, cause, v.end_seq)
-}
-
-fn key(c: &Certificate) -> ProcKey {
-    pkey(&c.victim.process)
-}
-
-fn pkey(p: &crate::analysis::ProcRef) -> ProcKey {
-    ProcKey {
-        pid: p.pid,
-        start: p.start,
-    }
-}
-
-/// An open death whose signature's group exists already and that nothing
-/// links: what a member of that group needs, not a whole certificate (a
-/// soak's ~2,000 open deaths held ~5 MB as certificates; ~150 B each so).
-/// A look that links it makes its certificate again, and it is held whole.
-#[derive(Clone, Debug)]
-struct Member {
-    at: GroupMember,
-    order: (Rank, bool, u64, u64),
-    ended_at: String,
-    sig: Arc<str>,
-    mention: Option<DeathMention>,
-}
-
-impl Member {
-    fn of(c: &Certificate, sig: Arc<str>) -> Self {
-        Member {
-            at: fold::member(c),
-            order: order(c),
-            ended_at: c.victim.ended_at.clone(),
-            sig,
-            mention: (c.rank == Rank::NonzeroExit).then(|| DeathMention::of(c)),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Held {
-    /// Boxed: a certificate inline is ~2.5 KB, and a map entry is the size
-    /// of its largest variant.
-    Whole(Box<Story>),
-    Member(Member),
-}
-
-impl Held {
-    fn order(&self) -> (Rank, bool, u64, u64) {
-        match self {
-            Held::Whole(s) => order(&s.cert),
-            Held::Member(m) => m.order,
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Open {
-    held: Held,
-    /// The last look that made it.
-    last: u64,
-}
-
-/// The settled deaths of one signature: the first few whole, then a group.
-#[derive(Clone, Debug, Default)]
-struct Fold {
-    first: Vec<Story>,
-    /// The group, its example's certificate in it; the example's ancestry
-    /// and timeline beside it.
-    group: Option<(DeathGroup, Chains, Positions)>,
-    mentions: Vec<DeathMention>,
-}
-
-/// A certificate or a group, as a report shows them in ranked order.
-enum Shown {
-    Story(Story),
-    Group((DeathGroup, Chains, Positions), Vec<DeathMention>),
-}
-
-impl Shown {
-    fn order(&self) -> (Rank, bool, u64, u64) {
-        match self {
-            Shown::Story(s) => order(&s.cert),
-            Shown::Group((g, _, _), _) => order(&g.example),
-        }
-    }
-}
 
 /// A near miss folded across looks: the same sender, call, signal, target
 /// and return value (the whole log's fold key, analysis/extras.rs).
