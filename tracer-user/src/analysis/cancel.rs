@@ -272,8 +272,36 @@ pub struct Cancellation {
     pub deaths: usize,
 }
 
-/// The finding, worded: `deaths` counted by the caller.
-pub(crate) fn finding(cx: &Ctx, f: &Found, deaths: usize) -> Cancellation {
+/// One of the cancellation's signals as its summary words it: what a
+/// daemon's ledger keeps of it across looks (live/ledger/cancel.rs), so
+/// that signals seen by many looks are worded as one log's are.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub signal: super::SignalRef,
+    pub target: ProcKey,
+    /// The target by its program's name, as it was then: "`bash` (pid 900)".
+    pub program: String,
+    /// A process-group kill's aim ("process group 900").
+    pub group: Option<String>,
+    /// The id of the kill-family call that sent it, when the signal names it.
+    pub call: Option<u64>,
+}
+
+/// What a daemon's ledger takes of a look's cancellation ([`super::Raw`]):
+/// who sent it, the summary's lead, and its signals that look saw.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent {
+    pub sender: ProcKey,
+    /// The summary before its steps: "The job was cancelled by …".
+    pub lead: String,
+    /// Why a death it caused ranks expected (its rank reason).
+    pub reason: String,
+    pub steps: Vec<Step>,
+}
+
+/// The finding, worded: `deaths` counted by the caller; and what a
+/// daemon's ledger keeps of it.
+pub(crate) fn finding(cx: &Ctx, f: &Found, deaths: usize) -> (Cancellation, Sent) {
     let m = cx.m;
     let first = &m.signals[f.signals[0]];
     let sender = cx.proc_ref(f.sender, first.ev.at.t);
@@ -288,64 +316,89 @@ pub(crate) fn finding(cx: &Ctx, f: &Found, deaths: usize) -> Cancellation {
     } else {
         format!("The job was cancelled by {who}")
     };
-    Cancellation {
-        summary: format!("{lead}: {}", steps(cx, f)),
+    let steps = steps(cx, f);
+    let c = Cancellation {
+        summary: summary(&lead, &steps, 0),
         by: f.by().to_string(),
         runner: f.runner.map(|r| r.id.to_string()),
         sender,
         sender_in_run: f.in_run,
-        signals: f
-            .signals
-            .iter()
-            .map(|&i| super::certificate::signal_ref(m, &m.signals[i]))
-            .collect(),
+        signals: steps.iter().map(|s| s.signal.clone()).collect(),
         deaths,
-    }
+    };
+    let sent = Sent {
+        sender: f.sender,
+        lead,
+        reason: f.reason(),
+        steps,
+    };
+    (c, sent)
 }
 
-/// "SIGINT to `bash` (pid 900), SIGTERM to it 7.5 s later, then SIGKILL to
-/// 3 processes 2.5 s later": one clause per run of one signal, each
-/// target by its program's name (its whole command is in its certificate).
-fn steps(cx: &Ctx, f: &Found) -> String {
+/// Each of the cancellation's signals, in log order, as [`summary`] reads it.
+fn steps(cx: &Ctx, f: &Found) -> Vec<Step> {
     let m = cx.m;
-    let mut runs: Vec<Vec<usize>> = Vec::new();
-    for &i in &f.signals {
-        match runs.last_mut() {
-            Some(r) if m.signals[r[0]].ev.sig == m.signals[i].ev.sig => r.push(i),
-            _ => runs.push(vec![i]),
-        }
-    }
+    f.signals
+        .iter()
+        .map(|&i| {
+            let s = &m.signals[i];
+            let group = cx
+                .call_of(s)
+                .filter(|(sc, a, _)| sc == "kill" && *a < -1)
+                .map(|(sc, a, t)| w::aimed_at(&sc, a, t));
+            Step {
+                signal: super::certificate::signal_ref(m, s),
+                target: s.target,
+                program: program(&cx.proc_ref(s.target, s.ev.at.t)),
+                group,
+                call: s.ev.call.as_ref().map(|c| c.id),
+            }
+        })
+        .collect()
+}
+
+/// The finding's one sentence: `lead`, then "SIGINT to `bash` (pid 900),
+/// SIGTERM to it 7.5 s later, then SIGKILL to 3 processes 2.5 s later": one
+/// clause per run of one signal, each target by its program's name (its
+/// whole command is in its certificate). `more`: deliveries past the
+/// `steps` listed (a daemon's ledger lists a bounded number), counted as
+/// further targets of the last run.
+pub fn summary(lead: &str, steps: &[Step], more: usize) -> String {
+    let runs: Vec<&[Step]> = steps
+        .chunk_by(|a, b| a.signal.sig == b.signal.sig)
+        .collect();
     let mut clauses = Vec::new();
     let mut prev: Option<(u64, String)> = None;
-    for r in &runs {
-        let s = &m.signals[r[0]];
-        let mut targets: Vec<ProcKey> = r.iter().map(|&i| m.signals[i].target).collect();
+    for (n, r) in runs.iter().enumerate() {
+        let s = &r[0];
+        let extra = if n + 1 == runs.len() { more } else { 0 };
+        let mut targets: Vec<ProcKey> = r.iter().map(|x| x.target).collect();
         targets.sort_unstable();
         targets.dedup();
-        let group = cx
-            .call_of(s)
-            .filter(|(sc, a, _)| sc == "kill" && *a < -1)
-            .map(|(sc, a, t)| w::aimed_at(&sc, a, t));
-        let aim = match (group, targets.as_slice()) {
-            (Some(g), _) if same_call(m, r) => g,
-            (_, [one]) => program(&cx.proc_ref(*one, s.ev.at.t)),
-            (_, many) => w::plural(many.len(), "process", "processes"),
+        // Every delivery of the run came from one kill-family call.
+        let same_call = r.iter().all(|x| x.call.is_some() && x.call == s.call);
+        let aim = match (&s.group, targets.as_slice()) {
+            (Some(g), _) if same_call => g.clone(),
+            (_, [_]) if extra == 0 => s.program.clone(),
+            (_, many) => w::plural(many.len() + extra, "process", "processes"),
         };
+        let t = s.signal.t;
         let (later, same) = match &prev {
-            Some((t, a)) => (
-                format!(" {} later", w::duration(s.ev.at.t.saturating_sub(*t))),
+            Some((at, a)) => (
+                format!(" {} later", w::duration(t.saturating_sub(*at))),
                 *a == aim,
             ),
             None => (String::new(), false),
         };
         let to = if same { "it" } else { aim.as_str() };
-        clauses.push(format!("{} to {to}{later}", s.ev.sig_name));
-        prev = Some((s.ev.at.t, aim));
+        clauses.push(format!("{} to {to}{later}", s.signal.sig_name));
+        prev = Some((t, aim));
     }
-    match clauses.split_last() {
+    let steps = match clauses.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{}, then {last}", rest.join(", ")),
         _ => clauses.concat(),
-    }
+    };
+    format!("{lead}: {steps}")
 }
 
 /// "`bash` (pid 900)": the program a process ran, by its file's name.
@@ -361,11 +414,4 @@ fn program(p: &ProcRef) -> String {
         crate::text::markdown::code(&name),
         w::pid_label(p)
     )
-}
-
-/// Every delivery of `r` came from one kill-family call.
-fn same_call(m: &Model, r: &[usize]) -> bool {
-    let call = |i: usize| m.signals[i].ev.call.as_ref().map(|c| c.id);
-    r.iter()
-        .all(|&i| call(i).is_some() && call(i) == call(r[0]))
 }

@@ -2,7 +2,7 @@
 //! plus the cheap side findings (other exits, near misses, foreign signals,
 //! processes left running). Pure: same model, same output.
 mod ancestors;
-mod cancel;
+pub mod cancel;
 pub mod cascade;
 mod caught;
 mod cause;
@@ -17,6 +17,7 @@ mod oom_group;
 mod quiet;
 pub mod quote;
 mod rank;
+mod raw;
 mod side_findings;
 mod sigfacts;
 mod summary;
@@ -35,6 +36,7 @@ pub use cancel::Cancellation;
 pub use crash::{completeness_words, frame_line};
 pub use extras::{group_exits, sort_groups, SmallExit, MAX_NEAR_MISSES};
 pub(crate) use mechanism::READER_EXIT_AFTER_NS;
+pub use raw::Raw;
 pub use side_findings::*;
 pub use sigfacts::{terminal_key, timer_source};
 pub use types::*;
@@ -102,19 +104,6 @@ pub struct Analysis {
     /// With `AnalysisOptions::raw` only. Not in report.json.
     #[serde(skip)]
     pub raw: Option<Box<Raw>>,
-}
-
-/// What a daemon's ledger (live/ledger.rs) takes of one look's analysis, to
-/// merge the looks of a whole run into one report: the certificates before
-/// their cascade sentences (those name certificate ids, which only the
-/// merged order gives), the cascade links by victim, and the small exits
-/// one by one (a process may end in one look and be analysed in two).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Raw {
-    /// Ranked as the look ranked them (`consequence` included), not worded.
-    pub certificates: Vec<Certificate>,
-    pub(crate) links: std::collections::BTreeMap<ProcKey, cascade::Link>,
-    pub small_exits: Vec<SmallExit>,
 }
 
 impl Analysis {
@@ -262,15 +251,19 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     }
     let small_exits = extras::small_exits(&cx, &small_exits);
     let other_exits = group_exits(&small_exits);
+    let (cancellation, sent) = cx
+        .cancel()
+        .map(|f| cancel::finding(&cx, f, cancelled))
+        .unzip();
     let raw = unworded.map(|certificates| {
         Box::new(Raw {
             certificates,
             links,
             small_exits,
+            cancel: sent,
         })
     });
     let foreign_signals = extras::foreign_signals(&cx);
-    let cancellation = cx.cancel().map(|f| cancel::finding(&cx, f, cancelled));
     let leftovers = extras::leftovers(&cx);
     // Last: the senders' entries go at the end of the ancestors table.
     let (near_misses, near_misses_left_out) = extras::near_misses(&cx);

@@ -40,13 +40,17 @@ use crate::{
 };
 
 use self::{
+    cancel::Cancel,
     chains::{cert_ids, Chains, Table},
     held::{key, pkey, story, Fold, Held, Member, Open, Shown, Story},
 };
 use super::Findings;
 
+mod cancel;
 mod chains;
 mod held;
+
+pub use cancel::MAX_CANCEL_SIGNALS;
 
 /// Looks after the last one that made a death before it is settled: as
 /// `Seen` forgets it (live/mod.rs), once no look can make it again.
@@ -105,6 +109,8 @@ pub struct Ledger {
     foreign_left_out: usize,
     /// The processes still running, as the latest look that kept them saw.
     leftovers: Vec<(Leftover, Chains)>,
+    /// The job's cancellation by its CI runner, as looks found it.
+    cancel: Cancel,
     timeline: Positions,
     table: Table,
 }
@@ -151,7 +157,9 @@ impl Ledger {
             certificates,
             links,
             small_exits,
+            cancel,
         } = raw;
+        self.cancel.add(cancel, a);
         let mut made = HashSet::new();
         for c in certificates {
             let k = key(&c);
@@ -182,6 +190,7 @@ impl Ledger {
                 Rank::Consequence => self.counts.consequence += 1,
                 Rank::Expected => self.counts.expected += 1,
             }
+            self.cancel.count(&c);
             let member = (!linked && fold::foldable_rank(c.rank))
                 .then(|| self.sigs.text(&fold::signature(&c)))
                 .filter(|sig| {
@@ -421,6 +430,10 @@ impl Ledger {
                 groups.push((g, f.mentions));
             }
         }
+        // A death certified before a look saw the cancellation's signature.
+        self.cancel
+            .mend(stories.iter_mut().map(|s| &mut s.cert), &mut self.counts);
+        self.cancel.mark(&mut self.foreign);
         // One ranked order for certificates and groups; ids number it.
         let mut shown: Vec<Shown> = stories
             .into_iter()
@@ -483,7 +496,7 @@ impl Ledger {
             other_exits: sort_groups(std::mem::take(&mut self.exits).into_values().collect()),
             near_misses,
             near_misses_left_out: self.near_misses_left_out,
-            cancellation: None, // not yet from looks (docs/report.md, "Cancellation by the CI runner")
+            cancellation: std::mem::take(&mut self.cancel).finish(),
             foreign_signals: std::mem::take(&mut self.foreign),
             leftovers,
             ancestors: std::mem::take(&mut self.table.entries),
@@ -510,5 +523,6 @@ impl Ledger {
             + self.exits_open.len()
             + self.exits_counted.len()
             + self.causes.len()
+            + self.cancel.held()
     }
 }

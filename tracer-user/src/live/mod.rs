@@ -7,7 +7,7 @@ mod ledger;
 mod tests;
 mod window;
 
-pub use ledger::{Ledger, Ledgered, MAX_FOREIGN, MAX_STORIES};
+pub use ledger::{Ledger, Ledgered, MAX_CANCEL_SIGNALS, MAX_FOREIGN, MAX_STORIES};
 pub use window::{Look, Window};
 
 use std::collections::HashMap;
