@@ -3,15 +3,22 @@
 //! whatever bash and Node do with it; `--timeout` says it expired. A CI
 //! runner's own cancellation of the job (GitHub's SIGINT, SIGTERM, SIGKILL;
 //! gitlab-runner's group SIGKILL; cargo-nextest's SIGTERM then SIGKILL to a
-//! test's group) is one finding that leads the verdict (analysis/cancel.rs).
+//! test's group) is one finding that leads the verdict (analysis/cancel.rs),
+//! and a `tracer daemon` that watched the job names it on line 1 too, from
+//! the ledger its looks merged (live/ledger/cancel.rs).
 //!
 //! Hermetic: the tests signal only the tracer they spawned, and the runner
 //! scripts only the pids and the process group of the job the test started.
-use std::process::Stdio;
+use std::{
+    io::Write,
+    os::unix::process::ExitStatusExt,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
 
 use crate::caught::support::*;
 use crate::certificates::support::*;
-use crate::common::*;
+use crate::common::{metrics_daemon::Reaped, *};
 use nix::sys::signal::Signal;
 
 #[test]
@@ -324,4 +331,175 @@ fn nextests_terminator_names_the_runner_of_the_run() {
         s(&sleep["rank_reason"]),
         "stopped by cargo-nextest, the run's own test runner"
     );
+}
+
+/// SIGKILL to a process of the test's own on drop, if it is still the one
+/// the test started (pid and start time): a guard for what the test's
+/// children fork, which `Reaped` does not reach.
+struct KillIfRunning(u32, Option<u64>);
+
+impl KillIfRunning {
+    fn new(pid: u32) -> Self {
+        KillIfRunning(pid, crate::common::proc::start_ticks(pid))
+    }
+}
+
+impl Drop for KillIfRunning {
+    fn drop(&mut self) {
+        if self
+            .1
+            .is_some_and(|start| crate::common::proc::running(self.0, start))
+        {
+            let pid = nix::unistd::Pid::from_raw(self.0 as i32);
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Signals from outside into the run the daemon's looks have handed on so
+/// far (its `tracer_foreign_signals_total`): a look has analysed each.
+fn foreign_handed_on(addr: &str) -> u64 {
+    let (_, text) = crate::common::metrics_daemon::get(addr, "/metrics", Duration::from_secs(5))
+        .unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with("tracer_foreign_signals_total{direction=\"outside_to_run\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map_or(0, |n| n as u64)
+}
+
+/// Bounded wait until the daemon's looks have handed on `n` signals from
+/// outside (a condition, not a sleep: the machine may be loaded).
+fn wait_handed_on(addr: &str, n: u64, said: &crate::common::metrics_daemon::StderrLines) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while foreign_handed_on(addr) < n {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon's looks never handed on {n} signals from outside: {:?}",
+            said.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Line 1 of the report.md in `dir`.
+fn line_1(dir: &std::path::Path) -> String {
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    md.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_daemon_names_githubs_cancellation_on_line_1() {
+    // A `tracer daemon` watches a step of the test's own (`--root-pid`):
+    // bash, which ignores SIGINT and SIGTERM (so does the sleep it forks:
+    // an ignored disposition is inherited). GitHub's runner, outside the
+    // scope (bash run through a link named `Runner.Worker`), does its three
+    // steps: SIGINT to the step's root, SIGTERM to it, then SIGKILL to what
+    // is left of the tree. Each step waits until the daemon's looks have
+    // handed on the one before (its metrics), so the SIGINT, the SIGTERM
+    // and the SIGKILLs reach the daemon's ledger in different looks. Its
+    // stop names the cancellation on line 1, as `tracer report` of its log
+    // does, and `--fail-on` passes: the runner has marked the job.
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let step = "trap '' INT TERM; read go; sleep 600 & echo \"ready bash=$$ sleep=$!\"; wait";
+    let mut step = Reaped(
+        Command::new(which_bash())
+            .args(["-c", step])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut daemon = Reaped(
+        tracer()
+            .args(["daemon", "--output"])
+            .arg(&out)
+            .args(["--root-pid", &step.0.id().to_string()])
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .args(["--metrics-interval", "200ms"])
+            .args(["--fail-on", "foreign-signal,unexpected-death"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Watching, in its own words: the step is seeded as `existing`.
+    let (addr, said) = crate::common::metrics_daemon::metrics_addr(&mut daemon.0);
+    step.0.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut stdout = std::io::BufReader::new(step.0.stdout.take().unwrap());
+    let words = crate::common::wait_ready(&mut stdout);
+    let (bash, sleep) = (ready_pid(&words, "bash"), ready_pid(&words, "sleep"));
+    let _sleep = KillIfRunning::new(sleep);
+    assert_eq!(bash, step.0.id());
+
+    // The runner: each line on its stdin is its next step.
+    let bin = tempfile::tempdir().unwrap();
+    let link = bin.path().join("Runner.Worker");
+    std::os::unix::fs::symlink(which_bash(), &link).unwrap();
+    let steps = "read _; kill -INT $1; read _; kill -TERM $1; read _; kill -KILL $1 $2";
+    let mut runner = Reaped(
+        Command::new(&link)
+            .args(["-c", steps, "runner", &bash.to_string(), &sleep.to_string()])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let runner_pid = runner.0.id();
+    let mut to_runner = runner.0.stdin.take().unwrap();
+    for handed_on in 1..=2 {
+        to_runner.write_all(b"next\n").unwrap();
+        wait_handed_on(&addr, handed_on, &said);
+    }
+    to_runner.write_all(b"next\n").unwrap();
+    assert!(runner.0.wait().unwrap().success());
+    // The step's root and its sleep died of the SIGKILLs.
+    let status = step.0.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while crate::common::proc::alive(sleep) {
+        assert!(Instant::now() < deadline, "the sleep outlived its SIGKILL");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_handed_on(&addr, 4, &said);
+
+    // The stop: its reports come from the ledger, merged look by look.
+    kill(daemon.0.id(), Signal::SIGTERM);
+    let status = daemon.0.wait().unwrap();
+    let err = said.lock().unwrap().join("\n");
+    assert_eq!(status.code(), Some(0), "--fail-on passes: {err}");
+    let first = line_1(&out);
+    let lead = format!(
+        "The job was cancelled by GitHub's runner (`Runner.Worker`, pid {runner_pid}): \
+         SIGINT to `bash` (pid {bash}), SIGTERM to it "
+    );
+    assert!(first.starts_with(&lead), "the daemon's line 1: {first}");
+    assert!(
+        first.contains(", then SIGKILL to 2 processes ")
+            && first.ends_with("No unexpected deaths."),
+        "{first}"
+    );
+    let rep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let c = &rep["cancellation"];
+    assert_eq!(c["runner"], "github", "{rep:#}");
+    let sigs: Vec<&str> = c["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| s(&x["sig_name"]))
+        .collect();
+    assert_eq!(sigs, ["SIGINT", "SIGTERM", "SIGKILL", "SIGKILL"]);
+    assert_eq!(c["deaths"], 2, "{rep:#}");
+    assert_eq!(rep["counts"]["unexpected"], 0);
+    for pid in [bash, sleep] {
+        let x = cert(&rep, pid);
+        assert_eq!(x["cause"]["cancelled"], true, "{x:#}");
+        assert_eq!(s(&x["rank"]), "expected", "{x:#}");
+    }
+
+    // `tracer report` of the daemon's log says the same on line 1.
+    let again = tempfile::tempdir().unwrap();
+    let judged = report_cmd(&out, again.path());
+    assert!(judged.status.success(), "{judged:?}");
+    assert_eq!(first, line_1(again.path()));
 }
