@@ -362,7 +362,9 @@ fn two_hundred_crashes_in_a_row_are_each_named_right() {
     // names nothing (seen once in a run beside the other kernel tests); so
     // is one that came while 64 crashes already waited for the busy parse
     // child (run/session/crashes.rs's bound: CI's run had 200 crashes outrun
-    // it); a named one is named right.
+    // it), and one whose parse child ran past its wall limit (the 6.12
+    // guest with its vCPUs on one host thread, at load 6); a
+    // named one is named right.
     let mut named = 0;
     let regs = has_regs(&r);
     for c in &stacks {
@@ -379,6 +381,7 @@ fn two_hundred_crashes_in_a_row_are_each_named_right() {
             let waited = c.completeness == StackCompleteness::SymbolisationFailed
                 && c.detail.as_deref().is_some_and(|d| {
                     d.contains("crashes were already waiting for the parse child")
+                        || d.contains("the parse child took longer than")
                 });
             assert!(
                 c.completeness == StackCompleteness::ModuleUnknown || waited,
