@@ -106,3 +106,114 @@ fn exec_test_env(rec: &mut Record) {
         e.test_env = procs::test_env_of(e.task.key());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A live process that is neither the test nor of any run: a `sleep`,
+    /// its argv in place.
+    struct Sleeper(std::process::Child, ProcKey);
+
+    impl Sleeper {
+        fn spawn() -> Self {
+            let child = std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .expect("sleep runs");
+            let pid = child.id();
+            // `spawn` returns once the exec is past its point of no
+            // return, which may be before the new argv is in place.
+            let argv = || crate::snapshot::read_argv(pid).map(|(a, _)| a);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while argv().map_or(true, |a| a.is_empty()) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let ticks = procfs::process::Process::new(pid as i32)
+                .and_then(|p| p.stat())
+                .expect("its stat")
+                .starttime;
+            let start = ticks * (1_000_000_000 / procfs::ticks_per_second());
+            Self(child, ProcKey { pid, start })
+        }
+    }
+
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn task(k: ProcKey) -> String {
+        format!(
+            r#"{{"pid":{},"tid":{},"start":{},"comm":"sleep"}}"#,
+            k.pid, k.pid, k.start
+        )
+    }
+
+    fn record(json: &str) -> Record {
+        serde_json::from_str(json).expect("a record")
+    }
+
+    fn signal_from(k: ProcKey) -> Record {
+        record(&format!(
+            r#"{{"type":"signal","seq":1,"t":1,"time":"2026-11-30T00:47:40Z","sender":{},"target":{},"sig":15,"sig_name":"SIGTERM","code":0,"code_name":"SI_USER","errno":0,"group":true,"result":"delivered"}}"#,
+            task(k),
+            task(ProcKey { pid: 1, start: 0 })
+        ))
+    }
+
+    fn fork_of(k: ProcKey) -> Record {
+        record(&format!(
+            r#"{{"type":"fork","seq":1,"t":1,"time":"2026-11-30T00:47:40Z","parent":{},"child":{},"thread":false}}"#,
+            task(ProcKey { pid: 1, start: 0 }),
+            task(k)
+        ))
+    }
+
+    fn exit_of(k: ProcKey) -> Record {
+        record(&format!(
+            r#"{{"type":"exit","seq":1,"t":1,"time":"2026-11-30T00:47:40Z","task":{},"exit_code":0,"status":{{"exited":{{"code":0}}}},"group_dead":true}}"#,
+            task(k)
+        ))
+    }
+
+    /// The sender's argv as the stage left it.
+    fn enriched_argv(e: &mut Enricher, mut rec: Record) -> Option<Vec<String>> {
+        e.enrich(&mut rec);
+        match rec {
+            Record::Signal(s) => s.sender_argv,
+            _ => panic!("a signal"),
+        }
+    }
+
+    #[test]
+    fn an_outside_sender_is_named_once() {
+        let s = Sleeper::spawn();
+        let mut e = Enricher::new();
+        let argv = enriched_argv(&mut e, signal_from(s.1));
+        assert_eq!(argv, Some(vec!["sleep".to_string(), "30".to_string()]));
+        assert_eq!(enriched_argv(&mut e, signal_from(s.1)), None);
+    }
+
+    #[test]
+    fn a_process_of_the_run_is_not_read_until_it_exits() {
+        let s = Sleeper::spawn();
+        let mut e = Enricher::new();
+        e.enrich(&mut fork_of(s.1));
+        assert_eq!(enriched_argv(&mut e, signal_from(s.1)), None);
+        e.enrich(&mut exit_of(s.1));
+        assert!(enriched_argv(&mut e, signal_from(s.1)).is_some());
+    }
+
+    #[test]
+    fn tracers_own_signals_are_never_read() {
+        let s = Sleeper::spawn();
+        let mut e = Enricher {
+            me: s.1.pid,
+            ..Enricher::new()
+        };
+        assert_eq!(enriched_argv(&mut e, signal_from(s.1)), None);
+    }
+}
