@@ -1,6 +1,7 @@
 //! A capture session: ring buffer -> decoded records -> event log, with loss
 //! accounting. Shared by every mode that captures.
 mod crashes;
+mod enrich;
 mod pump;
 
 use aya::maps::{MapData, RingBuf};
@@ -75,13 +76,9 @@ pub struct Session {
     undecodable: u64,
     last_words: LastWordsStore,
     existing: Vec<tracer_common::ExistingRecord>,
-    /// Processes of the run (forked in it, or existing in scope), and
-    /// outside senders already named: neither needs its argv read. A
-    /// process of the run leaves at its exit; outside senders (whose exit
-    /// is not seen) are forgotten all at once past `MAX_NAMED`: the cost
-    /// is one /proc read again. Before, a daemon kept every process it had
-    /// ever seen here (a 10-minute soak of ~2,800 processes a second).
-    named: std::collections::HashSet<crate::eventlog::ProcKey>,
+    /// What is added to a decoded record from live state before it is
+    /// written (`enrich.rs`): the stage between decode and the log.
+    enricher: enrich::Enricher,
     /// `--redact`: applied to every record on its way into the log.
     redactor: crate::redact::Redactor,
     /// Who reads the snapshots, when not root (`--user`, sudo).
@@ -92,9 +89,6 @@ pub struct Session {
     counts: std::collections::BTreeMap<&'static str, u64>,
     /// When to drain again though no wake-up came (see `pump::ready`).
     catch_up: Option<tokio::time::Instant>,
-    /// Tracer's own pid, asked once: every signal record is checked against
-    /// it, and getpid is a real syscall (two raw_syscalls programs each).
-    me: u32,
     /// The records written since the daemon's last live look (`tap`), as
     /// written (redacted): the look analyses them, never the log read back.
     tapped: Option<Vec<Record>>,
@@ -170,13 +164,12 @@ impl Session {
             undecodable: 0,
             last_words: LastWordsStore::new(last_words_bytes),
             existing: Vec::new(),
-            named: std::collections::HashSet::new(),
+            enricher: enrich::Enricher::new(),
             redactor: Default::default(),
             viewer: None,
             command_error: None,
             counts: Default::default(),
             catch_up: None,
-            me: std::process::id(),
             tapped: None,
             kill_fails: Senders::default(),
         })

@@ -1,11 +1,11 @@
 //! The ring pump: records out of the kernel's ring buffer, decoded,
-//! enriched (an outside sender's argv, an OOM's memory cgroup) and written.
+//! enriched (the `enrich` stage: what only the living process or cgroup
+//! still shows) and written.
 use super::Session;
 use crate::{
-    capture::{cgroups, decode},
+    capture::decode,
     error::TracerError,
     eventlog::{Record, Task},
-    run::procs,
 };
 
 /// Twice the kernel side's wake-up batching period: a record committed
@@ -106,11 +106,7 @@ impl Session {
             if let Record::Exec(e) = &rec {
                 self.remember_exe(e.task.key(), &e.filename);
             }
-            self.name_outside_sender(&mut rec);
-            resolve_memcg(&mut rec);
-            if let Record::Exec(e) = &mut rec {
-                e.test_env = procs::test_env_of(e.task.key());
-            }
+            self.enricher.enrich(&mut rec);
             if let Record::KillCall(k) = &rec {
                 if k.ret < 0 && k.deliveries == 0 {
                     self.kill_fails.remember(k.sender.key());
@@ -160,39 +156,6 @@ impl Session {
         self.exes.push_back((key, filename.to_string()));
     }
 
-    /// A signal from a process the log cannot name (it was never exec'd in
-    /// the run): read its argv now, while it is alive, checked against its
-    /// start time. Once per process.
-    fn name_outside_sender(&mut self, rec: &mut Record) {
-        /// Processes remembered as named at most (16 B each, ~1 MiB).
-        const MAX_NAMED: usize = 1 << 16;
-        if self.named.len() >= MAX_NAMED {
-            self.named.clear();
-        }
-        match rec {
-            Record::Fork(f) if f.thread => {}
-            Record::Fork(f) => {
-                self.named.insert(f.child.key());
-            }
-            Record::Exit(x) if x.group_dead => {
-                self.named.remove(&x.task.key());
-            }
-            Record::Existing(x) => {
-                self.named.insert(x.task.key());
-            }
-            Record::Signal(s)
-                if s.sender.pid != self.me && !self.named.contains(&s.sender.key()) =>
-            {
-                self.named.insert(s.sender.key());
-                if let Some((argv, cut)) = procs::argv_of(s.sender.key()) {
-                    s.sender_argv = Some(argv);
-                    s.sender_argv_truncated = cut;
-                }
-            }
-            _ => {}
-        }
-    }
-
     pub(super) fn write_last_words(&mut self, task: &Task, t: u64) -> Result<(), TracerError> {
         // Stamp only what is written: sequence numbers have no gaps.
         if !self.last_words.has(&task.key()) {
@@ -206,20 +169,6 @@ impl Session {
         {
             Some(lw) => self.write(&Record::LastWords(lw)),
             None => Ok(()),
-        }
-    }
-}
-
-/// An OOM kill names its memory cgroup by id: add its path, limit and
-/// `memory.oom.group` while the cgroup still exists.
-fn resolve_memcg(rec: &mut Record) {
-    if let Record::Oom(oom) = rec {
-        if let Some(m) = oom.memcg.as_mut() {
-            if let Some(info) = cgroups::resolve(m.id) {
-                m.path = Some(info.path);
-                m.limit_bytes = info.limit_bytes;
-                m.oom_group = info.oom_group;
-            }
         }
     }
 }
