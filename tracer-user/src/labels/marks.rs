@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::{Labels, Phase, Runner, Source, Test};
+use super::{At, Labels, Phase, Runner, Source, Test};
 use crate::{eventlog::ProcKey, model::Model};
 
 /// How a mark's text begins: a write to the mark fd that is not a mark
@@ -93,7 +93,7 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
             }
             "end" => {
                 if let Some(from) = open.remove(&(mk.key, mk.tid, test.clone())) {
-                    l.add_thread(mk.key, mk.tid, from, Some(mk.t), test);
+                    l.add(At::Thread(mk.key, mk.tid), from, Some(mk.t), test);
                 }
             }
             _ => {}
@@ -108,6 +108,6 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
                 .and_then(|s| s.until)
                 .or(p.end.as_ref().map(|e| e.t))
         });
-        l.add_thread(key, tid, from, until, test);
+        l.add(At::Thread(key, tid), from, until, test);
     }
 }
