@@ -5,12 +5,12 @@ use std::{collections::BTreeMap, fmt::Write};
 use super::{
     cells::{ancestry, cell, code, proc_cell},
     json::Report,
-    leak,
+    last_words, leak,
     loss::loss_line,
 };
 use crate::{
-    analysis::{quote, wording as w, CrashRef, Direction, LastWordsRef},
-    text::{self, markdown as md},
+    analysis::{wording as w, CrashRef, Direction, LastWordsRef},
+    text::markdown as md,
 };
 
 /// Rows per side table; report.json always has every event.
@@ -218,31 +218,18 @@ fn leaks(o: &mut String, r: &Report) {
     o.push('\n');
 }
 
-/// A certificate's last words: the end of the victim's stderr, fenced, as
-/// a terminal showed it (colours and cursor moves removed; report.json and
-/// the log keep the bytes).
+/// A certificate's last words (`last_words` says which), fenced.
 pub(super) fn last_words(o: &mut String, lw: &LastWordsRef) {
-    let shown = text::display_text(&lw.text);
-    let (lines, cut) = quote::tail_lines(&shown, quote::SHOWN_LINES);
-    if lines.is_empty() {
+    let Some(shown) = last_words::shown(lw) else {
         return;
-    }
-    let earlier = if cut || lw.truncated {
-        format!(
-            ", its last {} of {}",
-            w::plural(lines.len(), "line", "lines"),
-            w::plural(lw.bytes_total as usize, "byte", "bytes")
-        )
-    } else {
-        String::new()
     };
-    let null = match lw.to_null {
-        true => ", written to /dev/null: no one saw them",
-        false => "",
-    };
-    let _ = writeln!(o, "Last words (stderr{earlier}{null}, seq {}):\n", lw.seq);
-    let lines: Vec<String> = lines.into_iter().map(str::to_string).collect();
-    let _ = writeln!(o, "{}", md::fence_lines(&lines, "text"));
+    let _ = writeln!(
+        o,
+        "Last words ({}, seq {}):\n",
+        md::text(&format!("{}{}", shown.what, shown.null)),
+        lw.seq
+    );
+    let _ = writeln!(o, "{}", md::fence_lines(&shown.lines, "text"));
 }
 
 /// A crash's frames, innermost first (names are the binary's: fenced).
