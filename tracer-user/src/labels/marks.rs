@@ -11,7 +11,7 @@
 //! worker id), `file`, `name`, `phase`. Anything else is ignored.
 use std::collections::HashMap;
 
-use serde::Deserialize;
+use serde::{de::DeserializeOwned, Deserialize};
 
 use super::{At, Labels, Phase, Runner, Source, Test};
 use crate::{eventlog::ProcKey, model::Model};
@@ -19,6 +19,13 @@ use crate::{eventlog::ProcKey, model::Model};
 /// How a mark's text begins: a write to the mark fd that is not a mark
 /// (a program's stray write there) labels nothing.
 pub const PREFIX: &str = "tracer-test-mark/1 ";
+
+/// A mark's payload as `P`: `None` for a write that is not a mark (no
+/// [`PREFIX`]) or whose JSON is not a `P`.
+pub(super) fn payload<P: DeserializeOwned>(text: &str) -> Option<P> {
+    let json = text.strip_prefix(PREFIX)?;
+    serde_json::from_str(json.trim_end()).ok()
+}
 
 #[derive(Deserialize)]
 struct Payload {
@@ -64,10 +71,7 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
     // Open windows: (process, thread, test) -> begin time.
     let mut open: HashMap<(ProcKey, u32, Test), u64> = HashMap::new();
     for mk in &m.marks {
-        let Some(json) = mk.text.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let Ok(p) = serde_json::from_str::<Payload>(json.trim_end()) else {
+        let Some(p) = payload::<Payload>(&mk.text) else {
             continue;
         };
         let Some(runner) = runner(&p.runner) else {
