@@ -157,6 +157,15 @@ impl Test {
     pub fn phrase(&self) -> String {
         let name = self.full_name();
         let cut = if self.name_truncated { "…" } else { "" };
+        let after = self.phase_and_place();
+        let shown = format!("{}{cut}", self.short_name(&name));
+        format!("{}{after}", crate::text::markdown::code(&shown))
+    }
+
+    /// What follows the test's name in words: its phase unless the call
+    /// (" (setup)"), then its worker (" in vitest worker 3") or its runner
+    /// (" (pytest)").
+    fn phase_and_place(&self) -> String {
         let phase = self
             .phase
             .filter(|p| *p != Phase::Call)
@@ -166,8 +175,7 @@ impl Test {
             Some(w) => format!(" in {w}"),
             None => format!(" ({})", self.runner.as_str()),
         };
-        let shown = format!("{}{cut}", self.short_name(&name));
-        format!("{}{phase}{place}", crate::text::markdown::code(&shown))
+        format!("{phase}{place}")
     }
 
     /// `full` (the full name) for a sentence: whole when it is short; else
@@ -214,16 +222,8 @@ impl Test {
     /// "name (phase) in worker" or "name (runner)". Escaped by the caller.
     pub fn plain(&self) -> String {
         let cut = if self.name_truncated { "…" } else { "" };
-        let phase = self
-            .phase
-            .filter(|p| *p != Phase::Call)
-            .map(|p| format!(" ({})", p.as_str()))
-            .unwrap_or_default();
-        let place = match &self.worker {
-            Some(w) => format!(" in {w}"),
-            None => format!(" ({})", self.runner.as_str()),
-        };
-        format!("{}{cut}{phase}{place}", self.full_name())
+        let after = self.phase_and_place();
+        format!("{}{cut}{after}", self.full_name())
     }
 }
 
