@@ -50,11 +50,7 @@ fn environment(m: &Model, p: &Process, l: &mut Labels) {
         if env.is_empty() {
             continue;
         }
-        let until = p
-            .execs
-            .get(i + 1)
-            .map(|n| n.t)
-            .or(p.end.as_ref().map(|x| x.t));
+        let until = exec_until(p, i);
         let xdist = env
             .get("PYTEST_XDIST_WORKER")
             .and_then(|w| worker_id(w))
@@ -193,16 +189,21 @@ fn under_nextest(m: &Model, key: ProcKey) -> bool {
     })
 }
 
+/// When the image of `p`'s exec `i` ended: at the next exec, else at the
+/// process's end (open while it lives).
+fn exec_until(p: &Process, i: usize) -> Option<u64> {
+    p.execs
+        .get(i + 1)
+        .map(|n| n.t)
+        .or(p.end.as_ref().map(|x| x.t))
+}
+
 fn libtest(m: &Model, p: &Process, l: &mut Labels) {
-    let execs = &p.execs;
-    for (i, e) in execs.iter().enumerate() {
+    for (i, e) in p.execs.iter().enumerate() {
         let Some(stem) = test_binary(&e.filename, &e.argv) else {
             continue;
         };
-        let until = execs
-            .get(i + 1)
-            .map(|n| n.t)
-            .or(p.end.as_ref().map(|x| x.t));
+        let until = exec_until(p, i);
         let nextest = under_nextest(m, p.key);
         let runner = if nextest {
             Runner::Nextest
