@@ -11,14 +11,21 @@
 //! worker id), `file`, `name`, `phase`. Anything else is ignored.
 use std::collections::HashMap;
 
-use serde::Deserialize;
+use serde::{de::DeserializeOwned, Deserialize};
 
-use super::{Labels, Phase, Runner, Source, Test};
+use super::{At, Labels, Phase, Runner, Source, Test};
 use crate::{eventlog::ProcKey, model::Model};
 
 /// How a mark's text begins: a write to the mark fd that is not a mark
 /// (a program's stray write there) labels nothing.
 pub const PREFIX: &str = "tracer-test-mark/1 ";
+
+/// A mark's payload as `P`: `None` for a write that is not a mark (no
+/// [`PREFIX`]) or whose JSON is not a `P`.
+pub(super) fn payload<P: DeserializeOwned>(text: &str) -> Option<P> {
+    let json = text.strip_prefix(PREFIX)?;
+    serde_json::from_str(json.trim_end()).ok()
+}
 
 #[derive(Deserialize)]
 struct Payload {
@@ -64,10 +71,7 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
     // Open windows: (process, thread, test) -> begin time.
     let mut open: HashMap<(ProcKey, u32, Test), u64> = HashMap::new();
     for mk in &m.marks {
-        let Some(json) = mk.text.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let Ok(p) = serde_json::from_str::<Payload>(json.trim_end()) else {
+        let Some(p) = payload::<Payload>(&mk.text) else {
             continue;
         };
         let Some(runner) = runner(&p.runner) else {
@@ -93,7 +97,7 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
             }
             "end" => {
                 if let Some(from) = open.remove(&(mk.key, mk.tid, test.clone())) {
-                    l.add_thread(mk.key, mk.tid, from, Some(mk.t), test);
+                    l.add(At::Thread(mk.key, mk.tid), from, Some(mk.t), test);
                 }
             }
             _ => {}
@@ -108,6 +112,6 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
                 .and_then(|s| s.until)
                 .or(p.end.as_ref().map(|e| e.t))
         });
-        l.add_thread(key, tid, from, until, test);
+        l.add(At::Thread(key, tid), from, until, test);
     }
 }

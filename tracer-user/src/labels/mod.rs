@@ -157,6 +157,15 @@ impl Test {
     pub fn phrase(&self) -> String {
         let name = self.full_name();
         let cut = if self.name_truncated { "…" } else { "" };
+        let after = self.phase_and_place();
+        let shown = format!("{}{cut}", self.short_name(&name));
+        format!("{}{after}", crate::text::markdown::code(&shown))
+    }
+
+    /// What follows the test's name in words: its phase unless the call
+    /// (" (setup)"), then its worker (" in vitest worker 3") or its runner
+    /// (" (pytest)").
+    fn phase_and_place(&self) -> String {
         let phase = self
             .phase
             .filter(|p| *p != Phase::Call)
@@ -166,8 +175,7 @@ impl Test {
             Some(w) => format!(" in {w}"),
             None => format!(" ({})", self.runner.as_str()),
         };
-        let shown = format!("{}{cut}", self.short_name(&name));
-        format!("{}{phase}{place}", crate::text::markdown::code(&shown))
+        format!("{phase}{place}")
     }
 
     /// `full` (the full name) for a sentence: whole when it is short; else
@@ -214,16 +222,8 @@ impl Test {
     /// "name (phase) in worker" or "name (runner)". Escaped by the caller.
     pub fn plain(&self) -> String {
         let cut = if self.name_truncated { "…" } else { "" };
-        let phase = self
-            .phase
-            .filter(|p| *p != Phase::Call)
-            .map(|p| format!(" ({})", p.as_str()))
-            .unwrap_or_default();
-        let place = match &self.worker {
-            Some(w) => format!(" in {w}"),
-            None => format!(" ({})", self.runner.as_str()),
-        };
-        format!("{}{cut}{phase}{place}", self.full_name())
+        let after = self.phase_and_place();
+        format!("{}{cut}{after}", self.full_name())
     }
 }
 
@@ -319,6 +319,19 @@ impl Window {
     }
 }
 
+/// Where a test window goes.
+#[derive(Debug, Clone, Copy)]
+enum At {
+    /// The whole process (argv, environment).
+    Proc(ProcKey),
+    /// A process the test spawned: the test ran in the spawner.
+    Helper(ProcKey),
+    /// One thread of the process (a libtest thread, a mark's writer).
+    Thread(ProcKey, u32),
+    /// The whole process, from a runner's report (approximate).
+    Approx(ProcKey),
+}
+
 /// Every test window of a run, by process and by thread.
 #[derive(Debug, Default)]
 pub struct Labels {
@@ -360,51 +373,20 @@ impl Labels {
         self.tests.len() - 1
     }
 
-    fn add_proc(&mut self, key: ProcKey, from: u64, until: Option<u64>, test: Test) {
-        let test = self.intern(test);
-        self.procs.entry(key).or_default().push(Window {
+    /// One window, where `at` says it goes.
+    fn add(&mut self, at: At, from: u64, until: Option<u64>, test: Test) {
+        let window = Window {
             from,
             until,
-            test,
-            helper: false,
-        });
-    }
-
-    /// A window of a process the test spawned (it ran in the spawner).
-    fn add_helper(&mut self, key: ProcKey, from: u64, until: Option<u64>, test: Test) {
-        let test = self.intern(test);
-        self.procs.entry(key).or_default().push(Window {
-            from,
-            until,
-            test,
-            helper: true,
-        });
-    }
-
-    fn add_thread(&mut self, key: ProcKey, tid: u32, from: u64, until: Option<u64>, test: Test) {
-        let test = self.intern(test);
-        self.threads
-            .entry(key)
-            .or_default()
-            .entry(tid)
-            .or_default()
-            .push(Window {
-                from,
-                until,
-                test,
-                helper: false,
-            });
-    }
-
-    /// A window of a process from a runner's report (approximate).
-    fn add_approx(&mut self, key: ProcKey, from: u64, until: Option<u64>, test: Test) {
-        let test = self.intern(test);
-        self.approx.entry(key).or_default().push(Window {
-            from,
-            until,
-            test,
-            helper: false,
-        });
+            test: self.intern(test),
+            helper: matches!(at, At::Helper(_)),
+        };
+        let windows = match at {
+            At::Proc(key) | At::Helper(key) => self.procs.entry(key).or_default(),
+            At::Thread(key, tid) => self.threads.entry(key).or_default().entry(tid).or_default(),
+            At::Approx(key) => self.approx.entry(key).or_default(),
+        };
+        windows.push(window);
     }
 
     fn set_worker(&mut self, key: ProcKey, name: String) {

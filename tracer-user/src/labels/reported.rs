@@ -13,7 +13,7 @@
 //! [`super::Labels::at`]. Exact and argv/env labels win (`Labels::direct`).
 use std::collections::HashMap;
 
-use super::{Labels, Runner, Source, Test};
+use super::{At, Labels, Runner, Source, Test};
 use crate::{eventlog::ProcKey, model::Model};
 
 const NS_PER_MS: u64 = 1_000_000;
@@ -113,7 +113,7 @@ pub(super) fn collect(m: &Model, l: &mut Labels) {
             if until.is_some_and(|u| u < from) {
                 continue;
             }
-            l.add_approx(key, from, until, test.clone());
+            l.add(At::Approx(key), from, until, test.clone());
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::{
     model::{Model, Process},
 };
 
-use super::{Labels, Phase, Runner, Source, Test};
+use super::{At, Labels, Phase, Runner, Source, Test};
 
 /// The bytes of a thread name the kernel keeps (`TASK_COMM_LEN` - 1).
 const COMM_BYTES: usize = 15;
@@ -50,11 +50,7 @@ fn environment(m: &Model, p: &Process, l: &mut Labels) {
         if env.is_empty() {
             continue;
         }
-        let until = p
-            .execs
-            .get(i + 1)
-            .map(|n| n.t)
-            .or(p.end.as_ref().map(|x| x.t));
+        let until = exec_until(p, i);
         let xdist = env
             .get("PYTEST_XDIST_WORKER")
             .and_then(|w| worker_id(w))
@@ -67,8 +63,8 @@ fn environment(m: &Model, p: &Process, l: &mut Labels) {
                 Some((id, ph)) => (id, ph.strip_suffix(')').and_then(Phase::parse)),
                 None => (current.as_str(), None),
             };
-            l.add_helper(
-                p.key,
+            l.add(
+                At::Helper(p.key),
                 e.t,
                 until,
                 Test {
@@ -98,12 +94,12 @@ fn environment(m: &Model, p: &Process, l: &mut Labels) {
             // The test's own process is the first with the variable; what
             // it spawns inherits it, and is its helper.
             if parent_env("NEXTEST_TEST_NAME") == Some(name.as_str()) {
-                l.add_helper(p.key, e.t, until, test);
+                l.add(At::Helper(p.key), e.t, until, test);
             } else {
                 if let Some(b) = &binary {
                     l.set_worker(p.key, format!("nextest: {b}::{name}"));
                 }
-                l.add_proc(p.key, e.t, until, test);
+                l.add(At::Proc(p.key), e.t, until, test);
             }
         }
         // vitest sets its ids inside the worker once it runs: a process
@@ -193,16 +189,21 @@ fn under_nextest(m: &Model, key: ProcKey) -> bool {
     })
 }
 
+/// When the image of `p`'s exec `i` ended: at the next exec, else at the
+/// process's end (open while it lives).
+fn exec_until(p: &Process, i: usize) -> Option<u64> {
+    p.execs
+        .get(i + 1)
+        .map(|n| n.t)
+        .or(p.end.as_ref().map(|x| x.t))
+}
+
 fn libtest(m: &Model, p: &Process, l: &mut Labels) {
-    let execs = &p.execs;
-    for (i, e) in execs.iter().enumerate() {
+    for (i, e) in p.execs.iter().enumerate() {
         let Some(stem) = test_binary(&e.filename, &e.argv) else {
             continue;
         };
-        let until = execs
-            .get(i + 1)
-            .map(|n| n.t)
-            .or(p.end.as_ref().map(|x| x.t));
+        let until = exec_until(p, i);
         let nextest = under_nextest(m, p.key);
         let runner = if nextest {
             Runner::Nextest
@@ -214,8 +215,8 @@ fn libtest(m: &Model, p: &Process, l: &mut Labels) {
         // environment source takes it (`environment`).
         let by_env = e.test_env().contains_key("NEXTEST_TEST_NAME");
         if let Some(name) = exact.filter(|_| !by_env) {
-            l.add_proc(
-                p.key,
+            l.add(
+                At::Proc(p.key),
                 e.t,
                 until,
                 Test {
@@ -278,9 +279,8 @@ fn thread_tests(
             .or(span.and_then(|s| s.until))
             .or(until);
         let (name, cut) = complete(&n.name, exact, p);
-        l.add_thread(
-            p.key,
-            n.tid,
+        l.add(
+            At::Thread(p.key, n.tid),
             start,
             end,
             Test {

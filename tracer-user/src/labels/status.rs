@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::marks::PREFIX;
+use super::marks::payload;
 use crate::{eventlog::ProcKey, model::Model};
 
 /// Most lines kept: every text is the job's (a mark's payload), so the
@@ -134,10 +134,7 @@ pub fn collect(m: &Model, injected: bool) -> Vec<TestIntegration> {
     let mut lines: BTreeMap<Key, TestIntegration> = BTreeMap::new();
     let mut marked: HashSet<ProcKey> = HashSet::new();
     for mk in &m.marks {
-        let Some(json) = mk.text.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let Ok(p) = serde_json::from_str::<Payload>(json.trim_end()) else {
+        let Some(p) = payload::<Payload>(&mk.text) else {
             continue;
         };
         if p.ev != "status" {

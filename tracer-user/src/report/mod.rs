@@ -7,6 +7,8 @@ pub mod groups;
 pub mod html;
 pub(crate) mod json;
 pub mod junit;
+mod last_words;
+mod leak;
 mod load;
 mod loss;
 mod markdown;

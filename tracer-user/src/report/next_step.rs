@@ -10,7 +10,7 @@
 //! code spans) and each renderer escapes it as it escapes the verdict.
 use serde::Serialize;
 
-use super::snapshots::SnapshotReport;
+use super::snapshots::{self, SnapshotReport};
 use crate::{
     analysis::{wording as w, Analysis, CauseKind, Certificate, ProcRef, Rank, Relation},
     snapshot::{FdKind, ProcSnapshot, SyscallState, HELD_BY_LEAKED, ORPHANED},
@@ -266,10 +266,7 @@ const SOCKET_READS: [&str; 5] = ["read", "readv", "recvfrom", "recvmsg", "recvmm
 /// A run that hung (or was cancelled) reading a socket whose other end
 /// only a leaked process holds: the snapshot the verdict leads with.
 fn leaked_daemon(snaps: &[SnapshotReport]) -> Option<NextStep> {
-    let s = snaps
-        .iter()
-        .find(|s| s.reason == "timeout")
-        .or_else(|| snaps.iter().find(|s| s.reason == "cancelled"))?;
+    let s = snapshots::leading(snaps)?;
     let procs = &s.snapshot.processes;
     let leaked = |pid: u32| {
         let parent_gone = s

@@ -159,6 +159,17 @@ fn tests(model: &Model) -> Vec<TestMemory> {
     out
 }
 
+/// A test's RSS over its window, start → peak → end: "1.1 GiB → 3.9 GiB
+/// → 2 GiB".
+pub(super) fn rss_span(r: &RssSpan) -> String {
+    format!(
+        "{} → {} → {}",
+        w::bytes(r.start_bytes),
+        w::bytes(r.peak_bytes),
+        w::bytes(r.end_bytes)
+    )
+}
+
 /// The OOM certificate's row: "1.1 GiB → 3.9 GiB in the last 20 s (limit
 /// 4 GiB; at its limit from 3 s before the kill); the largest: `x` 2.7
 /// GiB (+2.5 GiB), running `test`".
@@ -326,12 +337,10 @@ pub(super) fn section(o: &mut String, r: &ResourcesReport) {
         for t in &r.tests {
             let _ = writeln!(
                 o,
-                "| {} | pid {} | {} → {} → {} |",
+                "| {} | pid {} | {} |",
                 code(&t.test),
                 t.pid,
-                w::bytes(t.rss.start_bytes),
-                w::bytes(t.rss.peak_bytes),
-                w::bytes(t.rss.end_bytes)
+                md::text(&rss_span(&t.rss))
             );
         }
         let _ = writeln!(o);

@@ -5,11 +5,12 @@ use std::{collections::BTreeMap, fmt::Write};
 use super::{
     cells::{ancestry, cell, code, proc_cell},
     json::Report,
+    last_words, leak,
     loss::loss_line,
 };
 use crate::{
-    analysis::{quote, wording as w, CrashRef, Direction, LastWordsRef},
-    text::{self, markdown as md},
+    analysis::{wording as w, CrashRef, Direction, LastWordsRef},
+    text::markdown as md,
 };
 
 /// Rows per side table; report.json always has every event.
@@ -183,9 +184,6 @@ pub(super) fn leftovers(o: &mut String, r: &Report) {
     o.push('\n');
 }
 
-/// Open fds a leak table cell lists before "… and N more".
-const MAX_FDS: usize = 8;
-
 /// Leftovers with `leak` records: what /proc showed at the command's exit,
 /// and which process of the run started each one.
 fn leaks(o: &mut String, r: &Report) {
@@ -197,31 +195,17 @@ fn leaks(o: &mut String, r: &Report) {
     );
     for l in &r.analysis.leftovers {
         let spawner = l.spawned_by.as_ref().map_or("—".into(), proc_cell);
-        let (state, fds) = match &l.leak {
+        let fds = match &l.leak {
             Some(k) => {
-                let mut state = vec![format!("ppid {}", k.ppid)];
-                if k.reparented {
-                    state.push("reparented (its parent died)".into());
-                }
-                if k.detached {
-                    state.push(format!("detached (setsid), session {}", k.sid));
-                }
-                state.push(format!("pgid {}", k.pgid));
-                let mut fds: Vec<String> = k.fds.iter().take(MAX_FDS).map(|f| code(f)).collect();
-                // Those not listed here and those the record only counted.
-                let more = k.fds.len().saturating_sub(MAX_FDS) + k.fds_left_out as usize;
-                if more > 0 {
-                    fds.push(format!("… and {more} more"));
-                }
-                (state.join(", "), fds.join("<br>"))
+                let (listed, more) = leak::fds(k);
+                let listed = listed.iter().map(|f| code(f));
+                let fds: Vec<String> = listed.chain(more.map(|m| cell(&m))).collect();
+                fds.join("<br>")
             }
-            None => ("no leak record".into(), "—".into()),
+            None => "—".into(),
         };
-        let ended = l
-            .ended_at
-            .as_ref()
-            .map(|t| format!("; ended later, {}", w::ms(t)))
-            .unwrap_or_default();
+        let state = cell(&leak::state(l.leak.as_ref()));
+        let ended = cell(&leak::ended(l));
         let _ = writeln!(
             o,
             "| {} | {spawner} | {} | {state}{ended} | {} | {} |",
@@ -234,31 +218,18 @@ fn leaks(o: &mut String, r: &Report) {
     o.push('\n');
 }
 
-/// A certificate's last words: the end of the victim's stderr, fenced, as
-/// a terminal showed it (colours and cursor moves removed; report.json and
-/// the log keep the bytes).
+/// A certificate's last words (`last_words` says which), fenced.
 pub(super) fn last_words(o: &mut String, lw: &LastWordsRef) {
-    let shown = text::display_text(&lw.text);
-    let (lines, cut) = quote::tail_lines(&shown, quote::SHOWN_LINES);
-    if lines.is_empty() {
+    let Some(shown) = last_words::shown(lw) else {
         return;
-    }
-    let earlier = if cut || lw.truncated {
-        format!(
-            ", its last {} of {}",
-            w::plural(lines.len(), "line", "lines"),
-            w::plural(lw.bytes_total as usize, "byte", "bytes")
-        )
-    } else {
-        String::new()
     };
-    let null = match lw.to_null {
-        true => ", written to /dev/null: no one saw them",
-        false => "",
-    };
-    let _ = writeln!(o, "Last words (stderr{earlier}{null}, seq {}):\n", lw.seq);
-    let lines: Vec<String> = lines.into_iter().map(str::to_string).collect();
-    let _ = writeln!(o, "{}", md::fence_lines(&lines, "text"));
+    let _ = writeln!(
+        o,
+        "Last words ({}, seq {}):\n",
+        md::text(&format!("{}{}", shown.what, shown.null)),
+        lw.seq
+    );
+    let _ = writeln!(o, "{}", md::fence_lines(&shown.lines, "text"));
 }
 
 /// A crash's frames, innermost first (names are the binary's: fenced).

@@ -57,13 +57,19 @@ const LEADS: [&str; 3] = [
     crate::snapshot::STOPPED,
 ];
 
+/// The snapshot a hung or cancelled run's verdict and next step read: the
+/// timeout's, else the cancellation's.
+pub(super) fn leading(snaps: &[SnapshotReport]) -> Option<&SnapshotReport> {
+    snaps
+        .iter()
+        .find(|s| s.reason == "timeout")
+        .or_else(|| snaps.iter().find(|s| s.reason == "cancelled"))
+}
+
 /// Leads the verdict of a run that hung or was cancelled. `stopped_itself`:
 /// the "cancellation" was a signal a process of the run sent the tracer.
 pub(super) fn verdict_clause(snaps: &[SnapshotReport], stopped_itself: bool) -> Option<String> {
-    let s = snaps
-        .iter()
-        .find(|s| s.reason == "timeout")
-        .or_else(|| snaps.iter().find(|s| s.reason == "cancelled"))?;
+    let s = leading(snaps)?;
     let what = match s.reason.as_str() {
         "timeout" => "Timed out",
         _ if stopped_itself => "Stopped",

@@ -14,7 +14,8 @@ use super::{
     threads::{
         accepting, arg, command, sleeps_in, syscall_name, PIPE_READ_WAITS, SOCKET_READ_WAITS,
     },
-    FdKind, Finding, ProcSnapshot, Snapshot, HELD_BY_LEAKED, ORPHANED, STOPPED,
+    FdEntry, FdKind, Finding, ProcSnapshot, Snapshot, ThreadSnapshot, HELD_BY_LEAKED, ORPHANED,
+    STOPPED,
 };
 
 /// What the log says about the snapshot's processes.
@@ -110,26 +111,36 @@ fn reaped_by_tracer(p: &ProcSnapshot, facts: &LogFacts) -> Option<Finding> {
     })
 }
 
+/// Where thread `t` of `p` sleeps, if in one of `waits`, and the fds it may
+/// be reading there: the one its syscall's first argument names, else
+/// every fd `fits` takes (the walk both findings below make).
+fn blocked_reads<'a>(
+    p: &'a ProcSnapshot,
+    t: &ThreadSnapshot,
+    waits: &[&str],
+    fits: impl Fn(&FdEntry) -> bool,
+) -> Option<(String, Vec<&'a FdEntry>)> {
+    let wait = sleeps_in(t, waits)?;
+    let exact = syscall_name(t)
+        .filter(|n| READS_FD_ARG0.contains(n))
+        .and_then(|_| p.fd(arg(t, 0)? as i32));
+    let candidates = match exact {
+        Some(f) => vec![f],
+        None => p.fds.iter().filter(|f| fits(f)).collect(),
+    };
+    Some((wait, candidates))
+}
+
 /// A thread blocked reading a pipe whose every writer is a leaked process:
 /// the read ends only when those processes exit or close their end.
 fn held_by_leaked(p: &ProcSnapshot, procs: &[ProcSnapshot], facts: &LogFacts) -> Vec<Finding> {
     let mut out = Vec::new();
+    let pipe_read = |f: &FdEntry| {
+        matches!(f.kind, FdKind::Pipe { .. }) && f.access.is_none_or(|a| a.can_read())
+    };
     for t in &p.threads {
-        let Some(wait) = sleeps_in(t, PIPE_READ_WAITS) else {
+        let Some((wait, candidates)) = blocked_reads(p, t, PIPE_READ_WAITS, pipe_read) else {
             continue;
-        };
-        let exact = syscall_name(t)
-            .filter(|n| READS_FD_ARG0.contains(n))
-            .and_then(|_| p.fd(arg(t, 0)? as i32));
-        let candidates: Vec<_> = match exact {
-            Some(f) => vec![f],
-            None => p
-                .fds
-                .iter()
-                .filter(|f| {
-                    matches!(f.kind, FdKind::Pipe { .. }) && f.access.is_none_or(|a| a.can_read())
-                })
-                .collect(),
         };
         for f in candidates {
             let FdKind::Pipe { holders, .. } = &f.kind else {
@@ -202,20 +213,10 @@ fn socket_held_by_leaked(
         Some(s) => (s, "the run's"),
         None => (p.sid, "the reader's"),
     };
+    let socket = |f: &FdEntry| matches!(f.kind, FdKind::Unix { .. } | FdKind::Inet { .. });
     for t in p.threads.iter().filter(|t| !accepting(t)) {
-        let Some(wait) = sleeps_in(t, SOCKET_READ_WAITS) else {
+        let Some((wait, candidates)) = blocked_reads(p, t, SOCKET_READ_WAITS, socket) else {
             continue;
-        };
-        let exact = syscall_name(t)
-            .filter(|n| READS_FD_ARG0.contains(n))
-            .and_then(|_| p.fd(arg(t, 0)? as i32));
-        let candidates: Vec<_> = match exact {
-            Some(f) => vec![f],
-            None => p
-                .fds
-                .iter()
-                .filter(|f| matches!(f.kind, FdKind::Unix { .. } | FdKind::Inet { .. }))
-                .collect(),
         };
         for f in candidates {
             let (what, holders) = match &f.kind {

@@ -167,39 +167,46 @@ pub(crate) fn inet_sockets() -> io::Result<HashMap<u64, InetInfo>> {
 
 /// Fallback when sock_diag is unavailable (e.g. module not loaded).
 pub(crate) fn inet_sockets_procfs() -> HashMap<u64, InetInfo> {
-    let mut out = HashMap::new();
-    let tcp = [("tcp", procfs::net::tcp()), ("tcp6", procfs::net::tcp6())];
-    for (proto, rows) in tcp {
-        for e in rows.unwrap_or_default() {
-            let state = format!("{:?}", e.state).to_uppercase();
-            out.insert(
-                e.inode,
-                InetInfo {
-                    proto,
-                    local: e.local_address,
-                    remote: e.remote_address,
-                    state,
-                },
-            );
-        }
-    }
-    let udp = [("udp", procfs::net::udp()), ("udp6", procfs::net::udp6())];
-    for (proto, rows) in udp {
-        for e in rows.unwrap_or_default() {
-            let state = format!("{:?}", e.state).to_uppercase();
-            out.insert(
-                e.inode,
-                InetInfo {
-                    proto,
-                    local: e.local_address,
-                    remote: e.remote_address,
-                    state,
-                },
-            );
-        }
-    }
+    let tcp = [("tcp", procfs::net::tcp()), ("tcp6", procfs::net::tcp6())]
+        .into_iter()
+        .flat_map(|(proto, rows)| {
+            let rows = rows.unwrap_or_default().into_iter();
+            rows.map(move |e| {
+                (
+                    e.inode,
+                    procfs_row(proto, e.local_address, e.remote_address, e.state),
+                )
+            })
+        });
+    let udp = [("udp", procfs::net::udp()), ("udp6", procfs::net::udp6())]
+        .into_iter()
+        .flat_map(|(proto, rows)| {
+            let rows = rows.unwrap_or_default().into_iter();
+            rows.map(move |e| {
+                (
+                    e.inode,
+                    procfs_row(proto, e.local_address, e.remote_address, e.state),
+                )
+            })
+        });
+    let mut out: HashMap<u64, InetInfo> = tcp.chain(udp).collect();
     out.remove(&0);
     out
+}
+
+/// A TCP or a UDP row of /proc/net (the same fields, their own types).
+fn procfs_row(
+    proto: &'static str,
+    local: SocketAddr,
+    remote: SocketAddr,
+    state: impl std::fmt::Debug,
+) -> InetInfo {
+    InetInfo {
+        proto,
+        local,
+        remote,
+        state: format!("{state:?}").to_uppercase(),
+    }
 }
 
 /// For connections inside this machine both ends are in the table: the

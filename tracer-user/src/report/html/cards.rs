@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{esc, rank_css};
 use crate::{
     analysis::{wording as w, Ancestor, Certificate, ProcRef},
-    report::Report,
+    report::{last_words, Report},
 };
 
 /// Certificates beyond this are listed by headline only.
@@ -384,29 +384,17 @@ fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
     o.push_str("</article>\n");
 }
 
-/// The end of the victim's stderr, as report.md shows it: its last lines,
-/// colours and cursor moves removed, every hazard made visible.
+/// The end of the victim's stderr (`report::last_words` says which), every
+/// hazard made visible.
 fn last_words(o: &mut String, lw: &crate::analysis::LastWordsRef) {
-    let shown = crate::text::display_text(&lw.text);
-    let (lines, cut) =
-        crate::analysis::quote::tail_lines(&shown, crate::analysis::quote::SHOWN_LINES);
-    if lines.is_empty() {
+    let Some(shown) = last_words::shown(lw) else {
         return;
-    }
-    let earlier = if cut || lw.truncated {
-        format!(
-            ", its last {} of {}",
-            w::plural(lines.len(), "line", "lines"),
-            w::plural(lw.bytes_total as usize, "byte", "bytes")
-        )
-    } else {
-        String::new()
     };
     let _ = writeln!(
         o,
-        "<details open><summary>Last words (stderr{}, event {})</summary><pre class=\"last-words\">{}</pre></details>",
-        esc(&earlier),
+        "<details open><summary>Last words ({}, event {})</summary><pre class=\"last-words\">{}</pre></details>",
+        esc(&shown.what),
         lw.seq,
-        esc(&lines.join("\n"))
+        esc(&shown.lines.join("\n"))
     );
 }

@@ -8,13 +8,11 @@ use super::{
 };
 use crate::{
     analysis::{wording as w, Direction},
-    report::Report,
+    report::{leak, Report},
 };
 
 /// Rows per table.
 const MAX_ROWS: usize = 500;
-/// A leaked process's fds listed, as in report.md.
-const MAX_FDS: usize = 8;
 
 fn table(o: &mut String, id: &str, title: &str, head: &[&str], rows: Vec<Vec<String>>) {
     if rows.is_empty() {
@@ -144,36 +142,17 @@ pub(super) fn side_findings(o: &mut String, r: &Report) {
         .leftovers
         .iter()
         .map(|l| {
-            // The leak record's facts, as report.md lists them.
-            let (state, fds) = match &l.leak {
+            let fds = match &l.leak {
                 Some(k) => {
-                    let mut state = vec![format!("ppid {}", k.ppid)];
-                    if k.reparented {
-                        state.push("reparented (its parent died)".into());
-                    }
-                    if k.detached {
-                        state.push(format!("detached (setsid), session {}", k.sid));
-                    }
-                    state.push(format!("pgid {}", k.pgid));
-                    let mut fds: Vec<String> = k
-                        .fds
-                        .iter()
-                        .take(MAX_FDS)
-                        .map(|f| format!("<code>{}</code>", esc(f)))
-                        .collect();
-                    let more = k.fds.len().saturating_sub(MAX_FDS) + k.fds_left_out as usize;
-                    if more > 0 {
-                        fds.push(format!("… and {more} more"));
-                    }
-                    (esc(&state.join(", ")), fds.join("<br>"))
+                    let (listed, more) = leak::fds(k);
+                    let listed = listed.iter().map(|f| format!("<code>{}</code>", esc(f)));
+                    let fds: Vec<String> = listed.chain(more.map(|m| esc(&m))).collect();
+                    fds.join("<br>")
                 }
-                None => ("no leak record".into(), String::new()),
+                None => String::new(),
             };
-            let ended = l
-                .ended_at
-                .as_ref()
-                .map(|t| format!("; ended later, {}", esc(&w::ms(t))))
-                .unwrap_or_default();
+            let state = esc(&leak::state(l.leak.as_ref()));
+            let ended = esc(&leak::ended(l));
             vec![
                 proc_cell(&l.process),
                 l.spawned_by.as_ref().map_or("—".into(), proc_cell),

@@ -7,7 +7,10 @@ use super::{
     esc,
     scale::{Scale, LABEL_W, PLOT_W},
 };
-use crate::{analysis::wording as w, report::Report};
+use crate::{
+    analysis::wording as w,
+    report::{resources::rss_span, Report},
+};
 
 const MEM_H: f64 = 150.0;
 const CPU_H: f64 = 70.0;
@@ -42,13 +45,11 @@ pub(super) fn svg(r: &Report, sc: &Scale) -> Option<String> {
         let _ = writeln!(
             o,
             "<rect class=\"testwin\" x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{MEM_H}\">\
-             <title>{} (pid {}): {} → {} → {}</title></rect>",
+             <title>{} (pid {}): {}</title></rect>",
             (x1 - x0).max(1.0),
             esc(&t.test),
             t.pid,
-            w::bytes(t.rss.start_bytes),
-            w::bytes(t.rss.peak_bytes),
-            w::bytes(t.rss.end_bytes)
+            esc(&rss_span(&t.rss))
         );
     }
     let _ = writeln!(
