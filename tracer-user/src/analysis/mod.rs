@@ -8,6 +8,7 @@ mod caught;
 mod cause;
 mod certificate;
 mod crash;
+mod deaths;
 mod epipe;
 mod extras;
 pub mod fold;
@@ -42,7 +43,7 @@ pub use sigfacts::{terminal_key, timer_source};
 pub use types::*;
 
 use crate::{
-    eventlog::{EventLog, ExitStatus, ProcKey},
+    eventlog::{EventLog, ProcKey},
     model::Model,
 };
 
@@ -128,121 +129,23 @@ pub fn analyze(log: &EventLog, opts: &AnalysisOptions) -> (Model, Analysis) {
 
 pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions) -> Analysis {
     let cx = Ctx::new(model, boot_to_wall_ns, opts);
-    // Per death: what the cascades read, and its certificate unless it may
-    // fold (then only its signature and what the verdict reads are kept).
-    let mut views = Vec::new();
-    let mut deaths: Vec<Death> = Vec::new();
-    let mut sigs = crate::model::Interner::default();
-    let mut small_exits = Vec::new();
-    let mut cancelled = 0;
-    for p in model.procs.values().filter(|p| p.in_run) {
-        let Some(end) = &p.end else { continue };
-        let oom_victim = model.oom_of(p.key).is_some();
-        // The command that could not be run gets its certificate whatever
-        // its fork's exit looked like: it is the whole story of the run.
-        let not_run = model.not_run.is_some() && model.root == Some(p.key);
-        let needs_cert = not_run
-            || match end.status {
-                ExitStatus::Signaled { .. } => true,
-                // A non-zero exit that a caught signal explains is a death,
-                // however short the life: the handler's exit(1) after a SIGTERM.
-                ExitStatus::Exited { code } => {
-                    oom_victim
-                        || (code != 0
-                            && (cx.is_worker(p.key) || caught::caught_exit(model, p.key).is_some()))
-                }
-            };
-        if needs_cert {
-            let c = certificate::build(&cx, p.key);
-            cancelled += usize::from(c.cause.cancelled);
-            views.push(cascade::LinkView::of(&cx, &c));
-            deaths.push(Death::of(c, opts.fold, &mut sigs));
-        } else if matches!(end.status, ExitStatus::Exited { code } if code != 0) {
-            small_exits.push(p.key);
-        }
-    }
+    let deaths::Found {
+        mut views,
+        mut deaths,
+        small_exits,
+        cancelled,
+    } = deaths::find(&cx);
     // Which deaths follow from others (cascade.rs): ranks first, as the
     // order depends on them; ids and sentences once the order is known.
     let links = cascade::link(&cx, &mut views);
     let linked = cascade::linked(&links);
-    // Quiet helpers (quiet.rs): a non-zero exit judged with the chain it
-    // started, as a whole, by the chain's last death.
-    let tops = quiet::chain_tops(&links, &views);
-    for (d, v) in deaths.iter_mut().zip(&views) {
-        let top = tops.get(&v.key).copied().unwrap_or(v.key);
-        d.quiet = v.rank == Rank::NonzeroExit && quiet::is_quiet_helper(&cx, top);
-        if let Some(m) = &mut d.mention {
-            m.quiet = d.quiet;
-        }
-    }
-    // Within a rank, by the moment the cause happened (the fatal signal), so a
-    // group kill's victims stay together in the order the kernel reached them.
-    let mut order: Vec<usize> = (0..deaths.len()).collect();
-    // A quiet helper's non-zero exit comes after the others (quiet.rs).
-    order.sort_by_key(|&i| {
-        (
-            views[i].rank,
-            deaths[i].quiet,
-            deaths[i].cause_seq,
-            views[i].end_seq,
-        )
-    });
-    let mut counts = DeathCounts::default();
-    for (n, &i) in order.iter().enumerate() {
-        match views[i].rank {
-            Rank::Unexpected => counts.unexpected += 1,
-            Rank::NonzeroExit => counts.nonzero_exit += 1,
-            Rank::Consequence => counts.consequence += 1,
-            Rank::Expected => counts.expected += 1,
-        }
-        deaths[i].id = n + 1;
-    }
-    // Which fold: a linked death never does.
-    let keys: Vec<Option<(Rank, &str)>> = order
-        .iter()
-        .map(|&i| {
-            let sig = deaths[i].signature.as_deref()?;
-            let free = fold::foldable_rank(views[i].rank) && !linked.contains(&views[i].key);
-            free.then_some((views[i].rank, sig))
-        })
-        .collect();
-    let groups_of = fold::plan(&keys);
-    drop(keys);
-    let mut certificates = Vec::new();
-    let mut death_groups = Vec::new();
-    let mut folded_mentions = Vec::new();
-    // The certificate of death `i`, whole, with its final rank and id.
-    let cert = |d: &mut Death, v: &cascade::LinkView| {
-        let mut c = d
-            .cert
-            .take()
-            .map_or_else(|| certificate::build(&cx, v.key), |c| *c);
-        c.rank = v.rank;
-        c.id = d.id;
-        if d.quiet {
-            quiet::mark(&mut c);
-        }
-        c
-    };
-    for (&i, g) in order.iter().zip(groups_of) {
-        let (d, v) = (&mut deaths[i], &views[i]);
-        let Some(g) = g else {
-            certificates.push(cert(d, v));
-            continue;
-        };
-        let member = GroupMember {
-            pid: v.key.pid,
-            start: v.key.start,
-            end_seq: v.end_seq,
-        };
-        let sig = d.signature.take().unwrap_or_default();
-        fold::add(&mut death_groups, g, &sig, member, cx.wall(v.end_t), || {
-            cert(d, v)
-        });
-        folded_mentions.extend(d.mention.take().map(|m| DeathMention { id: d.id, ..*m }));
-        d.cert = None;
-    }
-    drop(deaths);
+    deaths::mark_quiet(&cx, &links, &views, &mut deaths);
+    let (order, counts) = deaths::number(&views, &mut deaths);
+    let deaths::Settled {
+        mut certificates,
+        death_groups,
+        mut folded_mentions,
+    } = deaths::settle(&cx, &order, deaths, &views, &linked);
     let unworded = opts.raw.then(|| certificates.clone());
     cascade::word(&mut certificates, &links);
     // The verdict names non-zero exits only when no death was unexpected.
@@ -280,51 +183,6 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         leftovers,
         ancestors: cx.ancestors.into_inner().into_entries(),
         raw,
-    }
-}
-
-/// One death while the analysis ranks: its certificate, or (when it may
-/// fold) what a group and the verdict read of it, the certificate let go.
-struct Death {
-    id: usize,
-    /// The fatal signal's `seq` (else the end's): the order within a rank,
-    /// after whether it is a quiet helper's exit (last).
-    cause_seq: u64,
-    quiet: bool,
-    /// Boxed, as is the mention: inline, an `Option<Certificate>` made
-    /// every folded death as large as a certificate (616 B a `Death`:
-    /// 323 MB of a 470 MB report of one soak segment, 262k deaths).
-    cert: Option<Box<Certificate>>,
-    /// Shared by the deaths of one signature (interned as they are
-    /// ranked: a soak's 262k folded deaths had 25 MB of copies of a few).
-    signature: Option<std::sync::Arc<str>>,
-    mention: Option<Box<DeathMention>>,
-}
-
-impl Death {
-    fn of(c: Certificate, fold: bool, sigs: &mut crate::model::Interner) -> Self {
-        let cause_seq = c.cause.signal.as_ref().map_or(c.victim.end_seq, |s| s.seq);
-        let quiet = false;
-        if !(fold && fold::foldable_rank(c.rank)) {
-            return Death {
-                id: 0,
-                cause_seq,
-                quiet,
-                cert: Some(Box::new(c)),
-                signature: None,
-                mention: None,
-            };
-        }
-        // Unlinked, these headlines are final (cascade::word rewrites only
-        // a linked death's, and a linked death is built again).
-        Death {
-            id: 0,
-            cause_seq,
-            quiet,
-            signature: Some(sigs.text(&fold::signature(&c))),
-            mention: (c.rank == Rank::NonzeroExit).then(|| Box::new(DeathMention::of(&c))),
-            cert: None,
-        }
     }
 }
 

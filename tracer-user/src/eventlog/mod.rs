@@ -1,5 +1,6 @@
 //! The event log (`events.ndjson`): the one artifact capture produces and
 //! every analysis consumes. Format: docs/event-log.md.
+mod authored;
 mod ci;
 mod fit;
 mod flat;

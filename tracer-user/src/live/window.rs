@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use crate::{
     analysis::READER_EXIT_AFTER_NS,
-    eventlog::{EventLog, ExitStatus, Header, ProcKey, Record},
+    eventlog::{EventLog, Exit, ExitStatus, Header, KillCall, ProcKey, Record, Signal, TestMark},
 };
 
 /// Signals kept per live process for the next looks (a SIGTERM caught long
@@ -280,96 +280,18 @@ impl Window {
                 ctx.alive = true;
             }
             Record::Exec(e) => self.entry(e.task.key()).exec = Some(rec.clone()),
-            Record::Signal(s) => {
-                if let Some(call) = &s.call {
-                    if self.awaiting.len() >= AWAITING_MAX {
-                        self.awaiting.clear();
-                    }
-                    let wait = self.awaiting.entry((s.sender.tid, call.id));
-                    wait.or_default().push(s.target.key());
-                }
-                let ctx = self.entry(s.target.key());
-                let signals = match s.sig {
-                    SIGCHLD => &mut ctx.sigchlds,
-                    _ => &mut ctx.signals,
-                };
-                signals.push_back(rec.clone());
-                if signals.len() > SIGNALS_KEPT {
-                    signals.pop_front();
-                }
-            }
-            Record::KillCall(k) => {
-                for target in self
-                    .awaiting
-                    .remove(&(k.sender.tid, k.call_id))
-                    .unwrap_or_default()
-                {
-                    if let Some(ctx) = self.procs.get_mut(&target) {
-                        ctx.calls.push_back(rec.clone());
-                        if ctx.calls.len() > SIGNALS_KEPT {
-                            ctx.calls.pop_front();
-                        }
-                    }
-                }
-            }
+            Record::Signal(s) => self.absorb_signal(rec, s),
+            Record::KillCall(k) => self.absorb_kill_call(rec, k),
             Record::Oom(_) => {
                 self.ooms.push_back(rec.clone());
                 if self.ooms.len() > OOMS_KEPT {
                     self.ooms.pop_front();
                 }
             }
-            Record::TestMark(m) => {
-                let marks = &mut self.entry(m.task.key()).marks;
-                let at = match marks.iter().position(|(tid, _)| *tid == m.task.tid) {
-                    Some(at) => at,
-                    None => {
-                        if marks.len() >= THREADS_KEPT {
-                            marks.pop_front();
-                        }
-                        marks.push_back((m.task.tid, VecDeque::new()));
-                        marks.len() - 1
-                    }
-                };
-                let kept = &mut marks[at].1;
-                kept.push_back(rec.clone());
-                if kept.len() > MARKS_KEPT {
-                    kept.pop_front();
-                }
-            }
+            Record::TestMark(m) => self.absorb_mark(rec, m),
             Record::LastWords(l) => self.entry(l.task.key()).last_words = Some(rec.clone()),
             Record::CrashStack(c) => self.entry(c.task.key()).crash_stack = Some(rec.clone()),
-            Record::Exit(e) if e.group_dead => {
-                let look = self.looks;
-                let key = e.task.key();
-                let mut failed_under = None;
-                if let Some(ctx) = self.procs.get_mut(&key) {
-                    ctx.alive = false;
-                    ctx.end = Some(rec.clone());
-                    ctx.ended_in = Some(look);
-                    let failed = !matches!(e.status, ExitStatus::Exited { code: 0 });
-                    failed_under = ctx.parent.map(|p| (p, failed && !stopped_by(ctx, p)));
-                }
-                if let Some((parent, failed)) = failed_under {
-                    let before = self.procs.get_mut(&parent).and_then(|parent| {
-                        let before = parent.ended_child.replace(key);
-                        if failed {
-                            parent.failed_child = Some(key);
-                        }
-                        before
-                    });
-                    if matches!(
-                        e.status,
-                        ExitStatus::Signaled {
-                            signal: SIGPIPE,
-                            ..
-                        }
-                    ) {
-                        if let Some(ctx) = self.procs.get_mut(&key) {
-                            ctx.reader_before = before;
-                        }
-                    }
-                }
-            }
+            Record::Exit(e) if e.group_dead => self.absorb_group_exit(rec, e),
             Record::Exit(e) => {
                 // A thread's end, kept with its fork (both bounded).
                 if let Some(ctx) = self.procs.get_mut(&e.task.key()) {
@@ -380,6 +302,99 @@ impl Window {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A signal: kept with its target (SIGCHLDs apart, both bounded), and
+    /// its target awaited by the kill-family call that sent it.
+    fn absorb_signal(&mut self, rec: &Record, s: &Signal) {
+        if let Some(call) = &s.call {
+            if self.awaiting.len() >= AWAITING_MAX {
+                self.awaiting.clear();
+            }
+            let wait = self.awaiting.entry((s.sender.tid, call.id));
+            wait.or_default().push(s.target.key());
+        }
+        let ctx = self.entry(s.target.key());
+        let signals = match s.sig {
+            SIGCHLD => &mut ctx.sigchlds,
+            _ => &mut ctx.signals,
+        };
+        signals.push_back(rec.clone());
+        if signals.len() > SIGNALS_KEPT {
+            signals.pop_front();
+        }
+    }
+
+    /// A kill-family call: kept with each target its signals reached.
+    fn absorb_kill_call(&mut self, rec: &Record, k: &KillCall) {
+        for target in self
+            .awaiting
+            .remove(&(k.sender.tid, k.call_id))
+            .unwrap_or_default()
+        {
+            if let Some(ctx) = self.procs.get_mut(&target) {
+                ctx.calls.push_back(rec.clone());
+                if ctx.calls.len() > SIGNALS_KEPT {
+                    ctx.calls.pop_front();
+                }
+            }
+        }
+    }
+
+    /// A test mark: kept per thread of its process (both bounded).
+    fn absorb_mark(&mut self, rec: &Record, m: &TestMark) {
+        let marks = &mut self.entry(m.task.key()).marks;
+        let at = match marks.iter().position(|(tid, _)| *tid == m.task.tid) {
+            Some(at) => at,
+            None => {
+                if marks.len() >= THREADS_KEPT {
+                    marks.pop_front();
+                }
+                marks.push_back((m.task.tid, VecDeque::new()));
+                marks.len() - 1
+            }
+        };
+        let kept = &mut marks[at].1;
+        kept.push_back(rec.clone());
+        if kept.len() > MARKS_KEPT {
+            kept.pop_front();
+        }
+    }
+
+    /// A process's end: it is no longer alive, and its parent has an ended
+    /// (maybe failed) child; a SIGPIPE death keeps the child that ended
+    /// before it (the reader).
+    fn absorb_group_exit(&mut self, rec: &Record, e: &Exit) {
+        let look = self.looks;
+        let key = e.task.key();
+        let mut failed_under = None;
+        if let Some(ctx) = self.procs.get_mut(&key) {
+            ctx.alive = false;
+            ctx.end = Some(rec.clone());
+            ctx.ended_in = Some(look);
+            let failed = !matches!(e.status, ExitStatus::Exited { code: 0 });
+            failed_under = ctx.parent.map(|p| (p, failed && !stopped_by(ctx, p)));
+        }
+        if let Some((parent, failed)) = failed_under {
+            let before = self.procs.get_mut(&parent).and_then(|parent| {
+                let before = parent.ended_child.replace(key);
+                if failed {
+                    parent.failed_child = Some(key);
+                }
+                before
+            });
+            if matches!(
+                e.status,
+                ExitStatus::Signaled {
+                    signal: SIGPIPE,
+                    ..
+                }
+            ) {
+                if let Some(ctx) = self.procs.get_mut(&key) {
+                    ctx.reader_before = before;
+                }
+            }
         }
     }
 

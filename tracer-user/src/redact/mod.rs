@@ -125,21 +125,7 @@ impl Redactor {
                 // Numbers only.
                 child_ns: _,
             }) => self.task(parent) | self.task(child),
-            Record::Exec(Exec {
-                at: _,
-                task,
-                old_tid: _,
-                filename,
-                argv,
-                argv_truncated,
-                test_env,
-            }) => {
-                // Test names are the job's text, as argv is.
-                let env = test_env
-                    .values_mut()
-                    .fold(false, |hit, v| self.string(v) | hit);
-                self.task(task) | self.string(filename) | self.cut_argv(argv, *argv_truncated) | env
-            }
+            Record::Exec(e) => self.exec(e),
             Record::Exit(Exit {
                 at: _,
                 task,
@@ -147,28 +133,7 @@ impl Redactor {
                 status: _,
                 group_dead: _,
             }) => self.task(task),
-            Record::Signal(Signal {
-                at: _,
-                sender,
-                target,
-                sig: _,
-                sig_name: _,
-                code: _,
-                code_name: _,
-                errno: _,
-                group: _,
-                result: _,
-                call: _,
-                sender_argv,
-                sender_argv_truncated,
-                seccomp_syscall: _,
-            }) => {
-                self.task(sender)
-                    | self.task(target)
-                    | sender_argv
-                        .as_mut()
-                        .is_some_and(|a| self.cut_argv(a, *sender_argv_truncated))
-            }
+            Record::Signal(sig) => self.signal(sig),
             Record::SignalSummary(SignalSummary {
                 at: _,
                 sender,
@@ -219,70 +184,9 @@ impl Redactor {
                 until: _,
                 uncertainty_ms: _,
             }) => self.string(path) | self.opt(file) | self.string(name),
-            Record::LastWords(LastWords {
-                at: _,
-                task,
-                text,
-                bytes_total: _,
-                truncated,
-                to_null: _,
-            }) => {
-                // Cut at the front: the first bytes may end a secret.
-                let cut = *truncated && mask_cut_start(text);
-                self.task(task) | self.string(text) | cut
-            }
-            Record::CrashStack(CrashStack {
-                at: _,
-                task,
-                sig: _,
-                signal: _,
-                code: _,
-                fault_addr: _,
-                completeness: _,
-                // Paths (of modules and of files that are not there).
-                detail,
-                frames,
-                frames_left_out: _,
-                withheld: _,
-            }) => {
-                let mut c = self.task(task) | self.opt(detail);
-                for f in frames {
-                    let CrashFrame {
-                        address: _,
-                        module,
-                        build_id: _,
-                        offset: _,
-                        symbol,
-                        file,
-                        line: _,
-                        inlined: _,
-                        jit: _,
-                    } = f;
-                    c |= self.opt(module) | self.opt(symbol) | self.opt(file);
-                }
-                c
-            }
-            Record::Leak(Leak {
-                at: _,
-                task,
-                ppid: _,
-                pgid: _,
-                sid: _,
-                argv,
-                argv_truncated,
-                exe,
-                reparented: _,
-                detached: _,
-                fds,
-                fds_left_out: _,
-                // Ids only: nothing of the run's to mask.
-                withheld: _,
-            }) => {
-                self.task(task)
-                    | self.cut_argv(argv, *argv_truncated)
-                    | self.opt(exe)
-                    | fds.iter_mut().fold(false, |c, f| self.fd_line(f) | c)
-            }
+            Record::LastWords(w) => self.last_words(w),
+            Record::CrashStack(c) => self.crash_stack(c),
+            Record::Leak(l) => self.leak(l),
             Record::Snapshot(SnapshotTaken {
                 at: _,
                 reason: _,
@@ -314,6 +218,123 @@ impl Redactor {
                 .fold(false, |c, p| self.task(&mut p.task) | c),
             Record::Trailer(_) => false,
         }
+    }
+
+    /// An exec: its task, the file, the argv and the test names in its
+    /// environment (the job's text, as argv is).
+    fn exec(&self, e: &mut Exec) -> bool {
+        let Exec {
+            at: _,
+            task,
+            old_tid: _,
+            filename,
+            argv,
+            argv_truncated,
+            test_env,
+        } = e;
+        // Test names are the job's text, as argv is.
+        let env = test_env
+            .values_mut()
+            .fold(false, |hit, v| self.string(v) | hit);
+        self.task(task) | self.string(filename) | self.cut_argv(argv, *argv_truncated) | env
+    }
+
+    /// A signal: the two tasks and the sender's argv.
+    fn signal(&self, sig: &mut Signal) -> bool {
+        let Signal {
+            at: _,
+            sender,
+            target,
+            sig: _,
+            sig_name: _,
+            code: _,
+            code_name: _,
+            errno: _,
+            group: _,
+            result: _,
+            call: _,
+            sender_argv,
+            sender_argv_truncated,
+            seccomp_syscall: _,
+        } = sig;
+        self.task(sender)
+            | self.task(target)
+            | sender_argv
+                .as_mut()
+                .is_some_and(|a| self.cut_argv(a, *sender_argv_truncated))
+    }
+
+    /// Last words: the task and the text, its cut front masked.
+    fn last_words(&self, w: &mut LastWords) -> bool {
+        let LastWords {
+            at: _,
+            task,
+            text,
+            bytes_total: _,
+            truncated,
+            to_null: _,
+        } = w;
+        // Cut at the front: the first bytes may end a secret.
+        let cut = *truncated && mask_cut_start(text);
+        self.task(task) | self.string(text) | cut
+    }
+
+    /// A crash stack: the task, and the paths and names of its frames.
+    fn crash_stack(&self, stack: &mut CrashStack) -> bool {
+        let CrashStack {
+            at: _,
+            task,
+            sig: _,
+            signal: _,
+            code: _,
+            fault_addr: _,
+            completeness: _,
+            // Paths (of modules and of files that are not there).
+            detail,
+            frames,
+            frames_left_out: _,
+            withheld: _,
+        } = stack;
+        let mut c = self.task(task) | self.opt(detail);
+        for f in frames {
+            let CrashFrame {
+                address: _,
+                module,
+                build_id: _,
+                offset: _,
+                symbol,
+                file,
+                line: _,
+                inlined: _,
+                jit: _,
+            } = f;
+            c |= self.opt(module) | self.opt(symbol) | self.opt(file);
+        }
+        c
+    }
+
+    /// A leaked process: its task, argv, executable and open files.
+    fn leak(&self, l: &mut Leak) -> bool {
+        let Leak {
+            at: _,
+            task,
+            ppid: _,
+            pgid: _,
+            sid: _,
+            argv,
+            argv_truncated,
+            exe,
+            reparented: _,
+            detached: _,
+            fds,
+            fds_left_out: _,
+            // Ids only: nothing of the run's to mask.
+            withheld: _,
+        } = l;
+        self.task(task)
+            | self.cut_argv(argv, *argv_truncated)
+            | self.opt(exe)
+            | fds.iter_mut().fold(false, |c, f| self.fd_line(f) | c)
     }
 
     /// The wrapped command, and the count of patterns applied (added to any

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use input::ReportIn;
 pub use input::{load, CiIn, Loaded, RunIn, Skipped};
 pub use render::markdown;
 
@@ -232,16 +233,28 @@ fn rank_order(rank: &str) -> u8 {
     }
 }
 
-/// Folds loaded runs (already in chronological order) into signatures.
-pub fn summarize(loaded: &Loaded) -> Summary {
-    let runs = &loaded.runs;
-    let mut sigs: BTreeMap<(u8, String, String, String, String), Acc> = BTreeMap::new();
-    let mut misses: BTreeMap<(bool, String, String, String), Acc> = BTreeMap::new();
-    let mut foreign: BTreeMap<(String, String, String, String), Acc> = BTreeMap::new();
-    let mut leaks: BTreeMap<String, Acc> = BTreeMap::new();
-    let mut names: BTreeMap<(u8, String, String, String, String), String> = BTreeMap::new();
-    for (i, run) in runs.iter().enumerate() {
-        let doc = &run.doc;
+/// A death's signature key: (rank order, rank, victim shape, cause, killer
+/// shape); the rank order sorts the map.
+type SigKey = (u8, String, String, String, String);
+/// A near miss's: (probe, call shape, errno, sender shape).
+type MissKey = (bool, String, String, String);
+/// A foreign signal's: (direction, signal, sender shape, target shape).
+type ForeignKey = (String, String, String, String);
+
+/// Every run's findings so far, each folded under its signature.
+#[derive(Default)]
+struct Folds {
+    sigs: BTreeMap<SigKey, Acc>,
+    /// Each signature's name, from its first death.
+    names: BTreeMap<SigKey, String>,
+    misses: BTreeMap<MissKey, Acc>,
+    foreign: BTreeMap<ForeignKey, Acc>,
+    leaks: BTreeMap<String, Acc>,
+}
+
+impl Folds {
+    /// Run `i`'s deaths (a report's folded groups count each of theirs).
+    fn add_deaths(&mut self, i: usize, doc: &ReportIn) {
         for (c, n) in doc.deaths() {
             let v = &c.victim.process;
             let victim = shape::command(&v.argv, &v.command);
@@ -263,7 +276,7 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 c.cause.kind.clone(),
                 killer,
             );
-            names.entry(key.clone()).or_insert_with(|| {
+            self.names.entry(key.clone()).or_insert_with(|| {
                 shape::death(&shape::Death {
                     victim: &key.2,
                     cause: &c.cause.kind,
@@ -278,7 +291,7 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                     killer: c.killer.as_ref().map(|_| key.4.as_str()),
                 })
             });
-            let acc = sigs.entry(key).or_default();
+            let acc = self.sigs.entry(key).or_default();
             acc.hit_n(i, &c.headline, n);
             if let Some(s) = &c.cause.signal {
                 acc.signals.insert(s.sig_name.clone());
@@ -288,6 +301,10 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 acc.relations.insert(k.relation.clone());
             }
         }
+    }
+
+    /// Run `i`'s near misses, each call's literal target kept.
+    fn add_near_misses(&mut self, i: usize, doc: &ReportIn) {
         for n in &doc.near_misses {
             let group = if n.target_arg < 0 { "-" } else { "" };
             let key = (
@@ -299,7 +316,7 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                     shape::command(&sender.argv, &sender.command)
                 },
             );
-            let acc = misses.entry(key).or_default();
+            let acc = self.misses.entry(key).or_default();
             acc.hit_n(i, "", n.count.unwrap_or(1));
             acc.signals.insert(n.sig_name.clone());
             // The pid as given: a fabricated one comes back every run.
@@ -308,6 +325,10 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 .or_default()
                 .insert(i);
         }
+    }
+
+    /// Run `i`'s signals across its boundary.
+    fn add_foreign_signals(&mut self, i: usize, doc: &ReportIn) {
         // What --fail-on foreign-signal counts: not tracer's own signals,
         // nor a daemon's stop.
         let daemon = doc.run.mode == "daemon";
@@ -322,18 +343,63 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 shape::command(&f.sender.argv, &f.sender.command),
                 shape::command(&f.target.argv, &f.target.command),
             );
-            let acc = foreign.entry(key).or_default();
+            let acc = self.foreign.entry(key).or_default();
             acc.hit(i, "");
             if let Some(call) = &f.call {
                 acc.call(i, call.clone());
             }
         }
+    }
+
+    /// Run `i`'s orphaned leftovers.
+    fn add_leaks(&mut self, i: usize, doc: &ReportIn) {
         for l in doc.leftovers.iter().filter(|l| l.orphaned) {
             let key = shape::command(&l.process.argv, &l.process.command);
-            leaks.entry(key).or_default().hit(i, "");
+            self.leaks.entry(key).or_default().hit(i, "");
         }
     }
-    let v = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>();
+}
+
+/// Folds loaded runs (already in chronological order) into signatures.
+pub fn summarize(loaded: &Loaded) -> Summary {
+    let runs = &loaded.runs;
+    let mut folds = Folds::default();
+    for (i, run) in runs.iter().enumerate() {
+        folds.add_deaths(i, &run.doc);
+        folds.add_near_misses(i, &run.doc);
+        folds.add_foreign_signals(i, &run.doc);
+        folds.add_leaks(i, &run.doc);
+    }
+    let Folds {
+        sigs,
+        names,
+        misses,
+        foreign,
+        leaks,
+    } = folds;
+    Summary {
+        summarize_schema: SUMMARIZE_SCHEMA_VERSION,
+        runs: run_rows(runs),
+        skipped: loaded.skipped.clone(),
+        signatures: signatures(sigs, names, runs),
+        near_misses: near_misses(misses, runs),
+        foreign_signals: foreign_signals(foreign, runs),
+        leaks: leak_folds(leaks, runs),
+    }
+}
+
+/// A set as a sorted list.
+fn sorted(s: &BTreeSet<String>) -> Vec<String> {
+    s.iter().cloned().collect()
+}
+
+/// The death signatures: by rank, then most runs hit first, then most
+/// occurrences; the map order breaks ties, so the output is deterministic.
+fn signatures(
+    sigs: BTreeMap<SigKey, Acc>,
+    mut names: BTreeMap<SigKey, String>,
+    runs: &[RunIn],
+) -> Vec<Signature> {
     let mut signatures: Vec<Signature> = sigs
         .into_iter()
         .map(|(key, a)| (names.remove(&key).unwrap_or_default(), key, a))
@@ -345,21 +411,25 @@ pub fn summarize(loaded: &Loaded) -> Summary {
                 victim_shape: victim,
                 killer_shape: (!killer.is_empty()).then_some(killer),
                 seen: a.seen(runs),
-                signals: v(&a.signals),
-                calls: v(&a.calls),
-                relations: v(&a.relations),
+                signals: sorted(&a.signals),
+                calls: sorted(&a.calls),
+                relations: sorted(&a.relations),
                 example: a.example.map(|e| e.1).unwrap_or_default(),
             },
         )
         .collect();
-    // Within a rank: most runs hit first, then most occurrences; the map
-    // order breaks ties, so the output is deterministic.
     signatures.sort_by(|a, b| {
         rank_order(&a.rank)
             .cmp(&rank_order(&b.rank))
             .then(b.seen.runs.cmp(&a.seen.runs))
             .then(b.seen.count.cmp(&a.seen.count))
     });
+    signatures
+}
+
+/// The near misses: probes after real attempts, then most runs, most
+/// occurrences.
+fn near_misses(misses: BTreeMap<MissKey, Acc>, runs: &[RunIn]) -> Vec<MissFold> {
     let mut near_misses: Vec<MissFold> = misses
         .into_iter()
         .map(|((probe, call, errno, sender), a)| MissFold {
@@ -368,7 +438,7 @@ pub fn summarize(loaded: &Loaded) -> Summary {
             sender_shape: sender,
             probe,
             seen: a.seen(runs),
-            signals: v(&a.signals),
+            signals: sorted(&a.signals),
         })
         .collect();
     near_misses.sort_by(|a, b| {
@@ -377,6 +447,11 @@ pub fn summarize(loaded: &Loaded) -> Summary {
             .then(b.seen.runs.cmp(&a.seen.runs))
             .then(b.seen.count.cmp(&a.seen.count))
     });
+    near_misses
+}
+
+/// The signals across the boundary: most runs, then most occurrences.
+fn foreign_signals(foreign: BTreeMap<ForeignKey, Acc>, runs: &[RunIn]) -> Vec<ForeignFold> {
     let mut foreign_signals: Vec<ForeignFold> = foreign
         .into_iter()
         .map(|((direction, signal, sender, target), a)| ForeignFold {
@@ -385,7 +460,7 @@ pub fn summarize(loaded: &Loaded) -> Summary {
             sender_shape: sender,
             target_shape: target,
             seen: a.seen(runs),
-            calls: v(&a.calls),
+            calls: sorted(&a.calls),
         })
         .collect();
     foreign_signals.sort_by(|a, b| {
@@ -394,6 +469,11 @@ pub fn summarize(loaded: &Loaded) -> Summary {
             .cmp(&a.seen.runs)
             .then(b.seen.count.cmp(&a.seen.count))
     });
+    foreign_signals
+}
+
+/// The leaks: most runs first.
+fn leak_folds(leaks: BTreeMap<String, Acc>, runs: &[RunIn]) -> Vec<LeakFold> {
     let mut leaks: Vec<LeakFold> = leaks
         .into_iter()
         .map(|(shape, a)| LeakFold {
@@ -402,28 +482,24 @@ pub fn summarize(loaded: &Loaded) -> Summary {
         })
         .collect();
     leaks.sort_by_key(|l| std::cmp::Reverse(l.seen.runs));
-    Summary {
-        summarize_schema: SUMMARIZE_SCHEMA_VERSION,
-        runs: runs
-            .iter()
-            .map(|r| RunRow {
-                id: r.id.clone(),
-                path: r.path.clone(),
-                started_at: date(&r.started_at),
-                hostname: r.doc.run.hostname.clone(),
-                ci: r.doc.run.ci.clone(),
-                verdict: r.doc.verdict.clone(),
-                unexpected: r.doc.counts.unexpected,
-                nonzero_exit: r.doc.counts.nonzero_exit,
-                expected: r.doc.counts.expected,
-            })
-            .collect(),
-        skipped: loaded.skipped.clone(),
-        signatures,
-        near_misses,
-        foreign_signals,
-        leaks,
-    }
+    leaks
+}
+
+/// One row per run read, in order.
+fn run_rows(runs: &[RunIn]) -> Vec<RunRow> {
+    runs.iter()
+        .map(|r| RunRow {
+            id: r.id.clone(),
+            path: r.path.clone(),
+            started_at: date(&r.started_at),
+            hostname: r.doc.run.hostname.clone(),
+            ci: r.doc.run.ci.clone(),
+            verdict: r.doc.verdict.clone(),
+            unexpected: r.doc.counts.unexpected,
+            nonzero_exit: r.doc.counts.nonzero_exit,
+            expected: r.doc.counts.expected,
+        })
+        .collect()
 }
 
 /// JSON output: pretty, newline-terminated.

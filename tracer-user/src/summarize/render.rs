@@ -3,7 +3,7 @@
 //! leaks, and the runs read with their CI context.
 use std::fmt::Write as _;
 
-use super::{Seen, Summary};
+use super::{ForeignFold, LeakFold, MissFold, RunRow, Seen, Signature, Summary};
 use crate::text::markdown as md;
 
 /// Run ids listed per row before "and N more".
@@ -100,6 +100,17 @@ fn rank_word(rank: &str) -> &str {
 
 pub fn markdown(s: &Summary) -> String {
     let mut o = String::new();
+    intro(&mut o, s);
+    deaths(&mut o, &s.signatures);
+    near_misses(&mut o, &s.near_misses);
+    foreign_signals(&mut o, &s.foreign_signals);
+    leaks(&mut o, &s.leaks);
+    runs(&mut o, &s.runs);
+    o
+}
+
+/// The title, how many runs lost a process unexpectedly, the files skipped.
+fn intro(o: &mut String, s: &Summary) {
     let n = s.runs.len();
     let _ = writeln!(
         o,
@@ -131,14 +142,17 @@ pub fn markdown(s: &Summary) -> String {
             md::text(&r.error)
         );
     }
+}
 
-    if !s.signatures.is_empty() {
+/// The death signatures' table, then each one's name and first occurrence.
+fn deaths(o: &mut String, signatures: &[Signature]) {
+    if !signatures.is_empty() {
         o.push_str("## Deaths\n\n");
         o.push_str(
             "| # | rank | runs | deaths | victim | cause | killer | calls | seen | run ids |\n",
         );
         o.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
-        for (i, g) in s.signatures.iter().enumerate() {
+        for (i, g) in signatures.iter().enumerate() {
             let signals = if g.signals.is_empty() {
                 String::new()
             } else {
@@ -168,7 +182,7 @@ pub fn markdown(s: &Summary) -> String {
             );
         }
         o.push_str("\nEach signature (its JUnit test case's name) and its first occurrence:\n\n");
-        for (i, g) in s.signatures.iter().enumerate() {
+        for (i, g) in signatures.iter().enumerate() {
             let _ = writeln!(
                 o,
                 "{}. {} — {}",
@@ -179,12 +193,15 @@ pub fn markdown(s: &Summary) -> String {
         }
         o.push('\n');
     }
+}
 
-    if !s.near_misses.is_empty() {
+/// The folded near misses (failed kill calls).
+fn near_misses(o: &mut String, near_misses: &[MissFold]) {
+    if !near_misses.is_empty() {
         o.push_str("## Near misses (failed kill calls)\n\n");
         o.push_str("| call → error | from | signals | runs | calls | seen | run ids |\n");
         o.push_str("|---|---|---|---|---|---|---|\n");
-        for m in &s.near_misses {
+        for m in near_misses {
             let probe = if m.probe { " (liveness probe)" } else { "" };
             let _ = writeln!(
                 o,
@@ -202,12 +219,15 @@ pub fn markdown(s: &Summary) -> String {
         }
         o.push('\n');
     }
+}
 
-    if !s.foreign_signals.is_empty() {
+/// The folded signals across the run's boundary.
+fn foreign_signals(o: &mut String, foreign_signals: &[ForeignFold]) {
+    if !foreign_signals.is_empty() {
         o.push_str("## Signals across the run's boundary\n\n");
         o.push_str("| direction | signal | from | to | calls | runs | count | seen | run ids |\n");
         o.push_str("|---|---|---|---|---|---|---|---|---|\n");
-        for f in &s.foreign_signals {
+        for f in foreign_signals {
             let direction = match f.direction.as_str() {
                 "run_to_outside" => "**run → outside**",
                 "outside_to_run" => "outside → run",
@@ -231,11 +251,14 @@ pub fn markdown(s: &Summary) -> String {
         }
         o.push('\n');
     }
+}
 
-    if !s.leaks.is_empty() {
+/// The folded leaked processes.
+fn leaks(o: &mut String, leaks: &[LeakFold]) {
+    if !leaks.is_empty() {
         o.push_str("## Leaked processes (outlived their parent)\n\n");
         o.push_str("| process | runs | count | seen | run ids |\n|---|---|---|---|---|\n");
-        for l in &s.leaks {
+        for l in leaks {
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {} |",
@@ -248,10 +271,13 @@ pub fn markdown(s: &Summary) -> String {
         }
         o.push('\n');
     }
+}
 
+/// The runs read, each with its CI context and verdict.
+fn runs(o: &mut String, runs: &[RunRow]) {
     o.push_str("## Runs\n\n| run | started | host | CI | unexpected | non-zero | verdict |\n");
     o.push_str("|---|---|---|---|---|---|---|\n");
-    for r in &s.runs {
+    for r in runs {
         let (id, context) = ci(r);
         let _ = writeln!(
             o,
@@ -263,5 +289,4 @@ pub fn markdown(s: &Summary) -> String {
             md::cell(&md::inline(&r.verdict))
         );
     }
-    o
 }

@@ -228,7 +228,68 @@ fn crash_stack(
     task: Task,
 ) -> CrashStack {
     let mut stack = head(rec, at, task);
-    let walk = if rec.flags & CRASH_HAS_REGS != 0 {
+    let walk = walk(rec, modules, images);
+    let mut addrs = walk.frames;
+    if addrs.len() > MAX_CRASH_FRAMES {
+        stack.frames_left_out = (addrs.len() - MAX_CRASH_FRAMES) as u32;
+        addrs.truncate(MAX_CRASH_FRAMES);
+    }
+    let mut notes: Vec<String> = walk.note.into_iter().collect();
+    if rec.flags & tracer_common::CRASH_REGS_FROM_STACK != 0 {
+        notes.push(
+            "registers read from the task's kernel stack (no bpf_task_pt_regs before 5.15), \
+             matched against the kernel's own first frame"
+                .into(),
+        );
+    }
+    let Named {
+        mut frames,
+        unknown,
+        failed,
+    } = name_frames(
+        rec,
+        modules,
+        images,
+        &addrs,
+        walk.frame_pointers,
+        &mut notes,
+    );
+    if frames.len() > MAX_NAMED_FRAMES {
+        stack.frames_left_out += (frames.len() - MAX_NAMED_FRAMES) as u32;
+        frames.truncate(MAX_NAMED_FRAMES);
+    }
+    stack.frames = frames;
+    if addrs.is_empty() {
+        stack.completeness = StackCompleteness::NoStack;
+        notes.push("no frame was captured".into());
+    } else if unknown > 0 {
+        stack.completeness = StackCompleteness::ModuleUnknown;
+        notes.insert(
+            0,
+            match &modules.missing {
+                Some(why) => why.clone(),
+                None => format!("{unknown} frame(s) in no mapped file"),
+            },
+        );
+    } else if walk.failed {
+        stack.completeness = StackCompleteness::SymbolisationFailed;
+    } else if let Some(e) = failed {
+        stack.completeness = StackCompleteness::SymbolisationFailed;
+        notes.insert(0, format!("symbolisation failed: {e}"));
+    } else if walk.frame_pointers {
+        stack.completeness = StackCompleteness::FramePointersOnly;
+    }
+    if !notes.is_empty() {
+        stack.detail = Some(notes.join("; "));
+    }
+    stack
+}
+
+/// The crashed thread's stack walked: unwound from its registers when the
+/// record has them (a parser that panics costs the unwind, never tracer),
+/// else the kernel's frame-pointer walk alone.
+fn walk(rec: &CrashRecord, modules: &Modules, images: &image::Images) -> unwind::Walk {
+    if rec.flags & CRASH_HAS_REGS != 0 {
         // The unwind tables are the wrapped command's: a parser that
         // panics on them (gimli 0.33 overflows on a fuzzed .eh_frame_hdr,
         // tests.rs) costs this crash its unwind, never tracer its run.
@@ -254,20 +315,30 @@ fn crash_stack(
             "no user registers (bpf_task_pt_regs needs 5.15; none found on the task's kernel stack): \
              the kernel's frame-pointer walk only",
         )
-    };
-    let mut addrs = walk.frames;
-    if addrs.len() > MAX_CRASH_FRAMES {
-        stack.frames_left_out = (addrs.len() - MAX_CRASH_FRAMES) as u32;
-        addrs.truncate(MAX_CRASH_FRAMES);
     }
-    let mut notes: Vec<String> = walk.note.into_iter().collect();
-    if rec.flags & tracer_common::CRASH_REGS_FROM_STACK != 0 {
-        notes.push(
-            "registers read from the task's kernel stack (no bpf_task_pt_regs before 5.15), \
-             matched against the kernel's own first frame"
-                .into(),
-        );
-    }
+}
+
+/// The frames of a walk named.
+struct Named {
+    frames: Vec<CrashFrame>,
+    /// Frames in no mapped file.
+    unknown: usize,
+    /// The first module that could not be named, and why.
+    failed: Option<String>,
+}
+
+/// Each address of the walk named from the module it falls in, a JIT
+/// frame from its process's perf map, any other by address alone; a
+/// frame-pointer walk that leaves the process's files ends there, said in
+/// `notes`.
+fn name_frames(
+    rec: &CrashRecord,
+    modules: &Modules,
+    images: &image::Images,
+    addrs: &[unwind::Frame],
+    frame_pointers: bool,
+    notes: &mut Vec<String>,
+) -> Named {
     let mut unknown = 0usize;
     let mut failed: Option<String> = None;
     let mut frames = Vec::new();
@@ -283,7 +354,7 @@ fn crash_stack(
             // from its one real frame to the same unmapped address ten
             // times over. Past a frame in a known module, an address in
             // none is the walk gone astray: it ends there, said.
-            if walk.frame_pointers && frames.iter().any(|x: &CrashFrame| x.module.is_some()) {
+            if frame_pointers && frames.iter().any(|x: &CrashFrame| x.module.is_some()) {
                 notes.push(format!(
                     "the frame-pointer walk left the process's files after {i} frame(s) \
                      (code without frame pointers): the {} address(es) it went on to are not shown",
@@ -331,35 +402,11 @@ fn crash_stack(
             }
         }
     }
-    if frames.len() > MAX_NAMED_FRAMES {
-        stack.frames_left_out += (frames.len() - MAX_NAMED_FRAMES) as u32;
-        frames.truncate(MAX_NAMED_FRAMES);
+    Named {
+        frames,
+        unknown,
+        failed,
     }
-    stack.frames = frames;
-    if addrs.is_empty() {
-        stack.completeness = StackCompleteness::NoStack;
-        notes.push("no frame was captured".into());
-    } else if unknown > 0 {
-        stack.completeness = StackCompleteness::ModuleUnknown;
-        notes.insert(
-            0,
-            match &modules.missing {
-                Some(why) => why.clone(),
-                None => format!("{unknown} frame(s) in no mapped file"),
-            },
-        );
-    } else if walk.failed {
-        stack.completeness = StackCompleteness::SymbolisationFailed;
-    } else if let Some(e) = failed {
-        stack.completeness = StackCompleteness::SymbolisationFailed;
-        notes.insert(0, format!("symbolisation failed: {e}"));
-    } else if walk.frame_pointers {
-        stack.completeness = StackCompleteness::FramePointersOnly;
-    }
-    if !notes.is_empty() {
-        stack.detail = Some(notes.join("; "));
-    }
-    stack
 }
 
 /// The kernel's build id for the frame at `addr`, when its walk had one

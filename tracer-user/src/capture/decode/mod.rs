@@ -361,26 +361,7 @@ impl Wire {
                 status: ExitStatus::from_wait_status(r.exit_code),
                 group_dead: r.flags & EXIT_GROUP_DEAD != 0,
             }),
-            Wire::Signal(r) => Record::Signal(Signal {
-                at,
-                sender: task(&r.sender, &r.sender_comm),
-                target: task(&r.target, &r.target_comm),
-                sig: r.sig,
-                sig_name: signal_name(r.sig),
-                code: r.code,
-                code_name: si_code_name(r.sig, r.code),
-                errno: r.errno,
-                group: r.group != 0,
-                result: result_name(r.result),
-                sender_argv: None,
-                sender_argv_truncated: false,
-                seccomp_syscall: (r.seccomp_seen != 0).then_some(i64::from(r.seccomp_nr)),
-                call: (r.syscall != 0).then(|| CallRef {
-                    id: r.call_id,
-                    syscall: syscall_name(r.syscall).into(),
-                    target_arg: r.target_arg,
-                }),
-            }),
+            Wire::Signal(r) => signal(&r, at),
             Wire::SignalSummary(r) => Record::SignalSummary(SignalSummary {
                 at,
                 sender: task(&r.sender, &r.sender_comm),
@@ -391,58 +372,92 @@ impl Wire {
                 first_t: r.first_ns,
                 last_t: r.last_ns,
             }),
-            Wire::KillCall(r) => {
-                let has_tid = matches!(
-                    KillSyscall::try_from(r.syscall),
-                    Ok(KillSyscall::Tgkill | KillSyscall::RtTgsigqueueinfo)
-                );
-                Record::KillCall(KillCall {
-                    at,
-                    sender: task(&r.sender, &r.comm),
-                    syscall: syscall_name(r.syscall).into(),
-                    sig: r.sig,
-                    sig_name: if r.sig == 0 {
-                        "0 (probe)".into()
-                    } else {
-                        signal_name(r.sig)
-                    },
-                    target_arg: r.target_arg,
-                    tid_arg: has_tid.then_some(r.tid_arg),
-                    ret: r.ret,
-                    // checked: a hostile or corrupt record may carry i64::MIN (found by fuzzing).
-                    errno: (r.ret < 0)
-                        .then(|| r.ret.checked_neg().map(errno_name))
-                        .flatten(),
-                    call_id: r.call_id,
-                    deliveries: r.deliveries,
-                    // A record of calls counted in the kernel: how many,
-                    // and when the first was.
-                    count: r.count.max(1),
-                    first_t: (r.count > 1).then_some(r.first_ns),
-                })
-            }
-            Wire::Oom(r) => Record::Oom(Oom {
-                at,
-                trigger: task(&r.trigger, &r.trigger_comm),
-                victim_tid: r.victim_tid,
-                rss: (r.flags & OOM_HAS_RSS != 0).then_some(OomRss {
-                    total_vm_kb: r.total_vm_kb,
-                    anon_rss_kb: r.anon_rss_kb,
-                    file_rss_kb: r.file_rss_kb,
-                    shmem_rss_kb: r.shmem_rss_kb,
-                    pgtables_kb: r.pgtables_kb,
-                }),
-                oom_score_adj: (r.flags & OOM_HAS_SCORE_ADJ != 0).then_some(r.oom_score_adj),
-                memcg: (r.flags & OOM_HAS_MEMCG != 0).then(|| Memcg {
-                    id: r.memcg_id,
-                    name: cstr(&r.memcg_name),
-                    path: None,
-                    limit_bytes: None,
-                    oom_group: None,
-                }),
-            }),
+            Wire::KillCall(r) => kill_call(&r, at),
+            Wire::Oom(r) => oom(&r, at),
         })
     }
+}
+
+/// A signal's record: the two tasks, the signal and its code, and the
+/// kill-family call that sent it, when one did.
+fn signal(r: &SignalRecord, at: Stamp) -> Record {
+    Record::Signal(Signal {
+        at,
+        sender: task(&r.sender, &r.sender_comm),
+        target: task(&r.target, &r.target_comm),
+        sig: r.sig,
+        sig_name: signal_name(r.sig),
+        code: r.code,
+        code_name: si_code_name(r.sig, r.code),
+        errno: r.errno,
+        group: r.group != 0,
+        result: result_name(r.result),
+        sender_argv: None,
+        sender_argv_truncated: false,
+        seccomp_syscall: (r.seccomp_seen != 0).then_some(i64::from(r.seccomp_nr)),
+        call: (r.syscall != 0).then(|| CallRef {
+            id: r.call_id,
+            syscall: syscall_name(r.syscall).into(),
+            target_arg: r.target_arg,
+        }),
+    })
+}
+
+/// A kill-family call's record (one call, or calls the kernel counted).
+fn kill_call(r: &KillCallRecord, at: Stamp) -> Record {
+    let has_tid = matches!(
+        KillSyscall::try_from(r.syscall),
+        Ok(KillSyscall::Tgkill | KillSyscall::RtTgsigqueueinfo)
+    );
+    Record::KillCall(KillCall {
+        at,
+        sender: task(&r.sender, &r.comm),
+        syscall: syscall_name(r.syscall).into(),
+        sig: r.sig,
+        sig_name: if r.sig == 0 {
+            "0 (probe)".into()
+        } else {
+            signal_name(r.sig)
+        },
+        target_arg: r.target_arg,
+        tid_arg: has_tid.then_some(r.tid_arg),
+        ret: r.ret,
+        // checked: a hostile or corrupt record may carry i64::MIN (found by fuzzing).
+        errno: (r.ret < 0)
+            .then(|| r.ret.checked_neg().map(errno_name))
+            .flatten(),
+        call_id: r.call_id,
+        deliveries: r.deliveries,
+        // A record of calls counted in the kernel: how many,
+        // and when the first was.
+        count: r.count.max(1),
+        first_t: (r.count > 1).then_some(r.first_ns),
+    })
+}
+
+/// An OOM kill's record: what the kernel said of the victim's memory and
+/// its memory cgroup, each part when present.
+fn oom(r: &OomRecord, at: Stamp) -> Record {
+    Record::Oom(Oom {
+        at,
+        trigger: task(&r.trigger, &r.trigger_comm),
+        victim_tid: r.victim_tid,
+        rss: (r.flags & OOM_HAS_RSS != 0).then_some(OomRss {
+            total_vm_kb: r.total_vm_kb,
+            anon_rss_kb: r.anon_rss_kb,
+            file_rss_kb: r.file_rss_kb,
+            shmem_rss_kb: r.shmem_rss_kb,
+            pgtables_kb: r.pgtables_kb,
+        }),
+        oom_score_adj: (r.flags & OOM_HAS_SCORE_ADJ != 0).then_some(r.oom_score_adj),
+        memcg: (r.flags & OOM_HAS_MEMCG != 0).then(|| Memcg {
+            id: r.memcg_id,
+            name: cstr(&r.memcg_name),
+            path: None,
+            limit_bytes: None,
+            oom_group: None,
+        }),
+    })
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::{
         output::{self, write_analysed_reports, ReportFlags},
     },
     error::TracerError,
-    eventlog::{segment_name, Header, Series, LIVE},
+    eventlog::{segment_name, Header, ProcKey, Series, LIVE},
     outdir::{OutDir, Policy},
     redact::Redactor,
     resources::{self, Follow, Sampler},
@@ -118,16 +118,7 @@ pub fn run(args: &DaemonArgs) -> Result<ExitCode, TracerError> {
 const RESCAN: Duration = Duration::from_secs(1);
 
 async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, TracerError> {
-    fail_on::daemon_supports(&args.fail_on)?;
-    // The flag is a capture option (`record` and `daemon` share them), but
-    // only `record` starts the command whose environment it changes. The
-    // marks themselves work under a daemon: the one-line setup writes them.
-    if args.capture.tests {
-        return Err(TracerError::TestsWithoutCommand);
-    }
-    if args.capture.runtime_stacks {
-        return Err(TracerError::RuntimeStacksWithoutCommand);
-    }
+    refuse_unsupported(args)?;
     let redactor = Redactor::new(&args.report.redact)?;
     let tracer_tgid = nix::unistd::getpid().as_raw() as u32;
     let capture = capture::load(&args.capture.load_options(tracer_tgid, redactor.is_active()))?;
@@ -142,27 +133,10 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     // Held from the start, as the output directory is: the stop path
     // writes through it, never through the path as it is then.
     let junit = args.report.open_junit(policy)?;
-    // A restart loses nothing of its own: what an earlier daemon wrote is
-    // adopted (and the live log it left becomes a segment). Any other file
-    // in the directory may be the job's: listed, never read (docs/security.md).
-    let mut series = Series::adopt(&out);
-    series.adopt_live(&out)?;
-    for why in series.ignored() {
-        crate::say!("tracer: warning: in {}: {why}", out.path().display());
-    }
+    let series = adopt_series(&out)?;
     let mut segment = series.next_number()?;
     let scope = args.scope();
-    let mut header = Header {
-        scope: Some(scope.describe()),
-        segment,
-        ..header::header(
-            "daemon",
-            Vec::new(),
-            &capture,
-            args.capture.ring_buffer_size,
-        )
-    };
-    redactor.header(&mut header);
+    let mut header = daemon_header(args, &capture, &scope, segment, &redactor);
     // The run's first header: its reports' (later ones name later segments).
     let header0 = header.clone();
     let log_path = out.display(LIVE);
@@ -179,13 +153,7 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
     let mut live = Watch::start(args.live(), &mut session, &header, earlier)?;
 
     let mut known = BTreeSet::new();
-    match &scope {
-        Scope::All => session.set_config(RuntimeConfig {
-            scope_all: 1,
-            ..Default::default()
-        })?,
-        _ => seed(&mut session, &scope, &mut known)?,
-    }
+    start_scope(&mut session, &scope, &mut known)?;
     crate::say!(
         "tracer: daemon watching {} — log in {}",
         scope.describe(),
@@ -238,30 +206,118 @@ async fn watch(args: &DaemonArgs, mut signals: Signals) -> Result<ExitCode, Trac
                 }
             }
         }
-        if args.rotate_size > 0 && session.log_bytes() >= args.rotate_size {
-            let next = segment.checked_add(1).ok_or_else(|| {
-                TracerError::output(session.out().display(&segment_name(segment)))(
-                    std::io::Error::other("no segment number is left after this one"),
-                )
-            })?;
-            header.segment = next;
-            session.rotate(segment, &header)?;
-            segment = next;
-            pruned += session.prune(args.keep_segments);
-        }
+        pruned += rotate_if_full(args, &mut session, &mut header, &mut segment)?;
     }
+    stop(session, live, &header0, pruned, args, junit.as_ref())
+}
+
+/// What only `record` can do, refused before anything starts.
+fn refuse_unsupported(args: &DaemonArgs) -> Result<(), TracerError> {
+    fail_on::daemon_supports(&args.fail_on)?;
+    // The flag is a capture option (`record` and `daemon` share them), but
+    // only `record` starts the command whose environment it changes. The
+    // marks themselves work under a daemon: the one-line setup writes them.
+    if args.capture.tests {
+        return Err(TracerError::TestsWithoutCommand);
+    }
+    if args.capture.runtime_stacks {
+        return Err(TracerError::RuntimeStacksWithoutCommand);
+    }
+    Ok(())
+}
+
+/// The series in `out` this daemon goes on: a restart loses nothing of its
+/// own, what an earlier daemon wrote is adopted (and the live log it left
+/// becomes a segment). Any other file in the directory may be the job's:
+/// listed, never read (docs/security.md).
+fn adopt_series(out: &OutDir) -> Result<Series, TracerError> {
+    let mut series = Series::adopt(out);
+    series.adopt_live(out)?;
+    for why in series.ignored() {
+        crate::say!("tracer: warning: in {}: {why}", out.path().display());
+    }
+    Ok(series)
+}
+
+/// The header of the daemon's live log, segment `segment`, redacted.
+fn daemon_header(
+    args: &DaemonArgs,
+    capture: &capture::Capture,
+    scope: &Scope,
+    segment: u32,
+    redactor: &Redactor,
+) -> Header {
+    let mut header = Header {
+        scope: Some(scope.describe()),
+        segment,
+        ..header::header("daemon", Vec::new(), capture, args.capture.ring_buffer_size)
+    };
+    redactor.header(&mut header);
+    header
+}
+
+/// Every process in scope from now on: `--all` told to the kernel side,
+/// a cgroup's or a pid's tree seeded (what runs already, into `known`).
+fn start_scope(
+    session: &mut Session,
+    scope: &Scope,
+    known: &mut BTreeSet<ProcKey>,
+) -> Result<(), TracerError> {
+    match scope {
+        Scope::All => session.set_config(RuntimeConfig {
+            scope_all: 1,
+            ..Default::default()
+        })?,
+        _ => seed(session, scope, known)?,
+    }
+    Ok(())
+}
+
+/// Past `--rotate-size`, the live log becomes segment `segment` and the
+/// next one starts (its header naming it); the oldest segments past
+/// `--keep-segments` go. Returns how many went.
+fn rotate_if_full(
+    args: &DaemonArgs,
+    session: &mut Session,
+    header: &mut Header,
+    segment: &mut u32,
+) -> Result<usize, TracerError> {
+    if args.rotate_size == 0 || session.log_bytes() < args.rotate_size {
+        return Ok(0);
+    }
+    let next = segment.checked_add(1).ok_or_else(|| {
+        TracerError::output(session.out().display(&segment_name(*segment)))(std::io::Error::other(
+            "no segment number is left after this one",
+        ))
+    })?;
+    header.segment = next;
+    session.rotate(*segment, header)?;
+    *segment = next;
+    Ok(session.prune(args.keep_segments))
+}
+
+/// The stop: the log closed, the last records looked at, the reports
+/// written from the ledger, `--fail-on` judged.
+fn stop(
+    session: Session,
+    live: Watch,
+    header0: &Header,
+    pruned: usize,
+    args: &DaemonArgs,
+    junit: Option<&std::sync::Arc<crate::outdir::OutFile>>,
+) -> Result<ExitCode, TracerError> {
     let ignored = session.ignored();
     let mut closed = session.finish_series()?;
     closed.warn_if_log_failed();
     let last = std::mem::take(&mut closed.tapped);
-    let frame = watch::frame(&header0, closed.trailer.clone(), ignored);
+    let frame = watch::frame(header0, closed.trailer.clone(), ignored);
     // The run's analysis is the ledger's, kept as the records came: the
     // log is not read back (docs/architecture.md, "The daemon").
     let (export, stopped) = live.finish(last, frame, pruned);
     // Reports that cannot be written fail the daemon (70): --fail-on is
     // never judged "nothing found" by default.
     let (summary, analysis, written) =
-        write_analysed_reports(stopped, &closed.out, &args.report, junit.as_ref(), export);
+        write_analysed_reports(stopped, &closed.out, &args.report, junit, export);
     written?;
     let verdict = output::judge(&args.fail_on, args.allow_loss, &summary, &analysis);
     Ok(verdict
