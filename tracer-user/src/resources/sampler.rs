@@ -142,10 +142,17 @@ impl Sampler {
             return;
         }
         let membership = match &self.follow {
+            // Gone or exiting: what it was in is still the run's. On a v1
+            // hierarchy an exiting task reads as in the root cgroup
+            // (kernel/cgroup/cgroup.c, proc_cgroup_show: "all zombie tasks
+            // show up as belonging to the root cgroup"), so a sample
+            // between an OOM kill and the reap once moved the run to
+            // `v1:/` (CI's run, at load). Its flags are read after its
+            // cgroups: PF_EXITING is set before the kernel shows the root,
+            // and stays.
             Follow::Process(pid) => match fs::read_to_string(format!("/proc/{pid}/cgroup")) {
-                Ok(text) => cgroup::membership(&text),
-                // Gone (exiting): what it was in is still the run's.
-                Err(_) => return,
+                Ok(text) if !exiting(*pid) => cgroup::membership(&text),
+                _ => return,
             },
             Follow::Dir(dir) => self.membership_of(dir),
         };
@@ -378,6 +385,16 @@ fn label_of(d: &Path, w: &Where) -> Option<String> {
 /// A small kernel file, whole (a failed read is an absent figure).
 fn read(dir: &Path, name: &str) -> Option<String> {
     fs::read_to_string(dir.join(name)).ok()
+}
+
+/// Exiting (`PF_EXITING`), a zombie or gone.
+fn exiting(pid: u32) -> bool {
+    const PF_EXITING: u32 = 0x4;
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .map_or(true, |s| {
+            s.flags & PF_EXITING != 0 || matches!(s.state, 'Z' | 'X')
+        })
 }
 
 /// comm, start time (ticks) and RSS (pages) from /proc/PID/stat. The comm

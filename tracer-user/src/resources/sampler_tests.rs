@@ -159,3 +159,30 @@ fn ancestor_labels() {
     let root = Path::new("/sys/fs/cgroup/memory");
     assert_eq!(label_of(root, &w).as_deref(), Some("v1:/"));
 }
+
+/// A zombie reads as in the root cgroup on v1: the sampler must see it as
+/// exiting, a live child not.
+#[test]
+fn a_zombie_is_exiting_a_live_child_is_not() {
+    let mut live = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    assert!(!exiting(live.id()), "a sleeping child is not exiting");
+    // Not reaped: a zombie until `wait`. Poll its state, not the clock.
+    let zombie = (0..2000).any(|_| {
+        let z = procfs::process::Process::new(dead.id() as i32)
+            .and_then(|p| p.stat())
+            .is_ok_and(|s| s.state == 'Z');
+        if !z {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        z
+    });
+    assert!(zombie, "`true` became a zombie");
+    assert!(exiting(dead.id()), "a zombie is exiting");
+    live.kill().unwrap();
+    live.wait().unwrap();
+    dead.wait().unwrap();
+}
