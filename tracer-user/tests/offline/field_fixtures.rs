@@ -281,3 +281,18 @@ fn a_socket_held_by_a_detached_daemon_explains_the_hang() {
         r.verdict
     );
 }
+
+/// `python3 gen.py | head -n 3` through pyenv's shim (bash execs pyenv,
+/// pyenv-exec, then python3, running `pyenv-hooks` as children first),
+/// captured on a loaded machine where the kernel reported head's exit just
+/// after python3's SIGPIPE: the reader is head, not a shim helper that
+/// ended before the writer became python3.
+#[test]
+fn a_pyenv_shims_helper_is_not_the_reader_of_what_python_wrote() {
+    let r = report("sigpipe_pyenv_shim");
+    let c = cert(&r, "python3");
+    assert_eq!((c.cause.kind, c.rank), (CauseKind::Sigpipe, Rank::Expected));
+    let (kind, m) = mech(c);
+    assert_eq!(kind, MechanismKind::PipeReaderGone);
+    assert_eq!(m.process.as_ref().unwrap().argv, ["head", "-n", "3"]);
+}

@@ -128,16 +128,23 @@ fn reader_of<'a>(cx: &'a Ctx, key: ProcKey, s: &SignalEv) -> Option<(ProcKey, &'
         .map(|pp| pp.children.clone())
         .unwrap_or_default();
     let t = s.ev.at.t;
+    // A child that ended before the writer became the image that wrote
+    // did not read what that image wrote: a version manager's shim
+    // (pyenv's `python3` is bash that execs pyenv, then python3) runs its
+    // helpers (`pyenv-hooks`) as children first. Ended before the SIGPIPE,
+    // such a helper once beat `head`, whose exit the kernel reported just
+    // after it (CI's run, at load).
+    let image = p.last_exec().map_or(key.start, |e| e.t);
     siblings
         .into_iter()
-        .chain(p.children.iter().copied())
-        .map(|k| (k, 0u8))
-        .chain(p.parent.map(|k| (k, 1u8)))
-        .filter(|&(k, _)| k != key)
-        .filter_map(|(k, tier)| Some((k, tier, m.proc(k)?.end.as_ref()?)))
-        .filter(|(_, _, e)| e.t >= key.start && e.t <= t + super::READER_EXIT_AFTER_NS)
-        .min_by_key(|(_, tier, e)| (*tier, e.t > t, e.t.abs_diff(t), e.seq))
-        .map(|(k, _, e)| (k, e))
+        .map(|k| (k, 0u8, key.start))
+        .chain(p.children.iter().map(|&k| (k, 0u8, image)))
+        .chain(p.parent.map(|k| (k, 1u8, key.start)))
+        .filter(|&(k, _, _)| k != key)
+        .filter_map(|(k, tier, from)| Some((k, tier, from, m.proc(k)?.end.as_ref()?)))
+        .filter(|(_, _, from, e)| e.t >= *from && e.t <= t + super::READER_EXIT_AFTER_NS)
+        .min_by_key(|(_, tier, _, e)| (*tier, e.t > t, e.t.abs_diff(t), e.seq))
+        .map(|(k, _, _, e)| (k, e))
 }
 
 /// kill(0, …), kill(-pgid, …) or kill(-1, …) that reached the caller too.
