@@ -237,7 +237,9 @@ fn the_window_holds_what_is_alive() {
     }
     let last = live.look(&header, Vec::new(), &AnalysisOptions::default(), true);
     handed += last.certificates.len();
-    assert!(most <= 101, "the window held {most} processes");
+    // The shell, one look's 100, and the child that ended just before the
+    // look's first failed one (kept as its possible pipe reader).
+    assert!(most <= 102, "the window held {most} processes");
     assert_eq!(handed, 20_000, "each failure handed on once");
     assert!(
         remembered <= 600,

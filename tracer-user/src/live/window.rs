@@ -363,8 +363,8 @@ impl Window {
     }
 
     /// A process's end: it is no longer alive, and its parent has an ended
-    /// (maybe failed) child; a SIGPIPE death keeps the child that ended
-    /// before it (the reader).
+    /// (maybe failed) child; a failed end (a SIGPIPE death, an EPIPE exit)
+    /// keeps the child that ended before it (the reader).
     fn absorb_group_exit(&mut self, rec: &Record, e: &Exit) {
         let look = self.looks;
         let key = e.task.key();
@@ -384,13 +384,18 @@ impl Window {
                 }
                 before
             });
-            if matches!(
+            // A writer's reader: for a SIGPIPE death, and for a failed exit,
+            // which is how Python and Node end on EPIPE (their reader, e.g.
+            // `head`, ended just before them and would otherwise leave the
+            // window once the parent's next child ends).
+            let sigpipe = matches!(
                 e.status,
                 ExitStatus::Signaled {
                     signal: SIGPIPE,
                     ..
                 }
-            ) {
+            );
+            if failed || sigpipe {
                 if let Some(ctx) = self.procs.get_mut(&key) {
                     ctx.reader_before = before;
                 }
