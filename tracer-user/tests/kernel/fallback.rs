@@ -104,7 +104,13 @@ fn default_chain_avoids_classic_tracepoints() {
 /// The writev(2) of the last-words scenario: this test binary, re-run (the
 /// VMs have no python), writes three pieces to fd 2 in one call and dies.
 fn writev_and_die() {
-    let pieces: [&[u8]; 3] = [b"first ", b"second ", b"third\n"];
+    // On the heap, as a program's formatted words are: a literal in a page
+    // of the binary this process has not touched yet is not readable from
+    // the syscall's hook (BPF reads of user memory do not fault pages in).
+    // Suspected of the one CI-guest run (6.12, tracepoint rung) that
+    // captured no words from this scenario while the shell's and cat's
+    // were there; the same suite passed before and after it.
+    let pieces: [Vec<u8>; 3] = [b"first ".to_vec(), b"second ".to_vec(), b"third\n".to_vec()];
     let iov: Vec<libc::iovec> = pieces
         .iter()
         .map(|p| libc::iovec {
