@@ -56,9 +56,10 @@ pub(crate) const ARM64: VmArch = VmArch {
 /// synchronised every CPU, which a real CPU cannot do: a stale translation
 /// of the patched code on the other vCPU. Once in three 6.1 runs before, a
 /// 730 s soft lockup after the same suite. With vCPUs taking turns, no
-/// vCPU runs a translation while another rewrites its code; the cost, about
-/// twice the guest's time, is in docs/kernels.md ("Cross-modifying code
-/// under TCG"). KVM (real CPUs) is untouched.
+/// vCPU runs a translation while another rewrites its code; on an idle
+/// machine the CI guest took 532 s so, 602 s with a thread per vCPU
+/// (docs/kernels.md, "Cross-modifying code under TCG"). KVM (real CPUs) is
+/// untouched.
 const TCG_ONE_THREAD: &str = "tcg,thread=single";
 
 impl VmArch {
