@@ -16,13 +16,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{
-    identity::Identity,
-    sandbox::{CPU_LIMIT_S, SUBCOMMAND},
-};
+use super::identity::Identity;
 
+/// The hidden subcommand the child runs (`cli.rs`).
+pub const SUBCOMMAND: &str = "__parse-crash-stacks";
 /// Wall-clock time a child has for its crashes before it is killed.
 pub const WALL_LIMIT: Duration = Duration::from_secs(10);
+/// CPU seconds a child may use (SIGXCPU, then SIGKILL a second later).
+pub const CPU_LIMIT_S: u64 = 10;
 
 /// A parse child that has been spawned and not yet ended.
 pub struct Running {

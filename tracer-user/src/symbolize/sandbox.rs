@@ -49,11 +49,8 @@ use super::{
 };
 use crate::eventlog::{CrashStack, Stamp, Task};
 
-/// The hidden subcommand the child runs (`cli.rs`).
-pub const SUBCOMMAND: &str = "__parse-crash-stacks";
-pub use super::child::WALL_LIMIT;
-/// CPU seconds a child may use (SIGXCPU, then SIGKILL a second later).
-pub const CPU_LIMIT_S: u64 = 10;
+// The child's name and limits live with the child, which this file runs.
+pub use super::child::{CPU_LIMIT_S, SUBCOMMAND, WALL_LIMIT};
 /// Address space a child has beyond its modules' copies (its own binary,
 /// heap for the parsed DWARF).
 pub const AS_SLACK: u64 = 1 << 30;
