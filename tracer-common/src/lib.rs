@@ -38,6 +38,8 @@ pub enum RecordKind {
     Crash = 11,
     /// A test mark: a write(2) to [`MARK_FD`] (a `StderrRecord` of this kind).
     TestMark = 12,
+    /// One test runner's variable of an exec's environment ([`ExecEnvRecord`]).
+    ExecEnv = 13,
 }
 
 impl TryFrom<u32> for RecordKind {
@@ -56,6 +58,7 @@ impl TryFrom<u32> for RecordKind {
             10 => Self::SignalSummary,
             11 => Self::Crash,
             12 => Self::TestMark,
+            13 => Self::ExecEnv,
             other => return Err(other),
         })
     }
@@ -64,10 +67,15 @@ impl TryFrom<u32> for RecordKind {
 mod crash;
 mod kill;
 mod offsets;
+mod runner_env;
 pub use crash::{
     CrashRecord, LoadedObject, StackBuildId, BUILD_ID_IP, BUILD_ID_VALID, CRASH_FRAMES,
     CRASH_HAS_REGS, CRASH_OBJECTS, CRASH_OBJECT_NAME, CRASH_PAGE, CRASH_PAGES,
     CRASH_REGS_FROM_STACK, CRASH_SIGNAL_MASK, CRASH_STACK_BYTES, KERNEL_THREAD_SIZE,
+};
+pub use runner_env::{
+    runner_first, runner_head, ExecEnvRecord, EXEC_ENV_HEADER_LEN, EXEC_ENV_SCANNED, RUNNER_HEAD,
+    RUNNER_PATTERNS, RUNNER_SCAN_VARS, RUNNER_VALUE_MAX, RUNNER_VARS, RUNNER_VAR_LEN,
 };
 mod kill_fails;
 mod signal_counts;
@@ -239,7 +247,8 @@ pub struct ExecRecord {
     /// Size of the whole argument area (`arg_end - arg_start`); larger than
     /// `argv_len` when argv was truncated.
     pub args_size: u32,
-    pub _pad: u32,
+    /// [`EXEC_ENV_SCANNED`].
+    pub flags: u32,
     pub comm: [u8; COMM_LEN],
     pub filename: [u8; PATH_LEN],
     pub argv: [u8; ARGV_LEN],
@@ -453,6 +462,7 @@ mod pod {
         NsPid,
         ForkRecord,
         ExecRecord,
+        ExecEnvRecord,
         ExitRecord,
         SignalRecord,
         KillCallRecord,
@@ -491,7 +501,8 @@ mod no_padding {
             RecordHeader { kind, cpu, ktime_ns }
             ForkRecord { hdr, parent, child, comm, flags, _pad, child_ns }
             NsPid { pid, level, ns_inum, _pad }
-            ExecRecord { hdr, task, old_tid, argv_len, args_size, _pad, comm, filename, argv }
+            ExecRecord { hdr, task, old_tid, argv_len, args_size, flags, comm, filename, argv }
+            ExecEnvRecord { hdr, task, len, _pad, text }
             ExitRecord { hdr, task, comm, exit_code, flags }
             SignalRecord { hdr, sender, target, sender_comm, target_comm, sig, errno, code, group,
                 result, syscall, call_id, target_arg, seccomp_nr, seccomp_seen }

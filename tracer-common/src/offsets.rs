@@ -81,6 +81,10 @@ pub struct KernelOffsets {
     /// top of its kernel stack.
     pub task_stack: u32,
     pub pt_regs_size: u32,
+    /// `mm->start_stack`: where a new image's argc is, its argv and envp
+    /// pointers after it (the runners' variables are read from there at
+    /// exec).
+    pub mm_start_stack: u32,
 }
 
 pub const OFFSET_NONE: u32 = u32::MAX;
@@ -142,5 +146,6 @@ impl KernelOffsets {
         mm_saved_auxv: OFFSET_NONE,
         task_stack: OFFSET_NONE,
         pt_regs_size: OFFSET_NONE,
+        mm_start_stack: OFFSET_NONE,
     };
 }

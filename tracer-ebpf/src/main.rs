@@ -17,6 +17,7 @@
 
 mod crash;
 mod diag;
+mod exec_env;
 mod existing;
 mod kill_calls;
 mod kill_fails;

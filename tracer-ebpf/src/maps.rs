@@ -6,8 +6,8 @@ use aya_ebpf::{
     Global,
 };
 use tracer_common::{
-    DropReason, ExecRecord, KernelOffsets, KillFails, RuntimeConfig, SignalCounts, StderrRecord,
-    StderrTail, ARGV_LEN, DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
+    DropReason, ExecEnvRecord, ExecRecord, KernelOffsets, KillFails, RuntimeConfig, SignalCounts,
+    StderrRecord, StderrTail, ARGV_LEN, DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
 };
 
 use crate::probe::boot_ns;
@@ -171,6 +171,31 @@ pub(crate) static ARGV_MASK: Global<u64> = Global::new(2 * ARGV_LEN as u64 - 1);
 #[inline(always)]
 pub(crate) fn argv_mask() -> u64 {
     ARGV_MASK.load()
+}
+
+/// Per-CPU staging area of exec-env records (cut to their text when
+/// output), with slack so `env_mask` bounds the size for every verifier.
+#[repr(C)]
+pub(crate) struct ExecEnvScratch {
+    pub rec: ExecEnvRecord,
+    pub slack: [u8; 1024],
+    /// How many runner variables this exec has sent.
+    pub sent: u64,
+}
+
+#[map]
+pub(crate) static EXEC_ENV_SCRATCH: PerCpuArray<ExecEnvScratch> =
+    PerCpuArray::with_max_entries(1, 0);
+
+/// `2047`: the volatile-mask trick of `size_mask` for an exec-env record's
+/// text length (at most `RUNNER_VAR_LEN`, so the mask never cuts it; the
+/// record and its slack hold 2047 bytes past the header).
+#[unsafe(no_mangle)]
+pub(crate) static ENV_MASK: Global<u64> = Global::new(2047);
+
+#[inline(always)]
+pub(crate) fn env_mask() -> u64 {
+    ENV_MASK.load()
 }
 
 /// Ring flags for a record user space must see at once: a signal from

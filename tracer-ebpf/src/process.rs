@@ -6,8 +6,8 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use tracer_common::{
-    DropReason, ExitRecord, ForkRecord, RecordKind, ARGV_LEN, EXEC_HEADER_LEN, EXIT_GROUP_DEAD,
-    FORK_IS_THREAD,
+    DropReason, ExitRecord, ForkRecord, RecordKind, ARGV_LEN, EXEC_ENV_SCANNED, EXEC_HEADER_LEN,
+    EXIT_GROUP_DEAD, FORK_IS_THREAD,
 };
 
 use crate::{
@@ -90,7 +90,7 @@ pub(crate) fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         (*rec).task = id;
         (*rec).old_tid = old_tid as u32;
         (*rec).comm = comm(task);
-        (*rec)._pad = 0;
+        (*rec).flags = 0;
         (*rec).filename[0] = 0;
         if let Some(name) = read::<Ptr>(bprm, off(|o| &o.bprm_filename)) {
             let _ = bpf_probe_read_kernel_str_bytes(name, &mut (*rec).filename);
@@ -114,6 +114,13 @@ pub(crate) fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
                 } else {
                     diag::argv_unreadable(id.tgid, start, len);
                 }
+            }
+        }
+        // The runner variables go first, stamped as this record is: user
+        // space holds them for it (`run/session/enrich.rs`).
+        if let Some(mm) = read::<Ptr>(task, off(|o| &o.task_mm)) {
+            if crate::exec_env::send_runner_vars(mm, id, (*rec).hdr.ktime_ns) {
+                (*rec).flags = EXEC_ENV_SCANNED;
             }
         }
         (*rec).argv_len = copied;

@@ -112,6 +112,7 @@ pub const LAYOUT: &[Field] = layout!(
     mm_saved_auxv,
     task_stack,
     pt_regs_size,
+    mm_start_stack,
 );
 
 /// `to_words`/`from_words` treat the struct as `[u32; WORDS]`: checked here
@@ -302,7 +303,7 @@ mod tests {
         assert_eq!(LAYOUT[0], ("task_pid", 0, 4));
         assert_eq!(
             LAYOUT.last().unwrap().0,
-            "pt_regs_size",
+            "mm_start_stack",
             "the last field of KernelOffsets"
         );
         let mut names: Vec<&str> = LAYOUT.iter().map(|f| f.0).collect();

@@ -137,6 +137,7 @@ pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
         signal_live: opt("signal_struct", "live"),
         mm_arg_start: opt("mm_struct", "arg_start"),
         mm_arg_end: opt("mm_struct", "arg_end"),
+        mm_start_stack: opt("mm_struct", "start_stack"),
         mm_start_code: opt("mm_struct", "start_code"),
         mm_exe_file: opt("mm_struct", "exe_file"),
         inode_i_ino: opt("inode", "i_ino"),

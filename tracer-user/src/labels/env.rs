@@ -5,30 +5,17 @@
 //! (docs/security.md, "Environment at exec").
 use std::collections::BTreeMap;
 
-/// Every name tracer keeps, and nothing else.
-pub const ALLOWED: [&str; 8] = [
-    // pytest: "<nodeid> (setup|call|teardown)", set in os.environ for the
-    // test's duration, so in the initial environment of what it spawns.
-    "PYTEST_CURRENT_TEST",
-    // pytest-xdist: gw0, gw1, …
-    "PYTEST_XDIST_WORKER",
-    // vitest: set inside a worker once it starts (its children see them).
-    "VITEST_POOL_ID",
-    "VITEST_WORKER_ID",
-    // jest: in each worker's own environment, from its fork.
-    "JEST_WORKER_ID",
-    // cargo-nextest: one process per test.
-    "NEXTEST_TEST_NAME",
-    "NEXTEST_BINARY_ID",
-    "NEXTEST_ATTEMPT",
-];
+/// Every name tracer keeps, and nothing else: the names the exec program
+/// looks for (`tracer_common::RUNNER_VARS`, each with its runner).
+pub const ALLOWED: [&str; 8] = tracer_common::RUNNER_VARS;
 
 /// Longest value kept: a pytest node id with its parameters fits; a value
 /// longer is cut (a name only labels, and the log stays bounded).
-pub const MAX_VALUE: usize = 1024;
+pub const MAX_VALUE: usize = tracer_common::RUNNER_VALUE_MAX;
 
 /// The allowed variables of a NUL-separated environment area, in name
-/// order; the rest is never copied out of `area`.
+/// order, each the first of its name (as getenv takes it); the rest is
+/// never copied out of `area`.
 pub fn filter(area: &[u8]) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for var in area.split(|&b| b == 0) {
@@ -40,10 +27,8 @@ pub fn filter(area: &[u8]) -> BTreeMap<String, String> {
             continue;
         };
         let value = &value[..value.len().min(MAX_VALUE)];
-        out.insert(
-            name.to_string(),
-            String::from_utf8_lossy(value).into_owned(),
-        );
+        out.entry(name.to_string())
+            .or_insert_with(|| String::from_utf8_lossy(value).into_owned());
     }
     out
 }
@@ -60,7 +45,7 @@ mod tests {
         let area = format!(
             "GITHUB_TOKEN=ghp_secret\0PYTEST_CURRENT_TEST=t.py::test_a (call)\0\
              XPYTEST_XDIST_WORKER=gw9\0PYTEST_XDIST_WORKER=gw1\0VITEST_POOL_ID=3\0\
-             JEST_WORKER_ID={long}\0NOEQUALS\0"
+             JEST_WORKER_ID={long}\0NOEQUALS\0VITEST_POOL_ID=4\0"
         );
         let kept = filter(area.as_bytes());
         assert_eq!(
@@ -74,6 +59,10 @@ mod tests {
         );
         assert_eq!(kept["PYTEST_XDIST_WORKER"], "gw1");
         assert_eq!(kept["JEST_WORKER_ID"].len(), MAX_VALUE);
+        assert_eq!(
+            kept["VITEST_POOL_ID"], "3",
+            "the first of a name, as getenv"
+        );
         assert!(!format!("{kept:?}").contains("ghp_secret"));
     }
 }

@@ -348,3 +348,89 @@ fn vitest_pool_ids_name_the_workers_of_both_ends() {
         "{headline}"
     );
 }
+
+/// The exec records of `path` in the log, each with its runner variables.
+fn execs_of(r: &Recorded, path: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    r.events()
+        .filter_map(|e| match e {
+            tracer_user::eventlog::Record::Exec(x) if x.filename == path => {
+                Some(x.test_env.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The runner's variables are read in the kernel at exec, so a helper that
+/// is gone before the ring is drained keeps them: 40 `/bin/true`s, each
+/// over by the time the record could be read from /proc (83 % of them lost
+/// their variables when they were read there), all named. Beside them, a
+/// token and two names that only start or end like a runner's reach none
+/// of the log: the kernel sends the exact names only.
+#[test]
+fn a_helper_gone_before_the_drain_keeps_its_runners_variables() {
+    let secret = format!("ghp_{:x}", std::process::id() as u64 * 0x2545_f491);
+    let script = r#"
+import os, subprocess
+secret = os.environ["GITHUB_TOKEN"]
+env = dict(os.environ)
+env["PYTEST_CURRENT_TESTX"] = secret + "-x"
+env["NEXTEST_SECRET"] = secret + "-n"
+env["PYTEST_XDIST_WORKER"] = "gw3"
+for i in range(40):
+    env["PYTEST_CURRENT_TEST"] = f"tests/test_helpers.py::test_true[{i}] (call)"
+    subprocess.run(["/bin/true"], env=env, check=True)
+"#;
+    let r = record_env(
+        &[],
+        &["python3", "-c", script],
+        &[("GITHUB_TOKEN", &secret)],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let execs = execs_of(&r, "/bin/true");
+    assert_eq!(execs.len(), 40);
+    for (i, env) in execs.iter().enumerate() {
+        let want = format!("tests/test_helpers.py::test_true[{i}] (call)");
+        assert_eq!(
+            env.get("PYTEST_CURRENT_TEST"),
+            Some(&want),
+            "exec {i}: {env:?}"
+        );
+        assert_eq!(
+            env.get("PYTEST_XDIST_WORKER").map(String::as_str),
+            Some("gw3")
+        );
+        assert_eq!(env.len(), 2, "{env:?}");
+    }
+    for file in ["events.ndjson", "report.json", "report.md", "report.html"] {
+        let text = std::fs::read_to_string(r.path(file)).unwrap();
+        assert!(!text.contains(&secret), "{file} holds the secret");
+    }
+}
+
+/// An environment longer than the kernel looks through (512 variables):
+/// the names it found before the cut are kept all the same, and the exec
+/// says the scan was cut, so the rest is read from /proc (which a helper
+/// this short-lived mostly escapes: only the kernel's name is asserted).
+#[test]
+fn a_long_environment_keeps_what_the_kernel_found_before_the_cut() {
+    let script = r#"
+import subprocess
+env = {"PYTEST_CURRENT_TEST": "tests/test_long.py::test_env (call)", "PATH": "/usr/bin:/bin"}
+for i in range(700):
+    env[f"FILLER_{i:04}"] = "x" * 16
+for _ in range(20):
+    subprocess.run(["/bin/true"], env=env, check=True)
+"#;
+    let r = record(&[], &["python3", "-c", script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let execs = execs_of(&r, "/bin/true");
+    assert_eq!(execs.len(), 20);
+    for env in &execs {
+        assert_eq!(
+            env.get("PYTEST_CURRENT_TEST").map(String::as_str),
+            Some("tests/test_long.py::test_env (call)"),
+            "{env:?}"
+        );
+    }
+}

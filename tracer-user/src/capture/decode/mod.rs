@@ -5,10 +5,11 @@
 use std::mem::size_of;
 
 use tracer_common::{
-    ExecRecord, ExistingRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall, OomRecord,
-    RecordHeader, RecordKind, SignalRecord, SignalSummaryRecord, StderrRecord, StderrTail, TaskId,
-    EXEC_HEADER_LEN, EXIT_GROUP_DEAD, FORK_IS_THREAD, OOM_HAS_MEMCG, OOM_HAS_RSS,
-    OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN, TAIL_CAP,
+    ExecEnvRecord, ExecRecord, ExistingRecord, ExitRecord, ForkRecord, KillCallRecord, KillSyscall,
+    OomRecord, RecordHeader, RecordKind, SignalRecord, SignalSummaryRecord, StderrRecord,
+    StderrTail, TaskId, EXEC_ENV_HEADER_LEN, EXEC_HEADER_LEN, EXIT_GROUP_DEAD, FORK_IS_THREAD,
+    OOM_HAS_MEMCG, OOM_HAS_RSS, OOM_HAS_SCORE_ADJ, STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN,
+    TAIL_CAP,
 };
 
 use crate::eventlog::{
@@ -50,6 +51,14 @@ pub enum Wire {
     },
     /// A process that was running before the tracer (task iterator).
     Existing(ExistingRecord),
+    /// One test runner's variable of an exec's environment (`NAME=value`),
+    /// just before that exec's record, stamped as it is: the session's
+    /// enrichment stage holds it for the exec, never logged as is.
+    ExecEnv {
+        ktime: u64,
+        task: TaskId,
+        text: Vec<u8>,
+    },
     /// A test mark (a write to `MARK_FD`).
     TestMark {
         ktime: u64,
@@ -78,6 +87,7 @@ pub fn decode(bytes: &[u8]) -> Result<Wire, DecodeError> {
         match RecordKind::try_from(hdr.kind).map_err(DecodeError::UnknownKind)? {
             RecordKind::Fork => Wire::Fork(copy(bytes, "a fork record")?),
             RecordKind::Exec => decode_exec(bytes)?,
+            RecordKind::ExecEnv => decode_exec_env(bytes)?,
             RecordKind::Exit => Wire::Exit(copy(bytes, "an exit record")?),
             RecordKind::Signal => Wire::Signal(copy(bytes, "a signal record")?),
             RecordKind::SignalSummary => {
@@ -176,6 +186,22 @@ fn decode_exec(bytes: &[u8]) -> Result<Wire, DecodeError> {
         |r| r.argv_len as usize,
     )?;
     Ok(Wire::Exec(Box::new(rec)))
+}
+
+/// Exec-env records arrive cut to the variable's text.
+fn decode_exec_env(bytes: &[u8]) -> Result<Wire, DecodeError> {
+    let (rec, len) = copy_cut::<ExecEnvRecord>(
+        bytes,
+        EXEC_ENV_HEADER_LEN,
+        tracer_common::RUNNER_VAR_LEN,
+        ["an exec-env record", "its variable"],
+        |r| r.len as usize,
+    )?;
+    Ok(Wire::ExecEnv {
+        ktime: rec.hdr.ktime_ns,
+        task: rec.task,
+        text: rec.text[..len].to_vec(),
+    })
 }
 
 /// Stderr records arrive cut to the bytes captured.
@@ -292,7 +318,9 @@ impl Wire {
             Wire::SignalSummary(r) => r.last_ns,
             Wire::KillCall(r) => r.hdr.ktime_ns,
             Wire::Oom(r) => r.hdr.ktime_ns,
-            Wire::Stderr { ktime, .. } | Wire::TestMark { ktime, .. } => *ktime,
+            Wire::Stderr { ktime, .. }
+            | Wire::TestMark { ktime, .. }
+            | Wire::ExecEnv { ktime, .. } => *ktime,
             Wire::Existing(r) => r.hdr.ktime_ns,
         }
     }
@@ -312,7 +340,7 @@ impl Wire {
     /// the session aggregates into `last_words`).
     pub fn into_record(self, at: Stamp) -> Option<Record> {
         Some(match self {
-            Wire::Stderr { .. } | Wire::Existing(_) => return None,
+            Wire::Stderr { .. } | Wire::Existing(_) | Wire::ExecEnv { .. } => return None,
             Wire::TestMark {
                 task: t,
                 count,

@@ -8,10 +8,10 @@
 //! a fixed order; each touches one kind of record and leaves the others as
 //! they are. A new runner or kernel fact that needs the living process is
 //! one more function here and one more line there.
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use crate::{
-    capture::cgroups,
+    capture::{cgroups, decode::Wire},
     eventlog::{ProcKey, Record},
     run::procs,
 };
@@ -31,6 +31,54 @@ pub(super) struct Enricher {
     /// Tracer's own pid, asked once: every signal record is checked against
     /// it, and getpid is a real syscall (two raw_syscalls programs each).
     me: u32,
+    /// The runner variables the kernel sent for execs not yet enriched.
+    runner_vars: RunnerVars,
+}
+
+/// Runner variables the exec program sent (`Wire::ExecEnv`), held for
+/// their exec's record, which follows them in the ring (other CPUs'
+/// records may come between).
+#[derive(Default)]
+struct RunnerVars {
+    /// (tid, ktime) of each variable and its `NAME=value`: those of an
+    /// exec whose record was lost stay until pushed out by newer ones.
+    held: VecDeque<((u32, u64), Vec<u8>)>,
+    /// The exec of the wire record just seen, and whether the kernel read
+    /// its whole environment (then its variables are all held; none: it
+    /// had none).
+    exec: Option<((u32, u64), bool)>,
+}
+
+/// Variables held at most: 8 per exec, and an exec's record follows its
+/// variables within the records other CPUs put between them.
+const MAX_HELD: usize = 256;
+
+impl RunnerVars {
+    fn hold(&mut self, tid: u32, ktime: u64, text: Vec<u8>) {
+        if self.held.len() >= MAX_HELD {
+            self.held.pop_front();
+        }
+        self.held.push_back(((tid, ktime), text));
+    }
+
+    /// The held variables of `tid`'s exec, the wire record just seen, and
+    /// whether they are all its environment has.
+    fn take(&mut self, tid: u32) -> (BTreeMap<String, String>, bool) {
+        let Some((exec, whole)) = self.exec.take().filter(|((t, _), _)| *t == tid) else {
+            return (BTreeMap::new(), false);
+        };
+        let mut area = Vec::new();
+        self.held.retain(|(key, text)| {
+            let mine = *key == exec;
+            if mine {
+                area.extend_from_slice(text);
+                area.push(0);
+            }
+            !mine
+        });
+        // The kernel matched the names exactly; filtered again all the same.
+        (crate::labels::env::filter(&area), whole)
+    }
 }
 
 impl Enricher {
@@ -38,6 +86,25 @@ impl Enricher {
         Self {
             named: HashSet::new(),
             me: std::process::id(),
+            runner_vars: RunnerVars::default(),
+        }
+    }
+
+    /// A wire record before it becomes a log record: true when this stage
+    /// keeps it instead (a runner variable, held for its exec's record).
+    pub(super) fn keep(&mut self, wire: &mut Wire) -> bool {
+        match wire {
+            Wire::ExecEnv { ktime, task, text } => {
+                self.runner_vars
+                    .hold(task.tid, *ktime, std::mem::take(text));
+                true
+            }
+            Wire::Exec(r) => {
+                let whole = r.flags & tracer_common::EXEC_ENV_SCANNED != 0;
+                self.runner_vars.exec = Some(((r.task.tid, r.hdr.ktime_ns), whole));
+                false
+            }
+            _ => false,
         }
     }
 
@@ -46,7 +113,26 @@ impl Enricher {
     pub(super) fn enrich(&mut self, rec: &mut Record) {
         self.outside_sender_argv(rec);
         oom_memcg(rec);
-        exec_test_env(rec);
+        self.exec_test_env(rec);
+    }
+
+    /// An exec's test runners' variables (only those): the ones the kernel
+    /// sent for it, found where the kernel put its environment
+    /// (`tracer-ebpf/src/exec_env.rs`). Where it could not read all of it
+    /// (past `RUNNER_SCAN_VARS` variables, or no `mm->start_stack`), the
+    /// names it did not find are read from /proc while it is this very
+    /// process (`procs::test_env_of` filters the rest out before anything
+    /// leaves it). They name the test a worker ran (`labels/sources.rs`).
+    fn exec_test_env(&mut self, rec: &mut Record) {
+        if let Record::Exec(e) = rec {
+            let (mut vars, whole) = self.runner_vars.take(e.task.tid);
+            if !whole {
+                for (name, value) in procs::test_env_of(e.task.key()) {
+                    vars.entry(name).or_insert(value);
+                }
+            }
+            e.test_env = vars;
+        }
     }
 
     /// A signal from a process the log cannot name (it was never exec'd in
@@ -94,16 +180,6 @@ fn oom_memcg(rec: &mut Record) {
                 m.oom_group = info.oom_group;
             }
         }
-    }
-}
-
-/// An exec's test runners' variables (only those: `procs::test_env_of`
-/// filters the rest out before anything leaves it), read from its
-/// environment while it is this very process: they name the test a worker
-/// ran (`labels/sources.rs`), which the kernel record does not carry.
-fn exec_test_env(rec: &mut Record) {
-    if let Record::Exec(e) = rec {
-        e.test_env = procs::test_env_of(e.task.key());
     }
 }
 
@@ -215,5 +291,85 @@ mod tests {
             ..Enricher::new()
         };
         assert_eq!(enriched_argv(&mut e, signal_from(s.1)), None);
+    }
+
+    fn exec_wire(tid: u32, ktime: u64, flags: u32) -> Wire {
+        // SAFETY: ExecRecord is Pod: all-zero is a valid value.
+        let mut r: tracer_common::ExecRecord = unsafe { std::mem::zeroed() };
+        r.task = tracer_common::TaskId {
+            tid,
+            tgid: tid,
+            start_ns: 1,
+        };
+        r.hdr.ktime_ns = ktime;
+        r.flags = flags;
+        Wire::Exec(Box::new(r))
+    }
+
+    fn env_wire(tid: u32, ktime: u64, text: &str) -> Wire {
+        Wire::ExecEnv {
+            ktime,
+            task: tracer_common::TaskId {
+                tid,
+                tgid: tid,
+                start_ns: 1,
+            },
+            text: text.as_bytes().to_vec(),
+        }
+    }
+
+    /// What the stage adds to the exec record of `wire`.
+    fn test_env_of(e: &mut Enricher, mut wire: Wire) -> BTreeMap<String, String> {
+        assert!(!e.keep(&mut wire));
+        let mut rec = wire.into_record(crate::eventlog::Stamp::default()).unwrap();
+        e.enrich(&mut rec);
+        match rec {
+            Record::Exec(x) => x.test_env,
+            _ => panic!("an exec"),
+        }
+    }
+
+    /// The kernel's variables go to their own exec (same tid and time),
+    /// the first of a name wins, and those of an exec whose record never
+    /// came are not taken by the next one.
+    #[test]
+    fn runner_variables_go_to_their_own_exec() {
+        let scanned = tracer_common::EXEC_ENV_SCANNED;
+        let mut e = Enricher::new();
+        for w in [
+            env_wire(7, 100, "PYTEST_CURRENT_TEST=t.py::a (call)"),
+            env_wire(7, 100, "PYTEST_CURRENT_TEST=t.py::b (call)"),
+            env_wire(8, 100, "JEST_WORKER_ID=2"),
+            // An exec of tid 7 whose record was lost.
+            env_wire(7, 90, "PYTEST_XDIST_WORKER=gw0"),
+        ] {
+            let mut w = w;
+            assert!(e.keep(&mut w));
+        }
+        let env = test_env_of(&mut e, exec_wire(7, 100, scanned));
+        assert_eq!(
+            env.into_iter().collect::<Vec<_>>(),
+            [(
+                "PYTEST_CURRENT_TEST".to_string(),
+                "t.py::a (call)".to_string()
+            )]
+        );
+        let env = test_env_of(&mut e, exec_wire(8, 100, scanned));
+        assert_eq!(env.get("JEST_WORKER_ID").map(String::as_str), Some("2"));
+        // Scanned whole and nothing held: none, and /proc is not read
+        // (pid 9 is nobody's here).
+        assert!(test_env_of(&mut e, exec_wire(9, 110, scanned)).is_empty());
+        assert!(e.runner_vars.held.len() == 1, "the lost exec's variable");
+    }
+
+    /// The held variables are bounded whatever arrives without its exec.
+    #[test]
+    fn held_variables_are_bounded() {
+        let mut e = Enricher::new();
+        for t in 0..10 * MAX_HELD as u64 {
+            let mut w = env_wire(1, t, "JEST_WORKER_ID=1");
+            assert!(e.keep(&mut w));
+        }
+        assert_eq!(e.runner_vars.held.len(), MAX_HELD);
     }
 }

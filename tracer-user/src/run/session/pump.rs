@@ -65,7 +65,7 @@ impl Session {
                 None => break,
             };
             seen += 1;
-            let wire = match decoded {
+            let mut wire = match decoded {
                 Ok(w) => w,
                 Err(e) => {
                     log::warn!("undecodable record: {e}");
@@ -91,6 +91,9 @@ impl Session {
             }
             if let decode::Wire::Existing(e) = &wire {
                 self.existing.push(*e);
+                continue;
+            }
+            if self.enricher.keep(&mut wire) {
                 continue;
             }
             // The failed calls the kernel counted for a process come

@@ -1,0 +1,142 @@
+//! The test runners' variables of a new image's environment, found at exec
+//! by exact name (`tracer_common::RUNNER_VARS`) in the envp the kernel has
+//! just laid out on the new stack, and sent one record each before the
+//! exec's record. Nothing else of an environment is copied out of it: most
+//! variables cost one 8-byte read of their first word. Read here, not from
+//! /proc when the record is drained, because a helper (`sh -c 'kill …'`,
+//! `/bin/true`) is gone by then: 82 % of them lost their variables that way
+//! (docs/security.md, "Environment at exec").
+use aya_ebpf::helpers::generated::bpf_probe_read_user_str;
+use tracer_common::{
+    runner_first, runner_head, DropReason, RecordHeader, RecordKind, TaskId, EXEC_ENV_HEADER_LEN,
+    RUNNER_HEAD, RUNNER_SCAN_VARS, RUNNER_VARS, RUNNER_VAR_LEN,
+};
+
+use crate::{
+    maps::{batched_output, count_drop, env_mask, off, EVENTS, EXEC_ENV_SCRATCH},
+    probe,
+    task::{read, Ptr},
+};
+
+/// envp pointers read at once.
+const BATCH: usize = 8;
+
+/// Sends the runner variables of `mm`'s new image (at most 8; user space
+/// keeps the first of a name, as getenv does), stamped `ktime` as the exec
+/// record is. True when every variable was looked at (the envp's NULL was
+/// reached). A compat task's 4-byte pointers read as an argc past 2^24:
+/// not looked at (user space reads /proc).
+#[inline(always)]
+pub(crate) fn send_runner_vars(mm: Ptr, task: TaskId, ktime: u64) -> bool {
+    // mm->start_stack: argc, then argv[argc], NULL, envp[], NULL.
+    let Some(sp) = read::<u64>(mm, off(|o| &o.mm_start_stack)).filter(|sp| *sp != 0) else {
+        return false;
+    };
+    let Some(argc) = probe::user::<u64>(sp).filter(|n| *n < 1 << 24) else {
+        return false;
+    };
+    let envp = sp + 8 * (argc + 2);
+    let Some(scratch) = EXEC_ENV_SCRATCH.get_ptr_mut(0) else {
+        return false;
+    };
+    // How many were sent, kept in the map value rather than a register: a
+    // loaded value is unknown to the verifier, so the paths of each
+    // iteration meet again. Which variable matched is never kept for the
+    // same reason (one constant per path, 8 paths an iteration: the program
+    // was refused as too large); a name sent twice is user space's to drop.
+    // SAFETY: this CPU's non-null slot; no other program nests with this one.
+    unsafe { (*scratch).sent = 0 };
+    for b in 0..(RUNNER_SCAN_VARS / BATCH) {
+        let Some(ptrs) = probe::user::<[u64; BATCH]>(envp + (b * BATCH * 8) as u64) else {
+            return false;
+        };
+        for s in ptrs {
+            if s == 0 {
+                return true;
+            }
+            if !is_runner_var(s) {
+                continue;
+            }
+            // SAFETY: as above.
+            let sent = unsafe { (*scratch).sent };
+            if sent < RUNNER_VARS.len() as u64 {
+                // SAFETY: as above.
+                unsafe { (*scratch).sent = sent + 1 };
+                send(s, task, ktime);
+            }
+        }
+    }
+    // More variables than looked at.
+    false
+}
+
+/// Whether the string at `s` starts with one of the runner variables'
+/// `NAME=`: one 8-byte read for most, 24 bytes for the few whose first
+/// word is a runner name's; a table lookup each (`tracer_common`'s
+/// perfect hashes), as unrolled comparisons were branches the verifier
+/// walked for every variable (the program was refused as too large).
+#[inline(always)]
+fn is_runner_var(s: u64) -> bool {
+    let Some(first) = probe::user::<u64>(s) else {
+        return false;
+    };
+    if !runner_first(first) {
+        return false;
+    }
+    // Zero past the NUL (the helper stops there). Three stores: a
+    // `[0; 3]` became a byte-at-a-time memset call.
+    let mut head = [0u64; 3];
+    // SAFETY: `head` is RUNNER_HEAD bytes of this stack; the helper writes
+    // at most that many and checks `s` itself.
+    let n = unsafe {
+        core::ptr::write_volatile(&mut head[0], 0);
+        core::ptr::write_volatile(&mut head[1], 0);
+        core::ptr::write_volatile(&mut head[2], 0);
+        bpf_probe_read_user_str(
+            head.as_mut_ptr() as *mut _,
+            RUNNER_HEAD as u32,
+            s as *const _,
+        )
+    };
+    n > 0 && runner_head(&head)
+}
+
+/// One `NAME=value` string at `s`, cut to `RUNNER_VAR_LEN` bytes.
+#[inline(always)]
+fn send(s: u64, task: TaskId, ktime: u64) {
+    let Some(scratch) = EXEC_ENV_SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: `scratch` is this CPU's non-null slot, a whole
+    // `ExecEnvScratch` (a program does not nest with itself on a CPU). The
+    // string read is at most `RUNNER_VAR_LEN` bytes, the size of `text`;
+    // the output slice is the header plus a length masked below 2048,
+    // inside the record and its slack.
+    unsafe {
+        let rec = &raw mut (*scratch).rec;
+        (*rec).hdr = RecordHeader {
+            kind: RecordKind::ExecEnv as u32,
+            cpu: probe::cpu(),
+            ktime_ns: ktime,
+        };
+        (*rec).task = task;
+        (*rec)._pad = 0;
+        let n = bpf_probe_read_user_str(
+            (*rec).text.as_mut_ptr() as *mut _,
+            RUNNER_VAR_LEN as u32,
+            s as *const _,
+        );
+        // The count includes the NUL; a string gone since it was matched
+        // is not sent.
+        if n <= 1 {
+            return;
+        }
+        let len = (n - 1) as u32;
+        (*rec).len = len;
+        let total = EXEC_ENV_HEADER_LEN + (len as u64 & env_mask()) as usize;
+        let bytes = core::slice::from_raw_parts(scratch as *const u8, total);
+        if EVENTS.output::<[u8]>(bytes, batched_output(total)).is_err() {
+            count_drop(DropReason::RingBufFull);
+        }
+    }
+}
