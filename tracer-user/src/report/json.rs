@@ -11,7 +11,7 @@ use super::{
 };
 use crate::{
     analysis::{self, wording as w, Analysis, AnalysisOptions},
-    eventlog::{EventLog, LogSummary},
+    eventlog::{EventLog, LogSummary, Loss},
     model::Model,
 };
 
@@ -168,20 +168,108 @@ pub(crate) fn report_from(
     snapshots: Vec<super::snapshots::SnapshotReport>,
     analysis: Analysis,
 ) -> Report {
+    let run = run_facts(log, shape);
+    let log_facts = log_facts(log);
+    let mut analysis = analysis;
+    headlines_on_one_line(&mut analysis);
+    let verdict = verdict_line(&analysis, &log_facts, &snapshots);
+    // From the same findings the verdict named, before any folds away.
+    let next_step = super::next_step::choose(&analysis, &snapshots).map(|mut n| {
+        n.line = crate::text::one_line(&n.line);
+        n
+    });
+    // Folded once the verdict has named what it names from every death.
+    super::groups::fold(&mut analysis);
+    Report {
+        report_schema: REPORT_SCHEMA_VERSION,
+        rendered_by: env!("CARGO_PKG_VERSION").to_string(),
+        verdict,
+        next_step,
+        ranking_rule: RANKING_RULE.to_string(),
+        run,
+        log: log_facts,
+        analysis,
+        snapshots,
+        resources: None,
+    }
+}
+
+/// The run's facts: the log's header and trailer, and the run's shape.
+fn run_facts(log: &LogSummary, shape: RunShape) -> RunFacts {
     let h = &log.header;
-    let lost = log
-        .trailer
-        .as_ref()
-        .map(|t| t.lost.clone())
-        .unwrap_or_default();
     let hooks_missing: Vec<String> = h
         .hooks
         .iter()
         .filter(|k| !k.attached)
         .map(|k| k.name.clone())
         .collect();
+    let daemon = h.mode == "daemon";
+    RunFacts {
+        mode: h.mode.clone(),
+        command: h.command.clone(),
+        command_user: h.command_user.clone(),
+        redactions: h.redactions,
+        hostname: h.hostname.clone(),
+        kernel: h.kernel.clone(),
+        tracer_pid: h.tracer_pid,
+        captured_by: h.tracer_version.clone(),
+        started_at: h.started_at.clone(),
+        ended_at: log.trailer.as_ref().map(|t| t.ended_at.clone()),
+        duration_ns: shape.duration_ns,
+        root: shape.root,
+        command_status: log
+            .trailer
+            .as_ref()
+            .and_then(|t| t.command_status.clone())
+            .or(shape.root_status),
+        processes: shape.processes,
+        scope: daemon.then(|| h.scope.clone()).flatten(),
+        commands: daemon.then_some(shape.commands),
+        hooks: h.hooks.clone(),
+        hooks_missing,
+        pid_namespace: h.pid_namespace,
+        ci: h.ci.clone(),
+        env_changes: h.env_changes.clone(),
+        test_integrations: Vec::new(),
+    }
+}
 
-    let by_type = log.by_type.clone();
+/// The log's facts: its counts, its loss, and what makes it incomplete.
+fn log_facts(log: &LogSummary) -> LogFacts {
+    let lost = log
+        .trailer
+        .as_ref()
+        .map(|t| t.lost.clone())
+        .unwrap_or_default();
+    let mut warnings = incompleteness_warnings(log, &lost);
+    let complete = warnings.is_empty();
+    // A file the job could have planted is named, never read: it does not
+    // make the log itself incomplete. Only segment-shaped names are listed
+    // (digits), so nothing the job chose beyond that reaches the report.
+    for why in &log.ignored {
+        warnings.push(format!(
+            "not part of this log (a file in the output directory tracer did not write): {why}"
+        ));
+    }
+    let lost_total = lost.total() + log.lines_skipped;
+    LogFacts {
+        events: log.events,
+        by_type: log.by_type.clone(),
+        trailer_events: log.trailer.as_ref().map(|t| t.events),
+        truncated: log.truncated,
+        lost,
+        lost_total,
+        lines_skipped: log.lines_skipped,
+        complete,
+        warnings,
+        export: None,
+    }
+}
+
+/// Why the log may not hold the whole run, one warning each: none, and
+/// the log is complete.
+fn incompleteness_warnings(log: &LogSummary, lost: &Loss) -> Vec<String> {
+    let h = &log.header;
     let mut warnings = Vec::new();
     if let Some(why) = &log.not_whole {
         warnings.push(format!("not the daemon's whole log: {why}"));
@@ -234,62 +322,13 @@ pub(crate) fn report_from(
             ));
         }
     }
-    let complete = warnings.is_empty();
-    // A file the job could have planted is named, never read: it does not
-    // make the log itself incomplete. Only segment-shaped names are listed
-    // (digits), so nothing the job chose beyond that reaches the report.
-    for why in &log.ignored {
-        warnings.push(format!(
-            "not part of this log (a file in the output directory tracer did not write): {why}"
-        ));
-    }
-    let lost_total = lost.total() + log.lines_skipped;
+    warnings
+}
 
-    let daemon = h.mode == "daemon";
-    let run = RunFacts {
-        mode: h.mode.clone(),
-        command: h.command.clone(),
-        command_user: h.command_user.clone(),
-        redactions: h.redactions,
-        hostname: h.hostname.clone(),
-        kernel: h.kernel.clone(),
-        tracer_pid: h.tracer_pid,
-        captured_by: h.tracer_version.clone(),
-        started_at: h.started_at.clone(),
-        ended_at: log.trailer.as_ref().map(|t| t.ended_at.clone()),
-        duration_ns: shape.duration_ns,
-        root: shape.root,
-        command_status: log
-            .trailer
-            .as_ref()
-            .and_then(|t| t.command_status.clone())
-            .or(shape.root_status),
-        processes: shape.processes,
-        scope: daemon.then(|| h.scope.clone()).flatten(),
-        commands: daemon.then_some(shape.commands),
-        hooks: h.hooks.clone(),
-        hooks_missing,
-        pid_namespace: h.pid_namespace,
-        ci: h.ci.clone(),
-        env_changes: h.env_changes.clone(),
-        test_integrations: Vec::new(),
-    };
-    let log_facts = LogFacts {
-        events: log.events,
-        by_type,
-        trailer_events: log.trailer.as_ref().map(|t| t.events),
-        truncated: log.truncated,
-        lost,
-        lost_total,
-        lines_skipped: log.lines_skipped,
-        complete,
-        warnings,
-        export: None,
-    };
-    // Headlines and the verdict are the sentences CI scripts quote (an
-    // annotation per death): one line, no control byte, even when the log
-    // itself was tampered with (a signal or si_code name is copied as read).
-    let mut analysis = analysis;
+/// Headlines and the verdict are the sentences CI scripts quote (an
+/// annotation per death): one line, no control byte, even when the log
+/// itself was tampered with (a signal or si_code name is copied as read).
+fn headlines_on_one_line(analysis: &mut Analysis) {
     let examples = analysis.death_groups.iter_mut().map(|g| &mut g.example);
     for c in analysis.certificates.iter_mut().chain(examples) {
         c.headline = crate::text::one_line(&c.headline);
@@ -298,10 +337,17 @@ pub(crate) fn report_from(
     for m in &mut analysis.folded_mentions {
         m.headline = crate::text::one_line(&m.headline);
     }
-    // Each clause on one line before the verdict is sized: the bound is on
-    // what report.md shows.
-    let mut parts = super::verdict::parts(&analysis, &log_facts);
-    let outbound = super::verdict::outbound_clause(&analysis);
+}
+
+/// The verdict, one line. Each clause is on one line before the verdict
+/// is sized: the bound is on what report.md shows.
+fn verdict_line(
+    analysis: &Analysis,
+    log_facts: &LogFacts,
+    snapshots: &[super::snapshots::SnapshotReport],
+) -> String {
+    let mut parts = super::verdict::parts(analysis, log_facts);
+    let outbound = super::verdict::outbound_clause(analysis);
     let stopped_itself = analysis
         .foreign_signals
         .iter()
@@ -317,27 +363,8 @@ pub(crate) fn report_from(
         parts.lead.push(crate::text::one_line(&out));
         parts.inside = true;
     }
-    if let Some(hang) = super::snapshots::verdict_clause(&snapshots, stopped_itself) {
+    if let Some(hang) = super::snapshots::verdict_clause(snapshots, stopped_itself) {
         parts.lead.push(crate::text::one_line(&hang));
     }
-    let verdict = crate::text::one_line(&parts.render());
-    // From the same findings the verdict named, before any folds away.
-    let next_step = super::next_step::choose(&analysis, &snapshots).map(|mut n| {
-        n.line = crate::text::one_line(&n.line);
-        n
-    });
-    // Folded once the verdict has named what it names from every death.
-    super::groups::fold(&mut analysis);
-    Report {
-        report_schema: REPORT_SCHEMA_VERSION,
-        rendered_by: env!("CARGO_PKG_VERSION").to_string(),
-        verdict,
-        next_step,
-        ranking_rule: RANKING_RULE.to_string(),
-        run,
-        log: log_facts,
-        analysis,
-        snapshots,
-        resources: None,
-    }
+    crate::text::one_line(&parts.render())
 }
