@@ -7,7 +7,7 @@ use super::{
     esc,
 };
 use crate::{
-    analysis::{wording as w, Direction},
+    analysis::{wording as w, Analysis, Direction},
     report::{leak, Report},
 };
 
@@ -49,6 +49,16 @@ fn table(o: &mut String, id: &str, title: &str, head: &[&str], rows: Vec<Vec<Str
 
 pub(super) fn side_findings(o: &mut String, r: &Report) {
     let a = &r.analysis;
+    near_misses(o, a);
+    foreign(o, a);
+    leftovers(o, a);
+    other_exits(o, a);
+    snapshots(o, r);
+}
+
+/// Failed signal calls, with notes for the liveness probes not listed and
+/// for the kinds report.json itself left out.
+fn near_misses(o: &mut String, a: &Analysis) {
     let probes: u64 = a
         .near_misses
         .iter()
@@ -111,6 +121,9 @@ pub(super) fn side_findings(o: &mut String, r: &Report) {
             crate::analysis::MAX_NEAR_MISSES
         );
     }
+}
+
+fn foreign(o: &mut String, a: &Analysis) {
     let foreign = a
         .foreign_signals
         .iter()
@@ -138,6 +151,9 @@ pub(super) fn side_findings(o: &mut String, r: &Report) {
         &["time", "direction", "sender", "target", "signal"],
         foreign,
     );
+}
+
+fn leftovers(o: &mut String, a: &Analysis) {
     let left = a
         .leftovers
         .iter()
@@ -183,6 +199,9 @@ pub(super) fn side_findings(o: &mut String, r: &Report) {
         ],
         left,
     );
+}
+
+fn other_exits(o: &mut String, a: &Analysis) {
     let exits = a
         .other_exits
         .iter()
@@ -202,7 +221,6 @@ pub(super) fn side_findings(o: &mut String, r: &Report) {
         &["program", "status", "count", "example"],
         exits,
     );
-    snapshots(o, r);
 }
 
 fn snapshots(o: &mut String, r: &Report) {
