@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 
 use super::{esc, rank_css};
 use crate::{
-    analysis::{wording as w, Ancestor, Certificate, ProcRef},
+    analysis::{
+        wording as w, Ancestor, Certificate, CrashRef, HistoryEntry, Killer, OomInfo, ProcRef,
+        Victim,
+    },
     report::{last_words, Report},
 };
 
@@ -232,6 +235,37 @@ pub(super) fn groups(o: &mut String, r: &Report) {
 }
 
 fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
+    card_head(o, c);
+    victim_rows(o, &c.victim, anc);
+    row(
+        o,
+        "cause",
+        &format!("<code>{}</code>", esc(c.cause.kind.as_str())),
+    );
+    if let Some(k) = &c.killer {
+        killer_rows(o, k, anc);
+    }
+    if let Some(m) = &c.oom {
+        oom_row(o, m);
+    }
+    if let Some(crash) = &c.crash {
+        crash_row(o, crash);
+    }
+    let ev: Vec<String> = c.evidence.iter().map(u64::to_string).collect();
+    row(o, "evidence", &format!("events {}", esc(&ev.join(", "))));
+    o.push_str("</table>\n");
+    if !c.history.is_empty() {
+        history(o, &c.history);
+    }
+    if let Some(lw) = &c.last_words {
+        last_words(o, lw);
+    }
+    o.push_str("</article>\n");
+}
+
+/// The card's opening: its badge and headline, the rank's reason, and the
+/// start of its table of facts.
+fn card_head(o: &mut String, c: &Certificate) {
     let class = if c.cause.kind == crate::analysis::CauseKind::Oom {
         "oom"
     } else {
@@ -248,7 +282,9 @@ fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
         crate::text::html::inline(&c.headline),
         esc(&c.rank_reason)
     );
-    let v = &c.victim;
+}
+
+fn victim_rows(o: &mut String, v: &Victim, anc: &[Ancestor]) {
     row(o, "victim", &proc_cell(&v.process));
     if let Some(f) = &v.process.filename {
         row(o, "executable", &format!("<code>{}</code>", esc(f)));
@@ -270,118 +306,112 @@ fn card(o: &mut String, c: &Certificate, anc: &[Ancestor]) {
         "status",
         &format!("{}{core}", esc(&w::status_phrase(&v.status))),
     );
+}
+
+fn killer_rows(o: &mut String, k: &Killer, anc: &[Ancestor]) {
     row(
         o,
-        "cause",
-        &format!("<code>{}</code>", esc(c.cause.kind.as_str())),
+        "killer",
+        &format!(
+            "{} — {}",
+            proc_cell(&k.process),
+            esc(w::relation_phrase(k.relation))
+        ),
     );
-    if let Some(k) = &c.killer {
-        row(
-            o,
-            "killer",
-            &format!(
-                "{} — {}",
-                proc_cell(&k.process),
-                esc(w::relation_phrase(k.relation))
-            ),
-        );
-        row(o, "killer ancestry", &ancestry(anc, k.ancestry));
-        let deliveries = k
-            .deliveries
-            .filter(|n| *n > 1)
-            .map(|n| format!(" — one call, {n} signals"))
-            .unwrap_or_default();
-        row(
-            o,
-            "call",
-            &format!(
-                "<code>{}</code>, aimed at {}{}",
-                esc(&k.call),
-                esc(&k.aimed_at),
-                esc(&deliveries)
-            ),
-        );
-    }
-    if let Some(m) = &c.oom {
-        let memcg = m
-            .memcg
-            .as_ref()
-            .map(|g| g.path.clone().unwrap_or_else(|| g.name.clone()))
-            .unwrap_or_else(|| "—".into());
-        let limit = m
-            .limit_bytes
-            .map(w::bytes)
-            .unwrap_or_else(|| "unknown".into());
-        let rss = m
-            .rss
-            .as_ref()
-            .map(|r| w::bytes((r.anon_rss_kb + r.file_rss_kb + r.shmem_rss_kb) * 1024))
-            .unwrap_or_else(|| "unknown".into());
-        row(
-            o,
-            "OOM",
-            &format!(
-                "memcg <code>{}</code>, limit {}, rss {}; trigger (not the culprit): {}",
-                esc(&memcg),
-                esc(&limit),
-                esc(&rss),
-                proc_cell(&m.trigger)
-            ),
-        );
-    }
-    if let Some(crash) = &c.crash {
-        let lines: Vec<String> = crash
-            .frames
-            .iter()
-            .enumerate()
-            .map(|(i, f)| esc(&crate::analysis::frame_line(i, f)))
-            .collect();
-        row(
-            o,
-            "crash stack",
-            &format!(
-                "{}<pre>{}</pre>",
-                esc(&crate::analysis::completeness_words(crash)),
-                lines.join("\n")
-            ),
-        );
-    }
-    let ev: Vec<String> = c.evidence.iter().map(u64::to_string).collect();
-    row(o, "evidence", &format!("events {}", esc(&ev.join(", "))));
-    o.push_str("</table>\n");
-    if !c.history.is_empty() {
+    row(o, "killer ancestry", &ancestry(anc, k.ancestry));
+    let deliveries = k
+        .deliveries
+        .filter(|n| *n > 1)
+        .map(|n| format!(" — one call, {n} signals"))
+        .unwrap_or_default();
+    row(
+        o,
+        "call",
+        &format!(
+            "<code>{}</code>, aimed at {}{}",
+            esc(&k.call),
+            esc(&k.aimed_at),
+            esc(&deliveries)
+        ),
+    );
+}
+
+/// The OOM kill's memcg, limit and rss, and the process that triggered it.
+fn oom_row(o: &mut String, m: &OomInfo) {
+    let memcg = m
+        .memcg
+        .as_ref()
+        .map(|g| g.path.clone().unwrap_or_else(|| g.name.clone()))
+        .unwrap_or_else(|| "—".into());
+    let limit = m
+        .limit_bytes
+        .map(w::bytes)
+        .unwrap_or_else(|| "unknown".into());
+    let rss = m
+        .rss
+        .as_ref()
+        .map(|r| w::bytes((r.anon_rss_kb + r.file_rss_kb + r.shmem_rss_kb) * 1024))
+        .unwrap_or_else(|| "unknown".into());
+    row(
+        o,
+        "OOM",
+        &format!(
+            "memcg <code>{}</code>, limit {}, rss {}; trigger (not the culprit): {}",
+            esc(&memcg),
+            esc(&limit),
+            esc(&rss),
+            proc_cell(&m.trigger)
+        ),
+    );
+}
+
+fn crash_row(o: &mut String, crash: &CrashRef) {
+    let lines: Vec<String> = crash
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| esc(&crate::analysis::frame_line(i, f)))
+        .collect();
+    row(
+        o,
+        "crash stack",
+        &format!(
+            "{}<pre>{}</pre>",
+            esc(&crate::analysis::completeness_words(crash)),
+            lines.join("\n")
+        ),
+    );
+}
+
+/// The signals the victim received, open when there are few.
+fn history(o: &mut String, history: &[HistoryEntry]) {
+    let _ = writeln!(
+        o,
+        "<details{}><summary>Signals received ({})</summary><ol class=\"history\">",
+        if history.len() <= 5 { " open" } else { "" },
+        history.len()
+    );
+    for h in history.iter().take(MAX_ROWS) {
+        let from = if h.raised_by_kernel {
+            "raised by the kernel".to_string()
+        } else {
+            format!("from {}", proc_cell(&h.sender))
+        };
         let _ = writeln!(
             o,
-            "<details{}><summary>Signals received ({})</summary><ol class=\"history\">",
-            if c.history.len() <= 5 { " open" } else { "" },
-            c.history.len()
+            "<li{}>+{} <b>{}</b> ({}, {}) {from}{}</li>",
+            if h.fatal { " class=\"fatal\"" } else { "" },
+            esc(&w::duration(h.since_start_ns)),
+            esc(&h.signal.sig_name),
+            esc(&h.signal.code_name),
+            esc(&h.signal.result),
+            h.call
+                .as_ref()
+                .map(|c| format!(" via <code>{}</code>", esc(c)))
+                .unwrap_or_default()
         );
-        for h in c.history.iter().take(MAX_ROWS) {
-            let from = if h.raised_by_kernel {
-                "raised by the kernel".to_string()
-            } else {
-                format!("from {}", proc_cell(&h.sender))
-            };
-            let _ = writeln!(
-                o,
-                "<li{}>+{} <b>{}</b> ({}, {}) {from}{}</li>",
-                if h.fatal { " class=\"fatal\"" } else { "" },
-                esc(&w::duration(h.since_start_ns)),
-                esc(&h.signal.sig_name),
-                esc(&h.signal.code_name),
-                esc(&h.signal.result),
-                h.call
-                    .as_ref()
-                    .map(|c| format!(" via <code>{}</code>", esc(c)))
-                    .unwrap_or_default()
-            );
-        }
-        o.push_str("</ol></details>\n");
     }
-    if let Some(lw) = &c.last_words {
-        last_words(o, lw);
-    }
-    o.push_str("</article>\n");
+    o.push_str("</ol></details>\n");
 }
 
 /// The end of the victim's stderr (`report::last_words` says which), every
