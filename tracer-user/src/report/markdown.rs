@@ -35,17 +35,48 @@ pub(super) fn render(r: &Report) -> String {
     let mut o = String::new();
     let a = &r.analysis;
     // Writing to a String cannot fail; `let _ =` keeps that out of the way.
+    head(&mut o, r);
+    run_facts(&mut o, r);
+    deaths_line(&mut o, a);
+    // A hung run: what it was blocked on comes before everything else.
+    super::snapshots::section(&mut o, &r.snapshots);
+    if let Some(res) = &r.resources {
+        super::resources::section(&mut o, res);
+    }
+    certificates(&mut o, a);
+    groups(&mut o, a);
+    other_exits(&mut o, a);
+    sections::near_misses(&mut o, r);
+    sections::foreign(&mut o, r);
+    sections::leftovers(&mut o, r);
+    sections::log_details(&mut o, r);
+    let _ = writeln!(
+        o,
+        "\n<details><summary>How deaths are ranked</summary>\n\n{}\n\n</details>",
+        md::inline(&r.ranking_rule)
+    );
+    o
+}
+
+/// The verdict, what followed from its root causes, and what to do next.
+fn head(o: &mut String, r: &Report) {
     // `head -n 1 report.md` is a CI summary: one line, whatever the data.
     let _ = writeln!(o, "{}\n", md::inline(&r.verdict));
     // The chains the verdict's root causes started, one line each, right
     // under it: what followed, without reading on.
-    for line in super::verdict::then_lines(a) {
+    for line in super::verdict::then_lines(&r.analysis) {
         let _ = writeln!(o, "{}\n", md::inline(&line));
     }
     // What to do next, when the class is certain (next_step.rs).
     if let Some(n) = &r.next_step {
         let _ = writeln!(o, "**Next:** {}\n", md::inline(&n.line));
     }
+}
+
+/// The run's facts, a line each (two trailing spaces: a Markdown line
+/// break), then the loss line, missing hooks, and a trailer that does not
+/// count what the log holds.
+fn run_facts(o: &mut String, r: &Report) {
     let _ = writeln!(o, "{}  ", run_line(r));
     if !r.run.env_changes.is_empty() {
         let changes: Vec<String> = r
@@ -79,6 +110,10 @@ pub(super) fn render(r: &Report) -> String {
     {
         let _ = writeln!(o, "**Warning:** {}  ", md::text(warning));
     }
+}
+
+/// The deaths counted by rank, and the other non-zero exits grouped.
+fn deaths_line(o: &mut String, a: &Analysis) {
     // Consequences are named only when there are some: a report without a
     // cascade reads as it always did.
     let consequences = match a.counts.consequence {
@@ -104,73 +139,66 @@ pub(super) fn render(r: &Report) -> String {
             "other non-zero exits"
         ),
     );
+}
 
-    // A hung run: what it was blocked on comes before everything else.
-    super::snapshots::section(&mut o, &r.snapshots);
-    if let Some(res) = &r.resources {
-        super::resources::section(&mut o, res);
+/// The certificates, ranked: the first [`MAX_DETAILED`] in full, a table
+/// row for each of the rest.
+fn certificates(o: &mut String, a: &Analysis) {
+    if a.certificates.is_empty() {
+        return;
     }
-    if !a.certificates.is_empty() {
-        // The rule is long (1,200 characters): one line here, the whole of
-        // it at the end, collapsed.
-        let _ = writeln!(
-            o,
-            "## Death certificates\n\n_Ranked: unexpected deaths, then non-zero exits, then \
-             their consequences, then expected stops (the rule: at the end, and docs/report.md, \
-             \"Ranking\")._\n"
-        );
-        for c in a.certificates.iter().take(MAX_DETAILED) {
-            certificate(&mut o, c, a);
-        }
-        // A cancelled `make -j` can leave hundreds of expected deaths: past
-        // the first few, one line each keeps the report readable.
-        if a.certificates.len() > MAX_DETAILED {
-            let _ = writeln!(o, "### More certificates (details in report.json)\n");
-            let _ = writeln!(o, "| # | rank | death |\n|---|---|---|");
-            for c in &a.certificates[MAX_DETAILED..] {
-                let _ = writeln!(
-                    o,
-                    "| {} | {} | {} |",
-                    c.id,
-                    rank_name(c.rank),
-                    md::cell(&md::inline(&c.headline))
-                );
-            }
-            o.push('\n');
-        }
+    // The rule is long (1,200 characters): one line here, the whole of
+    // it at the end, collapsed.
+    let _ = writeln!(
+        o,
+        "## Death certificates\n\n_Ranked: unexpected deaths, then non-zero exits, then \
+         their consequences, then expected stops (the rule: at the end, and docs/report.md, \
+         \"Ranking\")._\n"
+    );
+    for c in a.certificates.iter().take(MAX_DETAILED) {
+        certificate(o, c, a);
     }
-    groups(&mut o, a);
-    if !a.other_exits.is_empty() {
-        let _ = writeln!(o, "## Other non-zero exits\n");
-        let _ = writeln!(
-            o,
-            "| program | status | count | example | pids |\n|---|---|---|---|---|"
-        );
-        for g in &a.other_exits {
-            let pids: Vec<String> = g.pids.iter().map(u32::to_string).collect();
-            let more = if g.count > g.pids.len() { ", …" } else { "" };
+    // A cancelled `make -j` can leave hundreds of expected deaths: past
+    // the first few, one line each keeps the report readable.
+    if a.certificates.len() > MAX_DETAILED {
+        let _ = writeln!(o, "### More certificates (details in report.json)\n");
+        let _ = writeln!(o, "| # | rank | death |\n|---|---|---|");
+        for c in &a.certificates[MAX_DETAILED..] {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {}{more} |",
-                code(&g.program),
-                cell(&w::status_phrase(&g.status)),
-                g.count,
-                code(&g.example),
-                pids.join(", ")
+                "| {} | {} | {} |",
+                c.id,
+                rank_name(c.rank),
+                md::cell(&md::inline(&c.headline))
             );
         }
         o.push('\n');
     }
-    sections::near_misses(&mut o, r);
-    sections::foreign(&mut o, r);
-    sections::leftovers(&mut o, r);
-    sections::log_details(&mut o, r);
+}
+
+fn other_exits(o: &mut String, a: &Analysis) {
+    if a.other_exits.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "## Other non-zero exits\n");
     let _ = writeln!(
         o,
-        "\n<details><summary>How deaths are ranked</summary>\n\n{}\n\n</details>",
-        md::inline(&r.ranking_rule)
+        "| program | status | count | example | pids |\n|---|---|---|---|---|"
     );
-    o
+    for g in &a.other_exits {
+        let pids: Vec<String> = g.pids.iter().map(u32::to_string).collect();
+        let more = if g.count > g.pids.len() { ", …" } else { "" };
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {}{more} |",
+            code(&g.program),
+            cell(&w::status_phrase(&g.status)),
+            g.count,
+            code(&g.example),
+            pids.join(", ")
+        );
+    }
+    o.push('\n');
 }
 
 /// Deaths of one signature (report/groups.rs): a row each, then the first
