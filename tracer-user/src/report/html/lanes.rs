@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Context;
 use crate::{
-    analysis::{Ancestor, CauseKind, ProcRef, Rank},
+    analysis::{Ancestor, CauseKind, Certificate, ProcRef, Rank},
     report::Report,
 };
 
@@ -174,6 +174,62 @@ impl Picker<'_> {
             .or_else(|| self.parents.get(&k).copied())
             .filter(|p| self.procs.contains_key(p))
     }
+
+    /// Every process the report names, most needed first, so a cap keeps
+    /// what matters: the root, unexpected deaths and their killers, the
+    /// leftovers, the other deaths and their killers, then the senders of
+    /// signals and failed calls and both ends of a signal across the run's
+    /// boundary.
+    fn add_named(&mut self, r: &Report) {
+        if let Some(root) = &r.run.root {
+            self.add(root, None);
+        }
+        let certs = r.analysis.shown_certificates();
+        for c in certs.clone().filter(|c| c.rank == Rank::Unexpected) {
+            self.add_death(c);
+        }
+        for l in &r.analysis.leftovers {
+            self.add(&l.process, l.ancestry);
+        }
+        for c in certs.clone().filter(|c| c.rank != Rank::Unexpected) {
+            self.add_death(c);
+        }
+        for c in certs {
+            for h in c.history.iter().filter(|h| !h.raised_by_kernel) {
+                self.add(&h.sender, None);
+            }
+        }
+        for n in &r.analysis.near_misses {
+            if let Some(sender) = r.analysis.entry(n.sender_id) {
+                self.add(sender, None);
+            }
+        }
+        for f in &r.analysis.foreign_signals {
+            self.add(&f.sender, None);
+            self.add(&f.target, None);
+        }
+    }
+
+    /// A certificate's victim, then its killer.
+    fn add_death(&mut self, c: &Certificate) {
+        self.add(&c.victim.process, c.victim.ancestry);
+        if let Some(k) = &c.killer {
+            self.add(&k.process, k.ancestry);
+        }
+    }
+
+    /// The picked processes under each parent (`None`: the roots), by
+    /// start time.
+    fn children(&self) -> BTreeMap<Option<Key>, Vec<Key>> {
+        let mut children: BTreeMap<Option<Key>, Vec<Key>> = BTreeMap::new();
+        for &k in self.procs.keys() {
+            children.entry(self.parent(k)).or_default().push(k);
+        }
+        for v in children.values_mut() {
+            v.sort_by_key(|&(pid, start)| (start, pid));
+        }
+        children
+    }
 }
 
 pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
@@ -186,64 +242,77 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
         in_run_up: vec![None; r.analysis.ancestors.len()],
         edged: vec![false; r.analysis.ancestors.len()],
     };
-    if let Some(root) = &r.run.root {
-        pk.add(root, None);
-    }
-    let certs = r.analysis.shown_certificates();
-    // Unexpected deaths and their killers first, so a cap keeps what matters.
-    for c in certs.clone().filter(|c| c.rank == Rank::Unexpected) {
-        pk.add(&c.victim.process, c.victim.ancestry);
-        if let Some(k) = &c.killer {
-            pk.add(&k.process, k.ancestry);
-        }
-    }
-    for l in &r.analysis.leftovers {
-        pk.add(&l.process, l.ancestry);
-    }
-    for c in certs.clone().filter(|c| c.rank != Rank::Unexpected) {
-        pk.add(&c.victim.process, c.victim.ancestry);
-        if let Some(k) = &c.killer {
-            pk.add(&k.process, k.ancestry);
-        }
-    }
-    for c in certs.clone() {
-        for h in c.history.iter().filter(|h| !h.raised_by_kernel) {
-            pk.add(&h.sender, None);
-        }
-    }
-    for n in &r.analysis.near_misses {
-        if let Some(sender) = r.analysis.entry(n.sender_id) {
-            pk.add(sender, None);
-        }
-    }
-    for f in &r.analysis.foreign_signals {
-        pk.add(&f.sender, None);
-        pk.add(&f.target, None);
-    }
+    pk.add_named(r);
     let dropped = pk
         .dropped
         .iter()
         .filter(|k| !pk.procs.contains_key(k))
         .count();
-
-    let mut cert_of: BTreeMap<Key, (usize, EndClass, u64)> = BTreeMap::new();
-    for c in certs.clone() {
-        let class = match (c.cause.kind, c.rank) {
-            (CauseKind::Oom, _) => EndClass::Oom,
-            (_, Rank::Unexpected) => EndClass::Unexpected,
-            // A consequence ends as the non-zero exit (or kill) it is; the
-            // card and the chain say what it followed from.
-            (_, Rank::NonzeroExit | Rank::Consequence) => EndClass::NonzeroExit,
-            (_, Rank::Expected) => EndClass::Expected,
-        };
-        cert_of
-            .entry(key(&c.victim.process))
-            .or_insert((c.id, class, c.victim.end_t));
+    let ends = Ends::of(r);
+    Lanes {
+        lanes: depth_first(&pk, &ends),
+        dropped,
     }
-    // Each lane's test, from the certificates that name one: the victim's,
-    // and the killer's at its kill (the first certificate wins).
+}
+
+/// How each lane ends, and the test it ran, from the report's findings.
+struct Ends {
+    /// Per victim: its certificate's id, its class and its end.
+    cert_of: BTreeMap<Key, (usize, EndClass, u64)>,
+    test_of: BTreeMap<Key, String>,
+    leaks: BTreeSet<Key>,
+}
+
+impl Ends {
+    fn of(r: &Report) -> Ends {
+        let mut cert_of: BTreeMap<Key, (usize, EndClass, u64)> = BTreeMap::new();
+        for c in r.analysis.shown_certificates() {
+            cert_of
+                .entry(key(&c.victim.process))
+                .or_insert((c.id, end_class(c), c.victim.end_t));
+        }
+        let leaks: BTreeSet<Key> = r
+            .analysis
+            .leftovers
+            .iter()
+            .map(|l| key(&l.process))
+            .collect();
+        Ends {
+            cert_of,
+            test_of: tests_of(r),
+            leaks,
+        }
+    }
+
+    /// The lane's certificate, how it ends, and when.
+    fn of_lane(&self, k: Key, cx: &Context) -> (Option<usize>, EndClass, Option<u64>) {
+        match self.cert_of.get(&k) {
+            Some(&(id, class, end)) => (Some(id), class, Some(end)),
+            None if self.leaks.contains(&k) => (None, EndClass::Leak, None),
+            None => match cx.end(k) {
+                Some(t) => (None, EndClass::Plain, Some(t)),
+                None => (None, EndClass::Unknown, None),
+            },
+        }
+    }
+}
+
+fn end_class(c: &Certificate) -> EndClass {
+    match (c.cause.kind, c.rank) {
+        (CauseKind::Oom, _) => EndClass::Oom,
+        (_, Rank::Unexpected) => EndClass::Unexpected,
+        // A consequence ends as the non-zero exit (or kill) it is; the
+        // card and the chain say what it followed from.
+        (_, Rank::NonzeroExit | Rank::Consequence) => EndClass::NonzeroExit,
+        (_, Rank::Expected) => EndClass::Expected,
+    }
+}
+
+/// Each lane's test, from the certificates that name one: the victim's,
+/// and the killer's at its kill (the first certificate wins).
+fn tests_of(r: &Report) -> BTreeMap<Key, String> {
     let mut test_of: BTreeMap<Key, String> = BTreeMap::new();
-    for c in certs {
+    for c in r.analysis.shown_certificates() {
         if let Some(t) = &c.victim.test {
             test_of
                 .entry(key(&c.victim.process))
@@ -253,21 +322,12 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
             test_of.entry(key(&k.process)).or_insert_with(|| t.plain());
         }
     }
-    let leaks: BTreeSet<Key> = r
-        .analysis
-        .leftovers
-        .iter()
-        .map(|l| key(&l.process))
-        .collect();
+    test_of
+}
 
-    // Depth-first from the roots, children by start time.
-    let mut children: BTreeMap<Option<Key>, Vec<Key>> = BTreeMap::new();
-    for &k in pk.procs.keys() {
-        children.entry(pk.parent(k)).or_default().push(k);
-    }
-    for v in children.values_mut() {
-        v.sort_by_key(|&(pid, start)| (start, pid));
-    }
+/// The lanes, depth-first from the roots, children by start time.
+fn depth_first(pk: &Picker, ends: &Ends) -> Vec<Lane> {
+    let children = pk.children();
     let mut lanes = Vec::new();
     let mut stack: Vec<(Key, usize)> = children
         .get(&None)
@@ -278,14 +338,7 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
         if !seen.insert(k) {
             continue;
         }
-        let (cert, class, end) = match cert_of.get(&k) {
-            Some(&(id, class, end)) => (Some(id), class, Some(end)),
-            None if leaks.contains(&k) => (None, EndClass::Leak, None),
-            None => match cx.end(k) {
-                Some(t) => (None, EndClass::Plain, Some(t)),
-                None => (None, EndClass::Unknown, None),
-            },
-        };
+        let (cert, class, end) = ends.of_lane(k, pk.cx);
         lanes.push(Lane {
             key: k,
             proc: pk.procs[&k].clone(),
@@ -293,11 +346,11 @@ pub(super) fn pick(r: &Report, cx: &Context) -> Lanes {
             end,
             class,
             cert,
-            test: test_of.get(&k).cloned(),
+            test: ends.test_of.get(&k).cloned(),
         });
         if let Some(kids) = children.get(&Some(k)) {
             stack.extend(kids.iter().rev().map(|&c| (c, depth + 1)));
         }
     }
-    Lanes { lanes, dropped }
+    lanes
 }
