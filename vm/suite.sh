@@ -72,6 +72,9 @@ if [ "$rc" = 3 ] && [ -z "$missing" ]; then
     echo "@@tracer-vm result selftest pass secs=$secs"
 else
     echo "@@tracer-vm result selftest fail secs=$secs rc=$rc missing:${missing:- none}"
+    # Why: a program this kernel refused says so at the end of the
+    # verifier's log, which only the debug log carries.
+    TRACER_LOG=debug "$tracer" record --output "$work/selftest-debug" -- true 2>&1 | tail -n 40
 fi
 
 # Which fields oom:mark_victim has on this kernel (tracer mounted tracefs).

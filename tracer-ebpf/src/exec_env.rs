@@ -13,7 +13,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{batched_output, count_drop, env_mask, off, EVENTS, EXEC_ENV_SCRATCH},
+    maps::{batched_output, count_drop, env_mask, off, ExecEnvScratch, EVENTS, EXEC_ENV_SCRATCH},
     probe,
     task::{read, Ptr},
 };
@@ -39,35 +39,44 @@ pub(crate) fn send_runner_vars(mm: Ptr, task: TaskId, ktime: u64) -> bool {
     let Some(scratch) = EXEC_ENV_SCRATCH.get_ptr_mut(0) else {
         return false;
     };
-    // How many were sent, kept in the map value rather than a register: a
-    // loaded value is unknown to the verifier, so the paths of each
-    // iteration meet again. Which variable matched is never kept for the
-    // same reason (one constant per path, 8 paths an iteration: the program
-    // was refused as too large); a name sent twice is user space's to drop.
+    // The matches are noted in the map value (their count too, not in a
+    // register: a loaded value is unknown to the verifier, so the paths of
+    // each iteration meet again) and sent after the walk: a send in the
+    // loop put the ring output's branches in each of 512 iterations, and
+    // 5.10's verifier refused the program as too large.
     // SAFETY: this CPU's non-null slot; no other program nests with this one.
-    unsafe { (*scratch).sent = 0 };
-    for b in 0..(RUNNER_SCAN_VARS / BATCH) {
+    unsafe { (*scratch).found_n = 0 };
+    let mut whole = false;
+    'walk: for b in 0..(RUNNER_SCAN_VARS / BATCH) {
         let Some(ptrs) = probe::user::<[u64; BATCH]>(envp + (b * BATCH * 8) as u64) else {
-            return false;
+            break;
         };
         for s in ptrs {
             if s == 0 {
-                return true;
+                whole = true;
+                break 'walk;
             }
-            if !is_runner_var(s) {
-                continue;
-            }
-            // SAFETY: as above.
-            let sent = unsafe { (*scratch).sent };
-            if sent < RUNNER_VARS.len() as u64 {
-                // SAFETY: as above.
-                unsafe { (*scratch).sent = sent + 1 };
-                send(s, task, ktime);
+            if is_runner_var(s) {
+                // SAFETY: as above; the index is masked into `found`.
+                unsafe {
+                    let n = (*scratch).found_n;
+                    if n < RUNNER_VARS.len() as u64 {
+                        (*scratch).found[(n & 7) as usize] = s;
+                        (*scratch).found_n = n + 1;
+                    }
+                }
             }
         }
     }
-    // More variables than looked at.
-    false
+    for i in 0..RUNNER_VARS.len() {
+        // SAFETY: as above.
+        let (n, s) = unsafe { ((*scratch).found_n, (*scratch).found[i]) };
+        if i as u64 >= n {
+            break;
+        }
+        send(scratch, s, task, ktime);
+    }
+    whole
 }
 
 /// Whether the string at `s` starts with one of the runner variables'
@@ -103,10 +112,7 @@ fn is_runner_var(s: u64) -> bool {
 
 /// One `NAME=value` string at `s`, cut to `RUNNER_VAR_LEN` bytes.
 #[inline(always)]
-fn send(s: u64, task: TaskId, ktime: u64) {
-    let Some(scratch) = EXEC_ENV_SCRATCH.get_ptr_mut(0) else {
-        return;
-    };
+fn send(scratch: *mut ExecEnvScratch, s: u64, task: TaskId, ktime: u64) {
     // SAFETY: `scratch` is this CPU's non-null slot, a whole
     // `ExecEnvScratch` (a program does not nest with itself on a CPU). The
     // string read is at most `RUNNER_VAR_LEN` bytes, the size of `text`;

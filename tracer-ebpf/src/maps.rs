@@ -179,8 +179,10 @@ pub(crate) fn argv_mask() -> u64 {
 pub(crate) struct ExecEnvScratch {
     pub rec: ExecEnvRecord,
     pub slack: [u8; 1024],
-    /// How many runner variables this exec has sent.
-    pub sent: u64,
+    /// The runner variables of this exec found so far (their strings'
+    /// addresses), and how many.
+    pub found: [u64; 8],
+    pub found_n: u64,
 }
 
 #[map]

@@ -107,6 +107,12 @@ pub(crate) fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
                 if len > ARGV_LEN as u32 {
                     len = ARGV_LEN as u32;
                 }
+                // Masked as well, at the call: 5.10's verifier lost the
+                // bound of the comparison above when the compiler spilled
+                // `len` before it ("R2 unbounded memory access"); the mask
+                // (within the scratch's slack) bounds it whatever the
+                // registers do.
+                let len = (len as u64 & argv_mask()) as u32;
                 if bpf_probe_read_user((*rec).argv.as_mut_ptr() as *mut _, len, start as *const _)
                     == 0
                 {
