@@ -238,6 +238,70 @@ fn fork_storm_loses_nothing() {
     assert_eq!((execs, exits), (N, N));
 }
 
+/// The runners' variables are read in the kernel at exec (docs/security.md,
+/// "Environment at exec"): 50 `/bin/true`s, each gone long before its
+/// record could be read from /proc, all keep theirs, exactly (names that
+/// only start or end like a runner's are not sent); past the 512 variables
+/// the kernel looks through, what it found before the cut is kept. Runs in
+/// every VM guest (no interpreter needed): the exec program's walk is what
+/// each kernel's verifier must take.
+#[test]
+fn runner_variables_are_read_at_exec() {
+    const N: usize = 50;
+    let sc = scenario(|| {
+        for i in 0..N {
+            let ok = Command::new("/bin/true")
+                .env_clear()
+                .env("PYTEST_CURRENT_TEST", format!("t.py::test_{i} (call)"))
+                .env("PYTEST_XDIST_WORKER", "gw1")
+                .env("PYTEST_CURRENT_TESTX", "not-a-runner-variable")
+                .env("NEXTEST_SECRET", "not-a-runner-variable")
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+        }
+        // std sorts the environment by name: the runner's variable comes
+        // before the 700 fillers.
+        let mut long = Command::new("/bin/true");
+        long.env_clear().env("JEST_WORKER_ID", "7");
+        for i in 0..700 {
+            long.env(format!("ZZ_FILLER_{i:04}"), "x");
+        }
+        assert!(long.status().unwrap().success());
+    });
+    let r = sc.record(&[]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_no_loss(&r);
+    let envs: Vec<_> = r
+        .events()
+        .filter_map(|e| match e {
+            Record::Exec(x) if x.filename == "/bin/true" => Some(x.test_env.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(envs.len(), N + 1);
+    for (i, env) in envs[..N].iter().enumerate() {
+        let want = [
+            ("PYTEST_CURRENT_TEST", format!("t.py::test_{i} (call)")),
+            ("PYTEST_XDIST_WORKER", "gw1".to_string()),
+        ];
+        assert_eq!(
+            env.iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect::<Vec<_>>(),
+            want,
+            "exec {i}"
+        );
+    }
+    assert_eq!(
+        envs[N].get("JEST_WORKER_ID").map(String::as_str),
+        Some("7"),
+        "the long environment's: {:?}",
+        envs[N]
+    );
+}
+
 /// The exit status of a command killed by a signal is 128+N.
 #[test]
 fn killed_command_exits_128_plus_signal() {
