@@ -16,10 +16,12 @@
 #               GitHub's hosted runners.
 #   gitlab      ci/gitlab/example.gitlab-ci.yml, both jobs, through glci.py,
 #               as root (a Docker executor's user).
-#   kubernetes  ci/kubernetes/ci-pod.yaml: the sidecar's and the CI
-#               container's commands, as written, side by side, the sidecar
+#   kubernetes  ci/kubernetes/ci-pod.yaml: the init container's, the
+#               sidecar's and the CI container's commands, as written, the
+#               init and CI ones as an unprivileged user (the test
+#               integrations loaded with the copied tracer), the sidecar
 #               with only the capabilities the manifest adds (setpriv
-#               --bounding-set), the CI command as an unprivileged user; the
+#               --bounding-set); the
 #               DaemonSet's tracer arguments, with its capabilities only.
 #   container   ci/container/build-in-container.sh (the Containerfile's build
 #               stage), with the dev profile.
@@ -417,8 +419,8 @@ EOF
 }
 
 section_kubernetes() {
-    local dir=$work/k8s/reports ctl=$work/k8s/control sidecar ci out status
-    mkdir -p "$dir" "$ctl"
+    local dir=$work/k8s/reports ctl=$work/k8s/control bin=$work/k8s/bin sidecar ci init out status
+    mkdir -p "$dir" "$ctl" "$bin"
     # The two commands exactly as the manifest has them, /reports and
     # /control moved here.
     sidecar=$("$python" -c 'import sys, yaml
@@ -428,6 +430,10 @@ print(next(c for c in pod["spec"]["containers"] if c["name"] == "tracer")["comma
     ci=$("$python" -c 'import sys, yaml
 pod = yaml.safe_load(open(sys.argv[1]))
 print(next(c for c in pod["spec"]["containers"] if c["name"] == "ci")["command"][2])' \
+        "$repo/ci/kubernetes/ci-pod.yaml")
+    init=$("$python" -c 'import sys, yaml
+pod = yaml.safe_load(open(sys.argv[1]))
+print(next(c for c in pod["spec"]["initContainers"] if c["name"] == "tracer-bin")["command"][2])' \
         "$repo/ci/kubernetes/ci-pod.yaml")
     # The sidecar with exactly the capabilities the manifest gives it (the
     # bounding set is all a root process then has); the CI container's
@@ -443,7 +449,7 @@ print(",".join("+" + cap.lower() for cap in c["securityContext"]["capabilities"]
     uid=$(id -u "$user")
     gid=$(id -g "$user")
     mkdir -p "$ws"
-    chown "$uid:$gid" "$ctl" "$ws"
+    chown "$uid:$gid" "$ctl" "$ws" "$bin"
     chmod 755 "$work/k8s" "$dir"
     sidecar=${sidecar//\/reports/$dir}
     ci=${ci//\/reports/$dir}
@@ -451,7 +457,12 @@ print(",".join("+" + cap.lower() for cap in c["securityContext"]["capabilities"]
     PATH=$(dirname "$tracer"):$PATH setpriv --bounding-set "-all,$caps" \
         sh -c "${sidecar//\/control/$ctl}" &
     local sidecar_pid=$!
-    out=$(cd "$ws" && TEST_COMMAND="sh $repo/ci/test/workload.sh" \
+    # The init container's copy of the image's tracer, as the CI user.
+    init=${init//\/usr\/local\/bin\/tracer/$tracer}
+    setpriv --reuid "$uid" --regid "$gid" --clear-groups sh -c "${init//\/opt\/tracer/$bin}" ||
+        fail "kubernetes: the init container's command failed"
+    ci=${ci//\/opt\/tracer/$bin}
+    out=$(cd "$ws" && HOME=$ws TEST_COMMAND="sh $repo/ci/test/workload.sh" \
         setpriv --reuid "$uid" --regid "$gid" --clear-groups sh -c "${ci//\/control/$ctl}") ||
         fail "kubernetes: the CI container's command failed"
     wait "$sidecar_pid" && status=0 || status=$?
@@ -466,6 +477,8 @@ print(",".join("+" + cap.lower() for cap in c["securityContext"]["capabilities"]
     jq -e '.run.hooks | all(.attached)' "$dir/report.json" >/dev/null ||
         fail "kubernetes: a hook did not attach with the manifest's capabilities ($caps)"
     pass "kubernetes pod: sidecar ($caps only) ready before the tests, stopped by the unprivileged CI container through /control, verdict in its log"
+    check_tests_env kubernetes "$ws/.tracer-tests" "$ws/workload-env" "$uid"
+    pass "kubernetes pod: the CI container loaded the test integrations with the tracer its init container copied, as its own user"
 
     # The DaemonSet's arguments, its hostPath moved here.
     local ds=$work/k8s/ds args pid
