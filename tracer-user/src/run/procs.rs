@@ -40,6 +40,23 @@ pub fn argv_of(key: ProcKey) -> Option<(Vec<String>, bool)> {
         .filter(|(a, _)| !a.is_empty())
 }
 
+/// The argv of `key` as [`argv_of`] reads it, when its thread `tid` still
+/// has the name `comm` (the sender's when it signalled) before and after
+/// the read: a process that exec'd since (a script's `kill …; exec next`)
+/// holds another image's argv, which must not name the sender. An exec of
+/// the same name is not seen.
+pub fn argv_of_named(key: ProcKey, tid: u32, comm: &str) -> Option<(Vec<String>, bool)> {
+    let named = || {
+        std::fs::read(format!("/proc/{}/task/{tid}/comm", key.pid))
+            .is_ok_and(|n| n.strip_suffix(b"\n").unwrap_or(&n) == comm.as_bytes())
+    };
+    if !named() {
+        return None;
+    }
+    let argv = argv_of(key)?;
+    named().then_some(argv)
+}
+
 /// Most of an environment read to find the runners' variables: a CI job's
 /// environment is a few KiB to ~100 KiB (GitHub Actions: ~10 KiB); the
 /// kernel caps argv + environment at a quarter of the stack limit (2 MiB

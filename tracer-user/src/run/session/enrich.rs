@@ -158,7 +158,11 @@ impl Enricher {
                 if s.sender.pid != self.me && !self.named.contains(&s.sender.key()) =>
             {
                 self.named.insert(s.sender.key());
-                if let Some((argv, cut)) = procs::argv_of(s.sender.key()) {
+                let argv = match &s.sender.comm {
+                    Some(comm) => procs::argv_of_named(s.sender.key(), s.sender.tid, comm),
+                    None => procs::argv_of(s.sender.key()),
+                };
+                if let Some((argv, cut)) = argv {
                     s.sender_argv = Some(argv);
                     s.sender_argv_truncated = cut;
                 }
@@ -222,8 +226,12 @@ mod tests {
     }
 
     fn task(k: ProcKey) -> String {
+        task_named(k, "sleep")
+    }
+
+    fn task_named(k: ProcKey, comm: &str) -> String {
         format!(
-            r#"{{"pid":{},"tid":{},"start":{},"comm":"sleep"}}"#,
+            r#"{{"pid":{},"tid":{},"start":{},"comm":"{comm}"}}"#,
             k.pid, k.pid, k.start
         )
     }
@@ -233,9 +241,13 @@ mod tests {
     }
 
     fn signal_from(k: ProcKey) -> Record {
+        signal_from_named(k, "sleep")
+    }
+
+    fn signal_from_named(k: ProcKey, comm: &str) -> Record {
         record(&format!(
             r#"{{"type":"signal","seq":1,"t":1,"time":"2026-11-30T00:47:40Z","sender":{},"target":{},"sig":15,"sig_name":"SIGTERM","code":0,"code_name":"SI_USER","errno":0,"group":true,"result":"delivered"}}"#,
-            task(k),
+            task_named(k, comm),
             task(ProcKey { pid: 1, start: 0 })
         ))
     }
@@ -271,6 +283,15 @@ mod tests {
         let argv = enriched_argv(&mut e, signal_from(s.1));
         assert_eq!(argv, Some(vec!["sleep".to_string(), "30".to_string()]));
         assert_eq!(enriched_argv(&mut e, signal_from(s.1)), None);
+    }
+
+    /// A sender whose name is no longer the one it signalled under has
+    /// exec'd another image since: its argv would name the wrong program.
+    #[test]
+    fn a_sender_that_has_execd_since_is_not_named_by_its_new_image() {
+        let s = Sleeper::spawn();
+        let mut e = Enricher::new();
+        assert_eq!(enriched_argv(&mut e, signal_from_named(s.1, "bash")), None);
     }
 
     #[test]
