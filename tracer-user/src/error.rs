@@ -66,6 +66,8 @@ pub enum TracerError {
         var: &'static str,
         why: &'static str,
     },
+    #[error("--program-stats: the kernel refused to count the programs' run time (BPF_ENABLE_STATS: {0}); it needs Linux 5.8 and CAP_SYS_ADMIN: run without --program-stats")]
+    ProgramStats(#[source] io::Error),
     #[error("integrations: cannot write the variables to stdout: {0}")]
     Stdout(#[source] io::Error),
     #[error("daemon --runtime-stacks: a daemon starts no command whose environment it could change; set PYTHONFAULTHANDLER=1 and NODE_OPTIONS=--perf-basic-prof-only-functions in the job, or wrap the step in `tracer record --runtime-stacks`")]

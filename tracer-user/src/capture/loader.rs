@@ -40,6 +40,8 @@ pub struct LoadOptions {
     pub all_signals: bool,
     /// Log the eBPF side's rare failures (`--debug-ebpf`).
     pub debug_ebpf: bool,
+    /// Count the programs' runs and time (`--program-stats`).
+    pub program_stats: bool,
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.
@@ -59,6 +61,8 @@ pub struct Capture {
     pub view: PidNamespace,
     /// After `ebpf`: dropped once the programs are gone, it flushes the last records.
     _ebpf_log: Option<ebpf_log::Forwarder>,
+    /// `--program-stats`: the kernel counts run time while this is open.
+    stats: Option<std::os::fd::OwnedFd>,
 }
 
 const REQUIRED_TP_BTF: [&str; 4] = [
@@ -139,6 +143,7 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
             inum: own_ns,
         },
         _ebpf_log: ebpf_log,
+        stats: None,
     };
     // Loaded now, so the parsed BTF (~15 MB) need not outlive start-up.
     let it: &mut aya::programs::Iter = program(&mut cap.ebpf, "existing_tasks")
@@ -175,6 +180,9 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
     }
     drop(btf);
     release_heap();
+    if opts.program_stats {
+        cap.stats = Some(super::program_stats::enable()?);
+    }
     Ok(cap)
 }
 
@@ -210,6 +218,14 @@ pub fn release_heap() {
 }
 
 impl Capture {
+    /// `--program-stats`' figures so far (none without it).
+    pub fn program_stats(&self) -> Vec<crate::eventlog::ProgramStat> {
+        match self.stats {
+            Some(_) => super::program_stats::read(&self.ebpf),
+            None => Vec::new(),
+        }
+    }
+
     /// Detach everything. Each classic tracepoint still attached costs an
     /// RCU grace period (~35–80 ms); the kernel serialises them, so closing
     /// them from several threads gains nothing (and was seen to soft-lock a

@@ -7,6 +7,7 @@ pub mod loader;
 pub mod offset_cache;
 pub mod offsets;
 pub mod pidns;
+pub mod program_stats;
 pub mod readable;
 pub mod teardown;
 pub mod tracefs;

@@ -135,6 +135,26 @@ pub struct Trailer {
     /// or rewritten (`tracer report DIR` refuses to judge it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series_end: Option<SeriesEnd>,
+    /// `--program-stats`: each of tracer's eBPF programs that ran, with the
+    /// kernel's own count of its runs and their time (BPF_ENABLE_STATS).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub program_stats: Vec<ProgramStat>,
+}
+
+/// One eBPF program's kernel time over the run (see
+/// [`Trailer::program_stats`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct ProgramStat {
+    /// The program's name in tracer's object (`sched_process_exec`, …).
+    pub program: String,
+    /// Runs counted while the stats were on.
+    pub runs: u64,
+    /// Their total run time, ns.
+    pub run_ns: u64,
+    /// Instructions the verifier processed to load it, where the kernel
+    /// says (5.16+): how close it came to the 1M limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_insns: Option<u32>,
 }
 
 /// The end of a daemon's series (see [`Trailer::series_end`]).

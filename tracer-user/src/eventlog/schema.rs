@@ -1,7 +1,9 @@
 //! Serde types for every line of `events.ndjson`.
 use serde::{Deserialize, Serialize};
 
-pub use super::frame::{EnvChange, Header, HookStatus, NsPid, PidNamespace, SeriesEnd, Trailer};
+pub use super::frame::{
+    EnvChange, Header, HookStatus, NsPid, PidNamespace, ProgramStat, SeriesEnd, Trailer,
+};
 pub use super::loss::{Loss, LossReason};
 pub use super::resources::*;
 

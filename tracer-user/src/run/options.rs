@@ -58,6 +58,13 @@ pub struct CaptureOptions {
     /// and `daemon --cgroup` the watched one.
     #[arg(long)]
     pub no_resources: bool,
+    /// Measure tracer's own kernel time: the kernel counts each of tracer's
+    /// eBPF programs' runs and their time while tracer runs
+    /// (BPF_ENABLE_STATS; a few ns per run, so off by default), and the
+    /// log's trailer says them (`program_stats`). For benchmarks and
+    /// diagnosis (`cargo xtask bench` uses it).
+    #[arg(long)]
+    pub program_stats: bool,
 }
 
 impl CaptureOptions {
@@ -72,6 +79,7 @@ impl CaptureOptions {
             last_words_per_write: super::last_words::per_write(self.last_words_bytes, redacting),
             all_signals: self.all_signals,
             debug_ebpf: self.debug_ebpf,
+            program_stats: self.program_stats,
         }
     }
 }

@@ -302,6 +302,28 @@ fn runner_variables_are_read_at_exec() {
     );
 }
 
+/// `--program-stats`: the trailer holds the kernel's count of each
+/// program's runs and time; the exec program ran once per exec at least.
+/// Without the flag, nothing (the kernel does not count).
+#[test]
+fn program_stats_count_each_programs_runs() {
+    let r = record(
+        &["--program-stats"],
+        &["sh", "-c", "/bin/true; /bin/true; /bin/true"],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let stats = &r.log.trailer.as_ref().expect("a trailer").program_stats;
+    let exec = stats
+        .iter()
+        .find(|p| p.program == "sched_process_exec")
+        .unwrap_or_else(|| panic!("no exec program in {stats:?}"));
+    assert!(exec.runs >= 4, "sh and three /bin/true: {exec:?}");
+    assert!(exec.run_ns > 0, "{exec:?}");
+    assert!(stats.iter().all(|p| p.runs > 0), "{stats:?}");
+    let r = record(&[], &["/bin/true"]);
+    assert!(r.log.trailer.as_ref().unwrap().program_stats.is_empty());
+}
+
 /// The exit status of a command killed by a signal is 128+N.
 #[test]
 fn killed_command_exits_128_plus_signal() {

@@ -26,6 +26,7 @@ use anyhow::{bail, Result};
 pub(crate) mod extra;
 mod logs;
 mod measure;
+mod program_time;
 mod sampler;
 pub(crate) mod soak;
 mod workloads;
@@ -169,7 +170,9 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
         Ok(w) => all.push(w),
         Err(e) => cx.say(format!("test suite workload: skipped, {e:#}")),
     }
+    let mut program_rows = Vec::new();
     for w in all {
+        program_rows.push(program_time::measure_one(&mut cx, &w)?);
         let argv = cx.argv(&w);
         let mut times: Vec<Vec<Measured>> = vec![Vec::new(); 5];
         let mut trailer = None;
@@ -243,6 +246,11 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
             ratio(Tool::Bpftrace),
             ratio(Tool::Strace),
         ));
+    }
+
+    cx.say("");
+    for line in program_time::table(&program_rows) {
+        cx.say(line);
     }
 
     // 3. The zero-loss knee.

@@ -163,6 +163,16 @@ impl Ctx {
         }
     }
 
+    /// `tracer record --program-stats` of `argv` into `dir` (root's, as
+    /// the timed runs are).
+    pub(crate) fn stats_command(&self, argv: &[String], dir: &Path) -> Command {
+        let mut c = Command::new(&self.tracer);
+        c.arg("record").arg("--output").arg(dir);
+        c.args(["--user", "root", "--program-stats", "--"])
+            .args(argv);
+        c
+    }
+
     pub(crate) fn driver_argv(&self, args: &[String]) -> Vec<String> {
         let mut v = vec![self.driver.to_string_lossy().into_owned()];
         v.extend(args.iter().cloned());

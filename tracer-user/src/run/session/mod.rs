@@ -410,6 +410,7 @@ impl Session {
             command_status,
             command_error: self.command_error.clone(),
             series_end: None,
+            program_stats: self.capture.program_stats(),
         })
     }
 
