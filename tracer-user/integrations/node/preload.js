@@ -6,10 +6,9 @@
 //   jest:    setupFilesAfterEnv: ['/path/preload.js']
 //
 // In every test's own thread it declares the test's begin and end with a
-// mark: write(2) to an fd that can never be open (above the kernel's nr_open
-// ceiling), which fails with EBADF, here and always, while tracer's write
-// hook — when tracer runs — sees the bytes, the thread and the time. The
-// writer's identity and the time are the kernel's, never the payload's.
+// mark: write(2) to an fd that can never be open (above nr_open's ceiling),
+// failing with EBADF always, while tracer's write hook, when tracer runs,
+// sees the bytes, the thread and the time: the kernel's, not the payload's.
 //
 // Rules this file keeps:
 // - it never breaks a suite: every hook it adds runs the runner's own code
@@ -36,17 +35,15 @@
   try {
     fs = require('fs');
   } catch (e) {
-    fs = null;
+    // no fs: no marks
   }
 
   // --- the mark writer ------------------------------------------------------
 
-  // fs.writeSync throws for EBADF, and that exception's stack trace is
-  // most of a mark's cost: 16 µs of CPU per mark in Node 20 here, 7.6 µs
-  // with no frame captured (100,000 marks each, process.cpuUsage). The fs
-  // binding's context-object form would save 3.5 µs more, at the price of
-  // an internal API and a deprecation warning under --pending-deprecation:
-  // not taken.
+  // fs.writeSync throws for EBADF, and that exception's stack trace is most
+  // of a mark's cost: 16 µs of CPU per mark in Node 20, 7.6 µs with no frame
+  // (100,000 marks each, process.cpuUsage). The fs binding's context-object
+  // form would save 3.5 µs more through an internal API: not taken.
   function send(buf) {
     if (!fs) return;
     let limit;
@@ -241,23 +238,18 @@
       },
     });
   }
-  // The worker state appears when vitest starts a file: by
-  // Object.defineProperty (1.x to 4.x), which replaces an accessor without
-  // calling it, or by a plain assignment (0.x). Two globals vitest assigns
-  // plainly after the state and before the first test are the next ways:
-  // `__vitest_environment__` (0.x to 3.x; gone in 4.0) and
-  // `__vitest_required__` (its patched timers, 1.x to 4.x, read from the
-  // sources of 1.6, 2.1, 3.2 and 4.1). Whichever setter runs first finds
-  // the state and watches it; the status mark says which. A worker that
-  // ends with none of them seen says so (`vitestUnseen`).
-  // The watch is an accessor on the global object's prototype, not on the
-  // global itself: vitest's vmThreads/vmForks pools copy every own global
-  // into their vm context as a getter with no setter, where vitest's own
-  // plain assignment of the same name would then throw (measured: vitest
-  // 4.1 vmForks failed with "Cannot assign to read only property
-  // '__vitest_required__'" when the watch was an own property). A plain
-  // assignment on the global still reaches the prototype's setter, and a
-  // defineProperty on the global shadows it, as before.
+  // The worker state appears as vitest starts a file: by defineProperty
+  // (1.x to 4.x: it replaces an accessor uncalled) or a plain assignment
+  // (0.x). Two globals vitest assigns plainly after it, before the first
+  // test, are the next ways: `__vitest_environment__` (0.x to 3.x) and
+  // `__vitest_required__` (1.x to 4.x; read in the sources of 1.6, 2.1,
+  // 3.2, 4.1). The first setter to run watches the state; the status mark
+  // says which, and a worker that ends with none seen says so (on 'exit').
+  // The watch is an accessor on the global's prototype: the vm pools copy
+  // every own global into their context as a getter without a setter, and
+  // vitest's own assignment then threw (4.1 vmForks: "Cannot assign to read
+  // only property '__vitest_required__'"). An assignment on the global
+  // still reaches the prototype's setter; a defineProperty shadows it.
   function watchGlobal(key, onSet) {
     const proto = Object.getPrototypeOf(globalThis);
     if (!proto || proto === Object.prototype) return;
