@@ -1,5 +1,5 @@
-// tracer test marks for Node test runners: vitest and jest (docs/report.md,
-// "Which test"). One file, three ways in:
+// tracer test marks for Node test runners: vitest, jest and node:test
+// (docs/report.md, "Which test"). One file, three ways in:
 //
 //   NODE_OPTIONS="--require /path/preload.js"   (what `tracer record --tests` sets)
 //   vitest:  test: { setupFiles: ['/path/preload.js'] }
@@ -13,8 +13,8 @@
 // Rules this file keeps:
 // - it never breaks a suite: every hook it adds runs the runner's own code
 //   unchanged and swallows its own errors;
-// - in a node process that is no vitest or jest worker it only reads two
-//   variables and argv (npm, a build tool, a test's own child);
+// - in a node process that runs no tests (npm, a build tool, a test's own
+//   child) it reads 3 variables, argv, execArgv (under node --test: /proc);
 // - a mark is one failing syscall (no exception built, see `send`), from
 //   the test's thread (writeSync semantics: never a libuv pool thread).
 'use strict';
@@ -510,6 +510,61 @@
     handlers.push(jestHandler(path));
   }
 
+  // --- node:test ------------------------------------------------------------
+
+  // `node --test` runs each file in a child with NODE_TEST_CONTEXT set, where
+  // root beforeEach/afterEach hooks (node:test's public API) mark each test,
+  // around its own hooks, on its thread: `t.fullName` (`suite > test`, Node
+  // 20.20) else `t.name`, the file `t.filePath` (not in 20.20) else argv[1];
+  // no phase, no worker id. A test's own node child inherits the variable,
+  // and hooks there start a harness writing to its stdout (measured, Node
+  // 20): a process whose parent has the variable too is left alone.
+  function testFileProcess() {
+    const up = (f) => fs.readFileSync(`/proc/${process.ppid}/${f}`, 'latin1');
+    try {
+      return !`\0${up('environ')}`.includes('\0NODE_TEST_CONTEXT=');
+    } catch (e) {
+      // unreadable: is the parent `node --test`?
+    }
+    try {
+      return up('cmdline').split('\0').includes('--test');
+    } catch (e) {
+      return false;
+    }
+  }
+  function nodeTestWorker() {
+    if (!fs || !testFileProcess()) return;
+    const version = process.versions.node;
+    const file = relative(process.argv[1]);
+    const hook = (ev) => (t) => {
+      try {
+        const name = typeof t.fullName === 'string' && t.fullName ? t.fullName : String(t.name);
+        const f = typeof t.filePath === 'string' ? relative(t.filePath) : file;
+        mark(ev, { runner: 'node:test', file: f, name });
+      } catch (e) {
+        // never the test's problem
+      }
+    };
+    try {
+      const test = require('node:test');
+      if (typeof test.beforeEach !== 'function' || typeof test.afterEach !== 'function') {
+        return status('node:test', { version, why: 'node:test has no root beforeEach/afterEach here' });
+      }
+      test.beforeEach(hook('begin'));
+      test.afterEach(hook('end'));
+    } catch (e) {
+      return status('node:test', { version, why: `root hooks not registered: ${e && e.message}` });
+    }
+    status('node:test', { version, seam: 'root beforeEach/afterEach hooks' });
+  }
+  // `--test-isolation=none` (Node 22.8+; not in 20, the version tested).
+  function nodeTestRunner() {
+    const flags = process.execArgv || [];
+    if (!flags.includes('--test') || !flags.some((f) => /^--(experimental-)?test-isolation=none$/.test(f))) return;
+    const why = '--test-isolation=none runs the tests in the runner process, which the preload does not hook';
+    status('node:test', { version: process.versions.node, why });
+  }
+
   // --- which process this is ------------------------------------------------
 
   function looksLikeJest() {
@@ -531,6 +586,8 @@
       Object.defineProperty(globalThis, DONE, { value: true });
       if (process.env.VITEST !== undefined) vitestWorker();
       if (looksLikeJest()) jestWorker();
+      if (process.env.NODE_TEST_CONTEXT !== undefined) nodeTestWorker();
+      else nodeTestRunner();
     }
   } catch (e) {
     // never the suite's problem
