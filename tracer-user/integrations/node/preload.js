@@ -1,21 +1,20 @@
-// tracer test marks for Node test runners: vitest and jest (docs/report.md,
-// "Which test"). One file, three ways in:
+// tracer test marks for Node test runners: vitest, jest and node:test
+// (docs/report.md, "Which test"). One file, three ways in:
 //
 //   NODE_OPTIONS="--require /path/preload.js"   (what `tracer record --tests` sets)
 //   vitest:  test: { setupFiles: ['/path/preload.js'] }
 //   jest:    setupFilesAfterEnv: ['/path/preload.js']
 //
 // In every test's own thread it declares the test's begin and end with a
-// mark: write(2) to an fd that can never be open (above the kernel's nr_open
-// ceiling), which fails with EBADF, here and always, while tracer's write
-// hook — when tracer runs — sees the bytes, the thread and the time. The
-// writer's identity and the time are the kernel's, never the payload's.
+// mark: write(2) to an fd that can never be open (above nr_open's ceiling),
+// failing with EBADF always, while tracer's write hook, when tracer runs,
+// sees the bytes, the thread and the time: the kernel's, not the payload's.
 //
 // Rules this file keeps:
 // - it never breaks a suite: every hook it adds runs the runner's own code
 //   unchanged and swallows its own errors;
-// - in a node process that is no vitest or jest worker it only reads two
-//   variables and argv (npm, a build tool, a test's own child);
+// - in a node process that runs no tests (npm, a build tool, a test's own
+//   child) it reads 3 variables, argv, execArgv (under node --test: /proc);
 // - a mark is one failing syscall (no exception built, see `send`), from
 //   the test's thread (writeSync semantics: never a libuv pool thread).
 'use strict';
@@ -36,17 +35,15 @@
   try {
     fs = require('fs');
   } catch (e) {
-    fs = null;
+    // no fs: no marks
   }
 
   // --- the mark writer ------------------------------------------------------
 
-  // fs.writeSync throws for EBADF, and that exception's stack trace is
-  // most of a mark's cost: 16 µs of CPU per mark in Node 20 here, 7.6 µs
-  // with no frame captured (100,000 marks each, process.cpuUsage). The fs
-  // binding's context-object form would save 3.5 µs more, at the price of
-  // an internal API and a deprecation warning under --pending-deprecation:
-  // not taken.
+  // fs.writeSync throws for EBADF, and that exception's stack trace is most
+  // of a mark's cost: 16 µs of CPU per mark in Node 20, 7.6 µs with no frame
+  // (100,000 marks each, process.cpuUsage). The fs binding's context-object
+  // form would save 3.5 µs more through an internal API: not taken.
   function send(buf) {
     if (!fs) return;
     let limit;
@@ -241,23 +238,18 @@
       },
     });
   }
-  // The worker state appears when vitest starts a file: by
-  // Object.defineProperty (1.x to 4.x), which replaces an accessor without
-  // calling it, or by a plain assignment (0.x). Two globals vitest assigns
-  // plainly after the state and before the first test are the next ways:
-  // `__vitest_environment__` (0.x to 3.x; gone in 4.0) and
-  // `__vitest_required__` (its patched timers, 1.x to 4.x, read from the
-  // sources of 1.6, 2.1, 3.2 and 4.1). Whichever setter runs first finds
-  // the state and watches it; the status mark says which. A worker that
-  // ends with none of them seen says so (`vitestUnseen`).
-  // The watch is an accessor on the global object's prototype, not on the
-  // global itself: vitest's vmThreads/vmForks pools copy every own global
-  // into their vm context as a getter with no setter, where vitest's own
-  // plain assignment of the same name would then throw (measured: vitest
-  // 4.1 vmForks failed with "Cannot assign to read only property
-  // '__vitest_required__'" when the watch was an own property). A plain
-  // assignment on the global still reaches the prototype's setter, and a
-  // defineProperty on the global shadows it, as before.
+  // The worker state appears as vitest starts a file: by defineProperty
+  // (1.x to 4.x: it replaces an accessor uncalled) or a plain assignment
+  // (0.x). Two globals vitest assigns plainly after it, before the first
+  // test, are the next ways: `__vitest_environment__` (0.x to 3.x) and
+  // `__vitest_required__` (1.x to 4.x; read in the sources of 1.6, 2.1,
+  // 3.2, 4.1). The first setter to run watches the state; the status mark
+  // says which, and a worker that ends with none seen says so (on 'exit').
+  // The watch is an accessor on the global's prototype: the vm pools copy
+  // every own global into their context as a getter without a setter, and
+  // vitest's own assignment then threw (4.1 vmForks: "Cannot assign to read
+  // only property '__vitest_required__'"). An assignment on the global
+  // still reaches the prototype's setter; a defineProperty shadows it.
   function watchGlobal(key, onSet) {
     const proto = Object.getPrototypeOf(globalThis);
     if (!proto || proto === Object.prototype) return;
@@ -518,6 +510,61 @@
     handlers.push(jestHandler(path));
   }
 
+  // --- node:test ------------------------------------------------------------
+
+  // `node --test` runs each file in a child with NODE_TEST_CONTEXT set, where
+  // root beforeEach/afterEach hooks (node:test's public API) mark each test,
+  // around its own hooks, on its thread: `t.fullName` (`suite > test`, Node
+  // 20.20) else `t.name`, the file `t.filePath` (not in 20.20) else argv[1];
+  // no phase, no worker id. A test's own node child inherits the variable,
+  // and hooks there start a harness writing to its stdout (measured, Node
+  // 20): a process whose parent has the variable too is left alone.
+  function testFileProcess() {
+    const up = (f) => fs.readFileSync(`/proc/${process.ppid}/${f}`, 'latin1');
+    try {
+      return !`\0${up('environ')}`.includes('\0NODE_TEST_CONTEXT=');
+    } catch (e) {
+      // unreadable: is the parent `node --test`?
+    }
+    try {
+      return up('cmdline').split('\0').includes('--test');
+    } catch (e) {
+      return false;
+    }
+  }
+  function nodeTestWorker() {
+    if (!fs || !testFileProcess()) return;
+    const version = process.versions.node;
+    const file = relative(process.argv[1]);
+    const hook = (ev) => (t) => {
+      try {
+        const name = typeof t.fullName === 'string' && t.fullName ? t.fullName : String(t.name);
+        const f = typeof t.filePath === 'string' ? relative(t.filePath) : file;
+        mark(ev, { runner: 'node:test', file: f, name });
+      } catch (e) {
+        // never the test's problem
+      }
+    };
+    try {
+      const test = require('node:test');
+      if (typeof test.beforeEach !== 'function' || typeof test.afterEach !== 'function') {
+        return status('node:test', { version, why: 'node:test has no root beforeEach/afterEach here' });
+      }
+      test.beforeEach(hook('begin'));
+      test.afterEach(hook('end'));
+    } catch (e) {
+      return status('node:test', { version, why: `root hooks not registered: ${e && e.message}` });
+    }
+    status('node:test', { version, seam: 'root beforeEach/afterEach hooks' });
+  }
+  // `--test-isolation=none` (Node 22.8+; not in 20, the version tested).
+  function nodeTestRunner() {
+    const flags = process.execArgv || [];
+    if (!flags.includes('--test') || !flags.some((f) => /^--(experimental-)?test-isolation=none$/.test(f))) return;
+    const why = '--test-isolation=none runs the tests in the runner process, which the preload does not hook';
+    status('node:test', { version: process.versions.node, why });
+  }
+
   // --- which process this is ------------------------------------------------
 
   function looksLikeJest() {
@@ -539,6 +586,8 @@
       Object.defineProperty(globalThis, DONE, { value: true });
       if (process.env.VITEST !== undefined) vitestWorker();
       if (looksLikeJest()) jestWorker();
+      if (process.env.NODE_TEST_CONTEXT !== undefined) nodeTestWorker();
+      else nodeTestRunner();
     }
   } catch (e) {
     // never the suite's problem

@@ -7,7 +7,7 @@
 //! the test).
 //!
 //! The payload: `tracer-test-mark/1 ` and a JSON object, `ev` (`begin` or
-//! `end`), `runner` (`vitest`, `jest`, `pytest`), `worker` (the runner's
+//! `end`), `runner` (`vitest`, `jest`, `pytest`, `node:test`), `worker` (the runner's
 //! worker id), `file`, `name`, `phase`. Anything else is ignored.
 use std::collections::HashMap;
 
@@ -45,6 +45,7 @@ fn runner(s: &str) -> Option<Runner> {
         "vitest" => Runner::Vitest,
         "jest" => Runner::Jest,
         "pytest" => Runner::Pytest,
+        "node:test" => Runner::NodeTest,
         _ => return None,
     })
 }

@@ -50,6 +50,9 @@ pub enum Runner {
     Pytest,
     Vitest,
     Jest,
+    /// Node's built-in runner (`node --test`): one process per test file.
+    #[serde(rename = "node_test")]
+    NodeTest,
     /// `go test`.
     Go,
     /// Named only by a JUnit report (`--test-report junit:PATH`).
@@ -64,9 +67,16 @@ impl Runner {
             Runner::Pytest => "pytest",
             Runner::Vitest => "vitest",
             Runner::Jest => "jest",
+            Runner::NodeTest => "node:test",
             Runner::Go => "go test",
             Runner::Junit => "JUnit report",
         }
+    }
+
+    /// A runner whose full name of a test is `file > name` (vitest, jest,
+    /// node:test).
+    fn file_then_name(self) -> bool {
+        matches!(self, Runner::Vitest | Runner::Jest | Runner::NodeTest)
     }
 }
 
@@ -191,7 +201,7 @@ impl Test {
             None => p.to_string(),
         };
         match &self.file {
-            Some(f) if matches!(self.runner, Runner::Vitest | Runner::Jest) => {
+            Some(f) if self.runner.file_then_name() => {
                 format!("{} > {}", short(f), self.name)
             }
             Some(f) if self.runner == Runner::Nextest => format!("{}::{}", short(f), self.name),
@@ -210,7 +220,7 @@ impl Test {
     /// pid, no worker): what a signature across runs keys on.
     pub fn full_name(&self) -> String {
         match &self.file {
-            Some(f) if matches!(self.runner, Runner::Vitest | Runner::Jest) => {
+            Some(f) if self.runner.file_then_name() => {
                 format!("{f} > {}", self.name)
             }
             Some(f) if self.runner == Runner::Nextest => format!("{f}::{}", self.name),

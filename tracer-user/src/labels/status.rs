@@ -213,11 +213,19 @@ fn ancestors_of(m: &Model, marked: &HashSet<ProcKey>) -> HashSet<ProcKey> {
 }
 
 /// The runner whose main process `argv` runs: `python -m pytest`,
-/// `pytest`, `node …/vitest.mjs`, `vitest`, `node …/jest.js`, `jest`.
-/// Workers (`…/workers/forks.js`, jest-worker's child, an xdist worker's
-/// `python -c`) are none: their runner's main process is.
+/// `pytest`, `node …/vitest.mjs`, `vitest`, `node …/jest.js`, `jest`,
+/// `node --test` (its flags before the first file or script). Workers
+/// (`…/workers/forks.js`, jest-worker's child, an xdist worker's `python
+/// -c`, the process `node --test` runs a file in) are none: their runner's
+/// main process is.
 pub fn runner_of(argv: &[String]) -> Option<&'static str> {
     let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
+    if argv.first().is_some_and(|a| base(a).starts_with("node")) {
+        let flags = argv[1..].iter().take_while(|a| a.starts_with('-'));
+        if flags.take(64).any(|a| a == "--test") {
+            return Some("node:test");
+        }
+    }
     for (i, a) in argv.iter().take(3).enumerate() {
         let b = base(a);
         let runner = match b.as_str() {
@@ -247,7 +255,7 @@ mod tests {
 
     #[test]
     fn runners_main_processes_by_argv() {
-        let cases: [(&[&str], Option<&str>); 9] = [
+        let cases: [(&[&str], Option<&str>); 13] = [
             (&["python3", "-m", "pytest", "-q"], Some("pytest")),
             (&["/venv/bin/pytest", "-n", "2"], Some("pytest")),
             (
@@ -270,6 +278,18 @@ mod tests {
             ),
             (&["sh", "-c", "PYTHONPATH=src python3 -m pytest"], None),
             (&["node", "/x/src/jest.js"], None),
+            (&["node", "--test"], Some("node:test")),
+            (
+                &[
+                    "/usr/bin/node",
+                    "--test-concurrency=2",
+                    "--test",
+                    "a.test.js",
+                ],
+                Some("node:test"),
+            ),
+            (&["node", "/x/a.test.js"], None),
+            (&["node", "a.js", "--test"], None),
         ];
         for (a, want) in cases {
             assert_eq!(runner_of(&argv(a)), want, "{a:?}");

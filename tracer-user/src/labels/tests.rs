@@ -225,4 +225,7 @@ fn a_long_name_keeps_its_test_name_whole() {
     // A short one is as it was.
     let s = t(Runner::Jest, Some("a/b.test.js"), "c").phrase();
     assert_eq!(s, "`a/b.test.js > c` (jest)");
+    // node:test: no worker, the runner said.
+    let n = t(Runner::NodeTest, Some("test/a.test.js"), "suite > c").phrase();
+    assert_eq!(n, "`test/a.test.js > suite > c` (node:test)");
 }

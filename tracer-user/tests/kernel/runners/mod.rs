@@ -24,6 +24,7 @@ mod jest;
 mod matrix;
 mod never_at_the_cost;
 mod nextest;
+mod node_test;
 mod pytest;
 mod sidecar;
 mod vitest;

@@ -125,6 +125,19 @@ fn vitest_with_the_jobs_own_node_options() {
     unnamed(&lines, "vitest", NOT_LOADED);
 }
 
+/// `sh -c 'NODE_OPTIONS=… node --test …'`: the same for node's own runner;
+/// the line names it by its `--test` flag.
+#[test]
+fn node_test_with_the_jobs_own_node_options() {
+    require("node", "Debian's nodejs, installed by cargo xtask test");
+    let cmd = "NODE_OPTIONS=--max-old-space-size=2048 exec node --test \
+               --test-concurrency=2 cleanup.test.js sibling.test.js";
+    let argv = ["sh", "-c", cmd];
+    let lines = same_status(|| Suite::copied("node-test"), &argv, &[]);
+    unnamed(&lines, "node:test", NOT_LOADED);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+}
+
 /// vitest's vmForks pool: the preload loads in its workers but cannot
 /// reach the vm context the tests run in; the suite passes as its twin
 /// does (the preload's global watches are on the global's prototype: as
