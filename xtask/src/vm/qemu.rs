@@ -70,8 +70,9 @@ pub(crate) fn boot(vm: &Vm, log: &Path) -> Result<Run> {
     .arg(vm.initrd)
     .arg("-append")
     .arg(format!(
-        "console={} panic=-1 oops=panic quiet loglevel=3 rdinit=/init{}",
+        "console={} panic=-1 oops=panic quiet loglevel=3 rdinit=/init{}{}",
         vm.arch.console,
+        vm.arch.cmdline,
         if vm.cgroup_v2 {
             " cgroup_no_v1=all"
         } else {
