@@ -28,6 +28,7 @@ mod logs;
 mod measure;
 mod sampler;
 pub(crate) mod soak;
+mod soak_cgroup;
 mod workloads;
 
 use self::{
