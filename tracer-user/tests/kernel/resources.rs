@@ -30,10 +30,18 @@ fn leak() {
     }
 }
 
-/// 8 MiB, 3 s of calm, then 300 MiB at once.
+/// 8 MiB, 3 s of calm, then 300 MiB at once; says when the spike began
+/// (`spike at NS`, CLOCK_BOOTTIME: the log's clock).
 fn spike() {
+    use nix::time::{clock_gettime, ClockId};
     let base = touched(8 << 20);
     sleep(Duration::from_secs(3));
+    let t = clock_gettime(ClockId::CLOCK_BOOTTIME).unwrap();
+    println!(
+        "spike at {}",
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    );
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
     let big = touched(300 << 20);
     black_box((&base, &big));
 }
@@ -151,13 +159,34 @@ fn a_sudden_spike_is_told_apart_from_a_leak() {
     let root = root(&r);
     let report = report_json(&r);
     let g = &oom_cert(&report)["oom"]["memory"];
-    // Flat for seconds at ~8 MiB plus the test binary's own.
-    assert!(g["over_ms"].as_u64().unwrap() >= 2000, "{g}");
+    let spike_t: u64 = String::from_utf8_lossy(&r.output.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("spike at ")?.parse().ok())
+        .unwrap_or_else(|| panic!("the scenario said when it spiked: {}", r.stderr()));
+    // Flat for seconds before the spike: ~8 MiB plus the test binary's
+    // own, every sample of the cgroup (a leak climbs there).
+    let label = format!(":/{}", cg.name());
+    let before: Vec<u64> = r
+        .events()
+        .filter_map(|e| match e {
+            Record::Resources(s)
+                if s.at.t < spike_t
+                    && s.memory_cgroup
+                        .as_deref()
+                        .is_some_and(|c| c.ends_with(&label)) =>
+            {
+                s.memory.as_ref().map(|m| m.usage)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(before.len() >= 2, "sampled before the spike: {before:?}");
     assert!(
-        g["to_bytes"].as_u64().unwrap() < 48 * MIB,
-        "no climb before: {g}"
+        before.iter().all(|&b| b < 48 * MIB),
+        "no climb before: {before:?}"
     );
-    assert!(g["last_bytes"].as_u64().unwrap() < 48 * MIB, "{g}");
+    assert!(g["over_ms"].as_u64().unwrap() >= 2000, "{g}");
+    assert!(g["from_bytes"].as_u64().unwrap() < 48 * MIB, "{g}");
     assert!(g["last_sample_ms"].as_u64().unwrap() <= 1500, "{g}");
     assert_eq!(g["largest"]["pid"], root.pid, "{g}");
     assert_eq!(g["largest"]["comm"], comm.as_str(), "{g}");
@@ -166,7 +195,20 @@ fn a_sudden_spike_is_told_apart_from_a_leak() {
         .lines()
         .find(|l| l.starts_with("| memory before the kill |"))
         .unwrap_or_else(|| panic!("no growth row:\n{md}"));
-    assert!(row.contains("then a spike to its 96 MiB limit"), "{row}");
+    // The spike fills 96 MiB page by page: on a slow machine (TCG) a
+    // sample can land while it fills, and that sample is the curve's last
+    // point. Below 80 % of the limit the row still says the kill came in
+    // a spike after it; with no sample inside the spike, the window's
+    // highest is the calm's.
+    let last = g["last_bytes"].as_u64().unwrap();
+    if last < LIMIT / 10 * 8 {
+        assert!(row.contains("then a spike to its 96 MiB limit"), "{row}");
+    }
+    let last_t = g["kill_t"].as_u64().unwrap() - g["last_sample_ms"].as_u64().unwrap() * 1_000_000;
+    if last_t + 1_000_000 < spike_t {
+        assert!(g["to_bytes"].as_u64().unwrap() < 48 * MIB, "{g}");
+        assert!(last < 48 * MIB, "{g}");
+    }
 }
 
 #[test]
