@@ -234,7 +234,13 @@ fn a_throttled_timeout_says_it_was_throttled() {
         m["throttled_periods_pct"].as_u64().unwrap() >= 50,
         "throttled in most periods: {m}"
     );
-    assert!(m["throttled_ms"].as_u64().unwrap() > 1000, "{m}");
+    // Throttled most of the span the samples cover, whatever its length
+    // (the sampler's ticks on a loaded machine).
+    let (throttled, over) = (
+        m["throttled_ms"].as_u64().unwrap(),
+        m["over_ms"].as_u64().unwrap(),
+    );
+    assert!(over >= 1000 && throttled * 2 >= over, "{m}");
     assert_eq!(m["quota_pct"], 10, "{m}");
     let verdict = report["verdict"].as_str().unwrap();
     assert!(
