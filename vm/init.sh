@@ -12,6 +12,8 @@ mount -t tmpfs tmpfs /dev/shm
 # Keep printk off the console: it would interleave with the results.
 echo 1 > /proc/sys/kernel/printk
 hostname tracer-vm
+# Loopback up: a daemon's /metrics on 127.0.0.1 (resources' daemon test).
+ip link set lo up 2>/dev/null || ifconfig lo up
 
 # Like our CI hosts: cgroup v1 memory at /sys/fs/cgroup/memory and cgroup2
 # at /sys/fs/cgroup/unified. Kernels without v1 memcg (CONFIG_MEMCG_V1=n,

@@ -79,6 +79,10 @@ enum Command {
         /// How long the soak's job runs.
         #[arg(long, default_value_t = 300, value_name = "SECONDS")]
         soak_secs: u64,
+        /// The soak's job in its own memory cgroup, watched with `daemon --cgroup` (the
+        /// resources sampler on), churning memory too.
+        #[arg(long, requires = "soak")]
+        soak_cgroup: bool,
     },
     /// A static, stripped `tracer` with its SHA-256 and a tarball (target/dist/).
     Dist {
@@ -116,7 +120,7 @@ enum Command {
         kernels: Vec<String>,
         /// Module of the kernel test binary to run, every test under it but the host-only ones
         /// (default: capture oom fallback errors leaks last_words pidns debug_ebpf compat
-        /// crash_stacks; crash_stacks on x86-64 only; xtask/src/vm/suites.rs); repeatable.
+        /// crash_stacks resources; crash_stacks on x86-64 only; xtask/src/vm/suites.rs); repeatable.
         #[arg(long = "test", value_name = "MODULE")]
         tests: Vec<String>,
         /// Skip the host column.
@@ -187,6 +191,7 @@ fn run(cli: Cli) -> Result<()> {
             no_reference,
             soak,
             soak_secs,
+            soak_cgroup,
         } => bench::run(
             &ws,
             &bench::BenchOpts {
@@ -196,6 +201,7 @@ fn run(cli: Cli) -> Result<()> {
                 soak: soak.then_some(bench::soak::SoakOpts {
                     secs: soak_secs,
                     period: if soak_secs >= 60 { 10 } else { 2 },
+                    cgroup: soak_cgroup,
                 }),
             },
         ),

@@ -175,7 +175,13 @@ impl LastMinute {
 }
 
 pub fn last_minute(c: &Curve, t: u64) -> Option<LastMinute> {
-    let (a, b, _) = window(c, t)?;
+    let (_, b, all) = window(c, t)?;
+    // Counters of one cgroup only, as the last sample read them: a job
+    // that joined a quota'd cgroup was in another at its first samples,
+    // whose counters are not these.
+    let a = *all
+        .iter()
+        .find(|r| r.cpu_cgroup == b.cpu_cgroup && r.pressure_from == b.pressure_from)?;
     let span_ns = b.at.t.checked_sub(a.at.t).filter(|&s| s > 0)?;
     let span_us = span_ns / 1000;
     let pct =

@@ -136,6 +136,38 @@ fn a_throttled_last_minute() {
     assert!(!mild.starved());
 }
 
+/// A job that joined its quota'd cgroup after the first samples: the
+/// figures are the cgroup's own, from its first sample on, not a
+/// difference with the counters of the cgroup it left.
+#[test]
+fn a_last_minute_counts_one_cgroup() {
+    let mut c = Curve::default();
+    for s in 0..=10u64 {
+        let (cgroup, throttled_us, periods) = match s {
+            0 | 1 => ("v1:/", 900_000_000, 5_000),
+            _ => ("v1:/job", s * 90_000, s * 10),
+        };
+        let mut r = at(s * S);
+        r.cpu_cgroup = Some(cgroup.into());
+        r.cpu = Some(CpuSample {
+            usage_us: s * 10_000,
+            throttling: Some(Throttling {
+                periods,
+                throttled: periods,
+                throttled_us,
+            }),
+            quota_us: Some(10_000),
+            period_us: Some(100_000),
+        });
+        c.push(&r);
+    }
+    let m = last_minute(&c, 10 * S).unwrap();
+    assert_eq!(m.over_ms, 8_000);
+    assert_eq!(m.throttled_ms, Some(720));
+    assert_eq!(m.throttled_periods_pct, Some(100));
+    assert!(m.throttled());
+}
+
 #[test]
 fn a_process_span() {
     let mut c = Curve::default();

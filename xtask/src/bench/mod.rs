@@ -29,6 +29,7 @@ mod measure;
 mod program_time;
 mod sampler;
 pub(crate) mod soak;
+mod soak_cgroup;
 mod workloads;
 
 use self::{

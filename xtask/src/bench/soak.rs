@@ -18,11 +18,17 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
+use super::soak_cgroup::SoakCgroup;
+
 pub(crate) struct SoakOpts {
     /// How long the job runs.
     pub secs: u64,
     /// One sample every this many seconds.
     pub period: u64,
+    /// The job in its own memory cgroup (`cgroup::SoakCgroup`), churning
+    /// memory too, watched with `daemon --cgroup`: the resources sampler
+    /// runs (`--root-pid` has no cgroup of its own to sample).
+    pub cgroup: bool,
 }
 
 /// The job: a shell that forks short processes as fast as it can and kills
@@ -30,26 +36,59 @@ pub(crate) struct SoakOpts {
 /// for the killed ones, a certificate of an expected death).
 const JOB: &str = "while :; do sleep 5 & kill -TERM $!; /bin/true; wait; done";
 
+/// The cgroup soak's job: the same rounds, each also a `dd` whose buffer
+/// (1 to 32 MiB, a new size each round) is allocated, written and freed.
+const MEMORY_JOB: &str = "i=0; while :; do sleep 5 & kill -TERM $!; /bin/true; wait; \
+     i=$((i % 32 + 1)); dd if=/dev/zero of=/dev/null bs=${i}M count=1 2>/dev/null; done";
+
 pub(crate) fn run(tracer: &Path, scratch: &Path, opts: &SoakOpts) -> Result<String> {
     let dir = scratch.join("soak");
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir)?;
+    let cg = match opts.cgroup {
+        true => Some(SoakCgroup::new()?),
+        false => None,
+    };
+    let (script, watch) = match &cg {
+        Some(cg) => (
+            format!(
+                "echo $$ > {} && exec sh -c '{MEMORY_JOB}'",
+                cg.dir.join("cgroup.procs").display()
+            ),
+            Watch::Cgroup(cg.dir.clone()),
+        ),
+        None => (JOB.to_string(), Watch::RootPid),
+    };
     let mut job = Command::new("sh")
-        .args(["-c", JOB])
+        .args(["-c", &script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .context("starting the soak job")?;
-    let result = soak(tracer, &dir, job.id(), opts);
+    let result = soak(tracer, &dir, job.id(), &watch, opts);
     let _ = job.kill();
     let _ = job.wait();
+    // The job's last `sleep 5` ends by itself; the cgroup is removed once
+    // it is empty (SoakCgroup's drop).
+    drop(cg);
     result
 }
 
-fn soak(tracer: &Path, dir: &Path, job: u32, opts: &SoakOpts) -> Result<String> {
-    let mut daemon = Command::new(tracer)
-        .args(["daemon", "--root-pid", &job.to_string(), "--output"])
+/// What the daemon watches: the job's process tree, or its cgroup.
+enum Watch {
+    RootPid,
+    Cgroup(std::path::PathBuf),
+}
+
+fn soak(tracer: &Path, dir: &Path, job: u32, watch: &Watch, opts: &SoakOpts) -> Result<String> {
+    let mut daemon = Command::new(tracer);
+    match watch {
+        Watch::RootPid => daemon.args(["daemon", "--root-pid", &job.to_string()]),
+        Watch::Cgroup(cg) => daemon.args(["daemon", "--cgroup"]).arg(cg),
+    };
+    let mut daemon = daemon
+        .arg("--output")
         .arg(dir)
         .args([
             "--metrics-listen",
@@ -77,13 +116,17 @@ fn soak(tracer: &Path, dir: &Path, job: u32, opts: &SoakOpts) -> Result<String> 
         out.push_str(&line);
         out.push('\n');
     };
+    let (job, how) = match watch {
+        Watch::RootPid => (JOB, "--root-pid"),
+        Watch::Cgroup(_) => (MEMORY_JOB, "--cgroup (its own memory cgroup)"),
+    };
     say(format!(
-        "job: `{JOB}` for {} s under `tracer daemon --root-pid` with metrics every 1 s; a sample every {} s",
+        "job: `{job}` for {} s under `tracer daemon {how}` with metrics every 1 s; a sample every {} s",
         opts.secs, opts.period
     ));
     say(String::new());
-    say("| t (s) | events | events/s | daemon CPU (ms) | CPU ms / 1k events | RSS (MB) |".into());
-    say("| --- | --- | --- | --- | --- | --- |".into());
+    say("| t (s) | events | events/s | daemon CPU (ms) | CPU ms / 1k events | RSS (MB) | cgroup memory (MB) |".into());
+    say("| --- | --- | --- | --- | --- | --- | --- |".into());
     // A labelled series is exposed at 0 for its first scrape (metrics/mod.rs):
     // one scrape after the job got going, so the baseline counts what it says.
     std::thread::sleep(Duration::from_secs(2));
@@ -94,7 +137,11 @@ fn soak(tracer: &Path, dir: &Path, job: u32, opts: &SoakOpts) -> Result<String> 
     let mut peak_rss = 0.0f64;
     while t0.elapsed() < Duration::from_secs(opts.secs) {
         std::thread::sleep(Duration::from_secs(opts.period));
-        let (events_now, cpu_now, rss) = (events(&addr)?, cpu_ms(pid)?, rss_mb(pid)?);
+        let body = scrape(&addr)?;
+        let (events_now, cpu_now, rss) = (events_in(&body), cpu_ms(pid)?, rss_mb(pid)?);
+        // The sampler's own figure of the watched cgroup: "-" without one.
+        let memory = gauge(&body, "tracer_cgroup_memory_bytes")
+            .map_or("-".to_string(), |b| format!("{:.1}", b / 1e6));
         let de = events_now.saturating_sub(events_then);
         let dc = cpu_now.saturating_sub(cpu_then);
         let ratio = if de > 0 {
@@ -105,7 +152,7 @@ fn soak(tracer: &Path, dir: &Path, job: u32, opts: &SoakOpts) -> Result<String> 
         per_k.push(ratio);
         peak_rss = peak_rss.max(rss);
         say(format!(
-            "| {:.0} | {events_now} | {:.0} | {dc} | {ratio:.2} | {rss:.1} |",
+            "| {:.0} | {events_now} | {:.0} | {dc} | {ratio:.2} | {rss:.1} | {memory} |",
             t0.elapsed().as_secs_f64(),
             de as f64 / opts.period as f64,
         ));
@@ -173,6 +220,24 @@ fn metrics_address(daemon: &mut Child) -> Result<String> {
 
 /// `tracer_events_total` summed over its types, from one scrape.
 fn events(addr: &str) -> Result<u64> {
+    Ok(events_in(&scrape(addr)?))
+}
+
+fn events_in(body: &str) -> u64 {
+    body.lines()
+        .filter(|l| l.starts_with("tracer_events_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// An unlabelled gauge's value, from one scrape.
+fn gauge(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// One GET /metrics, headers and body.
+fn scrape(addr: &str) -> Result<String> {
     let mut s = TcpStream::connect(addr).with_context(|| format!("scraping {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
@@ -181,11 +246,7 @@ fn events(addr: &str) -> Result<u64> {
     )?;
     let mut body = String::new();
     s.read_to_string(&mut body)?;
-    Ok(body
-        .lines()
-        .filter(|l| l.starts_with("tracer_events_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64)
+    Ok(body)
 }
 
 /// utime + stime of `pid`, in ms (clock ticks of 10 ms).

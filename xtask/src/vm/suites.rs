@@ -33,6 +33,9 @@ pub(crate) const CORE_TESTS: &[&str] = &[
     "compat",
     // The crash hook and its fallback rung, DWARF unwinding, symbols.
     "crash_stacks",
+    // The memory curve to an OOM kill (a leak, a spike) and the daemon's
+    // watched cgroup: v1 or v2 as the guest boots (`--cgroup-v2`).
+    "resources",
 ];
 
 /// Suites that run on x86-64 VMs only, and why.
@@ -67,7 +70,10 @@ pub(crate) const HOST_ONLY: &[(&str, &str)] = &[
     ("otlp", "python3 with opentelemetry-proto"),
     ("pipe_idiom", "go, python3, node, strace and sudo"),
     ("quiet_helpers", "bash, perl and tput"),
-    ("resources", "python3 (its memory curves; the v2 files are unit-tested from fixture trees)"),
+    (
+        "resources::a_throttled_timeout_says_it_was_throttled",
+        "a cpu controller: the guests mount only the memory one",
+    ),
     ("runners", "cargo, go, node and pytest"),
     ("security", "python3 and the nobody user"),
     ("signal_floods", "python3"),
