@@ -198,7 +198,10 @@ pub(crate) fn one_line_failure(out: &Output) -> String {
 /// Bounded wait until a running tracer's log in `dir` (rotated files too)
 /// mentions `needle`.
 pub(crate) fn wait_for_log(dir: &Path, needle: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // Generous: a daemon's start (the verifier's load of every program)
+    // took over 30 s in an arm64 guest under TCG with three other guests
+    // running; waiting costs time only when the line never comes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     let seen = || {
         std::fs::read_dir(dir)
             .into_iter()
