@@ -75,7 +75,7 @@ pub use crash::{
 };
 pub use runner_env::{
     runner_first, runner_head, ExecEnvRecord, EXEC_ENV_HEADER_LEN, EXEC_ENV_SCANNED, RUNNER_HEAD,
-    RUNNER_PATTERNS, RUNNER_SCAN_VARS, RUNNER_VALUE_MAX, RUNNER_VARS, RUNNER_VAR_LEN,
+    RUNNER_SCAN_VARS, RUNNER_VALUE_MAX, RUNNER_VARS, RUNNER_VAR_LEN,
 };
 mod kill_fails;
 mod signal_counts;

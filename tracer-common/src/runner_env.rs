@@ -50,7 +50,7 @@ pub const EXEC_ENV_SCANNED: u32 = 1;
 /// string's first [`RUNNER_HEAD`] bytes, and the mask of the bytes that
 /// must be equal: what the exec program compares (x86-64 and arm64 are
 /// both little-endian).
-pub const RUNNER_PATTERNS: [([u64; 3], [u64; 3]); 8] = {
+const RUNNER_PATTERNS: [([u64; 3], [u64; 3]); 8] = {
     let mut out = [([0u64; 3], [0u64; 3]); 8];
     let mut i = 0;
     while i < RUNNER_VARS.len() {

@@ -317,11 +317,7 @@ mod tests {
     fn exec_wire(tid: u32, ktime: u64, flags: u32) -> Wire {
         // SAFETY: ExecRecord is Pod: all-zero is a valid value.
         let mut r: tracer_common::ExecRecord = unsafe { std::mem::zeroed() };
-        r.task = tracer_common::TaskId {
-            tid,
-            tgid: tid,
-            start_ns: 1,
-        };
+        r.task = wire_task(tid);
         r.hdr.ktime_ns = ktime;
         r.flags = flags;
         Wire::Exec(Box::new(r))
@@ -330,12 +326,17 @@ mod tests {
     fn env_wire(tid: u32, ktime: u64, text: &str) -> Wire {
         Wire::ExecEnv {
             ktime,
-            task: tracer_common::TaskId {
-                tid,
-                tgid: tid,
-                start_ns: 1,
-            },
+            task: wire_task(tid),
             text: text.as_bytes().to_vec(),
+        }
+    }
+
+    /// The wire task of a process's main thread `tid`.
+    fn wire_task(tid: u32) -> tracer_common::TaskId {
+        tracer_common::TaskId {
+            tid,
+            tgid: tid,
+            start_ns: 1,
         }
     }
 
