@@ -89,6 +89,8 @@ pub struct Session {
     counts: std::collections::BTreeMap<&'static str, u64>,
     /// When to drain again though no wake-up came (see `pump::ready`).
     catch_up: Option<tokio::time::Instant>,
+    /// The last `ready` returned at the catch-up time, not at a readiness.
+    caught_up: std::sync::atomic::AtomicBool,
     /// The records written since the daemon's last live look (`tap`), as
     /// written (redacted): the look analyses them, never the log read back.
     tapped: Option<Vec<Record>>,
@@ -170,6 +172,7 @@ impl Session {
             command_error: None,
             counts: Default::default(),
             catch_up: None,
+            caught_up: std::sync::atomic::AtomicBool::new(false),
             tapped: None,
             kill_fails: Senders::default(),
         })

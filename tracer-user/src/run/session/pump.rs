@@ -13,17 +13,39 @@ use crate::{
 const CATCH_UP: std::time::Duration =
     std::time::Duration::from_nanos(2 * tracer_common::WAKE_BATCH_NS);
 
+/// When to drain again after a drain at `now` that found `seen` records,
+/// `by_timer` when the catch-up time (not a readiness) brought it.
+/// - Records came: more may follow without a wake-up, so again `CATCH_UP`
+///   from now.
+/// - None came, though a wake-up brought the drain: its record may be
+///   behind one another CPU has reserved and not yet committed (that one's
+///   commit may not wake), or an earlier drain took it and its batching
+///   period may still hide a record with no wake-up of its own. Again
+///   `CATCH_UP` from now: an empty wake-up arms the timer, it never disarms
+///   it (a daemon's live log once missed a burst's last exit so: CI,
+///   `daemon::a_burst_reaches_the_live_log_without_a_later_event`).
+/// - None came at the catch-up time: every batching period began before
+///   the last drain that found records, so has ended; the timer stops and
+///   an idle tracer stays asleep.
+fn next_catch_up(
+    seen: u64,
+    by_timer: bool,
+    now: tokio::time::Instant,
+) -> Option<tokio::time::Instant> {
+    (seen > 0 || !by_timer).then(|| now + CATCH_UP)
+}
+
 impl Session {
     /// Wait until the ring buffer has records (or may have: the readiness
     /// is cleared first, so a record committed later wakes the loop again),
-    /// or until the catch-up time after a drain that found records: the
+    /// or until the catch-up time `drain` armed (`next_catch_up`): the
     /// kernel side commits most records without waking the reader (see
     /// `WAKE_BATCH_NS`). Call `drain` after it.
     pub async fn ready(&self) -> Result<(), TracerError> {
         let events = async {
             let mut guard = self.ring.readable().await.map_err(TracerError::PollRing)?;
             guard.clear_ready();
-            Ok(())
+            Ok::<(), TracerError>(())
         };
         let crashes = async {
             let mut guard = self
@@ -43,13 +65,16 @@ impl Session {
                 () = self.symbolizing_ready() => Ok(()),
             }
         };
-        match self.catch_up {
+        let by_timer: bool = match self.catch_up {
             Some(at) => tokio::select! {
-                r = readable => r,
-                () = tokio::time::sleep_until(at) => Ok(()),
+                r = readable => r.map(|()| false),
+                () = tokio::time::sleep_until(at) => Ok(true),
             },
-            None => readable.await,
-        }
+            None => readable.await.map(|()| false),
+        }?;
+        self.caught_up
+            .store(by_timer, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Write every event already in the ring buffer.
@@ -126,9 +151,10 @@ impl Session {
         }
         n += self.symbolize()?;
         self.writer.flush();
-        // Records came: more may follow without a wake-up. An idle ring
-        // arms no timer, so an idle tracer stays asleep.
-        self.catch_up = (seen > 0).then(|| tokio::time::Instant::now() + CATCH_UP);
+        let by_timer = self
+            .caught_up
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
+        self.catch_up = next_catch_up(seen, by_timer, tokio::time::Instant::now());
         Ok(n)
     }
 
@@ -173,5 +199,32 @@ impl Session {
             Some(lw) => self.write(&Record::LastWords(lw)),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{next_catch_up, CATCH_UP};
+    use tokio::time::Instant;
+
+    #[test]
+    fn records_arm_the_catch_up_from_now() {
+        let now = Instant::now();
+        assert_eq!(next_catch_up(3, false, now), Some(now + CATCH_UP));
+        assert_eq!(next_catch_up(1, true, now), Some(now + CATCH_UP));
+    }
+
+    /// The race CI hit: a catch-up drain took the record that woke the
+    /// reader, the wake-up then brought an empty drain, and the batching
+    /// period's later record came with no wake-up.
+    #[test]
+    fn an_empty_drain_a_wake_up_brought_arms_the_catch_up() {
+        let now = Instant::now();
+        assert_eq!(next_catch_up(0, false, now), Some(now + CATCH_UP));
+    }
+
+    #[test]
+    fn an_empty_drain_at_the_catch_up_time_disarms() {
+        assert_eq!(next_catch_up(0, true, Instant::now()), None);
     }
 }
