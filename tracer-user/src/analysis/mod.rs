@@ -22,6 +22,7 @@ mod raw;
 mod side_findings;
 mod sigfacts;
 mod summary;
+pub mod test_memory;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -40,6 +41,7 @@ pub(crate) use mechanism::READER_EXIT_AFTER_NS;
 pub use raw::Raw;
 pub use side_findings::*;
 pub use sigfacts::{terminal_key, timer_source};
+pub use test_memory::{test_memory, TestMemory};
 pub use types::*;
 
 use crate::{

@@ -3,11 +3,13 @@
 //! it had when first seen. The final report may classify a death better (a
 //! killer's call logged after the death): the counters keep the first view.
 mod ledger;
+mod resources;
 #[cfg(test)]
 mod tests;
 mod window;
 
 pub use ledger::{Ledger, Ledgered, MAX_CANCEL_SIGNALS, MAX_FOREIGN, MAX_STORIES};
+pub use resources::LiveResources;
 pub use window::{Look, Window};
 
 use std::collections::HashMap;
@@ -205,16 +207,19 @@ pub fn fresh_in_window(
     opts: &AnalysisOptions,
     seen: &mut Seen,
 ) -> Findings {
-    look_in(window, header, new, opts, seen, None)
+    let mut res = LiveResources::default();
+    look_in(window, header, new, opts, seen, None, &mut res)
 }
 
 /// What a daemon keeps between its looks: the window over its records,
-/// the findings handed on, and the ledger its reports are written from.
+/// the findings handed on, the ledger its reports are written from, and
+/// the run's resources.
 #[derive(Default, Debug)]
 pub struct Live {
     pub window: Window,
     pub seen: Seen,
     pub ledger: Ledger,
+    pub resources: LiveResources,
 }
 
 impl Live {
@@ -229,7 +234,15 @@ impl Live {
         leftovers: bool,
     ) -> Findings {
         let ledger = Some((&mut self.ledger, leftovers));
-        look_in(&mut self.window, header, new, opts, &mut self.seen, ledger)
+        look_in(
+            &mut self.window,
+            header,
+            new,
+            opts,
+            &mut self.seen,
+            ledger,
+            &mut self.resources,
+        )
     }
 }
 
@@ -240,14 +253,22 @@ fn look_in(
     opts: &AnalysisOptions,
     seen: &mut Seen,
     ledger: Option<(&mut Ledger, bool)>,
+    res: &mut LiveResources,
 ) -> Findings {
+    let new = res.take_samples(new);
     let Look { log, pending } = window.look(header, new);
     let raw = AnalysisOptions {
         raw: ledger.is_some(),
         ..opts.clone()
     };
-    let (model, mut a) = analysis::analyze(&log, &raw);
+    // The look's model gets the run's whole curve (moved in and back out:
+    // no copy), so an OOM certificate reads memory's climb whatever the
+    // looks cut.
+    let mut model = crate::model::Model::build(&log);
+    model.resources = std::mem::take(&mut res.curve);
+    let mut a = analysis::analyze_model(&model, log.header.boot_to_wall_ns, &raw);
     drop(log);
+    res.note_tests(&model);
     a.certificates.retain(|c| {
         let key = ProcKey {
             pid: c.victim.process.pid,
@@ -255,24 +276,29 @@ fn look_in(
         };
         !pending.contains(&key)
     });
-    let Some((ledger, leftovers)) = ledger else {
-        return seen.fresh(a);
+    let found = match ledger {
+        None => seen.fresh(a),
+        Some((ledger, leftovers)) => {
+            if leftovers {
+                // Only what the window knows to be running (a `leak`
+                // record's process is listed however it ended, as the
+                // whole log lists it).
+                a.leftovers.retain(|l| {
+                    let key = ProcKey {
+                        pid: l.process.pid,
+                        start: l.process.start,
+                    };
+                    l.leak.is_some() || window.alive(key)
+                });
+            }
+            if let Some(raw) = a.raw.take() {
+                ledger.add(*raw, &a, &pending, &model, leftovers);
+            }
+            let found = seen.fresh(a);
+            ledger.add_side(&found, &model);
+            found
+        }
     };
-    if leftovers {
-        // Only what the window knows to be running (a `leak` record's
-        // process is listed however it ended, as the whole log lists it).
-        a.leftovers.retain(|l| {
-            let key = ProcKey {
-                pid: l.process.pid,
-                start: l.process.start,
-            };
-            l.leak.is_some() || window.alive(key)
-        });
-    }
-    if let Some(raw) = a.raw.take() {
-        ledger.add(*raw, &a, &pending, &model, leftovers);
-    }
-    let found = seen.fresh(a);
-    ledger.add_side(&found, &model);
+    res.curve = std::mem::take(&mut model.resources);
     found
 }

@@ -13,7 +13,7 @@ mod load;
 mod loss;
 mod markdown;
 pub mod next_step;
-mod resources;
+pub mod resources;
 #[cfg(test)]
 mod schema_tests;
 mod sections;
@@ -127,6 +127,8 @@ pub struct Analysed {
     pub timeline: html::Context,
     /// Sentences for the log's warnings (what the ledger's bounds folded).
     pub notes: Vec<String>,
+    /// The run's resources (`resources::collect_parts`).
+    pub resources: Option<resources::ResourcesReport>,
 }
 
 /// The reports of [`Analysed`] parts: the same files as [`write`].
@@ -134,6 +136,7 @@ pub fn write_analysed(a: Analysed, out: &OutDir, opts: &ReportOptions) -> Writte
     let mut report = json::report_from(&a.log, a.shape, Vec::new(), a.analysis);
     report.log.export = opts.export.clone();
     report.log.warnings.extend(a.notes);
+    report.resources = a.resources;
     let rendered = write_files(&report, &a.timeline, out, opts.junit.as_deref());
     Written {
         log: a.log,

@@ -9,19 +9,17 @@ use serde::Serialize;
 use super::cells::code;
 
 use crate::{
-    analysis::wording as w,
+    analysis::{wording as w, TestMemory},
     model::Model,
     resources::{
         story::{self, LastMinute, MemoryGrowth, RssSpan},
-        Point,
+        Curve, Point,
     },
     text::markdown as md,
 };
 
 /// Processes listed by their peak RSS.
 const PROCESSES: usize = 8;
-/// Tests listed by their growth.
-const TESTS: usize = 20;
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -71,28 +69,23 @@ pub struct ProcessPeak {
     pub series: Vec<(u64, u64)>,
 }
 
-#[cfg_attr(test, derive(schemars::JsonSchema))]
-#[derive(Serialize, Clone, Debug, PartialEq)]
-pub struct TestMemory {
-    /// The test, as plain text.
-    pub test: String,
-    /// The test's window (the log's `t`): its start.
-    pub from: u64,
-    /// Its end, or the last sample's time when it never ended.
-    pub until: u64,
-    /// The process that ran it (its worker).
-    pub pid: u32,
-    /// That process's start time: with `pid`, its identity.
-    pub start: u64,
-    /// Its worker's RSS at the test's start, peak and end.
-    #[serde(flatten)]
-    pub rss: RssSpan,
-    /// End minus start, bytes (negative: it shrank).
-    pub grew_bytes: i64,
+pub(super) fn collect(model: &Model) -> Option<ResourcesReport> {
+    let last = model.resources.recent.back()?;
+    // The command's end, or the last sample (a run still going).
+    let root_end = model
+        .root
+        .and_then(|k| model.proc(k))
+        .and_then(|p| p.end.as_ref())
+        .map(|e| e.t);
+    let end = root_end.unwrap_or(last.at.t).min(last.at.t);
+    collect_parts(&model.resources, end, crate::analysis::test_memory(model))
 }
 
-pub(super) fn collect(model: &Model) -> Option<ResourcesReport> {
-    let c = &model.resources;
+/// The section from its parts: the curve, the time its last minute ends
+/// at, each test's growth (a daemon keeps them look by look: its reports
+/// come from no model of the whole run).
+pub fn collect_parts(c: &Curve, end: u64, mut tests: Vec<TestMemory>) -> Option<ResourcesReport> {
+    tests.truncate(crate::analysis::test_memory::TESTS);
     let last = c.recent.back()?;
     let mut processes: Vec<ProcessPeak> = c
         .procs
@@ -108,13 +101,6 @@ pub(super) fn collect(model: &Model) -> Option<ResourcesReport> {
         .collect();
     processes.sort_by(|a, b| b.peak_bytes.cmp(&a.peak_bytes).then(a.pid.cmp(&b.pid)));
     processes.truncate(PROCESSES);
-    // The command's end, or the last sample (a run still going).
-    let root_end = model
-        .root
-        .and_then(|k| model.proc(k))
-        .and_then(|p| p.end.as_ref())
-        .map(|e| e.t);
-    let end = root_end.unwrap_or(last.at.t).min(last.at.t);
     Some(ResourcesReport {
         samples: c.samples,
         memory_cgroup: last.memory_cgroup.clone(),
@@ -124,39 +110,9 @@ pub(super) fn collect(model: &Model) -> Option<ResourcesReport> {
         peak_bytes: c.history.iter().map(|p| p.memory).max().unwrap_or(0),
         series: c.history.clone(),
         processes,
-        tests: tests(model),
+        tests,
         last_minute: story::last_minute(c, end),
     })
-}
-
-/// Each test window of a process whose RSS was sampled: its growth.
-fn tests(model: &Model) -> Vec<TestMemory> {
-    if model.resources.procs.is_empty() {
-        return Vec::new();
-    }
-    let labels = crate::labels::Labels::build(model);
-    let mut out: Vec<TestMemory> = Vec::new();
-    for &key in model.resources.procs.keys() {
-        for (from, until, test) in labels.spans(key) {
-            let to = until.unwrap_or(u64::MAX);
-            let Some(rss) = story::rss_between(&model.resources, key, from, to) else {
-                continue;
-            };
-            let last = model.resources.recent.back().map_or(from, |r| r.at.t);
-            out.push(TestMemory {
-                test: test.plain(),
-                from,
-                until: until.unwrap_or(last).max(from),
-                pid: key.pid,
-                start: key.start,
-                grew_bytes: rss.end_bytes as i64 - rss.start_bytes as i64,
-                rss,
-            });
-        }
-    }
-    out.sort_by_key(|t| std::cmp::Reverse(t.rss.peak_bytes - t.rss.start_bytes));
-    out.truncate(TESTS);
-    out
 }
 
 /// A test's RSS over its window, start → peak → end: "1.1 GiB → 3.9 GiB

@@ -335,5 +335,78 @@ fn a_daemon_exports_its_watched_cgroup() {
             .any(|l| l.starts_with("{\"type\":\"resources\"") && l.contains(&want)),
         "no sample of {want} in the daemon's log"
     );
+    // The stop's report (from the live ledger, not the log read back) has
+    // the section a `tracer report` of the same log has.
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/report.json")).unwrap())
+            .unwrap();
+    let res = &report["resources"];
+    assert!(res["samples"].as_u64().unwrap() >= 1, "{res}");
+    assert!(res["peak_bytes"].as_u64().unwrap() > 20 * MIB, "{res}");
+    assert_eq!(res["limit_bytes"], LIMIT, "{res}");
+    let md = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    assert!(md.contains("## Resources"), "{md}");
     drop(held);
+}
+
+/// Under the daemon, a leak's samples span many looks (one a second
+/// here) and its OOM kill comes in the last: the certificate still tells
+/// the whole climb, and the stop's report draws the leaker's curve.
+#[test]
+fn a_daemon_tells_a_leaks_climb_across_its_looks() {
+    use crate::common::metrics_daemon::Reaped;
+    use std::process::Command;
+    let sc = scenario(leak);
+    require_root();
+    let cg = TestCgroup::with_memory_limit(LIMIT);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut daemon = Reaped(
+        tracer()
+            .args(["daemon", "--metrics-interval", "1s", "--output"])
+            .arg(&out)
+            .arg("--cgroup")
+            .arg(&cg.dir)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_log(&out, &format!("\"tracer_pid\":{}", daemon.0.id()));
+    let argv = in_cgroup(&cg, &sc.argv());
+    let (key, value) = sc.env();
+    let leaker = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env(key, value)
+        .spawn()
+        .unwrap();
+    let pid = leaker.id();
+    let status = Reaped(leaker).0.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "OOM-killed"
+    );
+    wait_for_log(&out, "\"type\":\"oom\"");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.0.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(daemon.0.wait().unwrap().code(), Some(0));
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let g = &oom_cert(&report)["oom"]["memory"];
+    assert!(
+        g["from_bytes"].as_u64().unwrap() < 40 * MIB,
+        "from low: {g}"
+    );
+    assert!(g["to_bytes"].as_u64().unwrap() > LIMIT * 7 / 10, "{g}");
+    assert!(g["over_ms"].as_u64().unwrap() >= 2000, "over seconds: {g}");
+    assert_eq!(g["largest"]["pid"], pid, "{g}");
+    let procs = report["resources"]["processes"].as_array().unwrap();
+    let leaker = procs
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("the leaker among the largest: {procs:?}"));
+    let series = leaker["series"].as_array().unwrap();
+    assert!(series.len() >= 3, "{series:?}");
 }

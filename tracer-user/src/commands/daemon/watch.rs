@@ -11,7 +11,7 @@ use crate::{
     analysis::AnalysisOptions,
     error::TracerError,
     eventlog::{Counter, Frame, Header, LogSummary, Record, Trailer},
-    live::{Ledger, Ledgered, Live, MAX_FOREIGN, MAX_STORIES},
+    live::{Ledger, Ledgered, Live, LiveResources, MAX_FOREIGN, MAX_STORIES},
     metrics::{server, Metrics},
     otlp::{self, Endpoint, ExportFacts, Exporter},
     report::{Analysed, Loaded, RunShape},
@@ -91,6 +91,7 @@ impl Watch {
         let earlier = earlier.map(|loaded| {
             let shape = RunShape::of(&loaded.model);
             live.ledger = Ledger::of_earlier(&loaded.model, &args.analysis);
+            live.resources = LiveResources::of_earlier(&loaded.model);
             (loaded.log, shape)
         });
         let mut w = Self {
@@ -267,7 +268,16 @@ impl Watch {
             analysis: ledgered.analysis,
             timeline: ledgered.timeline,
             notes,
+            resources: self.resources(),
         }
+    }
+
+    /// The run's resources section, its last minute ending at the last
+    /// sample (a daemon watches no command whose end would close it).
+    fn resources(&self) -> Option<crate::report::resources::ResourcesReport> {
+        let r = &self.live.resources;
+        let end = r.curve.recent.back()?.at.t;
+        crate::report::resources::collect_parts(&r.curve, end, r.tests())
     }
 
     fn totals(&mut self, session: &Session) {
