@@ -433,3 +433,34 @@ fn an_inline_path_up_is_an_arrow() {
     let found: Vec<String> = arrows(&up, &tops).into_iter().map(|(n, _)| n).collect();
     assert_eq!(found, ["run", "capture", "run"]);
 }
+
+/// No merge left half done: a conflict's markers once stayed in
+/// BENCHMARKS.md for a day, both sides of it published as one.
+#[test]
+fn no_tracked_file_keeps_a_conflicts_markers() {
+    let root = manifest().join("..");
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["ls-files", "-z"])
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git ls-files failed");
+    let mut faults = Vec::new();
+    for name in out.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = String::from_utf8_lossy(name).into_owned();
+        let Ok(text) = fs::read_to_string(root.join(&name)) else {
+            continue; // binary, or gone from the work tree
+        };
+        for (i, line) in text.lines().enumerate() {
+            if line.starts_with("<<<<<<< ") || line.starts_with(">>>>>>> ") {
+                faults.push(format!("{name}:{}: {line}", i + 1));
+            }
+        }
+    }
+    assert!(
+        faults.is_empty(),
+        "conflict markers:\n{}",
+        faults.join("\n")
+    );
+}
