@@ -22,6 +22,7 @@ mod cargo_test;
 mod go;
 mod jest;
 mod matrix;
+mod mocha;
 mod never_at_the_cost;
 mod nextest;
 mod node_test;
