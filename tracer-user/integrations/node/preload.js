@@ -687,6 +687,99 @@
     });
   }
 
+  // --- Playwright Test --------------------------------------------------------
+
+  // `playwright test` runs the tests in worker processes it forks
+  // (playwright/lib/worker/workerProcessEntry.js in 1.65), which set
+  // TEST_WORKER_INDEX and TEST_PARALLEL_INDEX in their own environment as
+  // they start. Its documented extension points (reporters, fixtures, a
+  // global setup) run in the main process or need the project's config,
+  // so the preload takes an internal seam: the worker declares each test
+  // to the module lib/globals.js, `setCurrentTestInfo(testInfo)` before
+  // the test's hooks and fixtures and `setCurrentTestInfo(null)` after
+  // them, on the worker's thread. Its exports are getters (esbuild's), so
+  // the requester gets a copy of them whose `setCurrentTestInfo` marks,
+  // then calls Playwright's own. The name is `testInfo.titlePath` after
+  // the file (`describe > test`), the file `testInfo.file`, the worker
+  // TEST_WORKER_INDEX; no phase (no hook tells the test's hooks from its
+  // body without a fixture). A worker where the seam is not found says so
+  // as it exits.
+  let pwSeen = false;
+  const pwWrapped = new WeakMap();
+  function pwTest(info) {
+    const path = Array.isArray(info.titlePath) ? info.titlePath.map(String) : [String(info.title)];
+    const file = typeof info.file === 'string' ? relative(info.file) : undefined;
+    // titlePath: the file (relative to the test dir), then the describes
+    // and the title.
+    const at = path.findIndex((p) => p && file && (file === p || file.endsWith(`/${p}`) || p.endsWith(file)));
+    return {
+      runner: 'playwright',
+      worker: process.env.TEST_WORKER_INDEX,
+      file,
+      name: (at >= 0 ? path.slice(at + 1) : path.filter(Boolean)).join(' > '),
+    };
+  }
+  function pwGlobals(exp, version) {
+    if (!exp || typeof exp !== 'object') return exp;
+    const done = pwWrapped.get(exp);
+    if (done) return done;
+    const set = exp.setCurrentTestInfo;
+    if (typeof set !== 'function') {
+      status('playwright', { version, why: 'lib/globals.js has no setCurrentTestInfo: a layout the preload does not know' });
+      return exp;
+    }
+    let open = null;
+    function setCurrentTestInfo(info) {
+      try {
+        // Said at the first test: the worker sets its index after it
+        // loads lib/globals.js.
+        status('playwright', { worker: process.env.TEST_WORKER_INDEX, version, seam: 'setCurrentTestInfo (lib/globals.js)' });
+        if (open) mark('end', open);
+        open = null;
+        if (info && typeof info === 'object') {
+          open = pwTest(info);
+          mark('begin', open);
+        }
+      } catch (e) {
+        // never the test's problem
+      }
+      return set.apply(this, arguments);
+    }
+    const copy = {};
+    for (const key of Object.getOwnPropertyNames(exp)) {
+      if (key === 'setCurrentTestInfo') {
+        Object.defineProperty(copy, key, { value: setCurrentTestInfo, enumerable: true });
+      } else {
+        Object.defineProperty(copy, key, { get: () => exp[key], enumerable: true });
+      }
+    }
+    pwWrapped.set(exp, copy);
+    return copy;
+  }
+  function pwLoaded(request, parent, exp) {
+    if (typeof request !== 'string' || !/(^|[\\/])globals(\.js)?$/.test(request)) return exp;
+    const path = require('path');
+    const file = require('module')._resolveFilename(request, parent);
+    if (!/[\\/]playwright[\\/]lib[\\/]globals\.js$/.test(file)) return exp;
+    pwSeen = true;
+    return pwGlobals(exp, packageVersion(path.dirname(path.dirname(file))));
+  }
+  function looksLikePlaywrightWorker() {
+    const main = String((process.argv && process.argv[1]) || '');
+    return /[\\/]playwright[\\/]lib[\\/](worker[\\/]workerProcessEntry|common[\\/]process)\.js$/.test(main);
+  }
+  function playwrightWorker() {
+    watchLoads(pwLoaded);
+    process.on('exit', () => {
+      if (pwSeen || process.env.TEST_WORKER_INDEX === undefined) return;
+      status('playwright', {
+        worker: process.env.TEST_WORKER_INDEX,
+        version: versionFrom(process.cwd(), 'playwright'),
+        why: "Playwright's lib/globals.js was not reached: a layout the preload does not know",
+      });
+    });
+  }
+
   // --- node:test ------------------------------------------------------------
 
   // `node --test` runs each file in a child with NODE_TEST_CONTEXT set, where
@@ -764,6 +857,7 @@
       if (process.env.VITEST !== undefined) vitestWorker();
       if (looksLikeJest()) watchLoads(jestLoaded);
       if (looksLikeMocha()) mochaWorker();
+      if (looksLikePlaywrightWorker()) playwrightWorker();
       if (process.env.NODE_TEST_CONTEXT !== undefined) nodeTestWorker();
       else nodeTestRunner();
     }

@@ -26,6 +26,7 @@ mod mocha;
 mod never_at_the_cost;
 mod nextest;
 mod node_test;
+mod playwright;
 mod pytest;
 mod sidecar;
 mod vitest;
