@@ -1,5 +1,5 @@
-// tracer test marks for Node test runners: vitest, jest and node:test
-// (docs/report.md, "Which test"). One file, three ways in:
+// tracer test marks for Node test runners: vitest, jest, node:test, mocha and
+// Playwright Test (docs/report.md, "Which test"). One file, three ways in:
 //
 //   NODE_OPTIONS="--require /path/preload.js"   (what `tracer record --tests` sets)
 //   vitest:  test: { setupFiles: ['/path/preload.js'] }
