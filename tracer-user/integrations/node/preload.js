@@ -1,5 +1,5 @@
-// tracer test marks for Node test runners: vitest, jest and node:test
-// (docs/report.md, "Which test"). One file, three ways in:
+// tracer test marks for Node test runners: vitest, jest, node:test, mocha and
+// Playwright Test (docs/report.md, "Which test"). One file, three ways in:
 //
 //   NODE_OPTIONS="--require /path/preload.js"   (what `tracer record --tests` sets)
 //   vitest:  test: { setupFiles: ['/path/preload.js'] }
@@ -321,6 +321,34 @@
     });
   }
 
+  // --- module loads ---------------------------------------------------------
+
+  // One hook on `Module._load` per process, for the runners whose seam is a
+  // module they load (jest's adapter, mocha's Mocha class, Playwright's
+  // globals): each watcher sees every request made in a process it was
+  // registered in and returns what the requester gets (the module's own
+  // exports, or a wrapper of them). A watcher's error changes nothing.
+  const watchers = [];
+  function watchLoads(watcher) {
+    watchers.push(watcher);
+    const Module = require('module');
+    const load = Module._load;
+    if (typeof load !== 'function' || load[DONE]) return;
+    const hooked = function _load(request, parent) {
+      let exp = load.apply(this, arguments);
+      for (const w of watchers) {
+        try {
+          exp = w(request, parent, exp);
+        } catch (e) {
+          // never the test's problem
+        }
+      }
+      return exp;
+    };
+    Object.defineProperty(hooked, DONE, { value: true });
+    Module._load = hooked;
+  }
+
   // --- jest -----------------------------------------------------------------
 
   // jest-circus dispatches every test's events to the environment's
@@ -457,39 +485,30 @@
   }
   const ADAPTER = /jest-circus[\\/](build[\\/])?runner(\.js)?$/;
   const JASMINE = /jest-jasmine2([\\/]build[\\/]index(\.js)?)?$/;
-  function jestWorker() {
-    const Module = require('module');
-    const load = Module._load;
-    if (typeof load !== 'function' || load[DONE]) return;
-    const hooked = function _load(request) {
-      const exp = load.apply(this, arguments);
-      if (typeof request === 'string' && ADAPTER.test(request)) {
-        let version;
-        try {
-          // `<jest-circus>/runner.js` or `<jest-circus>/build/runner.js`;
-          // jest-circus's version is jest's.
-          const path = require('path');
-          const dir = path.dirname(Module._resolveFilename(request, arguments[1]));
-          version = packageVersion(path.basename(dir) === 'build' ? path.dirname(dir) : dir);
-        } catch (e) {
-          version = undefined;
-        }
-        try {
-          return wrapJestAdapter(exp, version);
-        } catch (e) {
-          // never the test's problem
-        }
-      } else if (typeof request === 'string' && JASMINE.test(request)) {
-        status('jest', {
-          worker: process.env.JEST_WORKER_ID,
-          why: 'the jest-jasmine2 runner is not covered (jest-circus, the default since jest 27, is)',
-        });
+  function jestLoaded(request, parent, exp) {
+    if (typeof request !== 'string') return exp;
+    if (ADAPTER.test(request)) {
+      let version;
+      try {
+        // `<jest-circus>/runner.js` or `<jest-circus>/build/runner.js`;
+        // jest-circus's version is jest's.
+        const path = require('path');
+        const dir = path.dirname(require('module')._resolveFilename(request, parent));
+        version = packageVersion(path.basename(dir) === 'build' ? path.dirname(dir) : dir);
+      } catch (e) {
+        version = undefined;
       }
-      return exp;
-    };
-    Object.defineProperty(hooked, DONE, { value: true });
-    Module._load = hooked;
+      return wrapJestAdapter(exp, version);
+    }
+    if (JASMINE.test(request)) {
+      status('jest', {
+        worker: process.env.JEST_WORKER_ID,
+        why: 'the jest-jasmine2 runner is not covered (jest-circus, the default since jest 27, is)',
+      });
+    }
+    return exp;
   }
+
   // Setup file: jest-circus's handlers are on the test realm's global.
   function jestSetupFile() {
     const handlers = globalThis[Symbol.for('EVENT_HANDLERS')];
@@ -508,6 +527,257 @@
       }
     };
     handlers.push(jestHandler(path));
+  }
+
+  // --- mocha ----------------------------------------------------------------
+
+  // mocha runs the tests in the process its CLI runs in (serial), or, with
+  // `--parallel`, in workerpool's child processes (lib/nodejs/worker.js,
+  // MOCHA_WORKER_ID in their environment), one Runner per file. The
+  // Runner's events are mocha's documented way to watch tests (what a
+  // reporter subscribes to); the preload reaches the Runner class as
+  // `Mocha.Runner` (documented) when mocha's CLI or worker first requires
+  // lib/mocha.js, and subscribes each Runner that runs tests as its `run`
+  // starts (the main process's parallel runner overrides `run` and runs
+  // none). Tested on 10.8.2 and 11.8.0; the sources of 8.x and 9.x have
+  // the same events and methods.
+  //
+  // A test's window, on the thread that runs it, from the events alone:
+  // its `"before each" hook`s (setup), its body (call: from the `test`
+  // event, and from the end of each beforeEach hook, to `test end`), its
+  // `"after each" hook`s (teardown). Nothing of the runner is replaced (a
+  // wrapped method would show in a failing test's stack).
+  function mochaName(test) {
+    try {
+      if (typeof test.titlePath === 'function') {
+        const p = test.titlePath();
+        if (Array.isArray(p) && p.length) return p.map(String).join(' > ');
+      }
+    } catch (e) {
+      // the title, then
+    }
+    return typeof test.fullTitle === 'function' ? String(test.fullTitle()) : String(test.title);
+  }
+  function mochaHook(hook) {
+    const title = String((hook && (hook.originalTitle || hook.title)) || '');
+    if (title.startsWith('"before each" hook')) return 'setup';
+    if (title.startsWith('"after each" hook')) return 'teardown';
+    return null;
+  }
+  function mochaListen(runner, Runner, version) {
+    const ev = Object.assign(
+      { EVENT_TEST_BEGIN: 'test', EVENT_TEST_END: 'test end', EVENT_HOOK_BEGIN: 'hook' },
+      { EVENT_HOOK_END: 'hook end', EVENT_SUITE_END: 'suite end', EVENT_RUN_END: 'end' },
+      Runner.constants || {},
+    );
+    status('mocha', { worker: process.env.MOCHA_WORKER_ID, version, seam: 'Runner events' });
+    let current = null;
+    let open = null; // [test, phase, its mark]
+    function to(test, phase) {
+      if (open && test && open[0] === test && open[1] === phase) return;
+      if (open) {
+        mark('end', open[2]);
+        open = null;
+      }
+      if (!test) return;
+      const t = {
+        runner: 'mocha',
+        worker: process.env.MOCHA_WORKER_ID,
+        file: relative(test.file),
+        name: mochaName(test),
+        phase,
+      };
+      open = [test, phase, t];
+      mark('begin', t);
+    }
+    const on = (name, f) =>
+      runner.on(name, function tracerMochaEvent(x) {
+        try {
+          f(x);
+        } catch (e) {
+          // never the test's problem
+        }
+      });
+    const over = () => {
+      current = null;
+      to(null);
+    };
+    on(ev.EVENT_TEST_BEGIN, (test) => {
+      current = test;
+      to(test, 'call');
+    });
+    on(ev.EVENT_HOOK_BEGIN, (hook) => {
+      const phase = mochaHook(hook);
+      if (phase && current) to(current, phase);
+      else over();
+    });
+    on(ev.EVENT_HOOK_END, (hook) => {
+      const phase = mochaHook(hook);
+      if (phase === 'setup' && current) to(current, 'call');
+      else if (phase === 'teardown') to(null);
+    });
+    on(ev.EVENT_TEST_END, () => to(null));
+    on(ev.EVENT_SUITE_END, over);
+    on(ev.EVENT_RUN_END, over);
+  }
+  let mochaSeen = false;
+  function mochaRunner(Runner, version) {
+    const proto = Runner.prototype;
+    if (!proto || typeof proto.run !== 'function' || typeof proto.on !== 'function') {
+      return status('mocha', {
+        worker: process.env.MOCHA_WORKER_ID,
+        version,
+        why: 'Mocha.Runner has no run and on methods here: a shape the preload does not know',
+      });
+    }
+    if (proto.run[DONE]) return undefined;
+    const run = proto.run;
+    const wrapped = function run_(fn, opts) {
+      try {
+        if (!this[DONE]) {
+          Object.defineProperty(this, DONE, { value: true });
+          mochaListen(this, Runner, version);
+        }
+      } catch (e) {
+        // never the test's problem
+      }
+      return run.apply(this, arguments);
+    };
+    Object.defineProperty(wrapped, DONE, { value: true });
+    proto.run = wrapped;
+    return undefined;
+  }
+  // `Mocha` is the export of lib/mocha.js: a function with `Runner`.
+  function mochaLoaded(request, parent, exp) {
+    if (mochaSeen || typeof exp !== 'function' || typeof exp.Runner !== 'function') return exp;
+    if (typeof request !== 'string' || !/(^|[\\/])mocha(\.js)?$/.test(request)) return exp;
+    mochaSeen = true;
+    let version;
+    try {
+      const path = require('path');
+      // lib/mocha.js, or the package's index.js
+      const dir = path.dirname(require('module')._resolveFilename(request, parent));
+      version = packageVersion(path.basename(dir) === 'lib' ? path.dirname(dir) : dir);
+    } catch (e) {
+      version = undefined;
+    }
+    mochaRunner(exp.Runner, version);
+    return exp;
+  }
+  function looksLikeMocha() {
+    if (process.env.MOCHA_WORKER_ID !== undefined) return true;
+    const main = String((process.argv && process.argv[1]) || '');
+    return /[\\/]mocha[\\/](bin[\\/](_mocha|mocha(\.js)?)|lib[\\/](cli[\\/]cli|nodejs[\\/]worker)\.js)$|[\\/]\.bin[\\/]_?mocha$/.test(
+      main,
+    );
+  }
+  function mochaWorker() {
+    watchLoads(mochaLoaded);
+    // A mocha that never required its Runner through require (an ES
+    // module build, a bundle) names no test: said once, as the process
+    // ends, by a process that ran tests or would have (not bin/mocha.js
+    // when it only spawned the CLI in a child with node's flags).
+    process.on('exit', () => {
+      if (mochaSeen) return;
+      status('mocha', {
+        worker: process.env.MOCHA_WORKER_ID,
+        version: versionFrom(process.cwd(), 'mocha'),
+        why: "mocha's Runner was not reached: lib/mocha.js was not loaded through require",
+      });
+    });
+  }
+
+  // --- Playwright Test --------------------------------------------------------
+
+  // `playwright test` runs the tests in worker processes it forks
+  // (playwright/lib/worker/workerProcessEntry.js in 1.65), which set
+  // TEST_WORKER_INDEX and TEST_PARALLEL_INDEX in their own environment as
+  // they start. Its documented extension points (reporters, fixtures, a
+  // global setup) run in the main process or need the project's config,
+  // so the preload takes an internal seam: the worker declares each test
+  // to the module lib/globals.js, `setCurrentTestInfo(testInfo)` before
+  // the test's hooks and fixtures and `setCurrentTestInfo(null)` after
+  // them, on the worker's thread. Its exports are getters (esbuild's), so
+  // the requester gets a copy of them whose `setCurrentTestInfo` marks,
+  // then calls Playwright's own. The name is `testInfo.titlePath` after
+  // the file (`describe > test`), the file `testInfo.file`, the worker
+  // TEST_WORKER_INDEX; no phase (no hook tells the test's hooks from its
+  // body without a fixture). A worker where the seam is not found says so
+  // as it exits.
+  let pwSeen = false;
+  const pwWrapped = new WeakMap();
+  function pwTest(info) {
+    const path = Array.isArray(info.titlePath) ? info.titlePath.map(String) : [String(info.title)];
+    const file = typeof info.file === 'string' ? relative(info.file) : undefined;
+    // titlePath: the file (relative to the test dir), then the describes
+    // and the title.
+    const at = path.findIndex((p) => p && file && (file === p || file.endsWith(`/${p}`) || p.endsWith(file)));
+    return {
+      runner: 'playwright',
+      worker: process.env.TEST_WORKER_INDEX,
+      file,
+      name: (at >= 0 ? path.slice(at + 1) : path.filter(Boolean)).join(' > '),
+    };
+  }
+  function pwGlobals(exp, version) {
+    if (!exp || typeof exp !== 'object') return exp;
+    const done = pwWrapped.get(exp);
+    if (done) return done;
+    const set = exp.setCurrentTestInfo;
+    if (typeof set !== 'function') {
+      status('playwright', { version, why: 'lib/globals.js has no setCurrentTestInfo: a layout the preload does not know' });
+      return exp;
+    }
+    let open = null;
+    function setCurrentTestInfo(info) {
+      try {
+        // Said at the first test: the worker sets its index after it
+        // loads lib/globals.js.
+        status('playwright', { worker: process.env.TEST_WORKER_INDEX, version, seam: 'setCurrentTestInfo (lib/globals.js)' });
+        if (open) mark('end', open);
+        open = null;
+        if (info && typeof info === 'object') {
+          open = pwTest(info);
+          mark('begin', open);
+        }
+      } catch (e) {
+        // never the test's problem
+      }
+      return set.apply(this, arguments);
+    }
+    const copy = {};
+    for (const key of Object.getOwnPropertyNames(exp)) {
+      if (key === 'setCurrentTestInfo') {
+        Object.defineProperty(copy, key, { value: setCurrentTestInfo, enumerable: true });
+      } else {
+        Object.defineProperty(copy, key, { get: () => exp[key], enumerable: true });
+      }
+    }
+    pwWrapped.set(exp, copy);
+    return copy;
+  }
+  function pwLoaded(request, parent, exp) {
+    if (typeof request !== 'string' || !/(^|[\\/])globals(\.js)?$/.test(request)) return exp;
+    const path = require('path');
+    const file = require('module')._resolveFilename(request, parent);
+    if (!/[\\/]playwright[\\/]lib[\\/]globals\.js$/.test(file)) return exp;
+    pwSeen = true;
+    return pwGlobals(exp, packageVersion(path.dirname(path.dirname(file))));
+  }
+  function looksLikePlaywrightWorker() {
+    const main = String((process.argv && process.argv[1]) || '');
+    return /[\\/]playwright[\\/]lib[\\/](worker[\\/]workerProcessEntry|common[\\/]process)\.js$/.test(main);
+  }
+  function playwrightWorker() {
+    watchLoads(pwLoaded);
+    process.on('exit', () => {
+      if (pwSeen || process.env.TEST_WORKER_INDEX === undefined) return;
+      status('playwright', {
+        worker: process.env.TEST_WORKER_INDEX,
+        version: versionFrom(process.cwd(), 'playwright'),
+        why: "Playwright's lib/globals.js was not reached: a layout the preload does not know",
+      });
+    });
   }
 
   // --- node:test ------------------------------------------------------------
@@ -585,7 +855,9 @@
       // The preload, in every node process and worker thread.
       Object.defineProperty(globalThis, DONE, { value: true });
       if (process.env.VITEST !== undefined) vitestWorker();
-      if (looksLikeJest()) jestWorker();
+      if (looksLikeJest()) watchLoads(jestLoaded);
+      if (looksLikeMocha()) mochaWorker();
+      if (looksLikePlaywrightWorker()) playwrightWorker();
       if (process.env.NODE_TEST_CONTEXT !== undefined) nodeTestWorker();
       else nodeTestRunner();
     }

@@ -7,7 +7,8 @@
 //! the test).
 //!
 //! The payload: `tracer-test-mark/1 ` and a JSON object, `ev` (`begin` or
-//! `end`), `runner` (`vitest`, `jest`, `pytest`, `node:test`), `worker` (the runner's
+//! `end`), `runner` (`vitest`, `jest`, `pytest`, `node:test`,
+//! `mocha`, `playwright`), `worker` (the runner's
 //! worker id), `file`, `name`, `phase`. Anything else is ignored.
 use std::collections::HashMap;
 
@@ -46,6 +47,8 @@ fn runner(s: &str) -> Option<Runner> {
         "jest" => Runner::Jest,
         "pytest" => Runner::Pytest,
         "node:test" => Runner::NodeTest,
+        "mocha" => Runner::Mocha,
+        "playwright" => Runner::Playwright,
         _ => return None,
     })
 }
@@ -60,6 +63,8 @@ fn worker_name(runner: Runner, id: &str) -> Option<String> {
         Runner::Vitest => format!("vitest worker {id}"),
         Runner::Jest => format!("jest worker {id}"),
         Runner::Pytest => format!("xdist {id}"),
+        Runner::Mocha => format!("mocha worker {id}"),
+        Runner::Playwright => format!("playwright worker {id}"),
         _ => return None,
     })
 }

@@ -53,6 +53,10 @@ pub enum Runner {
     /// Node's built-in runner (`node --test`): one process per test file.
     #[serde(rename = "node_test")]
     NodeTest,
+    /// mocha: its CLI's process (serial), or its `--parallel` workers.
+    Mocha,
+    /// Playwright Test (`playwright test`): its worker processes.
+    Playwright,
     /// `go test`.
     Go,
     /// Named only by a JUnit report (`--test-report junit:PATH`).
@@ -68,15 +72,20 @@ impl Runner {
             Runner::Vitest => "vitest",
             Runner::Jest => "jest",
             Runner::NodeTest => "node:test",
+            Runner::Mocha => "mocha",
+            Runner::Playwright => "playwright",
             Runner::Go => "go test",
             Runner::Junit => "JUnit report",
         }
     }
 
     /// A runner whose full name of a test is `file > name` (vitest, jest,
-    /// node:test).
+    /// node:test, mocha, Playwright).
     fn file_then_name(self) -> bool {
-        matches!(self, Runner::Vitest | Runner::Jest | Runner::NodeTest)
+        matches!(
+            self,
+            Runner::Vitest | Runner::Jest | Runner::NodeTest | Runner::Mocha | Runner::Playwright
+        )
     }
 }
 

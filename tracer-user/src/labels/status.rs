@@ -214,7 +214,9 @@ fn ancestors_of(m: &Model, marked: &HashSet<ProcKey>) -> HashSet<ProcKey> {
 
 /// The runner whose main process `argv` runs: `python -m pytest`,
 /// `pytest`, `node …/vitest.mjs`, `vitest`, `node …/jest.js`, `jest`,
-/// `node --test` (its flags before the first file or script). Workers
+/// `node --test` (its flags before the first file or script), `mocha`,
+/// `node …/bin/mocha.js`, `playwright test`, `node …/cli.js test` of
+/// Playwright. Workers
 /// (`…/workers/forks.js`, jest-worker's child, an xdist worker's `python
 /// -c`, the process `node --test` runs a file in) are none: their runner's
 /// main process is.
@@ -233,6 +235,16 @@ pub fn runner_of(argv: &[String]) -> Option<&'static str> {
             "vitest" | "vitest.mjs" => "vitest",
             "jest" => "jest",
             "jest.js" if a.ends_with("/bin/jest.js") => "jest",
+            "mocha" | "_mocha" => "mocha",
+            "mocha.js" if a.ends_with("/bin/mocha.js") => "mocha",
+            "playwright" if argv.get(i + 1).is_some_and(|t| t == "test") => "playwright",
+            "cli.js"
+                if (a.ends_with("/@playwright/test/cli.js")
+                    || a.ends_with("/playwright/cli.js"))
+                    && argv.get(i + 1).is_some_and(|t| t == "test") =>
+            {
+                "playwright"
+            }
             _ => {
                 if a == "-m" && argv.get(i + 1).is_some_and(|m| m == "pytest") {
                     return Some("pytest");
@@ -255,7 +267,7 @@ mod tests {
 
     #[test]
     fn runners_main_processes_by_argv() {
-        let cases: [(&[&str], Option<&str>); 13] = [
+        let cases: [(&[&str], Option<&str>); 20] = [
             (&["python3", "-m", "pytest", "-q"], Some("pytest")),
             (&["/venv/bin/pytest", "-n", "2"], Some("pytest")),
             (
@@ -290,6 +302,25 @@ mod tests {
             ),
             (&["node", "/x/a.test.js"], None),
             (&["node", "a.js", "--test"], None),
+            (&["/x/node_modules/.bin/mocha", "--parallel"], Some("mocha")),
+            (
+                &["node", "/x/node_modules/mocha/bin/mocha.js"],
+                Some("mocha"),
+            ),
+            (
+                &["node", "/x/node_modules/mocha/lib/nodejs/worker.js"],
+                None,
+            ),
+            (&["npx", "playwright", "test"], Some("playwright")),
+            (
+                &["node", "/x/node_modules/@playwright/test/cli.js", "test"],
+                Some("playwright"),
+            ),
+            (
+                &["node", "/x/node_modules/.bin/playwright", "install"],
+                None,
+            ),
+            (&["node", "/x/src/cli.js", "test"], None),
         ];
         for (a, want) in cases {
             assert_eq!(runner_of(&argv(a)), want, "{a:?}");

@@ -163,14 +163,17 @@ pub struct TestIn {
 }
 
 impl TestIn {
-    /// As `labels::Test::full_name`: `file > name` (vitest, jest, node:test),
+    /// As `labels::Test::full_name`: `file > name` (vitest, jest, node:test,
+    /// mocha, playwright),
     /// `binary::name` (nextest), else the name; none for "one of".
     pub fn full_name(&self) -> Option<String> {
         if self.one_of.len() > 1 || self.name.is_empty() {
             return None;
         }
         Some(match (&self.file, self.runner.as_str()) {
-            (Some(f), "vitest" | "jest" | "node_test") => format!("{f} > {}", self.name),
+            (Some(f), "vitest" | "jest" | "node_test" | "mocha" | "playwright") => {
+                format!("{f} > {}", self.name)
+            }
             (Some(f), "nextest") => format!("{f}::{}", self.name),
             _ => self.name.clone(),
         })

@@ -170,3 +170,20 @@ fn vitest_vm_forks_says_why() {
         rep.run.test_integrations
     );
 }
+
+/// `sh -c 'NODE_OPTIONS=… mocha --parallel'`: the same for mocha; the
+/// line names its main process by its argv (`…/bin/mocha.js`).
+#[test]
+fn mocha_with_the_jobs_own_node_options() {
+    require("node", "Debian's nodejs, installed by cargo xtask test");
+    let modules = cache().join("matrix/mocha-11/node_modules");
+    let cmd = format!(
+        "NODE_OPTIONS=--max-old-space-size=2048 exec node {} --parallel --jobs 2 \
+         sibling.test.js cleanup.test.js",
+        modules.join("mocha/bin/mocha.js").display()
+    );
+    let argv = ["sh", "-c", cmd.as_str()];
+    let lines = same_status(|| Suite::copied_with("mocha", &modules), &argv, &[]);
+    unnamed(&lines, "mocha", NOT_LOADED);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+}
