@@ -14,10 +14,7 @@ mod common;
 
 mod capture;
 mod cascades;
-/// Helpers of the caught-then-re-raised scenarios (field_caught, field_cancel).
-mod caught {
-    pub(crate) mod support;
-}
+mod caught;
 mod certificates;
 mod ci_integrations;
 mod compat;
@@ -27,15 +24,9 @@ mod debug_ebpf;
 mod errors;
 mod fail_on;
 mod fallback;
-mod field_cancel;
-mod field_caught;
-mod field_hangs;
-mod field_kernel;
-mod field_truths;
-mod hang;
+mod hangs;
+mod kernel_causes;
 mod last_words;
-mod last_words_dest;
-mod last_words_writev;
 mod leaks;
 mod least_privilege;
 mod metrics;
@@ -54,4 +45,4 @@ mod signal_floods;
 mod snapshot;
 mod teardown;
 mod test_names;
-mod whole_truth;
+mod verdict;

@@ -1,7 +1,7 @@
 //! Named cancellation (analysis/cancel.rs) over real captures: the CI
 //! runner's cancellation of the job is one finding that leads the verdict,
 //! and the deaths it caused rank expected. Each log was recorded by
-//! tests/kernel/field_cancel.rs (`CERT_KEEP`): bash waiting on node with a
+//! tests/kernel/caught/cancelled.rs (`CERT_KEEP`): bash waiting on node with a
 //! sleep beside it, cancelled by a bash run through a link named as the
 //! runner (its process is called `Runner.Worker`, `gitlab-runner`,
 //! `cargo-nextest`), with short waits: the signature reads no interval.

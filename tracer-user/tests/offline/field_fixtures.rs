@@ -1,6 +1,6 @@
 //! The kernel-cause and hang rules on logs captured from the real kernel
 //! (tests/fixtures/real_field_*.ndjson, recorded by the scenarios of the
-//! kernel tests' field_kernel and field_hangs): no root needed, so every
+//! kernel tests' kernel_causes and hangs::explained): no root needed, so every
 //! rule is checked on every machine.
 use std::path::PathBuf;
 
@@ -260,7 +260,7 @@ fn pidfd_calls_are_resolved_when_they_delivered() {
 }
 
 /// A client blocked on a unix socket whose other end a detached daemon
-/// holds (recorded from the kernel tests' field_hangs scenario): the
+/// holds (recorded from the kernel tests' hangs::explained scenario): the
 /// finding is derived from the log's snapshot and leads the verdict.
 #[test]
 fn a_socket_held_by_a_detached_daemon_explains_the_hang() {

@@ -57,14 +57,14 @@ pub(crate) const HOST_ONLY: &[(&str, &str)] = &[
     ),
     ("cascades", "python3 and node"),
     ("ci_integrations", "go, python3 and a release tarball's install"),
-    ("field_cancel", "bash and node"),
-    ("field_caught", "python3, node and bash"),
-    ("field_hangs", "python3"),
-    ("field_kernel", "python3"),
-    ("field_truths", "node"),
-    ("hang", "python3"),
-    ("last_words_dest", "node"),
-    ("last_words_writev", "python3 and bash (fallback proves the rungs in the VMs)"),
+    ("caught", "python3, node and bash"),
+    ("hangs", "python3"),
+    ("kernel_causes", "python3"),
+    ("last_words::dest", "node"),
+    (
+        "last_words::writev",
+        "python3 and bash (fallback proves the rungs in the VMs)",
+    ),
     ("least_privilege", "sudo and the nobody user"),
     ("metrics", "prometheus"),
     ("otlp", "python3 with opentelemetry-proto"),
@@ -79,7 +79,7 @@ pub(crate) const HOST_ONLY: &[(&str, &str)] = &[
     ("signal_floods", "python3"),
     ("snapshot", "python3"),
     ("test_names", "python3, node and bash"),
-    ("whole_truth", "python3"),
+    ("verdict", "python3 and node"),
     // Nothing missing in the VMs: analysis and output over the hooks that
     // capture, oom, fallback and last_words prove there; kept out of the
     // suites for the CI guest's time.

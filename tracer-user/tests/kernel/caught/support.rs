@@ -1,5 +1,5 @@
-//! Helpers of the caught-then-re-raised scenarios (field_caught.rs,
-//! field_cancel.rs): /proc waits, and the chain every re-raise certificate
+//! Helpers of the caught-then-re-raised scenarios (reraised.rs,
+//! cancelled.rs): /proc waits, and the chain every re-raise certificate
 //! shows.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

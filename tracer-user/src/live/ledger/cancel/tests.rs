@@ -1,6 +1,6 @@
 //! The cancellation a daemon's ledger carries, from real logs
 //! (tests/fixtures/real_cancel_*.ndjson, recorded by
-//! tests/kernel/field_cancel.rs) fed to it look by look: its stop's verdict
+//! tests/kernel/caught/cancelled.rs) fed to it look by look: its stop's verdict
 //! names the cancellation on line 1 as `tracer report` of the same log does.
 use std::path::Path;
 

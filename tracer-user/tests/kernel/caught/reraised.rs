@@ -3,7 +3,7 @@
 //! bash's cooperative exit on SIGINT, Python handlers that exit(1) or
 //! re-raise (and faulthandler re-raising a fault), `pkill -f` against a Node
 //! runner. The certificate names the sender of the caught signal, never
-//! "killed by itself". The tracer's own stops are in field_cancel.rs.
+//! "killed by itself". The tracer's own stops are in cancelled.rs.
 //!
 //! Hermetic: each scenario signals only processes it spawned (the `pkill -f`
 //! pattern is unique to the run and absent from every ancestor's argv), and

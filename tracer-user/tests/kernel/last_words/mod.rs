@@ -1,5 +1,8 @@
 //! Last words: the end of what a process wrote to stderr, captured in the
 //! kernel, bounded per process.
+mod dest;
+mod writev;
+
 use crate::common::*;
 use tracer_user::eventlog::{LastWords, Record};
 
