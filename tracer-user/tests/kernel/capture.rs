@@ -66,10 +66,9 @@ fn core_events_with_identities() {
     // with the same (pid, start) identity.
     let forked: Vec<_> = r
         .events()
-        .filter_map(|e| match e {
-            Record::Fork(f) if !f.thread => Some(f.child.key()),
-            _ => None,
-        })
+        .forks()
+        .filter(|f| !f.thread)
+        .map(|f| f.child.key())
         .collect();
 
     // exec with its whole argv
@@ -78,10 +77,8 @@ fn core_events_with_identities() {
         .collect();
     let exec = r
         .events()
-        .find_map(|e| match e {
-            Record::Exec(x) if x.filename == "/bin/true" => Some(x),
-            _ => None,
-        })
+        .execs()
+        .find(|x| x.filename == "/bin/true")
         .expect("exec of /bin/true");
     assert_eq!(exec.argv, want);
     assert!(!exec.argv_truncated);
@@ -90,10 +87,8 @@ fn core_events_with_identities() {
     // SIGTERM to the sleep child, joined to its kill() call
     let term = r
         .events()
-        .find_map(|e| match e {
-            Record::Signal(s) if s.sig == 15 && s.sender.key() == root.key() => Some(s),
-            _ => None,
-        })
+        .signals()
+        .find(|s| s.sig == 15 && s.sender.key() == root.key())
         .expect("SIGTERM from the root");
     assert_eq!(
         (term.code_name.as_str(), term.result.as_str()),
@@ -118,20 +113,14 @@ fn core_events_with_identities() {
     // kill(-pgid): one call, three deliveries, three deaths
     let group_call = r
         .events()
-        .find_map(|e| match e {
-            Record::KillCall(k) if k.target_arg < 0 && k.sig == 9 => Some(k),
-            _ => None,
-        })
+        .kill_calls()
+        .find(|k| k.target_arg < 0 && k.sig == 9)
         .expect("kill(-pgid, SIGKILL) call");
     assert_eq!((group_call.ret, group_call.deliveries), (0, 3));
     let victims: Vec<_> = r
         .events()
-        .filter_map(|e| match e {
-            Record::Signal(s) if s.call.as_ref().is_some_and(|c| c.id == group_call.call_id) => {
-                Some(s)
-            }
-            _ => None,
-        })
+        .signals()
+        .filter(|s| s.call.as_ref().is_some_and(|c| c.id == group_call.call_id))
         .collect();
     assert_eq!(victims.len(), 3);
     for v in &victims {
@@ -157,10 +146,8 @@ fn core_events_with_identities() {
     // the kill() that hit nothing: only the syscall saw it
     let miss = r
         .events()
-        .find_map(|e| match e {
-            Record::KillCall(k) if k.target_arg == NO_SUCH_PID as i64 => Some(k),
-            _ => None,
-        })
+        .kill_calls()
+        .find(|k| k.target_arg == NO_SUCH_PID as i64)
         .expect("failed kill() call recorded");
     assert_eq!(
         (miss.ret, miss.errno.as_deref(), miss.deliveries),
@@ -176,10 +163,10 @@ fn core_events_with_identities() {
 }
 
 fn exit_of(r: &Recorded, key: tracer_user::eventlog::ProcKey) -> Option<ExitStatus> {
-    r.events().find_map(|e| match e {
-        Record::Exit(x) if x.group_dead && x.task.key() == key => Some(x.status.clone()),
-        _ => None,
-    })
+    r.events()
+        .exits()
+        .find(|x| x.group_dead && x.task.key() == key)
+        .map(|x| x.status.clone())
 }
 
 /// argv longer than the capture limit is cut and flagged, not dropped.
@@ -190,13 +177,7 @@ fn overlong_argv_is_flagged() {
     cmd.extend(args.iter().map(String::as_str));
     let r = record(&[], &cmd);
     assert_eq!(r.code(), Some(0));
-    let exec = r
-        .events()
-        .find_map(|e| match e {
-            Record::Exec(x) => Some(x),
-            _ => None,
-        })
-        .unwrap();
+    let exec = r.events().execs().next().unwrap();
     assert!(exec.argv_truncated);
     assert_eq!(exec.argv[..50], cmd[..50]);
 }
@@ -275,10 +256,9 @@ fn runner_variables_are_read_at_exec() {
     assert_no_loss(&r);
     let envs: Vec<_> = r
         .events()
-        .filter_map(|e| match e {
-            Record::Exec(x) if x.filename == "/bin/true" => Some(x.test_env.clone()),
-            _ => None,
-        })
+        .execs()
+        .filter(|x| x.filename == "/bin/true")
+        .map(|x| x.test_env.clone())
         .collect();
     assert_eq!(envs.len(), N + 1);
     for (i, env) in envs[..N].iter().enumerate() {

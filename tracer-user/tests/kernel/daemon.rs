@@ -90,19 +90,18 @@ fn root_pid_scope_rotation_and_restart() {
         dir.path().join("events-0000.ndjson").exists(),
         "rotated at 1500 bytes"
     );
-    let existing = log.events.iter().find_map(|e| match e {
-        Record::Existing(x) => Some(x),
-        _ => None,
-    });
+    let existing = log.events.iter().existing().next();
     let existing = existing.expect("the running shell is logged as existing");
     assert_eq!(existing.task.pid, pid);
     assert_eq!(existing.argv[0], "sh");
     // Its child's fork and the SIGTERM it sent are seen, with identities
     // that chain back to the existing process.
-    let child = log.events.iter().find_map(|e| match e {
-        Record::Fork(f) if f.parent.key() == existing.task.key() => Some(f.child.key()),
-        _ => None,
-    });
+    let child = log
+        .events
+        .iter()
+        .forks()
+        .find(|f| f.parent.key() == existing.task.key())
+        .map(|f| f.child.key());
     let child = child.expect("fork of the pre-existing shell");
     assert!(log
         .events
@@ -262,10 +261,7 @@ fn redact_masks_the_daemon_log_and_reports() {
     );
     let log = read_series(dir.path()).unwrap();
     assert_eq!(log.header.redactions, 1);
-    let existing = log.events.iter().find_map(|e| match e {
-        Record::Existing(x) if x.task.pid == pid => Some(x),
-        _ => None,
-    });
+    let existing = log.events.iter().existing().find(|x| x.task.pid == pid);
     assert_eq!(
         existing.expect("the shell, existing").argv.last().unwrap(),
         "--token=[REDACTED]"

@@ -24,10 +24,8 @@ fn kill_calls_with(disabled: &[&str]) -> Result<String, String> {
     }
     let calls: Vec<_> = r
         .events()
-        .filter_map(|e| match e {
-            Record::KillCall(k) => Some((k.syscall.clone(), k.sig, k.ret, k.deliveries)),
-            _ => None,
-        })
+        .kill_calls()
+        .map(|k| (k.syscall.clone(), k.sig, k.ret, k.deliveries))
         .collect();
     assert!(calls.contains(&("kill".into(), 15, 0, 1)), "{calls:?}");
     assert!(calls.contains(&("kill".into(), 15, -3, 0)), "{calls:?}");
@@ -158,13 +156,7 @@ fn last_words_with(disabled: &[&str]) -> Result<(String, String), String> {
     if !hook.attached {
         return Err(hook.detail.clone().unwrap_or_default());
     }
-    let words: Vec<&LastWords> = r
-        .events()
-        .filter_map(|e| match e {
-            Record::LastWords(l) => Some(l),
-            _ => None,
-        })
-        .collect();
+    let words: Vec<&LastWords> = r.events().last_words().collect();
     let sh: Vec<_> = words.iter().filter(|l| l.text == TYPE_ERROR).collect();
     assert_eq!(sh.len(), 1, "the shell's words, once: {words:?}");
     // Captured twice (two rungs at once), the count would double.

@@ -10,12 +10,7 @@ use tracer_user::{
 const DAEMONIZE: &str = "(setsid sleep 300 >/dev/null 2>&1 &); sleep 0.2; exit 0";
 
 fn leaks_of(r: &Recorded) -> Vec<&Leak> {
-    r.events()
-        .filter_map(|e| match e {
-            Record::Leak(l) => Some(l),
-            _ => None,
-        })
-        .collect()
+    r.events().leaks().collect()
 }
 
 #[test]
@@ -55,10 +50,11 @@ fn leaks_kill_removes_them() {
         leaks::inspect(key, 0, None).is_none(),
         "the leaked daemon is gone"
     );
-    let death = r.events().find_map(|e| match e {
-        Record::Exit(x) if x.group_dead && x.task.key() == key => Some(x.status.clone()),
-        _ => None,
-    });
+    let death = r
+        .events()
+        .exits()
+        .find(|x| x.group_dead && x.task.key() == key)
+        .map(|x| x.status.clone());
     assert_eq!(
         death,
         Some(ExitStatus::Signaled {

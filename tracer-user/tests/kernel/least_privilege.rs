@@ -5,10 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use crate::common::*;
 use nix::unistd::User;
 use serde_json::Value;
-use tracer_user::{
-    eventlog::{Record, Task},
-    run::leaks,
-};
+use tracer_user::{eventlog::Task, run::leaks};
 
 /// Prints the command's credentials and environment, one per line, then
 /// tries to write into `$1`, a directory only root may write to.
@@ -173,13 +170,7 @@ fn certificates_and_leak_kills_hold_for_an_unprivileged_command() {
         .expect("the command's exit 4");
     assert_eq!(root_cert["last_words"]["line"], "worker: out of luck");
     // The daemon was nobody's; the tracer kept root and removed it.
-    let leak: Vec<&Task> = r
-        .events()
-        .filter_map(|e| match e {
-            Record::Leak(l) => Some(&l.task),
-            _ => None,
-        })
-        .collect();
+    let leak: Vec<&Task> = r.events().leaks().map(|l| &l.task).collect();
     assert_eq!(leak.len(), 1, "{leak:?}");
     assert!(
         leaks::inspect(leak[0].key(), 0, None).is_none(),

@@ -1,7 +1,7 @@
 //! A real memcg OOM kill, captured with its memory cgroup and figures.
 use crate::common::cgroup::TestCgroup;
 use crate::common::*;
-use tracer_user::eventlog::{ExitStatus, Record};
+use tracer_user::eventlog::ExitStatus;
 
 const LIMIT: u64 = 64 << 20;
 
@@ -19,13 +19,7 @@ fn memcg_oom_kill_is_captured() {
     let r = record(&[], &["sh", "-c", &script]);
     assert_eq!(r.code(), Some(137), "dd is OOM-killed: {}", r.stderr());
 
-    let oom = r
-        .events()
-        .find_map(|e| match e {
-            Record::Oom(o) => Some(o),
-            _ => None,
-        })
-        .expect("oom event");
+    let oom = r.events().ooms().next().expect("oom event");
     let root = root(&r);
     assert_eq!(
         oom.victim_tid, root.pid,
@@ -44,20 +38,19 @@ fn memcg_oom_kill_is_captured() {
 
     let kill = r
         .events()
-        .find_map(|e| match e {
-            Record::Signal(s) if s.sig == 9 && s.target.pid == root.pid => Some(s),
-            _ => None,
-        })
+        .signals()
+        .find(|s| s.sig == 9 && s.target.pid == root.pid)
         .expect("the OOM killer's SIGKILL");
     assert_eq!(kill.code_name, "SI_KERNEL");
     assert!(kill.call.is_none(), "no syscall sent it");
     // __oom_kill_process sends SIGKILL first, then marks the victim.
     assert!(kill.at.seq < oom.at.seq, "SIGKILL precedes mark_victim");
     assert!(oom.at.t - kill.at.t < 1_000_000_000);
-    let exit = r.events().find_map(|e| match e {
-        Record::Exit(x) if x.group_dead && x.task.key() == root.key() => Some(x.status.clone()),
-        _ => None,
-    });
+    let exit = r
+        .events()
+        .exits()
+        .find(|x| x.group_dead && x.task.key() == root.key())
+        .map(|x| x.status.clone());
     assert!(matches!(exit, Some(ExitStatus::Signaled { signal: 9, .. })));
 }
 
@@ -96,13 +89,7 @@ fn oom_group_kill_is_one_kill_of_every_process_of_the_cgroup() {
         r.stderr()
     );
 
-    let ooms: Vec<_> = r
-        .events()
-        .filter_map(|e| match e {
-            Record::Oom(o) => Some(o),
-            _ => None,
-        })
-        .collect();
+    let ooms: Vec<_> = r.events().ooms().collect();
     assert_eq!(ooms.len(), 4, "sh, two sleeps, dd: {ooms:?}");
     for o in &ooms {
         let m = o.memcg.as_ref().expect("memcg captured");

@@ -145,10 +145,9 @@ fn a_tracer_inside_a_pid_namespace_reports_that_namespace_s_pids() {
     let root = log
         .events
         .iter()
-        .find_map(|e| match e {
-            Record::Fork(f) if f.parent.pid == 1 => Some(f.child.pid),
-            _ => None,
-        })
+        .forks()
+        .find(|f| f.parent.pid == 1)
+        .map(|f| f.child.pid)
         .expect("the tracer's fork of the command");
     assert!(
         log.events.iter().any(|e| matches!(e, Record::LastWords(l)
@@ -174,10 +173,8 @@ fn a_tracer_inside_a_pid_namespace_reports_that_namespace_s_pids() {
     let leak = log
         .events
         .iter()
-        .find_map(|e| match e {
-            Record::Leak(l) if l.task.pid == leaked => Some(l),
-            _ => None,
-        })
+        .leaks()
+        .find(|l| l.task.pid == leaked)
         .expect("the setsid sleep is reported leaked");
     assert_eq!(leak.argv, ["sleep", "300"]);
     assert!(

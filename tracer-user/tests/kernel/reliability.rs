@@ -45,13 +45,14 @@ fn wait_gone(pid: i32, limit: Duration) -> bool {
 /// that may be truncated.
 fn root_pid(path: &Path) -> i32 {
     let log = read_log(path).expect("readable log");
-    log.events
+    let pid = log
+        .events
         .iter()
-        .find_map(|e| match e {
-            Record::Fork(f) if f.parent.pid == log.header.tracer_pid => Some(f.child.pid as i32),
-            _ => None,
-        })
-        .expect("the root fork is in the log")
+        .forks()
+        .find(|f| f.parent.pid == log.header.tracer_pid)
+        .map(|f| f.child.pid as i32)
+        .expect("the root fork is in the log");
+    pid
 }
 
 /// A unique cgroup with a pids limit (v1 `pids` controller, else cgroup v2),

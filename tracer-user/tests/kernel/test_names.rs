@@ -250,10 +250,8 @@ fn a_million_forged_marks_label_only_their_writer() {
     // The flood's kept marks are on its own thread, none on the others.
     let marks = r
         .events()
-        .filter_map(|e| match e {
-            tracer_user::eventlog::Record::TestMark(m) => Some(m.task.tid),
-            _ => None,
-        })
+        .test_marks()
+        .map(|m| m.task.tid)
         .collect::<std::collections::BTreeSet<_>>();
     assert_eq!(marks.len(), 3, "three writer threads: {marks:?}");
 }
@@ -352,12 +350,9 @@ fn vitest_pool_ids_name_the_workers_of_both_ends() {
 /// The exec records of `path` in the log, each with its runner variables.
 fn execs_of(r: &Recorded, path: &str) -> Vec<std::collections::BTreeMap<String, String>> {
     r.events()
-        .filter_map(|e| match e {
-            tracer_user::eventlog::Record::Exec(x) if x.filename == path => {
-                Some(x.test_env.clone())
-            }
-            _ => None,
-        })
+        .execs()
+        .filter(|x| x.filename == path)
+        .map(|x| x.test_env.clone())
         .collect()
 }
 

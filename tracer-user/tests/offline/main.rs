@@ -21,6 +21,8 @@ mod html_chromium;
 mod next_step_fixtures;
 mod oom_group_fixtures;
 mod output_fuzz;
+#[path = "../shared/records.rs"]
+mod records;
 mod report_scale;
 mod resources_fixtures;
 mod summarize;

@@ -6,6 +6,7 @@
 //! keeps a routine one (a leak clause, a second cause, the example of a
 //! non-zero exit beside a lead clause); a leftover that ended by itself
 //! within a second of the command is never named on it. No root needed.
+use crate::records::Records;
 use std::path::{Path, PathBuf};
 
 use tracer_user::{
@@ -51,10 +52,13 @@ fn lengthened(mut log: EventLog) -> EventLog {
 /// a leak clause, routine beside what identifies the lead death, competes
 /// for line 1. Appended after the last record, in its own seq and time.
 fn with_a_leak(mut log: EventLog) -> EventLog {
-    let Some(root) = log.events.iter().find_map(|e| match e {
-        Record::Fork(f) if f.parent.pid == log.header.tracer_pid => Some(f.child.clone()),
-        _ => None,
-    }) else {
+    let Some(root) = log
+        .events
+        .iter()
+        .forks()
+        .find(|f| f.parent.pid == log.header.tracer_pid)
+        .map(|f| f.child.clone())
+    else {
         return log;
     };
     let (seq, t) = log
@@ -203,10 +207,9 @@ fn ending(mut log: EventLog, after_ns: u64) -> EventLog {
     let leak = log
         .events
         .iter()
-        .find_map(|e| match e {
-            Record::Leak(l) if l.task.pid == 4_000_000 => Some(l.clone()),
-            _ => None,
-        })
+        .leaks()
+        .find(|l| l.task.pid == 4_000_000)
+        .cloned()
         .expect("the leak");
     let at = log
         .events

@@ -5,6 +5,7 @@
 //! mystery, a SIGKILL says which request to stop it followed, a shell's
 //! cleanup is expected, a `pkill` of the tracer is no cancellation, ^C and
 //! timers are named, and a missing interpreter is. No root needed.
+use crate::records::Records;
 use std::path::PathBuf;
 
 use crate::common::{cert, fixture_report};
@@ -316,10 +317,12 @@ fn alarm_is_the_victims_own_timer_never_the_task_on_the_cpu() {
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real_truth_alarm.ndjson"),
     )
     .unwrap();
-    let logged = log.events.iter().find_map(|e| match e {
-        tracer_user::eventlog::Record::Signal(s) if s.sig == 14 => Some(s.sender.pid),
-        _ => None,
-    });
+    let logged = log
+        .events
+        .iter()
+        .signals()
+        .find(|s| s.sig == 14)
+        .map(|s| s.sender.pid);
     assert_ne!(logged, Some(c.victim.process.pid));
     assert!(render_markdown(&r).contains("| its own timer (alarm(2) or setitimer(ITIMER_REAL)) |"));
 }

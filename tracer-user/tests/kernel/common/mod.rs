@@ -13,6 +13,9 @@ use std::{
 use tracer_user::eventlog::{read_log, EventLog, Record};
 
 pub(crate) mod cgroup;
+#[path = "../../shared/records.rs"]
+pub(crate) mod records;
+pub(crate) use records::Records;
 pub(crate) mod metrics_daemon;
 pub(crate) mod native;
 pub(crate) mod proc;
@@ -140,10 +143,9 @@ pub(crate) fn record_env<S: AsRef<OsStr>>(
 /// The run's root process: forked by the tracer itself.
 pub(crate) fn root(r: &Recorded) -> tracer_user::eventlog::Task {
     r.events()
-        .find_map(|e| match e {
-            Record::Fork(f) if f.parent.pid == r.log.header.tracer_pid => Some(f.child.clone()),
-            _ => None,
-        })
+        .forks()
+        .find(|f| f.parent.pid == r.log.header.tracer_pid)
+        .map(|f| f.child.clone())
         .expect("the tracer's fork of the command is in the log")
 }
 

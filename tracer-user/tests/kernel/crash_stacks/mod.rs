@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::common::{native::*, *};
-use tracer_user::eventlog::{CrashStack, Record, StackCompleteness};
+use tracer_user::eventlog::{CrashStack, StackCompleteness};
 
 mod debug_files;
 mod deleted;
@@ -89,12 +89,7 @@ fn crasher_as(dir: &Path, name: &str, as_name: &str) -> std::path::PathBuf {
 }
 
 fn crash_stacks(r: &Recorded) -> Vec<&CrashStack> {
-    r.events()
-        .filter_map(|e| match e {
-            Record::CrashStack(c) => Some(c),
-            _ => None,
-        })
-        .collect()
+    r.events().crash_stacks().collect()
 }
 
 /// The one crash of the run.

@@ -16,13 +16,7 @@ a, b = socket.socketpair()
 t = threading.Thread(target=lambda: a.recv(1)); t.start(); t.join()";
 
 fn snapshots(log: &tracer_user::eventlog::EventLog) -> Vec<&SnapshotTaken> {
-    log.events
-        .iter()
-        .filter_map(|e| match e {
-            Record::Snapshot(s) => Some(s),
-            _ => None,
-        })
-        .collect()
+    log.events.iter().snapshots().collect()
 }
 
 #[test]

@@ -3,15 +3,10 @@
 //! and `script` (a pty): kept out of the VM's busybox suites, which prove
 //! the same programs load on every kernel (`last_words`).
 use crate::common::*;
-use tracer_user::eventlog::{LastWords, Record};
+use tracer_user::eventlog::LastWords;
 
 fn last_words(r: &Recorded) -> Vec<&LastWords> {
-    r.events()
-        .filter_map(|e| match e {
-            Record::LastWords(l) => Some(l),
-            _ => None,
-        })
-        .collect()
+    r.events().last_words().collect()
 }
 
 /// `probe 2>/dev/null || fallback`: what the probe said went nowhere by its

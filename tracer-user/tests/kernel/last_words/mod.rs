@@ -4,15 +4,10 @@ mod dest;
 mod writev;
 
 use crate::common::*;
-use tracer_user::eventlog::{LastWords, Record};
+use tracer_user::eventlog::LastWords;
 
 fn last_words(r: &Recorded) -> Vec<&LastWords> {
-    r.events()
-        .filter_map(|e| match e {
-            Record::LastWords(l) => Some(l),
-            _ => None,
-        })
-        .collect()
+    r.events().last_words().collect()
 }
 
 #[test]
@@ -36,10 +31,9 @@ fn a_dying_workers_stderr_is_kept() {
     // It follows the worker's exit in the log.
     let exit_seq = r
         .events()
-        .find_map(|e| match e {
-            Record::Exit(x) if x.group_dead && x.task.key() == lw[0].task.key() => Some(x.at.seq),
-            _ => None,
-        })
+        .exits()
+        .find(|x| x.group_dead && x.task.key() == lw[0].task.key())
+        .map(|x| x.at.seq)
         .expect("worker exit");
     assert_eq!(lw[0].at.seq, exit_seq + 1);
 }
@@ -137,13 +131,7 @@ fn a_process_alive_at_the_end_has_its_words_so_far() {
             "(sh -c 'echo still here >&2; exec >&-; exec sleep 300' 2>/dev/null &) | cat",
         ],
     );
-    let leaked: Vec<_> = r
-        .events()
-        .filter_map(|e| match e {
-            Record::Leak(l) => Some(l.task.key()),
-            _ => None,
-        })
-        .collect();
+    let leaked: Vec<_> = r.events().leaks().map(|l| l.task.key()).collect();
     for key in &leaked {
         // Ours (the test's command spawned it), identity checked first.
         if tracer_user::run::leaks::inspect(*key, 0, None).is_some() {

@@ -5,7 +5,6 @@
 //! (the `fallback` module proves the rungs there with sh, cat and a writev of
 //! its own).
 use crate::common::*;
-use tracer_user::eventlog::Record;
 
 const PYTHON: &str =
     "import os\nos.writev(2, [b'first ', b'second ', b'third\\n'])\nos.write(2, b'after\\n')";
@@ -24,10 +23,9 @@ fn words_with(disabled: &[&str]) -> String {
     let root = root(&r).pid;
     let words = |pred: &dyn Fn(&tracer_user::eventlog::LastWords) -> bool| -> Vec<String> {
         r.events()
-            .filter_map(|e| match e {
-                Record::LastWords(l) if pred(l) => Some(l.text.clone()),
-                _ => None,
-            })
+            .last_words()
+            .filter(|l| pred(l))
+            .map(|l| l.text.clone())
             .collect()
     };
     assert_eq!(

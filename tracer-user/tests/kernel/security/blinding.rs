@@ -162,10 +162,8 @@ fn a_flood_of_failed_kills_is_folded_in_the_kernel_and_counted() {
     assert_no_loss(&r);
     let records: Vec<_> = r
         .events()
-        .filter_map(|e| match e {
-            Record::KillCall(k) if k.target_arg == NO_SUCH_PID => Some(k),
-            _ => None,
-        })
+        .kill_calls()
+        .filter(|k| k.target_arg == NO_SUCH_PID)
         .collect();
     let logged: u64 = records.iter().map(|k| k.count).sum();
     assert_eq!(logged, calls, "every call is logged or counted");

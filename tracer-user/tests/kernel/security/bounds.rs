@@ -341,10 +341,8 @@ fn a_timeout_snapshot_of_processes_with_huge_argvs_stays_readable() {
     );
     let snap = r
         .events()
-        .find_map(|e| match e {
-            tracer_user::eventlog::Record::Snapshot(s) => Some(s),
-            _ => None,
-        })
+        .snapshots()
+        .next()
         .unwrap_or_else(|| panic!("a snapshot; tracer stderr:\n{}", r.stderr()));
     let big: Vec<_> = snap
         .snapshot
@@ -394,10 +392,7 @@ fn leaked_processes_with_huge_argvs_are_recorded_cut() {
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let leaks: Vec<_> = r
         .events()
-        .filter_map(|e| match e {
-            tracer_user::eventlog::Record::Leak(l) => Some(l),
-            _ => None,
-        })
+        .leaks()
         .filter(|l| l.argv.iter().any(|a| a.starts_with("cp00:")))
         .collect();
     assert_eq!(leaks.len(), 8, "{}", r.stderr());

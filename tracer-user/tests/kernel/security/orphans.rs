@@ -12,7 +12,7 @@ use nix::{
     sys::signal::{kill, Signal},
     unistd::Pid,
 };
-use tracer_user::eventlog::{read_log, ProcKey, Record};
+use tracer_user::eventlog::{read_log, ProcKey};
 
 use crate::common::*;
 
@@ -37,13 +37,14 @@ const PYTHON: &str = "/usr/bin/python3";
 /// The command's pid: the tracer's child, from the log being written.
 fn root_pid_of(dir: &std::path::Path) -> u32 {
     let log = read_log(&dir.join("events.ndjson")).unwrap();
-    log.events
+    let found = log
+        .events
         .iter()
-        .find_map(|e| match e {
-            Record::Fork(f) if f.parent.pid == log.header.tracer_pid => Some(f.child.pid),
-            _ => None,
-        })
-        .expect("the tracer's fork of the command is in the log")
+        .forks()
+        .find(|f| f.parent.pid == log.header.tracer_pid)
+        .map(|f| f.child.pid)
+        .expect("the tracer's fork of the command is in the log");
+    found
 }
 
 /// Hermetic clean-up: only if it is still the process the test started.
@@ -142,14 +143,7 @@ fn a_finished_tracer_leaves_reported_leaks_alone() {
     let log = read_log(&dir.join("events.ndjson")).unwrap();
     // The watchdog was reaped by tracer before it exited: it cannot act now.
     let alive = proc::running(gc, start);
-    let leaked: Vec<ProcKey> = log
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Record::Leak(l) => Some(l.task.key()),
-            _ => None,
-        })
-        .collect();
+    let leaked: Vec<ProcKey> = log.events.iter().leaks().map(|l| l.task.key()).collect();
     let cgroup_left = !no_run_cgroup_of(log.header.tracer_pid);
     let in_run_cgroup = std::fs::read_to_string(format!("/proc/{gc}/cgroup"))
         .unwrap_or_default()

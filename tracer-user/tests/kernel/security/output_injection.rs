@@ -6,7 +6,7 @@
 //! the stderr summary inert. The log keeps the raw bytes.
 use std::{os::unix::fs::symlink, path::Path, process::Command};
 
-use tracer_user::{eventlog::Record, text::invariants};
+use tracer_user::text::invariants;
 
 use crate::common::*;
 
@@ -70,10 +70,9 @@ fn hostile_argv_and_stderr_leave_the_reports_intact() {
     // The log keeps the raw bytes.
     let words = r
         .events()
-        .find_map(|e| match e {
-            Record::LastWords(l) if l.text.contains("Caused by") => Some(l.text.clone()),
-            _ => None,
-        })
+        .last_words()
+        .find(|l| l.text.contains("Caused by"))
+        .map(|l| l.text.clone())
         .expect("the worker's last words are in the log");
     assert!(words.contains("\x1b[31m"), "{words:?}");
 

@@ -10,7 +10,7 @@ use nix::{
     unistd::Pid,
 };
 use tracer_user::{
-    eventlog::{read_log, Record},
+    eventlog::read_log,
     snapshot::{Snapshot, SyscallState},
 };
 
@@ -60,10 +60,9 @@ fn snapshot_withholds_a_setuid_process_from_the_runs_user() {
     let snap: &Snapshot = log
         .events
         .iter()
-        .find_map(|e| match e {
-            Record::Snapshot(s) if s.reason == "cancelled" => Some(&s.snapshot),
-            _ => None,
-        })
+        .snapshots()
+        .find(|s| s.reason == "cancelled")
+        .map(|s| &s.snapshot)
         .unwrap_or_else(|| panic!("no cancellation snapshot; tracer said:\n{stderr}"));
     let proc_ = |pid: u32| {
         snap.processes
@@ -153,10 +152,9 @@ unshare -r sleep 300 & echo "rootless $!"
     let undumpable = pid_of("undumpable ");
     let leak = |pid: u32| {
         r.events()
-            .find_map(|e| match e {
-                Record::Leak(l) if l.task.pid == pid => Some(l.clone()),
-                _ => None,
-            })
+            .leaks()
+            .find(|l| l.task.pid == pid)
+            .cloned()
             .unwrap_or_else(|| panic!("no leak record for pid {pid}"))
     };
     let root = leak(setuid);
@@ -202,10 +200,9 @@ fn a_setuid_programs_crash_stack_is_withheld_from_the_runs_user() {
         crate::common::native::compile(tmp.path(), "rootcrash", "c", ROOT_CRASH, &["-O0", "-g"]);
     let crash_of = |r: &Recorded| -> CrashStack {
         r.events()
-            .find_map(|e| match e {
-                Record::CrashStack(c) => Some(c.clone()),
-                _ => None,
-            })
+            .crash_stacks()
+            .next()
+            .cloned()
             .unwrap_or_else(|| panic!("no crash_stack: {}", r.stderr()))
     };
     let everything = |r: &Recorded| -> String {
