@@ -209,6 +209,16 @@ fn mocha_11_parallel() {
     names_both_tests("11", true);
 }
 
+#[test]
+fn mocha_12_serial() {
+    names_both_tests("12", false);
+}
+
+#[test]
+fn mocha_12_parallel() {
+    names_both_tests("12", true);
+}
+
 /// Never at the cost of the suite: with the kill off, mocha 11 under
 /// `--tests` and its bare twin (no tracer, no preload) exit 0 and print
 /// the same report but for the durations (`(1002ms)`, `(2s)`; the lines
