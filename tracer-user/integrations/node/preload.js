@@ -533,14 +533,38 @@
 
   // mocha runs the tests in the process its CLI runs in (serial), or, with
   // `--parallel`, in workerpool's child processes (lib/nodejs/worker.js,
-  // MOCHA_WORKER_ID in their environment), one Runner per file. The
-  // Runner's events are mocha's documented way to watch tests (what a
-  // reporter subscribes to); the preload reaches the Runner class as
+  // worker.cjs in 12; MOCHA_WORKER_ID in their environment), one Runner
+  // per file. The Runner's events are mocha's documented way to watch
+  // tests (what a reporter subscribes to); the preload reaches the Runner class as
   // `Mocha.Runner` (documented) when mocha's CLI or worker first requires
-  // lib/mocha.js, and subscribes each Runner that runs tests as its `run`
-  // starts (the main process's parallel runner overrides `run` and runs
-  // none). Tested on 10.8.2 and 11.8.0; the sources of 8.x and 9.x have
-  // the same events and methods.
+  // lib/mocha.js (lib/mocha.cjs in 12), and subscribes each Runner that
+  // runs tests as its `run` starts (the main process's parallel runner
+  // overrides `run` and runs none). Tested on 10.8.2, 11.8.0 and 12.0.3;
+  // the sources of 8.x and 9.x have the same events and methods.
+  //
+  // mocha 12 is an ES module package ("type": "module": bin/mocha.js,
+  // lib/cli/cli.js, lib/runner.js are ESM), but the Mocha class stays a
+  // CommonJS file, lib/mocha.cjs (`module.exports = Mocha`, its "legacy
+  // CJS-style require() export"), which requires lib/runner.js (Node's
+  // require of an ES module, 20.19+ and 22.12+, as mocha 12's engines
+  // ask). Node's ESM loader hands a CommonJS file to Module._load
+  // (measured: Node 20.20, 22.23, 24.22, 26.12), and lib/cli/run.cjs and
+  // lib/nodejs/worker.cjs require it: the same load the preload already
+  // watches, only named .cjs; the same documented `Mocha.Runner` and
+  // Runner events, measured on 12.0.3 serial and --parallel. Chosen over the alternatives as the least fragile:
+  // - module.register (Node's documented customization hooks) runs its
+  //   hooks on a loader thread of their own, for every module of the run
+  //   (every runner's, the suite's own), and they see URLs and source
+  //   text, never a module's exports: reaching `Runner` from there means
+  //   rewriting mocha's source, and a load hook that returns a CommonJS
+  //   file's source has its requires go through the ESM loader (Node's
+  //   docs): more moving parts, each able to change how the suite loads;
+  // - root hooks (a root beforeEach/afterEach, `this.currentTest`) need
+  //   the bdd globals mocha hands out at `pre-require`, an event of the
+  //   same Mocha instance's suite: reached only through the same load,
+  //   and they add hooks to the user's suite (run by mocha, with its
+  //   timeouts, reported as the suite's own if they fail), where listening
+  //   to events adds nothing the suite runs.
   //
   // A test's window, on the thread that runs it, from the events alone:
   // its `"before each" hook`s (setup), its body (call: from the `test`
@@ -647,10 +671,12 @@
     proto.run = wrapped;
     return undefined;
   }
-  // `Mocha` is the export of lib/mocha.js: a function with `Runner`.
+  // `Mocha` is the export of lib/mocha.js (lib/mocha.cjs in 12; an
+  // ES module importing it asks for its absolute path): a function with
+  // `Runner`.
   function mochaLoaded(request, parent, exp) {
     if (mochaSeen || typeof exp !== 'function' || typeof exp.Runner !== 'function') return exp;
-    if (typeof request !== 'string' || !/(^|[\\/])mocha(\.js)?$/.test(request)) return exp;
+    if (typeof request !== 'string' || !/(^|[\\/])mocha(\.c?js)?$/.test(request)) return exp;
     mochaSeen = true;
     let version;
     try {
@@ -667,7 +693,7 @@
   function looksLikeMocha() {
     if (process.env.MOCHA_WORKER_ID !== undefined) return true;
     const main = String((process.argv && process.argv[1]) || '');
-    return /[\\/]mocha[\\/](bin[\\/](_mocha|mocha(\.js)?)|lib[\\/](cli[\\/]cli|nodejs[\\/]worker)\.js)$|[\\/]\.bin[\\/]_?mocha$/.test(
+    return /[\\/]mocha[\\/](bin[\\/](_mocha|mocha(\.js)?)|lib[\\/](cli[\\/]cli|nodejs[\\/]worker)\.c?js)$|[\\/]\.bin[\\/]_?mocha$/.test(
       main,
     );
   }
@@ -682,7 +708,7 @@
       status('mocha', {
         worker: process.env.MOCHA_WORKER_ID,
         version: versionFrom(process.cwd(), 'mocha'),
-        why: "mocha's Runner was not reached: lib/mocha.js was not loaded through require",
+        why: "mocha's Runner was not reached: lib/mocha.js (or .cjs) was not loaded through require",
       });
     });
   }

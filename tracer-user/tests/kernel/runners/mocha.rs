@@ -1,5 +1,6 @@
-//! mocha 10 and 11 (the newest release of each, pinned in
-//! tests/fixtures/suites/matrix/mocha-*), on the suite
+//! mocha 10, 11 and 12 (the newest release of each, pinned in
+//! tests/fixtures/suites/matrix/mocha-*; 12 is an ES module package whose
+//! Mocha class is still the CommonJS lib/mocha.cjs), on the suite
 //! tests/fixtures/suites/mocha, under `tracer record --tests` (the Node
 //! integration, integrations/node/preload.js, through `NODE_OPTIONS`: it
 //! subscribes to each mocha Runner's events, mocha's documented way to
@@ -14,7 +15,7 @@
 //! Each: the bare twin (no tracer, the preload loaded, the kill off) passes
 //! first, then the certificate names both tests exactly, in report.json
 //! and report.md, with the status line "mocha 11.8.0: test names through
-//! `Runner events`".
+//! `Runner events`" (12.0.3, 10.8.2 alike).
 //!
 //! Wall time on the 2-core test machine, per test: about 1.5 s (serial) and
 //! 2.5 s (parallel) without the kill, 2 s and 3 s under tracer.
@@ -209,19 +210,29 @@ fn mocha_11_parallel() {
     names_both_tests("11", true);
 }
 
-/// Never at the cost of the suite: with the kill off, mocha 11 under
-/// `--tests` and its bare twin (no tracer, no preload) exit 0 and print
-/// the same report but for the durations (`(1002ms)`, `(2s)`; the lines
-/// compared as a set: `--parallel` prints each file as it ends); the
+#[test]
+fn mocha_12_serial() {
+    names_both_tests("12", false);
+}
+
+#[test]
+fn mocha_12_parallel() {
+    names_both_tests("12", true);
+}
+
+/// Never at the cost of the suite: with the kill off, mocha 11 and 12
+/// under `--tests` and their bare twins (no tracer, no preload) exit 0 and
+/// print the same report but for the durations (`(1002ms)`, `(2s)`; the
+/// lines compared as a set: `--parallel` prints each file as it ends); the
 /// status line is there all the same.
 #[test]
 fn preload_changes_nothing_mocha_prints() {
     require("node", "Debian's nodejs, installed by cargo xtask test");
-    for parallel in [false, true] {
-        let argv = argv("11", parallel);
+    for (major, parallel) in [("11", false), ("11", true), ("12", false), ("12", true)] {
+        let argv = argv(major, parallel);
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let (_, out) = suite("11", parallel).passes_without_the_kill_env(&argv, &[]);
-        let s = suite("11", parallel);
+        let (_, out) = suite(major, parallel).passes_without_the_kill_env(&argv, &[]);
+        let s = suite(major, parallel);
         let (r, _) = s.record_env_kill(&["--tests"], &argv, &[], false);
         assert_eq!(r.code(), Some(0), "{}", r.stderr());
         let steady = |b: &[u8]| -> Vec<String> {
@@ -238,9 +249,9 @@ fn preload_changes_nothing_mocha_prints() {
         assert_eq!(
             steady(&r.output.stdout),
             steady(&out.stdout),
-            "mocha's report changed:\n{}",
+            "mocha {major}'s report changed (parallel={parallel}):\n{}",
             both(&out)
         );
-        status_line(&report(&r), &s, "11", parallel);
+        status_line(&report(&r), &s, major, parallel);
     }
 }
