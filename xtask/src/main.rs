@@ -83,6 +83,10 @@ enum Command {
         /// resources sampler on), churning memory too.
         #[arg(long, requires = "soak")]
         soak_cgroup: bool,
+        /// Only this section of the bench (repeatable; the start-up always runs): e.g.
+        /// `--only suites` for the real runners' rows alone.
+        #[arg(long, value_enum, value_name = "SECTION", conflicts_with = "soak")]
+        only: Vec<bench::Section>,
     },
     /// A static, stripped `tracer` with its SHA-256 and a tarball (target/dist/).
     Dist {
@@ -192,6 +196,7 @@ fn run(cli: Cli) -> Result<()> {
             soak,
             soak_secs,
             soak_cgroup,
+            only,
         } => bench::run(
             &ws,
             &bench::BenchOpts {
@@ -203,6 +208,7 @@ fn run(cli: Cli) -> Result<()> {
                     period: if soak_secs >= 60 { 10 } else { 2 },
                     cgroup: soak_cgroup,
                 }),
+                only,
             },
         ),
         Command::VmTest { ci: true, .. } => vm::ci_guest(&ws),

@@ -4,7 +4,7 @@
 //! jest, pytest with xdist through the suites' own setup script, and
 //! cargo-nextest through `cargo install`.
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     process::Command,
     time::{Duration, Instant},
 };
@@ -70,8 +70,15 @@ pub(crate) fn ensure() -> Result<()> {
 /// versions (setup.sh: `npm ci` and a venv, outside the repository). Measured
 /// on the 2-core test machine: cold 32 s (npm ci 18 s), warm 0.03 s.
 pub(crate) fn ensure_runner_suites(ws: &Workspace) -> Result<()> {
-    let started = Instant::now();
     ensure_nextest(ws)?;
+    suites_cache(ws).map(drop)
+}
+
+/// setup.sh's cache of vitest, jest, pytest and pytest-xdist (the path
+/// above, made or reused as it is): what `cargo xtask test` installs for the
+/// runner suites, and the bench's suite rows run.
+pub(crate) fn suites_cache(ws: &Workspace) -> Result<PathBuf> {
+    let started = Instant::now();
     let cache = ws.target_dir.join(SUITES_CACHE);
     cmd::run(
         Command::new(ws.root.join(SUITES_SETUP))
@@ -83,7 +90,7 @@ pub(crate) fn ensure_runner_suites(ws: &Workspace) -> Result<()> {
     if took > Duration::from_secs(1) {
         eprintln!("xtask: the runner suites' runners set up in {took:.1?}");
     }
-    Ok(())
+    Ok(cache)
 }
 
 fn ensure_nextest(ws: &Workspace) -> Result<()> {

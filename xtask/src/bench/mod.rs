@@ -6,14 +6,19 @@
 //! 1. fixed start-up (load, attach, spawn, teardown): `tracer record -- true`;
 //! 2. the workloads (fork/exec storm, signal storm, long argv, stderr-heavy,
 //!    Go's SIGURG preemption, a real test suite), bare vs tracer vs
-//!    references, raw ratio and ratio beyond start-up;
+//!    references, raw ratio and ratio beyond start-up; then real runners
+//!    (jest, vitest, pytest-xdist: `suites`) bare vs tracer vs `tracer
+//!    --tests` vs bpftrace, and the kernel time per program run of both;
 //! 3. the zero-loss knee: event rate and ring-buffer size vs `lost`;
 //! 4. peak RSS over a ~1M-event run, and `tracer report` on 1M-event logs;
 //! 5. the resources sampler's CPU (sampling vs `--no-resources`, idle run).
 //!
+//! `--only SECTION` (repeatable) runs some of 2–5; the start-up always runs
+//! (the ratios beyond start-up need it).
+//!
 //! This file runs the sections and prints their tables; what runs is in
-//! `workloads`, the log reading in `logs`, the timing in `measure`, the
-//! daemon soak in `soak`.
+//! `workloads` (and `suites`), the log reading in `logs`, the timing in
+//! `measure`, the daemon soak in `soak`.
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -30,12 +35,14 @@ mod program_time;
 mod sampler;
 pub(crate) mod soak;
 mod soak_cgroup;
+mod suite_files;
+mod suites;
 mod workloads;
 
 use self::{
     logs::{count_lines, event_span_secs, read_trailer, synthesize},
     measure::{measure, Measured, Stats},
-    workloads::{build_driver, machine, workloads, Ctx, Tool},
+    workloads::{build_driver, machine, workloads, Ctx, Tool, Workload},
 };
 use crate::{build, privilege, workspace::Workspace};
 
@@ -48,6 +55,29 @@ pub(crate) struct BenchOpts {
     pub no_reference: bool,
     /// Only the daemon soak (`--soak`).
     pub soak: Option<soak::SoakOpts>,
+    /// Only these sections (and the start-up); empty: all of them.
+    pub only: Vec<Section>,
+}
+
+/// The sections `--only` picks (the start-up runs whatever it picks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Section {
+    /// 2: the synthetic workloads (fork, signal, argv, stderr, Go, unit tests).
+    Workloads,
+    /// 2: real runners' suites (jest, vitest forks, pytest-xdist).
+    Suites,
+    /// 3: the zero-loss knee.
+    Knee,
+    /// 4: memory and report time on 1M-event logs.
+    Memory,
+    /// 5: the resources sampler's cost.
+    Sampler,
+}
+
+impl BenchOpts {
+    fn wants(&self, section: Section) -> bool {
+        self.only.is_empty() || self.only.contains(&section)
+    }
 }
 
 pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
@@ -72,7 +102,11 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     // The release a CI job downloads, timed beside the glibc build (issue 26:
     // within 5 % on every workload).
     let tracer_static = crate::dist::build_static(ws, crate::target::Target::host()?)?;
-    let go = extra::build_go(&scratch);
+    let go = if opts.wants(Section::Workloads) {
+        extra::build_go(&scratch)
+    } else {
+        None
+    };
     let which =
         |name: &str| crate::bootstrap::which(name, &std::env::var_os("PATH").unwrap_or_default());
     let mut cx = Ctx {
@@ -125,15 +159,19 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     if cx.strace.is_some() {
         tools.push(Tool::Strace);
     }
+    let mut startup_tools = tools.clone();
+    if opts.wants(Section::Suites) {
+        startup_tools.insert(1, Tool::TracerTests);
+    }
     cx.say("");
     cx.say("## Fixed start-up: `<tool> -- true` (load, attach, spawn, detach, reports)");
     cx.say("");
     cx.say("| tool | median | min | max | peak RSS |");
     cx.say("| --- | --- | --- | --- | --- |");
     let truecmd = vec!["/bin/true".to_string()];
-    let mut startup = [0.0f64; 5];
-    for &tool in &tools {
-        let tracer_itself = matches!(tool, Tool::Tracer | Tool::TracerStatic);
+    let mut startup = [0.0f64; Tool::COUNT];
+    for &tool in &startup_tools {
+        let tracer_itself = matches!(tool, Tool::Tracer | Tool::TracerStatic | Tool::TracerTests);
         let n = if tracer_itself { reps } else { ref_reps };
         let mut runs = Vec::new();
         for _ in 0..n {
@@ -152,9 +190,91 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
         ));
     }
 
-    // 2. Workloads side by side (runs interleaved so drift hits all tools alike).
+    // 2. Workloads and real suites side by side (runs interleaved so drift
+    // hits all tools alike).
+    let mut program_rows = Vec::new();
+    let mut fork_log: Option<PathBuf> = None;
+    if opts.wants(Section::Workloads) {
+        let mut all = workloads(scale);
+        all.push(extra::preempt(scale, go.as_deref()));
+        match extra::test_suite(ws) {
+            Ok(w) => all.push(w),
+            Err(e) => cx.say(format!("test suite workload: skipped, {e:#}")),
+        }
+        fork_log = workload_rows(
+            &mut cx,
+            all,
+            &tools,
+            &startup,
+            (reps, ref_reps),
+            &mut program_rows,
+        )?;
+    }
+    if opts.wants(Section::Suites) {
+        let mut suite_tools = vec![Tool::Bare, Tool::Tracer, Tool::TracerTests];
+        if cx.bpftrace.is_some() {
+            suite_tools.push(Tool::Bpftrace);
+        }
+        match suites::prepare(ws, &scratch, scale) {
+            Ok(all) => suites::rows(
+                &mut cx,
+                &all,
+                &suite_tools,
+                &startup,
+                (reps, ref_reps),
+                &mut program_rows,
+            )?,
+            Err(e) => cx.say(format!("\nreal suites: skipped, {e:#}")),
+        }
+    }
+
+    if !program_rows.is_empty() {
+        cx.say("");
+        for line in program_time::table(&program_rows) {
+            cx.say(line);
+        }
+    }
+
+    // 3. The zero-loss knee.
+    if opts.wants(Section::Knee) {
+        knee(&mut cx, scale)?;
+    }
+
+    // 4. Memory over a ~1M-event run, and `tracer report` on 1M events.
+    if opts.wants(Section::Memory) {
+        big_log(&mut cx, scale, fork_log.as_deref())?;
+    }
+
+    // 5. The resources sampler's cost.
+    if opts.wants(Section::Sampler) {
+        sampler::cost(&mut cx, reps, scale)?;
+    }
+
+    cx.say("");
+    cx.say(format!(
+        "bench finished in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    let results = scratch.join("results.md");
+    fs::write(&results, &cx.out)?;
+    eprintln!("xtask: results also in {}", results.display());
+    Ok(())
+}
+
+/// The workloads' rows (section 2): `tools` and bare interleaved, `reps`
+/// runs each (bpftrace `ref_reps`, strace 1); each workload also once under
+/// `--program-stats`, into `program_rows`. The fork storm's log, kept for
+/// section 4.
+fn workload_rows(
+    cx: &mut Ctx,
+    all: Vec<Workload>,
+    tools: &[Tool],
+    startup: &[f64; Tool::COUNT],
+    (reps, ref_reps): (usize, usize),
+    program_rows: &mut Vec<program_time::Row>,
+) -> Result<Option<PathBuf>> {
     let mut all_tools = vec![Tool::Bare];
-    all_tools.extend(&tools);
+    all_tools.extend(tools);
     cx.say("");
     cx.say(
         "## Workloads: median wall time; ×raw = tool/bare; ×beyond = (tool − its start-up)/bare",
@@ -165,17 +285,10 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
     );
     cx.say("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut fork_log: Option<PathBuf> = None;
-    let mut all = workloads(scale);
-    all.push(extra::preempt(scale, go.as_deref()));
-    match extra::test_suite(ws) {
-        Ok(w) => all.push(w),
-        Err(e) => cx.say(format!("test suite workload: skipped, {e:#}")),
-    }
-    let mut program_rows = Vec::new();
     for w in all {
-        program_rows.push(program_time::measure_one(&mut cx, &w)?);
+        program_rows.push(program_time::measure_one(cx, &w)?);
         let argv = cx.argv(&w);
-        let mut times: Vec<Vec<Measured>> = vec![Vec::new(); 5];
+        let mut times: Vec<Vec<Measured>> = vec![Vec::new(); Tool::COUNT];
         let mut trailer = None;
         for rep in 0..reps {
             for &tool in &all_tools {
@@ -202,7 +315,7 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
                 if tool == Tool::Tracer {
                     trailer = read_trailer(&dir.join("events.ndjson"));
                     if w.program.is_none() && w.args[0] == "fork" {
-                        let keep = scratch.join("fork-storm.ndjson");
+                        let keep = cx.scratch.join("fork-storm.ndjson");
                         fs::rename(dir.join("events.ndjson"), &keep)?;
                         fork_log = Some(keep);
                     }
@@ -249,29 +362,7 @@ pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
         ));
     }
 
-    cx.say("");
-    for line in program_time::table(&program_rows) {
-        cx.say(line);
-    }
-
-    // 3. The zero-loss knee.
-    knee(&mut cx, scale)?;
-
-    // 4. Memory over a ~1M-event run, and `tracer report` on 1M events.
-    big_log(&mut cx, scale, fork_log.as_deref())?;
-
-    // 5. The resources sampler's cost.
-    sampler::cost(&mut cx, reps, scale)?;
-
-    cx.say("");
-    cx.say(format!(
-        "bench finished in {:.0} s",
-        started.elapsed().as_secs_f64()
-    ));
-    let results = scratch.join("results.md");
-    fs::write(&results, &cx.out)?;
-    eprintln!("xtask: results also in {}", results.display());
-    Ok(())
+    Ok(fork_log)
 }
 
 /// Push the event rate up (parallel fork storms, the signal storm) and the

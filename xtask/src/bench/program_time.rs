@@ -1,8 +1,9 @@
 //! Kernel time per program run (issue 37 item 4): each workload once more
 //! under `tracer record --program-stats` (the kernel counts its programs'
 //! runs and time only then: two clock reads per run, so never in the timed
-//! runs), the figures from that run's trailer.
-use std::{fs, path::Path};
+//! runs), the figures from that run's trailer; the real suites' rows
+//! (`suites`) the same way.
+use std::{fs, path::Path, process::Command};
 
 use anyhow::Result;
 
@@ -34,11 +35,16 @@ pub(crate) type Row = (String, Vec<(String, u64, u64)>);
 pub(crate) fn measure_one(cx: &mut Ctx, w: &Workload) -> Result<Row> {
     let dir = cx.tmp("stats");
     let argv = cx.argv(w);
-    let mut c = cx.stats_command(&argv, &dir);
-    measure(&mut c)?;
+    measure_cmd(&mut cx.stats_command(&argv, &dir), w.name, &dir)
+}
+
+/// `cmd`, a `Ctx::stats_command` writing into `dir`, run once: the row of
+/// `name` (a workload's or a suite's).
+pub(crate) fn measure_cmd(cmd: &mut Command, name: &str, dir: &Path) -> Result<Row> {
+    measure(cmd)?;
     let stats = read(&dir.join("events.ndjson"));
-    let _ = fs::remove_dir_all(&dir);
-    Ok((w.name.to_string(), stats))
+    let _ = fs::remove_dir_all(dir);
+    Ok((name.to_string(), stats))
 }
 
 /// The trailer's `program_stats` of the log at `path` (none when it has

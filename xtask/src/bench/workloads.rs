@@ -59,9 +59,15 @@ pub(crate) enum Tool {
     /// The release a CI job downloads (`cargo xtask dist`: static, musl),
     /// run like `Tracer`, the glibc build.
     TracerStatic,
+    /// `tracer record --tests`: the test integrations handed to the
+    /// command (the suite rows).
+    TracerTests,
 }
 
 impl Tool {
+    /// How many tools there are: the size of arrays indexed by `Tool as usize`.
+    pub(crate) const COUNT: usize = 6;
+
     pub(crate) fn label(self) -> &'static str {
         match self {
             Tool::Bare => "bare",
@@ -69,6 +75,7 @@ impl Tool {
             Tool::Bpftrace => "bpftrace",
             Tool::Strace => "strace -f",
             Tool::TracerStatic => "tracer (static release)",
+            Tool::TracerTests => "tracer --tests",
         }
     }
 }
@@ -125,7 +132,7 @@ impl Ctx {
                 c.args(&argv[1..]);
                 c
             }
-            Tool::Tracer | Tool::TracerStatic => {
+            Tool::Tracer | Tool::TracerStatic | Tool::TracerTests => {
                 let bin = match tool {
                     Tool::TracerStatic => &self.tracer_static,
                     _ => &self.tracer,
@@ -135,6 +142,9 @@ impl Ctx {
                 // Like for like: the bare run is root's, so is the traced one
                 // (under `sudo -E`, tracer would otherwise drop to SUDO_UID).
                 c.args(["--user", "root"]);
+                if tool == Tool::TracerTests {
+                    c.arg("--tests");
+                }
                 if let Some(bytes) = ring {
                     c.arg("--ring-buffer-size").arg(bytes.to_string());
                 }
