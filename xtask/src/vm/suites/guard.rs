@@ -36,11 +36,20 @@ fn tests_for(arch: &str) -> Vec<String> {
 fn scan_file(file: &Path, children: &Path, prefix: &str, arch: &str, out: &mut Vec<String>) {
     let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    scan_items(&ast.items, children, prefix, arch, out);
+    let here = file.parent().expect("a source file lies in a directory");
+    scan_items(&ast.items, children, here, prefix, arch, out);
 }
 
-/// `children`: where the files of this scope's `mod x;` lie.
-fn scan_items(items: &[Item], children: &Path, prefix: &str, arch: &str, out: &mut Vec<String>) {
+/// `children`: where the files of this scope's `mod x;` lie; `here`: the
+/// directory of the file the items are in (a `#[path]` is relative to it).
+fn scan_items(
+    items: &[Item],
+    children: &Path,
+    here: &Path,
+    prefix: &str,
+    arch: &str,
+    out: &mut Vec<String>,
+) {
     for item in items {
         match item {
             Item::Fn(f)
@@ -53,7 +62,11 @@ fn scan_items(items: &[Item], children: &Path, prefix: &str, arch: &str, out: &m
                 let prefix = format!("{prefix}{name}::");
                 let dir = children.join(&name);
                 match &m.content {
-                    Some((_, items)) => scan_items(items, &dir, &prefix, arch, out),
+                    Some((_, items)) => scan_items(items, &dir, here, &prefix, arch, out),
+                    None if path_attr(&m.attrs).is_some() => {
+                        let file = here.join(path_attr(&m.attrs).unwrap_or_default());
+                        scan_file(&file, &dir, &prefix, arch, out)
+                    }
                     None => {
                         let file = children.join(format!("{name}.rs"));
                         match file.exists() {
@@ -66,6 +79,20 @@ fn scan_items(items: &[Item], children: &Path, prefix: &str, arch: &str, out: &m
             _ => {}
         }
     }
+}
+
+/// A module's `#[path = "…"]`, when it has one.
+fn path_attr(attrs: &[Attribute]) -> Option<String> {
+    attrs.iter().find_map(|a| match &a.meta {
+        Meta::NameValue(nv) if nv.path.is_ident("path") => match &nv.value {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Some(s.value()),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 fn is(attrs: &[Attribute], name: &str) -> bool {
