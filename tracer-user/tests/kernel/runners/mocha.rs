@@ -23,7 +23,7 @@ use std::path::PathBuf;
 
 use tracer_user::{
     analysis::{Certificate, Relation},
-    labels::{Phase, Runner, Source, TestAt, Via},
+    labels::{Phase, Runner, TestAt, Via},
 };
 
 use super::*;
@@ -66,26 +66,13 @@ fn declared_by_mocha(
     via: Via,
     parallel: bool,
 ) -> Option<String> {
-    let all = headlines(rep);
-    let at = at.unwrap_or_else(|| panic!("a test named for {file} > {name}: {all}"));
-    let t = &at.test;
+    let w = declared_as(rep, at, Runner::Mocha, file, name, Some(Phase::Call), via);
     assert_eq!(
-        (t.runner, t.file.as_deref(), t.name.as_str(), t.phase),
-        (Runner::Mocha, Some(file), name, Some(Phase::Call)),
-        "{at:?}\n{all}"
+        w.is_some(),
+        parallel,
+        "worker {w:?} for parallel={parallel}"
     );
-    assert_eq!((t.source, at.via), (Source::Exact, via), "{at:?}\n{all}");
-    assert!(at.one_of.is_empty(), "one test at a time: {at:?}");
-    match (&t.worker, parallel) {
-        (None, false) => {}
-        (Some(w), true) => assert!(
-            w.strip_prefix("mocha worker ")
-                .is_some_and(|id| id.parse::<u32>().is_ok()),
-            "{w}"
-        ),
-        _ => panic!("worker {:?} for parallel={parallel}: {at:?}", t.worker),
-    }
-    t.worker.clone()
+    w
 }
 
 /// The run's one status line: mocha, `major`'s version, the seam; in
@@ -238,10 +225,7 @@ fn preload_changes_nothing_mocha_prints() {
         let steady = |b: &[u8]| -> Vec<String> {
             let mut v: Vec<String> = String::from_utf8_lossy(b)
                 .lines()
-                .map(|l| match l.rfind(" (") {
-                    Some(i) if l.ends_with("s)") => l[..i].to_string(),
-                    _ => l.to_string(),
-                })
+                .map(without_duration)
                 .collect();
             v.sort();
             v

@@ -340,6 +340,21 @@ pub(super) fn declared(
     phase: Option<Phase>,
     via: Via,
 ) -> String {
+    declared_as(rep, at, runner, file, name, phase, via)
+        .unwrap_or_else(|| panic!("a worker for {file} > {name}: {at:?}"))
+}
+
+/// As [`declared`], for runners whose tests may run in no worker (node:test,
+/// serial mocha): the worker, when there is one, is `<runner> worker N`.
+pub(super) fn declared_as(
+    rep: &Report,
+    at: Option<&TestAt>,
+    runner: Runner,
+    file: &str,
+    name: &str,
+    phase: Option<Phase>,
+    via: Via,
+) -> Option<String> {
     let all = headlines(rep);
     let at = at.unwrap_or_else(|| panic!("a test named for {file} > {name}: {all}"));
     let t = &at.test;
@@ -350,19 +365,29 @@ pub(super) fn declared(
     );
     assert_eq!((t.source, at.via), (Source::Exact, via), "{at:?}\n{all}");
     assert!(at.one_of.is_empty(), "one test at a time: {at:?}");
-    let worker = t
-        .worker
-        .clone()
-        .unwrap_or_else(|| panic!("its worker: {at:?}"));
-    let prefix = match runner {
-        Runner::Vitest => "vitest worker ",
-        _ => "jest worker ",
-    };
-    assert!(
-        worker
-            .strip_prefix(prefix)
-            .is_some_and(|id| id.parse::<u32>().is_ok()),
-        "{worker}"
-    );
-    worker
+    if let Some(worker) = &t.worker {
+        let prefix = match runner {
+            Runner::Vitest => "vitest worker ",
+            Runner::Mocha => "mocha worker ",
+            Runner::Playwright => "playwright worker ",
+            _ => "jest worker ",
+        };
+        assert!(
+            worker
+                .strip_prefix(prefix)
+                .is_some_and(|id| id.parse::<u32>().is_ok()),
+            "{worker}"
+        );
+    }
+    t.worker.clone()
+}
+
+/// A runner's report line without the duration it ends with ("✔ sibling
+/// (1004.5ms)", mocha's "(1002ms)", Playwright's "(1.2s)"): what the
+/// never-at-the-cost twins compare.
+pub(super) fn without_duration(line: &str) -> String {
+    match line.rfind(" (") {
+        Some(i) if line.ends_with("s)") => line[..i].to_string(),
+        _ => line.to_string(),
+    }
 }

@@ -16,7 +16,7 @@ use std::{path::PathBuf, process::Command};
 
 use tracer_user::{
     analysis::{Certificate, LinkEvidence, Relation},
-    labels::{Runner, Source, TestAt, Via},
+    labels::{Runner, TestAt, Via},
 };
 
 use super::*;
@@ -91,21 +91,8 @@ fn record(how: Node, node: &NodeBin) -> (Suite, Recorded) {
 /// `at` is the test `file` declared as `name`: a mark (`exact`), the
 /// test's own process, no phase and no worker (node:test has neither).
 fn declared_by_node(rep: &Report, at: Option<&TestAt>, file: &str, name: &str) {
-    let all = headlines(rep);
-    let at = at.unwrap_or_else(|| panic!("a test named for {file} > {name}: {all}"));
-    let t = &at.test;
-    assert_eq!(
-        (t.runner, t.file.as_deref(), t.name.as_str(), t.phase),
-        (Runner::NodeTest, Some(file), name, None),
-        "{at:?}\n{all}"
-    );
-    assert_eq!(
-        (t.source, at.via),
-        (Source::Exact, Via::Own),
-        "{at:?}\n{all}"
-    );
-    assert_eq!(t.worker, None, "{at:?}");
-    assert!(at.one_of.is_empty(), "one test at a time: {at:?}");
+    let worker = declared_as(rep, at, Runner::NodeTest, file, name, None, Via::Own);
+    assert_eq!(worker, None, "{at:?}");
 }
 
 /// The run's one status line: node:test, the node's version, the seam, in
@@ -203,10 +190,7 @@ fn changes_nothing_the_runner_prints(node: &NodeBin) {
     let steady = |s: &str| -> Vec<String> {
         s.lines()
             .filter(|l| !l.contains("duration_ms"))
-            .map(|l| match l.rfind(" (") {
-                Some(i) if l.ends_with("ms)") => l[..i].to_string(),
-                _ => l.to_string(),
-            })
+            .map(without_duration)
             .collect()
     };
     assert_eq!(

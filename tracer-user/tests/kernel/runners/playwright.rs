@@ -11,7 +11,7 @@
 //! (with the preload), 4 s under tracer.
 use tracer_user::{
     analysis::{LinkEvidence, Relation},
-    labels::{Runner, Source, TestAt, Via},
+    labels::{Runner, TestAt, Via},
 };
 
 use super::*;
@@ -46,30 +46,7 @@ fn suite() -> Suite {
 /// `at` is the test `file` declared as `name` through a mark, the
 /// worker's own, no phase; returns its worker (`playwright worker N`).
 fn declared_by_playwright(rep: &Report, at: Option<&TestAt>, file: &str, name: &str) -> String {
-    let all = headlines(rep);
-    let at = at.unwrap_or_else(|| panic!("a test named for {file} > {name}: {all}"));
-    let t = &at.test;
-    assert_eq!(
-        (t.runner, t.file.as_deref(), t.name.as_str(), t.phase),
-        (Runner::Playwright, Some(file), name, None),
-        "{at:?}\n{all}"
-    );
-    assert_eq!(
-        (t.source, at.via),
-        (Source::Exact, Via::Own),
-        "{at:?}\n{all}"
-    );
-    assert!(at.one_of.is_empty(), "one test at a time: {at:?}");
-    let w = t
-        .worker
-        .clone()
-        .unwrap_or_else(|| panic!("its worker: {at:?}"));
-    assert!(
-        w.strip_prefix("playwright worker ")
-            .is_some_and(|id| id.parse::<u32>().is_ok()),
-        "{w}"
-    );
-    w
+    declared(rep, at, Runner::Playwright, file, name, None, Via::Own)
 }
 
 /// The one status line: playwright 1.x through the seam, in both workers.
@@ -157,10 +134,7 @@ fn preload_changes_nothing_playwright_prints() {
     let steady = |b: &[u8]| -> Vec<String> {
         let mut v: Vec<String> = String::from_utf8_lossy(b)
             .lines()
-            .map(|l| match l.rfind(" (") {
-                Some(i) if l.ends_with("s)") => l[..i].to_string(),
-                _ => l.to_string(),
-            })
+            .map(without_duration)
             // The list reporter numbers the tests as they start.
             .map(|l| l.replace("  1 ", "  N ").replace("  2 ", "  N "))
             .collect();
