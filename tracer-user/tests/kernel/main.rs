@@ -35,6 +35,7 @@ mod field_truths;
 mod hang;
 mod last_words;
 mod last_words_dest;
+mod last_words_fd2;
 mod last_words_writev;
 mod leaks;
 mod least_privilege;

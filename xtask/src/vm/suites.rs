@@ -64,6 +64,10 @@ pub(crate) const HOST_ONLY: &[(&str, &str)] = &[
     ("field_truths", "node"),
     ("hang", "python3"),
     ("last_words_dest", "node"),
+    (
+        "last_words_fd2",
+        "python3 and bash (last_words proves fd 2's moves in sh)",
+    ),
     ("last_words_writev", "python3 and bash (fallback proves the rungs in the VMs)"),
     ("least_privilege", "sudo and the nobody user"),
     ("metrics", "prometheus"),
