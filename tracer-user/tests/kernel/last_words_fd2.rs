@@ -10,13 +10,8 @@ use tracer_user::eventlog::{LastWords, Record};
 
 /// Each python3 process: its label, its fd 2 moves between writes, the
 /// words it must leave and whether its last write went to /dev/null.
-const PYTHON: [(&str, &str, &str, bool); 4] = [
-    (
-        "to-null",
-        "w('a1'); null = os.open('/dev/null', os.O_WRONLY); os.dup2(null, 2); os.close(null); w('a2')",
-        "a1\na2\n",
-        true,
-    ),
+const PYTHON: [(&str, &str, &str, bool); 6] = [
+    ("to-null", "w('a1'); to_null(); w('a2')", "a1\na2\n", true),
     (
         "back-to-pipe",
         "saved = os.dup(2); null = os.open('/dev/null', os.O_WRONLY); os.dup2(null, 2); w('b1'); \
@@ -45,6 +40,20 @@ const PYTHON: [(&str, &str, &str, bool); 4] = [
         "d1\nd2\n",
         false,
     ),
+    // A thread with a table of its own (unshare(CLONE_FILES)) points its
+    // fd 2 at /dev/null; the process's other threads keep the pipe.
+    (
+        "unshared-thread",
+        "w('g1'); in_unshared_thread(lambda: (to_null(), w('g2'))); w('g3')",
+        "g1\ng2\ng3\n",
+        false,
+    ),
+    (
+        "unshared-thread-last",
+        "w('h1'); in_unshared_thread(lambda: (to_null(), w('h2')))",
+        "h1\nh2\n",
+        true,
+    ),
 ];
 
 /// bash: `exec 2>/dev/null` and back through a saved fd.
@@ -64,11 +73,18 @@ const BASH: [(&str, &str, &str, bool); 2] = [
 ];
 
 /// One python3 process: `w` writes a line to fd 2 itself; `lost` writes
-/// to the closed fd 2 (EBADF: no words).
+/// to the closed fd 2 (EBADF: no words); `to_null` dup2s /dev/null onto
+/// fd 2; `in_unshared_thread` runs `f` in a thread that first unshares its
+/// file table (0x400: CLONE_FILES).
 fn python(body: &str) -> String {
-    let prelude = "import os, sys, fcntl\n\
+    let prelude = "import os, sys, fcntl, threading, ctypes\n\
                    def w(s): os.write(2, (s + '\\n').encode())\n\
-                   def lost():\n    try: os.write(2, b'lost\\n')\n    except OSError: pass\n";
+                   def lost():\n    try: os.write(2, b'lost\\n')\n    except OSError: pass\n\
+                   def to_null():\n    null = os.open('/dev/null', os.O_WRONLY)\n    \
+                   os.dup2(null, 2)\n    os.close(null)\n\
+                   def in_unshared_thread(f):\n    def run():\n        \
+                   assert ctypes.CDLL(None).unshare(0x400) == 0\n        f()\n    \
+                   t = threading.Thread(target=run)\n    t.start()\n    t.join()\n";
     format!(
         "{} -c {} x {{file}}",
         python3(),
