@@ -19,6 +19,7 @@ mod crash;
 mod diag;
 mod exec_env;
 mod existing;
+mod fd2;
 mod kill_calls;
 mod kill_fails;
 mod maps;

@@ -159,6 +159,7 @@ pub(crate) fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         // Its stderr tail and its counted signals go first: the exit
         // record is what logs the tail, and the log keeps the order.
         crate::stderr::flush_tail(&id);
+        crate::fd2::forget(id.tgid);
         crate::signal_agg::flush(&id, true);
     }
     let Some(mut entry) = EVENTS.reserve::<ExitRecord>(0) else {

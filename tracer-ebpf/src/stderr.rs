@@ -21,6 +21,7 @@ use tracer_common::{
 };
 
 use crate::{
+    fd2::{self, FD2_CHR, FD2_NULL},
     kill_calls::{current_is_compat, regs_arg},
     maps::{
         batched_output, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
@@ -221,7 +222,7 @@ fn caller_writing_to_stderr(fd: u64) -> Option<(TaskId, *mut StderrTail, u32)> {
         return None;
     }
     let (id, tail) = caller()?;
-    match lands(fd) {
+    match lands(&id, fd) {
         Lands::Stderr => Some((id, tail, 0)),
         Lands::DevNull => Some((id, tail, STDERR_TO_NULL)),
         Lands::Elsewhere => None,
@@ -241,8 +242,8 @@ fn caller_writing_to_stderr(fd: u64) -> Option<(TaskId, *mut StderrTail, u32)> {
 ///
 /// When the kernel's file structures cannot be read, fd 2 alone.
 #[inline(always)]
-fn lands(fd: u64) -> Lands {
-    match walk(fd) {
+fn lands(id: &TaskId, fd: u64) -> Lands {
+    match walk(id, fd) {
         Some(l) => l,
         None if fd == STDERR_FD => Lands::Stderr,
         None => Lands::Elsewhere,
@@ -255,30 +256,41 @@ enum Lands {
     Elsewhere,
 }
 
+/// fd 2's open file, then what it is: kept per process with the file and
+/// inode it was read from (`fd2`), so a process that keeps its fd 2 pays
+/// the reads that find the file, not the three that classify it.
 #[inline(always)]
-fn walk(fd: u64) -> Option<Lands> {
+fn walk(id: &TaskId, fd: u64) -> Option<Lands> {
     let files: Ptr = read(current(), off(|o| &o.task_files))?;
     let fdt: Ptr = read(files, off(|o| &o.files_fdt))?;
-    let max_fds: u32 = read(fdt, off(|o| &o.fdtable_max_fds))?;
-    if fd >= max_fds as u64 {
-        return Some(Lands::Elsewhere);
-    }
     let fds: Ptr = read(fdt, off(|o| &o.fdtable_fd))?;
+    // No bound check for fd 2: a table never holds fewer than
+    // BITS_PER_LONG fds (NR_OPEN_DEFAULT, the embedded `fdtab`).
     let err: Ptr = read(fds, 8 * STDERR_FD as u32)?;
     if err.is_null() {
+        // Never kept: the next open lands on the free fd 2.
         return Some(Lands::Elsewhere);
     }
     let err_inode: Ptr = read(err, off(|o| &o.file_inode))?;
-    let mode: u16 = read(err_inode, off(|o| &o.inode_mode))?;
-    let rdev: u32 = read(err_inode, off(|o| &o.inode_rdev))?;
-    let terminal_or_null = mode & S_IFMT == S_IFCHR;
-    let to_stderr = if terminal_or_null && rdev == DEV_NULL {
+    let kind = match fd2::known(id, files, err, err_inode) {
+        Some(k) => k,
+        None => {
+            let k = kind_of(err_inode)?;
+            fd2::keep(id, files, err, err_inode, k);
+            k
+        }
+    };
+    let to_stderr = if kind & FD2_NULL != 0 {
         Lands::DevNull
     } else {
         Lands::Stderr
     };
     if fd == STDERR_FD {
         return Some(to_stderr);
+    }
+    let max_fds: u32 = read(fdt, off(|o| &o.fdtable_max_fds))?;
+    if fd >= max_fds as u64 {
+        return Some(Lands::Elsewhere);
     }
     let file: Ptr = read(fds, 8 * fd as u32)?;
     if file.is_null() {
@@ -289,13 +301,26 @@ fn walk(fd: u64) -> Option<Lands> {
     }
     // Another open file of the same terminal (never of /dev/null: a
     // process's writes to a /dev/null of its own are not to its stderr).
-    if !terminal_or_null || rdev == DEV_NULL {
+    if kind & FD2_CHR == 0 {
         return Some(Lands::Elsewhere);
     }
     let inode: Ptr = read(file, off(|o| &o.file_inode))?;
     Some(match inode == err_inode {
         true => Lands::Stderr,
         false => Lands::Elsewhere,
+    })
+}
+
+/// `FD2_NULL` for /dev/null, `FD2_CHR` for another character device (a
+/// terminal), 0 for anything else (a pipe, a file, a socket).
+#[inline(always)]
+fn kind_of(inode: Ptr) -> Option<u32> {
+    let mode: u16 = read(inode, off(|o| &o.inode_mode))?;
+    let rdev: u32 = read(inode, off(|o| &o.inode_rdev))?;
+    Some(match (mode & S_IFMT == S_IFCHR, rdev == DEV_NULL) {
+        (true, true) => FD2_NULL,
+        (true, false) => FD2_CHR,
+        (false, _) => 0,
     })
 }
 

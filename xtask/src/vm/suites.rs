@@ -62,6 +62,10 @@ pub(crate) const HOST_ONLY: &[(&str, &str)] = &[
     ("kernel_causes", "python3"),
     ("last_words::dest", "node"),
     (
+        "last_words::fd2",
+        "python3 and bash (last_words proves fd 2's moves in sh)",
+    ),
+    (
         "last_words::writev",
         "python3 and bash (fallback proves the rungs in the VMs)",
     ),

@@ -1,6 +1,7 @@
 //! Last words: the end of what a process wrote to stderr, captured in the
 //! kernel, bounded per process.
 mod dest;
+mod fd2;
 mod writev;
 
 use crate::common::*;
@@ -36,6 +37,36 @@ fn a_dying_workers_stderr_is_kept() {
         .map(|x| x.at.seq)
         .expect("worker exit");
     assert_eq!(lw[0].at.seq, exit_seq + 1);
+}
+
+/// The kernel keeps what fd 2 is between a process's writes
+/// (`tracer-ebpf/src/fd2.rs`): its words still follow fd 2 at each write,
+/// to /dev/null and back, closed and opened anew (`last_words_fd2` does
+/// more, with python3 and bash, on the host).
+#[test]
+fn words_follow_fd2_at_each_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    let script = format!(
+        "sh -c 'echo n1 >&2; exec 2>/dev/null; echo n2 >&2'; \
+         sh -c 'exec 3>&2 2>/dev/null; echo p1 >&2; exec 2>&3 3>&-; echo p2 >&2'; \
+         sh -c 'exec 2>{f}; echo c1 >&2; exec 2>&-; exec 2>/dev/null; echo c2 >&2; \
+                exec 2>&-; exec 2>>{f}; echo c3 >&2'",
+        f = f.display()
+    );
+    let r = record(&[], &["sh", "-c", &script]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let lw = last_words(&r);
+    for (first, text, to_null) in [
+        ("n1", "n1\nn2\n", true),
+        ("p1", "p1\np2\n", false),
+        ("c1", "c1\nc2\nc3\n", false),
+    ] {
+        let w: Vec<_> = lw.iter().filter(|l| l.text.starts_with(first)).collect();
+        assert_eq!(w.len(), 1, "{first}: {lw:?}");
+        assert_eq!(w[0].text, text, "{lw:?}");
+        assert_eq!(w[0].to_null, to_null, "{lw:?}");
+    }
 }
 
 #[test]
