@@ -287,17 +287,25 @@ fn strace_reraising_its_tracees_segv_is_its_consequence() {
 
 /// `set -eo pipefail` with `cat missing | grep -c x`: grep's silent exit 1
 /// is the last failure, cat's (it said why) the first stage that failed;
-/// the script's exit follows from cat's.
+/// the script's exit follows from cat's. The stages run in the order a
+/// pipeline's do when neither is starved: cat fails once the grep stage
+/// exists (a fifo the grep stage opens first; each stage then execs its
+/// program, so they stay the shell's children). Without it, a loaded CI
+/// machine let cat end before bash had forked grep: then cat is a command
+/// the script ran before, not a stage beside grep, and no link is the rule
+/// (`analysis/cascade.rs`, `pipeline_stage`).
 #[test]
 fn a_pipefail_script_follows_from_its_first_failing_stage() {
-    let r = record(
-        &[],
-        &[
-            "bash",
-            "-c",
-            "set -eo pipefail; cat /nonexistent/tracer-test-input | grep -c x",
-        ],
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    nix::unistd::mkfifo(&go, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let go = go.display();
+    let script = format!(
+        "set -eo pipefail; \
+         {{ read _ < {go}; exec cat /nonexistent/tracer-test-input; }} \
+         | {{ echo > {go}; exec grep -c x; }}"
     );
+    let r = record(&[], &["bash", "-c", &script]);
     assert_no_loss(&r);
     let rep = report(&r);
     let cat = cert(&rep, "cat");
