@@ -91,7 +91,14 @@ mod ia32 {
     #[test]
     fn ia32_calls_numbered_like_native_ones_are_not_misread() {
         let s = scenario(|| {
-            eprintln!("NATIVE-WORDS");
+            // From a buffer this process wrote: the raw rung reads a
+            // write's text at the syscall's entry, where a page of the
+            // binary's read-only data never touched yet is not mapped (the
+            // kernel faults it in later, inside the write), so an
+            // `eprintln!` of a literal was missed on 5.10 once the test
+            // binary's layout moved, and said so as unreadable text.
+            let native = String::from("NATIVE-WORDS\n");
+            std::io::Write::write_all(&mut std::io::stderr(), native.as_bytes()).unwrap();
             let iov = [FAKE_WORDS.as_ptr() as u64, FAKE_WORDS.len() as u64];
             // ia32 20 is getpid, x86-64 20 is writev(fd, iov, iovcnt).
             let pid = int80(20, 2, iov.as_ptr() as u64, 1);
