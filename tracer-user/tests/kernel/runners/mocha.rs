@@ -222,14 +222,7 @@ fn preload_changes_nothing_mocha_prints() {
         let s = suite(major, parallel);
         let (r, _) = s.record_env_kill(&["--tests"], &argv, &[], false);
         assert_eq!(r.code(), Some(0), "{}", r.stderr());
-        let steady = |b: &[u8]| -> Vec<String> {
-            let mut v: Vec<String> = String::from_utf8_lossy(b)
-                .lines()
-                .map(without_duration)
-                .collect();
-            v.sort();
-            v
-        };
+        let steady = |b: &[u8]| steady_lines(b, |l| l);
         assert_eq!(
             steady(&r.output.stdout),
             steady(&out.stdout),

@@ -382,6 +382,19 @@ pub(super) fn declared_as(
     t.worker.clone()
 }
 
+/// A runner's output as the never-at-the-cost twins compare it: its lines
+/// without their durations, each then through `each`, sorted (workers'
+/// lines interleave as they come).
+pub(super) fn steady_lines(out: &[u8], each: impl Fn(String) -> String) -> Vec<String> {
+    let mut v: Vec<String> = String::from_utf8_lossy(out)
+        .lines()
+        .map(without_duration)
+        .map(each)
+        .collect();
+    v.sort();
+    v
+}
+
 /// A runner's report line without the duration it ends with ("✔ sibling
 /// (1004.5ms)", mocha's "(1002ms)", Playwright's "(1.2s)"): what the
 /// never-at-the-cost twins compare.

@@ -131,16 +131,8 @@ fn preload_changes_nothing_playwright_prints() {
     let s = suite();
     let (r, _) = s.record_env_kill(&["--tests"], &argv, &[], false);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
-    let steady = |b: &[u8]| -> Vec<String> {
-        let mut v: Vec<String> = String::from_utf8_lossy(b)
-            .lines()
-            .map(without_duration)
-            // The list reporter numbers the tests as they start.
-            .map(|l| l.replace("  1 ", "  N ").replace("  2 ", "  N "))
-            .collect();
-        v.sort();
-        v
-    };
+    // The list reporter numbers the tests as they start.
+    let steady = |b: &[u8]| steady_lines(b, |l| l.replace("  1 ", "  N ").replace("  2 ", "  N "));
     assert_eq!(
         steady(&r.output.stdout),
         steady(&out.stdout),
