@@ -31,7 +31,13 @@ fi
 # The crash_stacks tests' crashers, built on the host (no compiler here).
 [ -d /crashers ] && export TRACER_PREBUILT_CRASHERS=/crashers
 
-sh /vm/suite.sh $(cat /vm/args)
+# The guest bench's initramfs (`cargo xtask bench --vm`) has vm/bench.sh
+# instead of the suite.
+if [ -f /vm/bench.sh ]; then
+    sh /vm/bench.sh $(cat /vm/args)
+else
+    sh /vm/suite.sh $(cat /vm/args)
+fi
 echo "@@tracer-vm poweroff"
 sync
 poweroff -f

@@ -87,6 +87,11 @@ enum Command {
         /// `--only suites` for the real runners' rows alone.
         #[arg(long, value_enum, value_name = "SECTION", conflicts_with = "soak")]
         only: Vec<bench::Section>,
+        /// Only the guest bench: the workloads in a Debian guest of `vm-test` (5.10, 6.1,
+        /// 6.12), bare vs tracer as it attaches there (fentry) vs the raw_syscalls rung, and
+        /// the programs' ns per run (TCG: ratios only); repeatable.
+        #[arg(long = "vm", value_name = "KERNEL", conflicts_with_all = ["soak", "only"])]
+        vm: Vec<String>,
     },
     /// A static, stripped `tracer` with its SHA-256 and a tarball (target/dist/).
     Dist {
@@ -197,6 +202,7 @@ fn run(cli: Cli) -> Result<()> {
             soak_secs,
             soak_cgroup,
             only,
+            vm,
         } => bench::run(
             &ws,
             &bench::BenchOpts {
@@ -209,6 +215,7 @@ fn run(cli: Cli) -> Result<()> {
                     cgroup: soak_cgroup,
                 }),
                 only,
+                vm,
             },
         ),
         Command::VmTest { ci: true, .. } => vm::ci_guest(&ws),

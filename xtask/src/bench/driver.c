@@ -2,6 +2,9 @@
  *
  *   benchdrv fork   N PAR          N fork+exec(/bin/true) in PAR parallel workers
  *   benchdrv signal N              N signals ping-ponged between a parent and its child
+ *   benchdrv selfsig N             N signals a process sends itself (kill(getpid())),
+ *                                  each caught by a handler: no context switch, so
+ *                                  a signal's own cost, the tracer's included
  *   benchdrv argv   N ARGC ARGLEN  N execs of /bin/true with ARGC args of ARGLEN bytes
  *   benchdrv stderr PROCS WRITES LEN  PROCS processes (2 at a time), each writing
  *                                  WRITES times LEN bytes to fd 2
@@ -10,6 +13,9 @@
  *                                  each running one SIGURG (tgkill) every 10 ms:
  *                                  Go's sysmon preempting busy goroutines (the
  *                                  fallback when no Go toolchain is installed)
+ *   benchdrv time KEY TOOL -- CMD...  run CMD (stdio on /dev/null), print
+ *                                  "@@tracer-vm bench KEY TOOL NS STATUS": the
+ *                                  guest bench's clock (`cargo xtask bench --vm`)
  *
  * It only ever signals processes it forked itself. */
 #define _GNU_SOURCE
@@ -17,6 +23,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +89,23 @@ static void signal_storm(long n) {
         if (sigwait(&set, &sig)) die("sigwait");
     }
     wait_ok(child);
+}
+
+static volatile sig_atomic_t caught;
+
+static void on_usr1(int sig) { (void)sig; caught++; }
+
+static void self_signal_storm(long n) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR1, &sa, NULL)) die("sigaction");
+    pid_t self = getpid();
+    for (long i = 0; i < n; i++)
+        if (kill(self, SIGUSR1)) die("kill");
+    /* Delivered before kill() returns (a signal to oneself, unblocked). */
+    if (caught != n) { fprintf(stderr, "caught %ld of %ld\n", (long)caught, n); exit(3); }
 }
 
 static void argv_storm(long n, long argc, long arglen) {
@@ -163,13 +187,41 @@ static void preempt_storm(long threads, long millions) {
     for (long i = 0; i < threads; i++) pthread_join(th[i], NULL);
 }
 
+static long long now_ns(void) {
+    struct timespec t;
+    if (clock_gettime(CLOCK_MONOTONIC, &t)) die("clock_gettime");
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int time_cmd(int argc, char **argv) {
+    if (argc < 6 || strcmp(argv[4], "--")) { fprintf(stderr, "usage: time KEY TOOL -- CMD...\n"); return 2; }
+    long long start = now_ns();
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0) _exit(126);
+        dup2(null, 0); dup2(null, 1); dup2(null, 2);
+        execv(argv[5], argv + 5);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) < 0) die("waitpid");
+    long long ns = now_ns() - start;
+    int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    printf("@@tracer-vm bench %s %s %lld %d\n", argv[2], argv[3], ns, status);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "time")) return time_cmd(argc, argv);
     if (argc < 3) { fprintf(stderr, "usage: see source\n"); return 2; }
     long a = atol(argv[2]);
     long b = argc > 3 ? atol(argv[3]) : 1;
     long c = argc > 4 ? atol(argv[4]) : 1;
     if (!strcmp(argv[1], "fork")) fork_storm(a, b);
     else if (!strcmp(argv[1], "signal")) signal_storm(a);
+    else if (!strcmp(argv[1], "selfsig")) self_signal_storm(a);
     else if (!strcmp(argv[1], "argv")) argv_storm(a, b, c);
     else if (!strcmp(argv[1], "stderr")) stderr_storm(a, b, c);
     else if (!strcmp(argv[1], "preempt")) preempt_storm(a, b);

@@ -122,7 +122,11 @@ pub(crate) fn read_trailer(path: &Path) -> Option<TrailerCounts> {
     f.seek(SeekFrom::Start(len.saturating_sub(64 << 10))).ok()?;
     let mut tail = String::new();
     f.read_to_string(&mut tail).ok()?;
-    let last = tail.lines().rev().find(|l| !l.trim().is_empty())?;
+    trailer_counts(tail.lines().rev().find(|l| !l.trim().is_empty())?)
+}
+
+/// The counts of a trailer line (`None` when `last` is not one).
+pub(crate) fn trailer_counts(last: &str) -> Option<TrailerCounts> {
     if !last.contains(r#""type":"trailer""#) {
         return None;
     }

@@ -4,7 +4,7 @@
 //!
 //! Sections:
 //! 1. fixed start-up (load, attach, spawn, teardown): `tracer record -- true`;
-//! 2. the workloads (fork/exec storm, signal storm, long argv, stderr-heavy,
+//! 2. the workloads (fork/exec storm, signal storm, self-signal storm, long argv, stderr-heavy,
 //!    Go's SIGURG preemption, a real test suite), bare vs tracer vs
 //!    references, raw ratio and ratio beyond start-up; then real runners
 //!    (jest, vitest, pytest-xdist: `suites`) bare vs tracer vs `tracer
@@ -14,7 +14,9 @@
 //! 5. the resources sampler's CPU (sampling vs `--no-resources`, idle run).
 //!
 //! `--only SECTION` (repeatable) runs some of 2–5; the start-up always runs
-//! (the ratios beyond start-up need it).
+//! (the ratios beyond start-up need it). `--vm KERNEL` runs the workloads in
+//! a guest instead (`guest`): the fentry rung, which this host refuses,
+//! against the raw_syscalls rung.
 //!
 //! This file runs the sections and prints their tables; what runs is in
 //! `workloads` (and `suites`), the log reading in `logs`, the timing in
@@ -29,6 +31,7 @@ use std::{
 use anyhow::{bail, Result};
 
 pub(crate) mod extra;
+mod guest;
 mod logs;
 mod measure;
 mod program_time;
@@ -57,6 +60,8 @@ pub(crate) struct BenchOpts {
     pub soak: Option<soak::SoakOpts>,
     /// Only these sections (and the start-up); empty: all of them.
     pub only: Vec<Section>,
+    /// Only the guest bench, on these kernels (`guest`).
+    pub vm: Vec<String>,
 }
 
 /// The sections `--only` picks (the start-up runs whatever it picks).
@@ -81,6 +86,10 @@ impl BenchOpts {
 }
 
 pub(crate) fn run(ws: &Workspace, opts: &BenchOpts) -> Result<()> {
+    if !opts.vm.is_empty() {
+        // The guest loads the programs; this machine only boots it.
+        return guest::run(ws, &opts.vm, opts.reps, opts.quick);
+    }
     if !privilege::is_root()? {
         bail!("the bench loads eBPF programs: run it as root (sudo -E cargo xtask bench)");
     }

@@ -53,9 +53,14 @@ pub(crate) fn read(path: &Path) -> Vec<(String, u64, u64)> {
     let Ok(text) = fs::read_to_string(path) else {
         return Vec::new();
     };
-    let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
-        return Vec::new();
-    };
+    match text.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(last) => of_trailer(last),
+        None => Vec::new(),
+    }
+}
+
+/// The `program_stats` of a trailer line: (program, runs, run_ns).
+pub(crate) fn of_trailer(last: &str) -> Vec<(String, u64, u64)> {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(last) else {
         return Vec::new();
     };

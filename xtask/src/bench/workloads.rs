@@ -36,6 +36,12 @@ pub(crate) fn workloads(scale: f64) -> Vec<Workload> {
             args: vec!["signal".into(), n(200_000.0)],
         },
         Workload {
+            name: "self-signal storm",
+            what: format!("{} signals a process sends itself, caught", n(400_000.0)),
+            program: None,
+            args: vec!["selfsig".into(), n(400_000.0)],
+        },
+        Workload {
             name: "long argv",
             what: format!("{} × exec /bin/true with 64 args of 1 KiB", n(1000.0)),
             program: None,

@@ -2,7 +2,8 @@
 //! kernels, each booted with qemu from a minimal initramfs, plus the host.
 //! See docs/kernels.md. One idea per file: the architectures (`arch.rs`),
 //! Debian's kernels and busybox (`kernel.rs`), the initramfs (`initramfs.rs`),
-//! booting and reading a run (`qemu.rs`), the results table (`report.rs`).
+//! booting and reading a run (`qemu.rs`), the results table (`report.rs`), a
+//! guest running one script instead of the suite (`guest.rs`: the guest bench).
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -14,6 +15,7 @@ use anyhow::{bail, Context, Result};
 
 pub(crate) mod arch;
 mod crashers;
+pub(crate) mod guest;
 mod initramfs;
 mod kernel;
 mod qemu;
@@ -74,31 +76,7 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
     if opts.report_only {
         return report_from_logs(&out, &opts);
     }
-    let qemu = tool(arch.qemu.0, arch.qemu.1)?;
-    eprintln!("xtask: qemu {}, accel {}", qemu.display(), arch.accel());
-
-    let mirror = match &opts.mirror {
-        Some(uri) => Some(Mirror {
-            uri: uri.clone(),
-            signed_by: None,
-        }),
-        None => kernel::host_mirror()
-            .map_err(|e| eprintln!("xtask: {e:#}"))
-            .ok(),
-    };
-    // This machine's busybox, or Debian's static one for the VM's
-    // architecture (listed under qemu's user-mode emulator).
-    let (busybox, busybox_runner) = match arch.cross {
-        None => {
-            let b = tool("busybox", "busybox-static")?;
-            (b.clone(), Command::new(b))
-        }
-        Some(target) => {
-            let b = kernel::busybox(&vm_dir, "bookworm", mirror.as_ref(), arch.debian)?;
-            let runner = target.runner(&b)?;
-            (b, runner)
-        }
-    };
+    let (mirror, (busybox, busybox_runner)) = guest_tools(arch, &vm_dir, opts.mirror.as_ref())?;
 
     let tracer = match arch.cross {
         None => build::run(ws, false)?,
@@ -189,6 +167,40 @@ pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
 
     let names: Vec<String> = tests.iter().map(|(n, _)| n.clone()).collect();
     finish(&out, &runs, &names, started.elapsed())
+}
+
+/// qemu (installed when missing), the Debian mirror (`mirror` or this
+/// machine's), and busybox with a command that runs it here: this machine's,
+/// or Debian's static one for the VM's architecture (listed under qemu's
+/// user-mode emulator).
+fn guest_tools(
+    arch: &VmArch,
+    vm_dir: &Path,
+    mirror: Option<&String>,
+) -> Result<(Option<Mirror>, (PathBuf, Command))> {
+    let qemu = tool(arch.qemu.0, arch.qemu.1)?;
+    eprintln!("xtask: qemu {}, accel {}", qemu.display(), arch.accel());
+    let mirror = match mirror {
+        Some(uri) => Some(Mirror {
+            uri: uri.clone(),
+            signed_by: None,
+        }),
+        None => kernel::host_mirror()
+            .map_err(|e| eprintln!("xtask: {e:#}"))
+            .ok(),
+    };
+    let busybox = match arch.cross {
+        None => {
+            let b = tool("busybox", "busybox-static")?;
+            (b.clone(), Command::new(b))
+        }
+        Some(target) => {
+            let b = kernel::busybox(vm_dir, "bookworm", mirror.as_ref(), arch.debian)?;
+            let runner = target.runner(&b)?;
+            (b, runner)
+        }
+    };
+    Ok((mirror, busybox))
 }
 
 /// The CI guest's seconds before it is killed: its suites took 6 to 7
