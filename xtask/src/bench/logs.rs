@@ -117,12 +117,27 @@ impl TrailerCounts {
 }
 
 pub(crate) fn read_trailer(path: &Path) -> Option<TrailerCounts> {
+    trailer_counts(&last_line(path)?)
+}
+
+/// The last non-empty line of the log at `path`, from its last 64 KiB only.
+/// Never the whole log into the bench's memory: a child forked from a
+/// bench grown by a 100 MB log inherits that size as its `ru_maxrss` (the
+/// kernel keeps the old image's high-water mark at exec), which once
+/// showed tracer at 114.6 MB in every row after the self-signal storm's.
+pub(crate) fn last_line(path: &Path) -> Option<String> {
     let mut f = fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     f.seek(SeekFrom::Start(len.saturating_sub(64 << 10))).ok()?;
-    let mut tail = String::new();
-    f.read_to_string(&mut tail).ok()?;
-    trailer_counts(tail.lines().rev().find(|l| !l.trim().is_empty())?)
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).ok()?;
+    let tail = String::from_utf8_lossy(&tail);
+    Some(
+        tail.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())?
+            .to_string(),
+    )
 }
 
 /// The counts of a trailer line (`None` when `last` is not one).

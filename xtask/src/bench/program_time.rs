@@ -50,11 +50,8 @@ pub(crate) fn measure_cmd(cmd: &mut Command, name: &str, dir: &Path) -> Result<R
 /// The trailer's `program_stats` of the log at `path` (none when it has
 /// no trailer).
 pub(crate) fn read(path: &Path) -> Vec<(String, u64, u64)> {
-    let Ok(text) = fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    match text.lines().rev().find(|l| !l.trim().is_empty()) {
-        Some(last) => of_trailer(last),
+    match super::logs::last_line(path) {
+        Some(last) => of_trailer(&last),
         None => Vec::new(),
     }
 }

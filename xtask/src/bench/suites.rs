@@ -310,8 +310,14 @@ fn fresh(cx: &Ctx, name: &str) -> Result<PathBuf> {
 
 /// The variables the log's header says `--tests` changed, joined.
 fn env_changes(log: &Path) -> Option<String> {
-    let text = fs::read_to_string(log).ok()?;
-    let header: serde_json::Value = serde_json::from_str(text.lines().next()?).ok()?;
+    // The header only: the first line (see `logs::last_line` on why not the whole log).
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(fs::File::open(log).ok()?),
+        &mut first,
+    )
+    .ok()?;
+    let header: serde_json::Value = serde_json::from_str(&first).ok()?;
     let vars: Vec<String> = header["env_changes"]
         .as_array()?
         .iter()
