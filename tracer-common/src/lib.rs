@@ -77,12 +77,12 @@ pub use runner_env::{
     runner_first, runner_head, ExecEnvRecord, EXEC_ENV_HEADER_LEN, EXEC_ENV_SCANNED, RUNNER_HEAD,
     RUNNER_SCAN_VARS, RUNNER_VALUE_MAX, RUNNER_VARS, RUNNER_VAR_LEN,
 };
-mod kill_fails;
+mod kill_folds;
 mod signal_counts;
 pub use kill::{
     KillAbi, KillSyscall, StderrSyscall, SyscallArch, KILL_SYSCALLS, REG_NONE, STDERR_SYSCALLS,
 };
-pub use kill_fails::{KillFailSlot, KillFails, KILL_FAIL_SLOTS};
+pub use kill_folds::{KillFoldSlot, KillFolds, KILL_FOLD_SLOTS};
 pub use offsets::{KernelOffsets, OFFSET_NONE};
 pub use signal_counts::{
     SignalCounts, SignalSlot, SignalSummaryRecord, SIGNAL_FIRST_INDIVIDUAL, SIGNAL_SLOTS,
@@ -315,7 +315,7 @@ pub struct KillCallRecord {
     /// signal_generate events the call produced that were emitted.
     pub deliveries: u32,
     pub _pad: u32,
-    /// Identical failed calls this record stands for (`kill_fails.rs`):
+    /// Identical failed calls this record stands for (`kill_folds.rs`):
     /// 1 for a call logged as it returned; N for N calls counted in the
     /// kernel, this record the last of them (its time, call_id, thread).
     pub count: u64,
@@ -456,7 +456,7 @@ mod pod {
         TaskId,
         StderrTail,
         SignalCounts,
-        KillFails,
+        KillFolds,
         KillAbi,
         RecordHeader,
         NsPid,
@@ -508,8 +508,8 @@ mod no_padding {
                 result, syscall, call_id, target_arg, seccomp_nr, seccomp_seen }
             KillCallRecord { hdr, sender, comm, syscall, sig, target_arg, tid_arg, ret, call_id,
                 deliveries, _pad, count, first_ns }
-            KillFailSlot { used, _pad, rec }
-            KillFails { start_ns, slots }
+            KillFoldSlot { used, _pad, rec }
+            KillFolds { start_ns, slots }
             OomRecord { hdr, trigger, trigger_comm, victim_tid, oom_score_adj, total_vm_kb,
                 anon_rss_kb, file_rss_kb, shmem_rss_kb, pgtables_kb, memcg_id, memcg_name, flags,
                 _pad }

@@ -10,7 +10,7 @@ use aya_ebpf::{
 use tracer_common::{DropReason, KillAbi, KillCallRecord, KillSyscall, RecordKind, StderrSyscall};
 
 use crate::{
-    kill_fails,
+    kill_folds,
     maps::{
         batched_output, count_drop, count_drop_unlogged, global_field, is_tracked, off, Inflight,
         EVENTS, INFLIGHT, TRACKED,
@@ -280,7 +280,7 @@ fn exit(ret: i64) {
     };
     // A failed call that reached nobody, seen before from this process:
     // counted, not logged (a flood of them must not fill the ring).
-    if ret < 0 && call.deliveries == 0 && kill_fails::count(&rec) {
+    if ret < 0 && call.deliveries == 0 && kill_folds::count(&rec) {
         return;
     }
     if EVENTS

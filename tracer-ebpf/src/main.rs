@@ -21,7 +21,7 @@ mod exec_env;
 mod existing;
 mod fd2;
 mod kill_calls;
-mod kill_fails;
+mod kill_folds;
 mod maps;
 mod oom;
 mod probe;

@@ -6,7 +6,7 @@ use aya_ebpf::{
     Global,
 };
 use tracer_common::{
-    DropReason, ExecEnvRecord, ExecRecord, KernelOffsets, KillFails, RuntimeConfig, SignalCounts,
+    DropReason, ExecEnvRecord, ExecRecord, KernelOffsets, KillFolds, RuntimeConfig, SignalCounts,
     StderrRecord, StderrTail, ARGV_LEN, DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
 };
 
@@ -362,11 +362,11 @@ pub(crate) fn untrack(tgid: u32) {
 }
 
 /// Calling tgid -> identical failed kill-family calls being counted instead
-/// of logged (see kill_fails.rs). When full, failed calls are logged one
+/// of logged (see kill_folds.rs). When full, failed calls are logged one
 /// by one: no loss.
 #[map]
-pub(crate) static KILL_FAILS: HashMap<u32, KillFails> = HashMap::with_max_entries(4096, 0);
+pub(crate) static KILL_FOLDS: HashMap<u32, KillFolds> = HashMap::with_max_entries(4096, 0);
 
 /// Zeroed value to insert from (too big for the BPF stack).
 #[map]
-pub(crate) static KILL_FAILS_INIT: PerCpuArray<KillFails> = PerCpuArray::with_max_entries(1, 0);
+pub(crate) static KILL_FOLDS_INIT: PerCpuArray<KillFolds> = PerCpuArray::with_max_entries(1, 0);

@@ -417,28 +417,28 @@ impl Capture {
     }
 
     /// Failed kill-family calls the kernel counted instead of logging
-    /// (kill_fails.rs in tracer-ebpf): each kind's latest call, its `count`
+    /// (kill_folds.rs in tracer-ebpf): each kind's latest call, its `count`
     /// the calls it stands for. `Some((tgid, start_ns))`: that exited
     /// process's, taken out of the map (a stale entry stops the kernel
     /// counting for the pid's next process); `None`: everyone's, at the stop,
     /// in time order.
-    pub fn take_kill_fails(&mut self, of: Option<(u32, u64)>) -> Vec<super::decode::Wire> {
-        use tracer_common::KillFails;
-        let Some(map) = self.ebpf.map_mut("KILL_FAILS") else {
+    pub fn take_kill_folds(&mut self, of: Option<(u32, u64)>) -> Vec<super::decode::Wire> {
+        use tracer_common::KillFolds;
+        let Some(map) = self.ebpf.map_mut("KILL_FOLDS") else {
             return Vec::new();
         };
-        let Ok(mut fails) = aya::maps::HashMap::<_, u32, KillFails>::try_from(map) else {
+        let Ok(mut folds) = aya::maps::HashMap::<_, u32, KillFolds>::try_from(map) else {
             return Vec::new();
         };
-        let entries: Vec<KillFails> = match of {
-            Some((tgid, start)) => match fails.get(&tgid, 0) {
+        let entries: Vec<KillFolds> = match of {
+            Some((tgid, start)) => match folds.get(&tgid, 0) {
                 Ok(f) if f.start_ns == start => {
-                    let _ = fails.remove(&tgid);
+                    let _ = folds.remove(&tgid);
                     vec![f]
                 }
                 _ => Vec::new(),
             },
-            None => fails.iter().flatten().map(|(_, f)| f).collect(),
+            None => folds.iter().flatten().map(|(_, f)| f).collect(),
         };
         let mut out: Vec<_> = entries
             .iter()

@@ -95,8 +95,8 @@ pub struct Session {
     /// written (redacted): the look analyses them, never the log read back.
     tapped: Option<Vec<Record>>,
     /// Processes with a failed kill-family call logged: the kernel may be
-    /// counting more of them (`write_kill_fails` at their exit).
-    kill_fails: Senders,
+    /// counting more of them (`write_kill_folds` at their exit).
+    kill_folds: Senders,
 }
 
 /// A bounded set of processes (16 B each); when full, forgetting one is
@@ -174,7 +174,7 @@ impl Session {
             catch_up: None,
             caught_up: std::sync::atomic::AtomicBool::new(false),
             tapped: None,
-            kill_fails: Senders::default(),
+            kill_folds: Senders::default(),
         })
     }
 
@@ -342,7 +342,7 @@ impl Session {
         // The crash stacks still being parsed, waited for (bounded).
         self.finish_symbolizing()?;
         // Failed kill-family calls still counted for live processes.
-        self.write_kill_fails(None)?;
+        self.write_kill_folds(None)?;
         // Signal floods still being counted for live processes.
         for wire in self.capture.signal_counts() {
             let at = self.writer.stamp(wire.ktime());

@@ -123,8 +123,8 @@ impl Session {
             }
             // The failed calls the kernel counted for a process come
             // before its end (stamped first: sequence numbers in order).
-            if let Some(key) = wire.group_exit().filter(|k| self.kill_fails.forget(k)) {
-                n += self.write_kill_fails(Some(key))?;
+            if let Some(key) = wire.group_exit().filter(|k| self.kill_folds.forget(k)) {
+                n += self.write_kill_folds(Some(key))?;
             }
             let t = wire.ktime();
             let at = self.writer.stamp(t);
@@ -137,7 +137,7 @@ impl Session {
             self.enricher.enrich(&mut rec);
             if let Record::KillCall(k) = &rec {
                 if k.ret < 0 && k.deliveries == 0 {
-                    self.kill_fails.remember(k.sender.key());
+                    self.kill_folds.remember(k.sender.key());
                 }
             }
             self.write(&rec)?;
@@ -161,12 +161,12 @@ impl Session {
     /// The failed kill-family calls the kernel counted for `of` (an exited
     /// process), or for everyone (`None`, at the stop), each kind as one
     /// `kill_call` with its count.
-    pub(super) fn write_kill_fails(
+    pub(super) fn write_kill_folds(
         &mut self,
         of: Option<crate::eventlog::ProcKey>,
     ) -> Result<u64, TracerError> {
         let mut n = 0;
-        for wire in self.capture.take_kill_fails(of.map(|k| (k.pid, k.start))) {
+        for wire in self.capture.take_kill_folds(of.map(|k| (k.pid, k.start))) {
             let at = self.writer.stamp(wire.ktime());
             if let Some(rec) = wire.into_record(at) {
                 self.write(&rec)?;

@@ -2,24 +2,24 @@
 //! reached nobody is logged as it returns the first time its kind (syscall,
 //! signal, target and thread as given, return value) is seen from a
 //! process; the same call again is counted in the process's entry of
-//! `KILL_FAILS`, the latest kept, and user space logs the count (one
+//! `KILL_FOLDS`, the latest kept, and user space logs the count (one
 //! `kill_call` with `count`) when the process has exited or tracer stops.
 //! So a loop of `kill(2)` at a pid that does not exist costs one map update
 //! a call, not a ring record. The rule is in docs/event-log.md.
 use aya_ebpf::bindings::BPF_NOEXIST;
-use tracer_common::{KillCallRecord, KillFailSlot, KillFails, TaskId, KILL_FAIL_SLOTS};
+use tracer_common::{KillCallRecord, KillFoldSlot, KillFolds, TaskId, KILL_FOLD_SLOTS};
 
-use crate::maps::{KILL_FAILS, KILL_FAILS_INIT};
+use crate::maps::{KILL_FOLDS, KILL_FOLDS_INIT};
 
 /// Count `rec` (a failed call that delivered nothing) instead of logging
 /// it? `false`: log it (its kind's first call, no slot free, no room, or a
 /// stale entry of a reused pid user space has not taken yet).
 #[inline(always)]
 pub(crate) fn count(rec: &KillCallRecord) -> bool {
-    let Some(c) = fails_of(&rec.sender) else {
+    let Some(c) = folds_of(&rec.sender) else {
         return false;
     };
-    // SAFETY: `c` is a non-null map value (a whole `KillFails`) and
+    // SAFETY: `c` is a non-null map value (a whole `KillFolds`) and
     // `find_slot` returns a pointer to one of its slots; every access is a
     // field inside them, which the verifier checks. Two threads of the
     // process failing at once may race on a slot: a count may be off by
@@ -50,16 +50,16 @@ pub(crate) fn count(rec: &KillCallRecord) -> bool {
 ///
 /// # Safety
 ///
-/// `c` must point to a live `KillFails` (a map value from a lookup).
+/// `c` must point to a live `KillFolds` (a map value from a lookup).
 #[inline(always)]
 unsafe fn find_slot(
-    c: *mut KillFails,
+    c: *mut KillFolds,
     rec: &KillCallRecord,
-) -> (Option<*mut KillFailSlot>, Option<*mut KillFailSlot>) {
+) -> (Option<*mut KillFoldSlot>, Option<*mut KillFoldSlot>) {
     let mut free = None;
-    for i in 0..KILL_FAIL_SLOTS {
+    for i in 0..KILL_FOLD_SLOTS {
         // SAFETY: `c` is live (the caller's contract) and `i` is below
-        // `KILL_FAIL_SLOTS`, the length of `slots`: `s` points inside it.
+        // `KILL_FOLD_SLOTS`, the length of `slots`: `s` points inside it.
         let s = unsafe { (*c).slots.as_mut_ptr().add(i) };
         // SAFETY: `s` points to a slot of a live value (above).
         unsafe {
@@ -87,21 +87,21 @@ unsafe fn find_slot(
 /// the entry is a previous process's of the same pid (user space takes it
 /// at that process's exit: until then this one's calls are logged).
 #[inline(always)]
-fn fails_of(sender: &TaskId) -> Option<*mut KillFails> {
-    if let Some(c) = KILL_FAILS.get_ptr_mut(&sender.tgid) {
+fn folds_of(sender: &TaskId) -> Option<*mut KillFolds> {
+    if let Some(c) = KILL_FOLDS.get_ptr_mut(&sender.tgid) {
         // SAFETY: a non-null map value from the lookup just made.
         let same = unsafe { (*c).start_ns == sender.start_ns };
         return same.then_some(c);
     }
-    let init = KILL_FAILS_INIT.get_ptr_mut(0)?;
+    let init = KILL_FOLDS_INIT.get_ptr_mut(0)?;
     // SAFETY: this CPU's non-null zeroed slot (only the sys_exit programs
     // use it, and they do not nest with themselves); its slots are never
     // written, `insert` copies the value from it.
     unsafe {
         (*init).start_ns = sender.start_ns;
-        let _ = KILL_FAILS.insert(&sender.tgid, &*init, BPF_NOEXIST as u64);
+        let _ = KILL_FOLDS.insert(&sender.tgid, &*init, BPF_NOEXIST as u64);
     }
-    let c = KILL_FAILS.get_ptr_mut(&sender.tgid)?;
+    let c = KILL_FOLDS.get_ptr_mut(&sender.tgid)?;
     // SAFETY: as above; another CPU may have inserted first, for the same
     // process (the same pid cannot belong to two live processes).
     let same = unsafe { (*c).start_ns == sender.start_ns };

@@ -1,5 +1,5 @@
 //! Failed kill-family calls counted in the kernel (tracer-ebpf's
-//! `kill_fails.rs`): the map value per calling process. A flood of
+//! `kill_folds.rs`): the map value per calling process. A flood of
 //! identical failed calls (a loop of `kill(2)` at a pid that does not
 //! exist) is logged as its first call and one record with its count, not a
 //! record a call: it cannot fill the ring. The rule is in
@@ -9,14 +9,14 @@ use crate::KillCallRecord;
 /// Distinct failed calls (syscall, signal, target and thread as given,
 /// return value) counted at once per calling process; a call when every
 /// slot is taken by another is logged as it returns.
-pub const KILL_FAIL_SLOTS: usize = 4;
+pub const KILL_FOLD_SLOTS: usize = 4;
 
 /// One kind of failed call being counted. `rec` is the latest of them not
 /// yet logged; `rec.count` how many it stands for (0: none pending, the
 /// slot only remembers that the kind's first call was logged).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct KillFailSlot {
+pub struct KillFoldSlot {
     /// Non-zero once the slot holds a kind.
     pub used: u32,
     pub _pad: u32,
@@ -28,7 +28,7 @@ pub struct KillFailSlot {
 /// whatever is left when tracer stops.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct KillFails {
+pub struct KillFolds {
     pub start_ns: u64,
-    pub slots: [KillFailSlot; KILL_FAIL_SLOTS],
+    pub slots: [KillFoldSlot; KILL_FOLD_SLOTS],
 }
