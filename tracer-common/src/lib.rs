@@ -314,8 +314,11 @@ pub struct KillCallRecord {
     pub call_id: u64,
     /// signal_generate events the call produced that were emitted.
     pub deliveries: u32,
-    pub _pad: u32,
-    /// Identical failed calls this record stands for (`kill_folds.rs`):
+    /// 1: this call opened a fold (`kill_folds.rs`): the kernel counts its
+    /// process's later calls of its kind, and user space takes them at that
+    /// process's exit. 0 otherwise.
+    pub opened_fold: u32,
+    /// Identical calls this record stands for (`kill_folds.rs`):
     /// 1 for a call logged as it returned; N for N calls counted in the
     /// kernel, this record the last of them (its time, call_id, thread).
     pub count: u64,
@@ -507,7 +510,7 @@ mod no_padding {
             SignalRecord { hdr, sender, target, sender_comm, target_comm, sig, errno, code, group,
                 result, syscall, call_id, target_arg, seccomp_nr, seccomp_seen }
             KillCallRecord { hdr, sender, comm, syscall, sig, target_arg, tid_arg, ret, call_id,
-                deliveries, _pad, count, first_ns }
+                deliveries, opened_fold, count, first_ns }
             KillFoldSlot { used, _pad, rec }
             KillFolds { start_ns, slots }
             OomRecord { hdr, trigger, trigger_comm, victim_tid, oom_score_adj, total_vm_kb,

@@ -1,21 +1,25 @@
-//! Failed kill-family calls counted in the kernel. A call that failed and
-//! reached nobody is logged as it returns the first time its kind (syscall,
-//! signal, target and thread as given, return value) is seen from a
-//! process; the same call again is counted in the process's entry of
+//! Kill-family calls counted in the kernel. A call none of whose signals
+//! was logged — it failed and reached nobody, or every signal it delivered
+//! was counted (signal_agg.rs: a flood the receiver handles) — is logged as
+//! it returns the first time its kind (syscall, signal, target and thread
+//! as given, return value) is seen from a process, marked as opening a
+//! fold; the same call again is counted in the process's entry of
 //! `KILL_FOLDS`, the latest kept, and user space logs the count (one
 //! `kill_call` with `count`) when the process has exited or tracer stops.
-//! So a loop of `kill(2)` at a pid that does not exist costs one map update
-//! a call, not a ring record. The rule is in docs/event-log.md.
+//! So a loop of `kill(2)` at a pid that does not exist, or at a process
+//! that handles the signal, costs one map update a call, not a ring record.
+//! The rule is in docs/event-log.md.
 use aya_ebpf::bindings::BPF_NOEXIST;
 use tracer_common::{KillCallRecord, KillFoldSlot, KillFolds, TaskId, KILL_FOLD_SLOTS};
 
 use crate::maps::{KILL_FOLDS, KILL_FOLDS_INIT};
 
-/// Count `rec` (a failed call that delivered nothing) instead of logging
-/// it? `false`: log it (its kind's first call, no slot free, no room, or a
-/// stale entry of a reused pid user space has not taken yet).
+/// Count `rec` (a call none of whose signals was logged) instead of
+/// logging it? `false`: log it (its kind's first call, then marked
+/// `opened_fold`; no slot free, no room, or a stale entry of a reused pid
+/// user space has not taken yet).
 #[inline(always)]
-pub(crate) fn count(rec: &KillCallRecord) -> bool {
+pub(crate) fn count(rec: &mut KillCallRecord) -> bool {
     let Some(c) = folds_of(&rec.sender) else {
         return false;
     };
@@ -41,6 +45,7 @@ pub(crate) fn count(rec: &KillCallRecord) -> bool {
             (*s).used = 1;
             (*s).rec = *rec;
             (*s).rec.count = 0;
+            rec.opened_fold = 1;
         }
     }
     false

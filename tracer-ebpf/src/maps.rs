@@ -295,7 +295,10 @@ pub(crate) struct Inflight {
     pub syscall: u32,
     pub sig: i32,
     pub deliveries: u32,
-    pub _pad: u32,
+    /// Of `deliveries`, those logged one by one (not counted by
+    /// signal_agg.rs): a call none of whose deliveries was logged is folded
+    /// (kill_folds.rs).
+    pub logged: u32,
 }
 
 #[inline(always)]
@@ -361,8 +364,9 @@ pub(crate) fn untrack(tgid: u32) {
     let _ = TRACKED.remove(&tgid);
 }
 
-/// Calling tgid -> identical failed kill-family calls being counted instead
-/// of logged (see kill_folds.rs). When full, failed calls are logged one
+/// Calling tgid -> identical kill-family calls being counted instead of
+/// logged: failed ones that delivered nothing, and those whose every
+/// delivery was counted (see kill_folds.rs). When full, calls are logged one
 /// by one: no loss.
 #[map]
 pub(crate) static KILL_FOLDS: HashMap<u32, KillFolds> = HashMap::with_max_entries(4096, 0);

@@ -55,7 +55,8 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     };
 
     let tid = bpf_get_current_pid_tgid() as u32;
-    let (syscall, call_id, target_arg) = match INFLIGHT.get_ptr_mut(&tid) {
+    let inflight = INFLIGHT.get_ptr_mut(&tid);
+    let (syscall, call_id, target_arg) = match inflight {
         // SAFETY: a non-null pointer to this thread's own entry (keyed by its
         // tid): only this thread's kill-call programs touch it, and they
         // cannot run while this one does on its CPU.
@@ -91,6 +92,12 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         && signal_agg::count(&target_id, &rec)
     {
         return Ok(0);
+    }
+    if let Some(call) = inflight {
+        // SAFETY: as above (the element stays valid while the program
+        // runs: preallocated, RCU-freed). Its call is logged, not folded
+        // (kill_folds.rs).
+        unsafe { (*call).logged += 1 };
     }
     if target_in {
         // What was counted for this receiver comes first: the log keeps

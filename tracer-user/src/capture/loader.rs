@@ -416,7 +416,7 @@ impl Capture {
         out.into_iter().map(|(_, w)| w).collect()
     }
 
-    /// Failed kill-family calls the kernel counted instead of logging
+    /// Kill-family calls the kernel counted instead of logging
     /// (kill_folds.rs in tracer-ebpf): each kind's latest call, its `count`
     /// the calls it stands for. `Some((tgid, start_ns))`: that exited
     /// process's, taken out of the map (a stale entry stops the kernel

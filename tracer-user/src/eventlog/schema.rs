@@ -282,9 +282,11 @@ pub struct KillCall {
     pub call_id: u64,
     /// How many `signal` events this call produced in the log.
     pub deliveries: u32,
-    /// Identical failed calls this record stands for (the same syscall,
-    /// signal, target and thread as given, and return value, from the same
-    /// process), counted in the kernel: this record is the last of them.
+    /// Identical calls this record stands for (the same syscall, signal,
+    /// target and thread as given, and return value, from the same
+    /// process; each failed and delivered nothing, or had every delivery
+    /// counted in a `signal_summary`), counted in the kernel: this record
+    /// is the last of them.
     /// 1 (absent) for a call logged as it returned.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub count: u64,

@@ -209,7 +209,7 @@ pub struct KillRec {
     pub errno: Option<Sym>,
     pub call_id: u64,
     pub deliveries: u32,
-    /// Identical failed calls this record stands for (counted in the
+    /// Identical calls this record stands for (counted in the
     /// kernel; 1 for a call logged as it returned).
     pub count: u64,
 }

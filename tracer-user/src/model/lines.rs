@@ -115,7 +115,7 @@ pub struct KillLine<'a> {
     pub errno: Option<Cow<'a, str>>,
     pub call_id: u64,
     pub deliveries: u32,
-    /// Identical failed calls the record stands for (absent: 1).
+    /// Identical calls the record stands for (absent: 1).
     #[serde(default)]
     pub count: Option<u64>,
 }

@@ -336,6 +336,19 @@ impl Wire {
         }
     }
 
+    /// The sending process of a kill call that opened a fold in the kernel
+    /// (kill_folds.rs in tracer-ebpf): its later calls of the kind are
+    /// counted there, to be taken at its exit.
+    pub fn opened_fold(&self) -> Option<crate::eventlog::ProcKey> {
+        match self {
+            Wire::KillCall(r) if r.opened_fold != 0 => Some(crate::eventlog::ProcKey {
+                pid: r.sender.tgid,
+                start: r.sender.start_ns,
+            }),
+            _ => None,
+        }
+    }
+
     /// The log record for this wire record (`None` for stderr bytes, which
     /// the session aggregates into `last_words`).
     pub fn into_record(self, at: Stamp) -> Option<Record> {

@@ -94,8 +94,8 @@ pub struct Session {
     /// The records written since the daemon's last live look (`tap`), as
     /// written (redacted): the look analyses them, never the log read back.
     tapped: Option<Vec<Record>>,
-    /// Processes with a failed kill-family call logged: the kernel may be
-    /// counting more of them (`write_kill_folds` at their exit).
+    /// Processes with a kill-family call that opened a fold in the kernel:
+    /// it may be counting more of them (`write_kill_folds` at their exit).
     kill_folds: Senders,
 }
 

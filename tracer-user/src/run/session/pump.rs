@@ -121,10 +121,13 @@ impl Session {
             if self.enricher.keep(&mut wire) {
                 continue;
             }
-            // The failed calls the kernel counted for a process come
+            // The kill calls the kernel counted for a process come
             // before its end (stamped first: sequence numbers in order).
             if let Some(key) = wire.group_exit().filter(|k| self.kill_folds.forget(k)) {
                 n += self.write_kill_folds(Some(key))?;
+            }
+            if let Some(key) = wire.opened_fold() {
+                self.kill_folds.remember(key);
             }
             let t = wire.ktime();
             let at = self.writer.stamp(t);
@@ -135,11 +138,6 @@ impl Session {
                 self.remember_exe(e.task.key(), &e.filename);
             }
             self.enricher.enrich(&mut rec);
-            if let Record::KillCall(k) = &rec {
-                if k.ret < 0 && k.deliveries == 0 {
-                    self.kill_folds.remember(k.sender.key());
-                }
-            }
             self.write(&rec)?;
             n += 1;
             // A process's last words follow its death in the log.
@@ -158,7 +156,7 @@ impl Session {
         Ok(n)
     }
 
-    /// The failed kill-family calls the kernel counted for `of` (an exited
+    /// The kill-family calls the kernel counted for `of` (an exited
     /// process), or for everyone (`None`, at the stop), each kind as one
     /// `kill_call` with its count.
     pub(super) fn write_kill_folds(
