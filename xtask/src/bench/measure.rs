@@ -1,5 +1,6 @@
 //! Timing and peak RSS of one child process, and medians over runs.
 use std::{
+    os::unix::process::CommandExt,
     process::{Command, Stdio},
     time::Instant,
 };
@@ -37,6 +38,19 @@ extern "C" {
 /// Run `cmd` with quiet stdio; wall time from spawn to reaping.
 pub(crate) fn measure(cmd: &mut Command) -> Result<Measured> {
     quiet(cmd);
+    // fork, not the posix_spawn (vfork) std uses otherwise: a vfork child
+    // runs in the parent's mm, and exec keeps that mm's high-water mark as
+    // the child's `ru_maxrss`, so every child reported the bench's own
+    // lifetime peak (measured: a parent that once held 218 MB, down to
+    // 13 MB, gave `/bin/true` 218 MB through posix_spawn and 9.9 MB through
+    // fork; `tracer -- true` showed 62.4 MB in one run, 30 MB in the next
+    // row). A forked child starts from the bench's current RSS (dup_mm),
+    // below tracer's own peak.
+    // SAFETY: the closure does nothing, so nothing unsafe runs between fork
+    // and exec.
+    unsafe {
+        cmd.pre_exec(|| Ok(()));
+    }
     let t0 = Instant::now();
     let child = cmd
         .spawn()
