@@ -446,22 +446,31 @@ fn big_log(cx: &mut Ctx, scale: f64, fork_log: Option<&Path>) -> Result<()> {
     cx.say("");
     cx.say("| what | wall | peak RSS | events | lost |");
     cx.say("| --- | --- | --- | --- | --- |");
-    // signal storm: one `kill_call` per signal (the flood of deliveries is
-    // counted in the kernel: a few `signal`/`signal_summary` records).
+    // The signal storm as a user runs it: the flood of deliveries and the
+    // calls that sent them are counted in the kernel, a few records in all.
     let argv = cx.driver_argv(&["signal".into(), target.to_string()]);
     let dir = cx.tmp("big");
     let m = measure(&mut cx.command(Tool::Tracer, &argv, &dir, None))?;
-    let log = dir.join("events.ndjson");
-    let t = read_trailer(&log);
-    cx.say(format!(
-        "| `tracer record` signal storm ({} signals) | {:.2} s | {:.1} MB | {} | {} |",
-        target,
-        m.secs,
-        m.rss_kb as f64 / 1024.0,
-        t.as_ref().map_or(0, |t| t.events),
-        t.as_ref().map_or("no trailer".into(), |t| t.lost_summary()),
-    ));
-    let mut logs = vec![("signal-storm log (real)", log.clone())];
+    big_record_row(cx, &format!("signal storm ({target} signals)"), &m, &dir);
+    // And with `--all-signals`, every delivery and call logged (a `signal`
+    // and a `kill_call` per signal): the real 1M-event log `report` reads.
+    let half = target / 2;
+    let all = cx.tmp("big-all");
+    let mut c = Command::new(&cx.tracer);
+    c.arg("record").arg("--output").arg(&all);
+    c.args(["--user", "root", "--all-signals", "--"]);
+    c.args(cx.driver_argv(&["signal".into(), half.to_string()]));
+    let m = measure(&mut c)?;
+    big_record_row(
+        cx,
+        &format!("signal storm, `--all-signals` ({half} signals)"),
+        &m,
+        &all,
+    );
+    let mut logs = vec![(
+        "signal-storm log, `--all-signals` (real)",
+        all.join("events.ndjson"),
+    )];
     if let Some(fork) = fork_log {
         let synth = cx.scratch.join("synth-1m.ndjson");
         let n = synthesize(fork, &synth, target)?;
@@ -489,10 +498,23 @@ fn big_log(cx: &mut Ctx, scale: f64, fork_log: Option<&Path>) -> Result<()> {
         ));
     }
     let _ = fs::remove_dir_all(&dir);
+    let _ = fs::remove_dir_all(&all);
     for (_, p) in logs.iter().skip(1) {
         let _ = fs::remove_file(p);
     }
     Ok(())
+}
+
+/// A `tracer record` row of the memory table: its log's trailer read back.
+fn big_record_row(cx: &mut Ctx, what: &str, m: &Measured, dir: &Path) {
+    let t = read_trailer(&dir.join("events.ndjson"));
+    cx.say(format!(
+        "| `tracer record` {what} | {:.2} s | {:.1} MB | {} | {} |",
+        m.secs,
+        m.rss_kb as f64 / 1024.0,
+        t.as_ref().map_or(0, |t| t.events),
+        t.as_ref().map_or("no trailer".into(), |t| t.lost_summary()),
+    ));
 }
 
 fn human_bytes(b: u32) -> String {
