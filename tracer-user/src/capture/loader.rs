@@ -157,12 +157,8 @@ pub fn load(opts: &LoadOptions) -> Result<Capture, TracerError> {
 
     let off = Disabled(&opts.disabled);
     let ebpf = &mut cap.ebpf;
-    hooks::load_btf_beside(ebpf, &btf, &REQUIRED_TP_BTF, "sched_process_exec").map_err(
-        |(hook, detail)| TracerError::RequiredHook {
-            hook: hook.into(),
-            detail,
-        },
-    )?;
+    hooks::load_btf_beside(ebpf, &btf, &REQUIRED_TP_BTF, "sched_process_exec")
+        .map_err(|(hook, detail)| TracerError::RequiredHook { hook, detail })?;
     for hook in REQUIRED_TP_BTF {
         hooks::attach_btf(ebpf, &btf, hook, hook).map_err(|detail| TracerError::RequiredHook {
             hook: hook.into(),
