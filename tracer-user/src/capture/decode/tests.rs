@@ -160,6 +160,34 @@ fn process_group_kill_keeps_negative_target() {
     assert_eq!(k.tid_arg, None);
 }
 
+#[test]
+fn a_call_that_opened_a_fold_names_its_sender_for_the_exit_flush() {
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
+    let mut rec: KillCallRecord = unsafe { std::mem::zeroed() };
+    rec.hdr.kind = RecordKind::KillCall as u32;
+    rec.syscall = KillSyscall::Kill as u32;
+    rec.sig = 10;
+    rec.sender.tgid = 4242;
+    rec.sender.start_ns = 77;
+    rec.deliveries = 1;
+    assert_eq!(decode(&bytes_of(&rec)).unwrap().opened_fold(), None);
+    rec.opened_fold = 1;
+    let key = decode(&bytes_of(&rec)).unwrap().opened_fold();
+    assert_eq!(key.map(|k| (k.pid, k.start)), Some((4242, 77)));
+    // A fold taken at the exit stands for its calls, a successful one too.
+    rec.opened_fold = 0;
+    rec.count = 5;
+    rec.first_ns = 11;
+    let Record::KillCall(k) = decode(&bytes_of(&rec))
+        .unwrap()
+        .into_record(stamp())
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!((k.ret, k.count, k.first_t), (0, 5, Some(11)));
+}
+
 fn tail_bytes(t: &StderrTail, len: usize) -> Vec<u8> {
     bytes_of(t)[..STDERR_TAIL_HEADER_LEN + len].to_vec()
 }
