@@ -11,6 +11,7 @@ use anyhow::{bail, Result};
 
 use super::{
     logs::trailer_counts,
+    measure::median,
     program_time,
     workloads::{build_driver, workloads},
 };
@@ -130,25 +131,16 @@ fn parse(lines: &[String]) -> GuestRuns {
     runs
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 impl GuestRuns {
     /// The median seconds of `key` under `tool` (NaN: no successful run).
     fn median(&self, key: &str, tool: &str) -> f64 {
-        median(
-            self.timed
-                .iter()
-                .filter(|t| t.key == key && t.tool == tool && t.status == 0)
-                .map(|t| t.secs)
-                .collect(),
-        )
+        let mut secs: Vec<f64> = self
+            .timed
+            .iter()
+            .filter(|t| t.key == key && t.tool == tool && t.status == 0)
+            .map(|t| t.secs)
+            .collect();
+        median(&mut secs)
     }
 
     fn trailer(&self, key: &str, tool: &str) -> Option<&str> {

@@ -106,15 +106,20 @@ pub(crate) struct Stats {
     pub rss_mb: f64,
 }
 
+/// The median of `v`, sorted in place (NaN when empty).
+pub(crate) fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 impl Stats {
     pub(crate) fn of(runs: &[Measured]) -> Stats {
         let mut t: Vec<f64> = runs.iter().map(|r| r.secs).collect();
-        t.sort_by(f64::total_cmp);
-        let median = match t.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => t[n / 2],
-            n => (t[n / 2 - 1] + t[n / 2]) / 2.0,
-        };
+        let median = median(&mut t);
         Stats {
             median,
             min: t.first().copied().unwrap_or(f64::NAN),

@@ -39,13 +39,7 @@ pub(crate) fn run(ws: &Workspace, s: &Script) -> Result<Vec<String>> {
     let k = kernel::get(&vm_dir, s.kernel, mirror.as_ref(), arch.debian)?;
     check_config(&k, arch);
 
-    let mut img = Initramfs::default();
-    img.busybox(&busybox, runner)?;
-    for dir in ["proc", "sys", "dev", "tmp", "root", "run", "etc", "mnt"] {
-        img.dir(dir);
-    }
-    img.data("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0o644);
-    img.data("etc/group", "root:x:0:\n", 0o644);
+    let mut img = Initramfs::base(&busybox, runner)?;
     for p in &s.programs {
         img.elf_from(p, p)?;
     }

@@ -36,6 +36,20 @@ pub(crate) struct Initramfs {
 }
 
 impl Initramfs {
+    /// What every guest's image starts from: busybox (`run` runs it here, to
+    /// list its applets), the mount points /init uses, and root's passwd and
+    /// group entries.
+    pub(crate) fn base(busybox: &Path, run: Command) -> Result<Initramfs> {
+        let mut img = Initramfs::default();
+        img.busybox(busybox, run)?;
+        for dir in ["proc", "sys", "dev", "tmp", "root", "run", "etc", "mnt"] {
+            img.dir(dir);
+        }
+        img.data("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0o644);
+        img.data("etc/group", "root:x:0:\n", 0o644);
+        Ok(img)
+    }
+
     fn add(&mut self, path: &str, node: Node) {
         let path = path.trim_start_matches('/').to_string();
         let mut parent = Path::new(&path).parent();

@@ -354,13 +354,7 @@ fn initramfs(
     strip: &str,
 ) -> Result<Initramfs> {
     let stage = vm_dir.join("stage");
-    let mut img = Initramfs::default();
-    img.busybox(busybox.0, busybox.1)?;
-    for dir in ["proc", "sys", "dev", "tmp", "root", "run", "etc", "mnt"] {
-        img.dir(dir);
-    }
-    img.data("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0o644);
-    img.data("etc/group", "root:x:0:\n", 0o644);
+    let mut img = Initramfs::base(busybox.0, busybox.1)?;
     for (name, bin) in tests.iter().filter(|(n, _)| n == "static") {
         // Static: no loader, no libraries, at its host path like the rest.
         let data = fs::read(bin).with_context(|| format!("reading {name} {}", bin.display()))?;
