@@ -273,6 +273,14 @@ pub fn cstr(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
+/// The process `id` is a thread of.
+fn proc_key(id: &TaskId) -> crate::eventlog::ProcKey {
+    crate::eventlog::ProcKey {
+        pid: id.tgid,
+        start: id.start_ns,
+    }
+}
+
 pub fn task(id: &TaskId, comm: &[u8]) -> Task {
     Task {
         pid: id.tgid,
@@ -328,10 +336,7 @@ impl Wire {
     /// The process whose last thread this exit record ends, if it is one.
     pub fn group_exit(&self) -> Option<crate::eventlog::ProcKey> {
         match self {
-            Wire::Exit(r) if r.flags & EXIT_GROUP_DEAD != 0 => Some(crate::eventlog::ProcKey {
-                pid: r.task.tgid,
-                start: r.task.start_ns,
-            }),
+            Wire::Exit(r) if r.flags & EXIT_GROUP_DEAD != 0 => Some(proc_key(&r.task)),
             _ => None,
         }
     }
@@ -341,10 +346,7 @@ impl Wire {
     /// counted there, to be taken at its exit.
     pub fn opened_fold(&self) -> Option<crate::eventlog::ProcKey> {
         match self {
-            Wire::KillCall(r) if r.opened_fold != 0 => Some(crate::eventlog::ProcKey {
-                pid: r.sender.tgid,
-                start: r.sender.start_ns,
-            }),
+            Wire::KillCall(r) if r.opened_fold != 0 => Some(proc_key(&r.sender)),
             _ => None,
         }
     }

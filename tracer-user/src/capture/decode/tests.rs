@@ -25,6 +25,11 @@ fn exit_record(code: i32) -> ExitRecord {
     }
 }
 
+/// The log record of a whole wire record's bytes.
+fn record(bytes: &[u8]) -> Record {
+    decode(bytes).unwrap().into_record(stamp()).unwrap()
+}
+
 fn stamp() -> Stamp {
     Stamp {
         seq: 1,
@@ -36,7 +41,7 @@ fn stamp() -> Stamp {
 #[test]
 fn exit_round_trip_with_status() {
     let bytes = bytes_of(&exit_record(9));
-    let Record::Exit(e) = decode(&bytes).unwrap().into_record(stamp()).unwrap() else {
+    let Record::Exit(e) = record(&bytes) else {
         panic!()
     };
     assert_eq!(
@@ -57,11 +62,7 @@ fn exit_round_trip_with_status() {
             core_dumped: false
         }
     );
-    let Record::Exit(e) = decode(&bytes_of(&exit_record(3 << 8)))
-        .unwrap()
-        .into_record(stamp())
-        .unwrap()
-    else {
+    let Record::Exit(e) = record(&bytes_of(&exit_record(3 << 8))) else {
         panic!()
     };
     assert_eq!(e.status, ExitStatus::Exited { code: 3 });
@@ -93,11 +94,7 @@ fn argv_splits_and_flags_truncation() {
     rec.argv[..6].copy_from_slice(b"a\0bcd\0");
     rec.argv_len = 6;
     rec.args_size = 9000;
-    let Record::Exec(e) = decode(&bytes_of(&rec))
-        .unwrap()
-        .into_record(stamp())
-        .unwrap()
-    else {
+    let Record::Exec(e) = record(&bytes_of(&rec)) else {
         panic!()
     };
     assert_eq!(e.argv, vec!["a", "bcd"]);
@@ -113,7 +110,7 @@ fn exec_record_cut_to_its_argv() {
     rec.argv_len = 7;
     rec.args_size = 7;
     let cut = bytes_of(&rec)[..EXEC_HEADER_LEN + 7].to_vec();
-    let Record::Exec(e) = decode(&cut).unwrap().into_record(stamp()).unwrap() else {
+    let Record::Exec(e) = record(&cut) else {
         panic!()
     };
     // Nothing read past the cut: the byte after it (a NUL above) is gone.
@@ -146,11 +143,7 @@ fn process_group_kill_keeps_negative_target() {
     rec.sig = 9;
     rec.target_arg = -4242;
     rec.ret = -3;
-    let Record::KillCall(k) = decode(&bytes_of(&rec))
-        .unwrap()
-        .into_record(stamp())
-        .unwrap()
-    else {
+    let Record::KillCall(k) = record(&bytes_of(&rec)) else {
         panic!()
     };
     assert_eq!(
@@ -178,11 +171,7 @@ fn a_call_that_opened_a_fold_names_its_sender_for_the_exit_flush() {
     rec.opened_fold = 0;
     rec.count = 5;
     rec.first_ns = 11;
-    let Record::KillCall(k) = decode(&bytes_of(&rec))
-        .unwrap()
-        .into_record(stamp())
-        .unwrap()
-    else {
+    let Record::KillCall(k) = record(&bytes_of(&rec)) else {
         panic!()
     };
     assert_eq!((k.ret, k.count, k.first_t), (0, 5, Some(11)));

@@ -341,7 +341,7 @@ impl Session {
         self.drain()?;
         // The crash stacks still being parsed, waited for (bounded).
         self.finish_symbolizing()?;
-        // Failed kill-family calls still counted for live processes.
+        // Kill-family calls still counted (folded) for live processes.
         self.write_kill_folds(None)?;
         // Signal floods still being counted for live processes.
         for wire in self.capture.signal_counts() {
