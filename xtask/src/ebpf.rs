@@ -20,6 +20,13 @@ pub(crate) fn cargo(ws: &Workspace, subcommand: &str, release: bool) -> Result<C
         .env("RUSTC_BOOTSTRAP", "1")
         // rustc runs the linker `bpf-linker` from PATH.
         .env("PATH", &tools.path)
+        // BTF in the object (from the profiles' debug info): the kernel
+        // takes a helper's callback (`bpf_loop`, the exec program's envp
+        // walk) only from a program with func_info. Set here, not in a
+        // config file, so a RUSTFLAGS meant for the host never reaches the
+        // BPF target (it would take precedence over a config).
+        .env_remove("RUSTFLAGS")
+        .env("CARGO_ENCODED_RUSTFLAGS", "-Clink-arg=--btf")
         // Its own Cargo.lock pins aya-build 0.2.0 (0.2.1 refuses rustc 1.95).
         .args([subcommand, "--locked"]);
     if release {
