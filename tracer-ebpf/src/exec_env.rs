@@ -6,7 +6,10 @@
 //! /proc when the record is drained, because a helper (`sh -c 'kill …'`,
 //! `/bin/true`) is gone by then: 82 % of them lost their variables that way
 //! (docs/security.md, "Environment at exec").
-use aya_ebpf::helpers::generated::bpf_probe_read_user_str;
+use aya_ebpf::{
+    cty::c_void,
+    helpers::generated::{bpf_loop, bpf_probe_read_user_str},
+};
 use tracer_common::{
     runner_first, runner_head, DropReason, RecordHeader, RecordKind, TaskId, EXEC_ENV_HEADER_LEN,
     RUNNER_HEAD, RUNNER_SCAN_VARS, RUNNER_VARS, RUNNER_VAR_LEN,
@@ -26,8 +29,13 @@ const BATCH: usize = 8;
 /// record is. True when every variable was looked at (the envp's NULL was
 /// reached). A compat task's 4-byte pointers read as an argc past 2^24:
 /// not looked at (user space reads /proc).
+///
+/// `LOOP`: the batches are walked by `bpf_loop` (5.17+), whose callback
+/// the verifier checks once; unrolled, it checks all 64 (197,443
+/// instructions on 6.18, the longest verification of start-up). Both
+/// programs are in the object; the loader takes the first that loads.
 #[inline(always)]
-pub(crate) fn send_runner_vars(mm: Ptr, task: TaskId, ktime: u64) -> bool {
+pub(crate) fn send_runner_vars<const LOOP: bool>(mm: Ptr, task: TaskId, ktime: u64) -> bool {
     // mm->start_stack: argc, then argv[argc], NULL, envp[], NULL.
     let Some(sp) = read::<u64>(mm, off(|o| &o.mm_start_stack)).filter(|sp| *sp != 0) else {
         return false;
@@ -46,28 +54,10 @@ pub(crate) fn send_runner_vars(mm: Ptr, task: TaskId, ktime: u64) -> bool {
     // 5.10's verifier refused the program as too large.
     // SAFETY: this CPU's non-null slot; no other program nests with this one.
     unsafe { (*scratch).found_n = 0 };
-    let mut whole = false;
-    'walk: for b in 0..(RUNNER_SCAN_VARS / BATCH) {
-        let Some(ptrs) = probe::user::<[u64; BATCH]>(envp + (b * BATCH * 8) as u64) else {
-            break;
-        };
-        for s in ptrs {
-            if s == 0 {
-                whole = true;
-                break 'walk;
-            }
-            if is_runner_var(s) {
-                // SAFETY: as above; the index is masked into `found`.
-                unsafe {
-                    let n = (*scratch).found_n;
-                    if n < RUNNER_VARS.len() as u64 {
-                        (*scratch).found[(n & 7) as usize] = s;
-                        (*scratch).found_n = n + 1;
-                    }
-                }
-            }
-        }
-    }
+    let whole = match LOOP {
+        true => walk_loop(envp),
+        false => walk_unrolled(scratch, envp),
+    };
     for i in 0..RUNNER_VARS.len() {
         // SAFETY: as above.
         let (n, s) = unsafe { ((*scratch).found_n, (*scratch).found[i]) };
@@ -77,6 +67,92 @@ pub(crate) fn send_runner_vars(mm: Ptr, task: TaskId, ktime: u64) -> bool {
         send(scratch, s, task, ktime);
     }
     whole
+}
+
+/// Batches of the walk.
+const BATCHES: usize = RUNNER_SCAN_VARS / BATCH;
+
+#[inline(always)]
+fn walk_unrolled(scratch: *mut ExecEnvScratch, envp: u64) -> bool {
+    for b in 0..BATCHES {
+        if let Some(whole) = scan_batch(scratch, envp, b as u64) {
+            return whole;
+        }
+    }
+    false
+}
+
+/// `bpf_loop`'s context: on this program's stack, the only place the helper
+/// takes one.
+#[repr(C)]
+struct Walk {
+    envp: u64,
+    whole: u64,
+}
+
+#[inline(always)]
+fn walk_loop(envp: u64) -> bool {
+    let mut walk = Walk { envp, whole: 0 };
+    // SAFETY: `walk_batch` is a static function of this object with
+    // bpf_loop's callback signature; `walk` outlives the call, which runs
+    // the callback on this CPU before it returns.
+    let ran = unsafe {
+        bpf_loop(
+            BATCHES as u32,
+            walk_batch as *const () as *mut c_void,
+            &raw mut walk as *mut c_void,
+            0,
+        )
+    };
+    // SAFETY: the callback wrote it through the pointer; read it again.
+    ran >= 0 && unsafe { core::ptr::read_volatile(&raw const walk.whole) } != 0
+}
+
+/// One batch of the walk, as `bpf_loop` calls it: 0 to go on, 1 to stop.
+/// Never inlined: the helper takes its address, and the verifier checks
+/// it as a function of its own.
+#[inline(never)]
+extern "C" fn walk_batch(b: u64, ctx: *mut c_void) -> i64 {
+    let walk = ctx as *mut Walk;
+    let Some(scratch) = EXEC_ENV_SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: `ctx` is `walk_loop`'s `Walk`, alive across the helper call.
+    let envp = unsafe { (*walk).envp };
+    match scan_batch(scratch, envp, b) {
+        None => 0,
+        Some(whole) => {
+            // SAFETY: as above.
+            unsafe { (*walk).whole = whole as u64 };
+            1
+        }
+    }
+}
+
+/// Batch `b` of envp: `Some(whole)` when the walk ends here (the NULL was
+/// reached, or the pointers are unreadable), `None` to go on.
+#[inline(always)]
+fn scan_batch(scratch: *mut ExecEnvScratch, envp: u64, b: u64) -> Option<bool> {
+    let Some(ptrs) = probe::user::<[u64; BATCH]>(envp + b * (BATCH as u64 * 8)) else {
+        return Some(false);
+    };
+    for s in ptrs {
+        if s == 0 {
+            return Some(true);
+        }
+        if is_runner_var(s) {
+            // SAFETY: this CPU's non-null slot; the index is masked into
+            // `found`.
+            unsafe {
+                let n = (*scratch).found_n;
+                if n < RUNNER_VARS.len() as u64 {
+                    (*scratch).found[(n & 7) as usize] = s;
+                    (*scratch).found_n = n + 1;
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Whether the string at `s` starts with one of the runner variables'

@@ -65,7 +65,9 @@ pub(crate) fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
-pub(crate) fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+/// `LOOP`: the envp walk by `bpf_loop` (exec_env.rs).
+#[inline(always)]
+pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let task: Ptr = ctx.arg(0);
     let old_tid: i32 = ctx.arg(1);
     let bprm: Ptr = ctx.arg(2);
@@ -125,7 +127,7 @@ pub(crate) fn on_exec(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         // The runner variables go first, stamped as this record is: user
         // space holds them for it (`run/session/enrich.rs`).
         if let Some(mm) = read::<Ptr>(task, off(|o| &o.task_mm)) {
-            if crate::exec_env::send_runner_vars(mm, id, (*rec).hdr.ktime_ns) {
+            if crate::exec_env::send_runner_vars::<LOOP>(mm, id, (*rec).hdr.ktime_ns) {
                 (*rec).flags = EXEC_ENV_SCANNED;
             }
         }

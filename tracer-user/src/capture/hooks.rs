@@ -34,6 +34,7 @@ pub const DISABLEABLE: &[&str] = &[
     "crash_stacks",
     "crash_stacks:tp_btf",
     "crash_stacks:tp_btf_no_regs",
+    "sched_process_exec:bpf_loop",
 ];
 
 /// `--disable-hook`'s value parser: one of [`DISABLEABLE`].
@@ -383,40 +384,77 @@ pub fn attach_btf(ebpf: &mut Ebpf, btf: &Btf, prog: &str, tracepoint: &str) -> R
     Ok(())
 }
 
+/// A program of a required hook's chain: its name and the rung it is
+/// named as in the hook's detail.
+pub type Variant = (&'static str, &'static str);
+
 /// Load (verify) the tp_btf programs `progs`, each on the tracepoint of its
-/// own name, `apart` on a thread of its own beside the others: the kernel
-/// verifies a privileged load without a global lock, so on two CPUs the
-/// longest verification hides the rest. `sched_process_exec`'s (its envp
-/// walk, 197,443 instructions on 6.18) took 0.18 s of a 0.44 s start-up on
-/// the AMD EPYC guest, the other three 0.08 s. Attach with `attach_btf`.
-/// Errors: (program, what failed), as `attach_btf` words it.
+/// own name, and the first of `chain` that loads (on `tracepoint`) on a
+/// thread of its own beside them: the kernel verifies a privileged load
+/// without a global lock, so on two CPUs the longest verification hides
+/// the rest. The exec program's unrolled envp walk (197,443 instructions on
+/// 6.18) took 0.18 s of a 0.44 s start-up on the AMD EPYC guest, the other
+/// three 0.08 s. Attach with `attach_btf`.
+///
+/// Returns the program of `chain` that loaded and, when it is not the
+/// first, why those before it were passed over (`"rung: why; …"`, a hook
+/// status's detail). Every rung but the last can be disabled
+/// (`<tracepoint>:<rung>`). Errors: (program, what failed), as `attach_btf` words
+/// it.
 pub fn load_btf_beside(
     ebpf: &mut Ebpf,
     btf: &Btf,
     progs: &[&str],
-    apart: &str,
-) -> Result<(), (String, String)> {
+    (tracepoint, chain): (&str, &[Variant]),
+    off: &Disabled,
+) -> Result<(&'static str, Option<String>), (String, String)> {
+    let in_chain = |name: &str| chain.iter().position(|(p, _)| *p == name);
     let mut found: Vec<(&str, &mut aya::programs::Program)> = ebpf
         .programs_mut()
-        .filter(|(name, _)| progs.contains(name))
+        .filter(|(name, _)| progs.contains(name) || in_chain(name).is_some())
         .collect();
-    // In `progs` order, so the first failure is the one a sequential load
-    // reports.
-    found.sort_by_key(|(name, _)| progs.iter().position(|p| p == name));
-    let (alone, rest): (Vec<_>, Vec<_>) = found.into_iter().partition(|(name, _)| *name == apart);
-    let load = |group: Vec<(&str, &mut aya::programs::Program)>| {
+    // In `progs` and `chain` order, so the first failure is the one a
+    // sequential load reports.
+    found.sort_by_key(|(name, _)| (progs.iter().position(|p| p == name), in_chain(name)));
+    let (alone, rest): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .partition(|(name, _)| in_chain(name).is_some());
+    let load = |name: &str, p: &mut aya::programs::Program, on: &str| {
+        let p: &mut BtfTracePoint = p
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| (name.to_string(), e.to_string()))?;
+        p.load(on, btf)
+            .map_err(|e| (name.to_string(), format!("load {name}: {}", brief(&e))))
+    };
+    let load_all = |group: Vec<(&str, &mut aya::programs::Program)>| {
         for (name, p) in group {
-            let p: &mut BtfTracePoint = p
-                .try_into()
-                .map_err(|e: aya::programs::ProgramError| (name.to_string(), e.to_string()))?;
-            p.load(name, btf)
-                .map_err(|e| (name.to_string(), format!("load {name}: {}", brief(&e))))?;
+            load(name, p, name)?;
         }
         Ok(())
     };
+    let load_first = |group: Vec<(&str, &mut aya::programs::Program)>| {
+        let mut passed = Vec::new();
+        for (name, p) in group {
+            let (program, rung) = chain[in_chain(name).unwrap_or(0)];
+            let refused = match chain.last() == Some(&(program, rung)) {
+                // The last rung is the hook itself: a required hook is
+                // never disabled.
+                true => Ok(()),
+                false => off.check(&format!("{tracepoint}:{rung}")),
+            };
+            let loaded = refused
+                .map_err(|why| (name.to_string(), why))
+                .and_then(|()| load(name, p, tracepoint));
+            match loaded {
+                Ok(()) => return Ok((program, (!passed.is_empty()).then(|| passed.join("; ")))),
+                Err((_, why)) => passed.push(format!("{rung}: {why}")),
+            }
+        }
+        Err((tracepoint.to_string(), passed.join("; ")))
+    };
     std::thread::scope(|s| {
-        let beside = s.spawn(|| load(alone));
-        let rest = load(rest);
+        let beside = s.spawn(|| load_first(alone));
+        let rest = load_all(rest);
         let alone = beside
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));

@@ -225,9 +225,40 @@ fn fork_storm_loses_nothing() {
 /// only start or end like a runner's are not sent); past the 512 variables
 /// the kernel looks through, what it found before the cut is kept. Runs in
 /// every VM guest (no interpreter needed): the exec program's walk is what
-/// each kernel's verifier must take.
+/// each kernel's verifier must take. The walk by `bpf_loop` from 5.17
+/// (the hook's detail empty), unrolled before (the detail says why).
 #[test]
 fn runner_variables_are_read_at_exec() {
+    let r = runner_variables_with(&[]);
+    let exec = hook(&r.log, "sched_process_exec");
+    match kernel_at_least(5, 17) {
+        true => assert_eq!(exec.detail, None, "bpf_loop is taken: {exec:?}"),
+        false => assert!(
+            exec.detail
+                .as_deref()
+                .is_some_and(|d| d.starts_with("bpf_loop: ")),
+            "{exec:?}"
+        ),
+    }
+}
+
+/// The unrolled walk, forced where `bpf_loop` would be taken: the same
+/// variables, the same cut.
+#[test]
+fn runner_variables_are_read_at_exec_unrolled() {
+    let r = runner_variables_with(&["--disable-hook", "sched_process_exec:bpf_loop"]);
+    let exec = hook(&r.log, "sched_process_exec");
+    assert!(
+        exec.detail
+            .as_deref()
+            .is_some_and(|d| d.starts_with("bpf_loop: ")),
+        "{exec:?}"
+    );
+}
+
+/// The scenario of the two tests above, recorded with `args`, its
+/// variables checked.
+fn runner_variables_with(args: &[&str]) -> Recorded {
     const N: usize = 50;
     let sc = scenario(|| {
         for i in 0..N {
@@ -251,7 +282,7 @@ fn runner_variables_are_read_at_exec() {
         }
         assert!(long.status().unwrap().success());
     });
-    let r = sc.record(&[]);
+    let r = sc.record(args);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     assert_no_loss(&r);
     let envs: Vec<_> = r
@@ -280,11 +311,13 @@ fn runner_variables_are_read_at_exec() {
         "the long environment's: {:?}",
         envs[N]
     );
+    r
 }
 
 /// `--program-stats`: the trailer holds the kernel's count of each
 /// program's runs and time; the exec program ran once per exec at least.
-/// Without the flag, nothing (the kernel does not count).
+/// Without the flag, nothing (the kernel does not count). The exec hook
+/// is the `bpf_loop` program from 5.17, the unrolled one before.
 #[test]
 fn program_stats_count_each_programs_runs() {
     let r = record(
@@ -295,11 +328,19 @@ fn program_stats_count_each_programs_runs() {
     let stats = &r.log.trailer.as_ref().expect("a trailer").program_stats;
     let exec = stats
         .iter()
-        .find(|p| p.program == "sched_process_exec")
+        .find(|p| p.program.starts_with("sched_process_exec"))
         .unwrap_or_else(|| panic!("no exec program in {stats:?}"));
     assert!(exec.runs >= 4, "sh and three /bin/true: {exec:?}");
     assert!(exec.run_ns > 0, "{exec:?}");
     assert!(stats.iter().all(|p| p.runs > 0), "{stats:?}");
+    assert_eq!(
+        exec.program,
+        match kernel_at_least(5, 17) {
+            true => "sched_process_exec",
+            false => "sched_process_exec_unrolled",
+        },
+        "the exec program this kernel should take"
+    );
     let r = record(&[], &["/bin/true"]);
     assert!(r.log.trailer.as_ref().unwrap().program_stats.is_empty());
 }

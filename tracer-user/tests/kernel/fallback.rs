@@ -59,11 +59,7 @@ fn tracepoint_rung_sees_kill_calls() {
 /// Anywhere else (the other distribution kernels) fentry must attach.
 fn fentry_refusal_expected(detail: &str, symbol: &str) -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    let mut v = release
-        .split(['.', '-'])
-        .map(|n| n.parse::<u32>().unwrap_or(0));
-    let version = (v.next().unwrap_or(0), v.next().unwrap_or(0));
-    let arm64_without_direct_calls = cfg!(target_arch = "aarch64") && version < (6, 4);
+    let arm64_without_direct_calls = cfg!(target_arch = "aarch64") && !kernel_at_least(6, 4);
     (release.contains("-fc-") && detail.starts_with(&format!("fentry: load fentry {symbol}")))
         || (arm64_without_direct_calls
             && detail.starts_with(&format!("fentry: attach fentry {symbol}"))

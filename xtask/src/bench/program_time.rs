@@ -90,7 +90,11 @@ pub(crate) fn table(rows: &[Row]) -> Vec<String> {
         let cells: Vec<String> = COLUMNS
             .iter()
             .map(
-                |c| match stats.iter().find(|(p, runs, _)| p == c && *runs > 0) {
+                // The exec column is either of its programs (a kernel
+                // before 5.17 runs `sched_process_exec_unrolled`).
+                |c| match stats.iter().find(|(p, runs, _)| {
+                    p.strip_suffix("_unrolled").unwrap_or(p) == *c && *runs > 0
+                }) {
                     Some((_, runs, ns)) => format!("{} ({runs})", ns / runs),
                     None => "–".to_string(),
                 },

@@ -180,6 +180,20 @@ pub(crate) fn report_cmd(log: &std::path::Path, out: &std::path::Path) -> Output
 }
 
 /// The header's entry for hook `name`.
+/// This kernel's (major, minor), from its release string.
+pub(crate) fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release
+        .split(['.', '-'])
+        .map(|n| n.trim().parse::<u32>().unwrap_or(0));
+    (v.next().unwrap_or(0), v.next().unwrap_or(0))
+}
+
+/// This kernel is `major.minor` or later.
+pub(crate) fn kernel_at_least(major: u32, minor: u32) -> bool {
+    kernel_version() >= (major, minor)
+}
+
 pub(crate) fn hook<'a>(log: &'a EventLog, name: &str) -> &'a tracer_user::eventlog::HookStatus {
     log.header
         .hooks
