@@ -72,14 +72,24 @@ pub(crate) fn send_runner_vars<const LOOP: bool>(mm: Ptr, task: TaskId, ktime: u
 /// Batches of the walk.
 const BATCHES: usize = RUNNER_SCAN_VARS / BATCH;
 
+/// The original walk's shape, kept: the same steps written as `scan_batch`
+/// calls cost 6.18's verifier 295,104 instructions instead of 200,064.
 #[inline(always)]
 fn walk_unrolled(scratch: *mut ExecEnvScratch, envp: u64) -> bool {
-    for b in 0..BATCHES {
-        if let Some(whole) = scan_batch(scratch, envp, b as u64) {
-            return whole;
+    let mut whole = false;
+    'walk: for b in 0..BATCHES {
+        let Some(ptrs) = probe::user::<[u64; BATCH]>(envp + (b * BATCH * 8) as u64) else {
+            break;
+        };
+        for s in ptrs {
+            if s == 0 {
+                whole = true;
+                break 'walk;
+            }
+            note_if_runner_var(scratch, s);
         }
     }
-    false
+    whole
 }
 
 /// `bpf_loop`'s context: on this program's stack, the only place the helper
@@ -140,19 +150,24 @@ fn scan_batch(scratch: *mut ExecEnvScratch, envp: u64, b: u64) -> Option<bool> {
         if s == 0 {
             return Some(true);
         }
-        if is_runner_var(s) {
-            // SAFETY: this CPU's non-null slot; the index is masked into
-            // `found`.
-            unsafe {
-                let n = (*scratch).found_n;
-                if n < RUNNER_VARS.len() as u64 {
-                    (*scratch).found[(n & 7) as usize] = s;
-                    (*scratch).found_n = n + 1;
-                }
+        note_if_runner_var(scratch, s);
+    }
+    None
+}
+
+/// Notes `s` in `scratch` when it is a runner variable.
+#[inline(always)]
+fn note_if_runner_var(scratch: *mut ExecEnvScratch, s: u64) {
+    if is_runner_var(s) {
+        // SAFETY: this CPU's non-null slot; the index is masked into `found`.
+        unsafe {
+            let n = (*scratch).found_n;
+            if n < RUNNER_VARS.len() as u64 {
+                (*scratch).found[(n & 7) as usize] = s;
+                (*scratch).found_n = n + 1;
             }
         }
     }
-    None
 }
 
 /// Whether the string at `s` starts with one of the runner variables'
