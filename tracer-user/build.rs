@@ -30,6 +30,7 @@ fn main() {
     );
     match fs::read(&src) {
         Ok(bytes) => {
+            let bytes = without_dwarf(&bytes);
             let hash: String = Sha256::digest(&bytes)
                 .iter()
                 .map(|b| format!("{b:02x}"))
@@ -45,6 +46,41 @@ fn main() {
                 src.display()
             );
         }
+    }
+}
+
+/// The object without its DWARF sections (`.debug_*` and their
+/// relocations): linked with BTF, bpf-linker keeps the debug info the BTF
+/// was made from, 2.7 MB of the 3.3 MB object. The loader reads the BTF
+/// only; embedded whole, the DWARF cost 1.3 MB of tracer's peak RSS
+/// (32.3 MB against 31.0, `record -- true`, measured). An object that does
+/// not parse is embedded as it is: the loader's error names it.
+fn without_dwarf(bytes: &[u8]) -> Vec<u8> {
+    let Ok(mut elf) = object::build::elf::Builder::read(bytes) else {
+        return bytes.to_vec();
+    };
+    for s in elf.sections.iter_mut() {
+        let name: &[u8] = &s.name;
+        if name.starts_with(b".debug_") || name.starts_with(b".rel.debug_") {
+            s.delete = true;
+        }
+    }
+    // LLVM's object names its sections from the symbols' `.strtab`; the
+    // writer wants a table of their own.
+    if !elf
+        .sections
+        .iter()
+        .any(|s| matches!(s.data, object::build::elf::SectionData::SectionString))
+    {
+        let shstrtab = elf.sections.add();
+        shstrtab.name = b".shstrtab"[..].into();
+        shstrtab.sh_type = object::elf::SHT_STRTAB;
+        shstrtab.data = object::build::elf::SectionData::SectionString;
+    }
+    let mut out = Vec::new();
+    match elf.write(&mut out) {
+        Ok(()) => out,
+        Err(e) => panic!("writing the eBPF object without DWARF: {e}"),
     }
 }
 
