@@ -240,9 +240,14 @@ fn multiprocessing_pool_after_a_lost_worker() {
         // terminate() either: its _help_stuff_finish polls the task pipe
         // and then reads it, racing an idle worker for the same bytes, and
         // under load it lost and read for ever (seen: 27 min). The parent
-        // kills its own workers instead, after the traceback.
+        // kills its own workers instead, after the traceback. `kill` is
+        // started by posix_spawn, not subprocess: subprocess's exec-status
+        // pipe is open in the parent until fork_exec returns, and the pool's
+        // thread, forking the dead worker's replacement in that window
+        // (the parent descheduled under load), gave the replacement its
+        // write end: the parent read it for ever (seen: 21 min in CI).
         r#"
-import multiprocessing as mp, os, subprocess, sys, time, traceback
+import multiprocessing as mp, os, sys, time, traceback
 PID = sys.argv[1]
 def work(x):
     if x == 0:
@@ -256,7 +261,7 @@ if __name__ == "__main__":
     r = p.map_async(work, range(2), chunksize=1)
     while not os.path.exists(PID):
         time.sleep(0.05)
-    subprocess.run(["kill", "-9", open(PID).read()])
+    os.waitpid(os.posix_spawnp("kill", ["kill", "-9", open(PID).read()], os.environ), 0)
     try:
         print(r.get(timeout=2))
     except mp.TimeoutError:
