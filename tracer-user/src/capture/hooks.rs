@@ -6,7 +6,7 @@
 //! while fentry/fexit and tp_btf links are released without one.
 use aya::{
     maps::{MapData, ProgramArray},
-    programs::{BtfTracePoint, FEntry, FExit, TracePoint},
+    programs::{BtfTracePoint, FEntry, FExit, Program, ProgramError, TracePoint},
     Btf, Ebpf,
 };
 use tracer_common::{SyscallArch, KILL_SYSCALLS, STDERR_SYSCALLS};
@@ -92,8 +92,8 @@ pub fn unavailable(name: &str, detail: String) -> HookStatus {
 ///
 /// Each rung is `kill_syscalls:<via>` for `--disable-hook`; the detail says
 /// why the rungs above the one used were passed over.
-pub fn attach_kill_syscalls(
-    ebpf: &mut Ebpf,
+pub fn attach_kill_syscalls<P: Programs + ?Sized>(
+    progs: &mut P,
     btf: &Btf,
     have_tracefs: bool,
     off: &Disabled,
@@ -102,33 +102,44 @@ pub fn attach_kill_syscalls(
     if let Err(e) = off.check(name) {
         return unavailable(name, e);
     }
-    let rungs: [Rung; 3] = [
-        ("fentry", &kill_fentry, undo_fentry),
-        ("raw_syscalls", &kill_raw, |_| ()),
-        ("tracepoint", &kill_classic, undo_classic),
+    let rungs: [Rung<P>; 3] = [
+        ("fentry", &kill_fentry::<P>, undo_fentry::<P>),
+        ("raw_syscalls", &kill_raw::<P>, |_| ()),
+        ("tracepoint", &kill_classic::<P>, undo_classic::<P>),
     ];
-    climb(ebpf, btf, have_tracefs, off, name, &rungs)
+    climb(progs, btf, have_tracefs, off, name, &rungs)
+}
+
+/// The kill family's programs, every rung's: its chain climbs on a thread
+/// of its own.
+pub fn is_kill_program(name: &str) -> bool {
+    name.starts_with("kill_") || name == "raw_sys_enter" || name == "raw_sys_exit"
+}
+
+/// Crash stacks' programs, both rungs'.
+pub fn is_crash_program(name: &str) -> bool {
+    name == "crash_deliver" || name == "crash_deliver_fp"
 }
 
 /// One way to attach a hook: its `via`, how to attach, how to undo what a
 /// failed attempt left behind.
-type Rung<'a> = (&'a str, &'a Attach<'a>, Undo);
+type Rung<'a, E> = (&'a str, &'a Attach<'a, E>, Undo<E>);
 
 /// The first rung that attaches wins; the detail says why the rungs above
 /// it were passed over.
-fn climb(
-    ebpf: &mut Ebpf,
+fn climb<E: ?Sized>(
+    target: &mut E,
     btf: &Btf,
     have_tracefs: bool,
     off: &Disabled,
     name: &str,
-    rungs: &[Rung],
+    rungs: &[Rung<E>],
 ) -> HookStatus {
     let mut passed = Vec::new();
     for (via, attach, undo) in rungs {
         let res = off
             .check(&format!("{name}:{via}"))
-            .and_then(|()| attach(ebpf, btf, have_tracefs));
+            .and_then(|()| attach(target, btf, have_tracefs));
         match res {
             Ok(()) => {
                 let detail = (!passed.is_empty()).then(|| passed.join("; "));
@@ -138,7 +149,7 @@ fn climb(
                 return attached(name, via, detail);
             }
             Err(e) => {
-                undo(ebpf);
+                undo(target);
                 passed.push(format!("{via}: {e}"));
             }
         }
@@ -146,11 +157,11 @@ fn climb(
     unavailable(name, passed.join("; "))
 }
 
-type Attach<'a> = dyn Fn(&mut Ebpf, &Btf, bool) -> Result<(), String> + 'a;
+type Attach<'a, E> = dyn Fn(&mut E, &Btf, bool) -> Result<(), String> + 'a;
 /// Detach what a failed rung attached before it failed.
-type Undo = fn(&mut Ebpf);
+type Undo<E> = fn(&mut E);
 
-fn kill_fentry(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
+fn kill_fentry<P: Programs + ?Sized>(ebpf: &mut P, btf: &Btf, _: bool) -> Result<(), String> {
     let prefix = SyscallArch::HOST
         .ok_or("no syscall table for this architecture")?
         .entry_prefix;
@@ -170,7 +181,7 @@ fn kill_fentry(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn undo_fentry(ebpf: &mut Ebpf) {
+fn undo_fentry<P: Programs + ?Sized>(ebpf: &mut P) {
     for s in KILL_SYSCALLS {
         if let Ok(p) = program::<FEntry>(ebpf, &format!("kill_fentry_{}", s.name())) {
             let _ = p.unload();
@@ -181,13 +192,17 @@ fn undo_fentry(ebpf: &mut Ebpf) {
     }
 }
 
-fn kill_raw(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
+fn kill_raw<P: Programs + ?Sized>(ebpf: &mut P, btf: &Btf, _: bool) -> Result<(), String> {
     SyscallArch::HOST.ok_or("no syscall table for this architecture")?;
     attach_btf(ebpf, btf, "raw_sys_enter", "sys_enter")?;
     attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit")
 }
 
-fn kill_classic(ebpf: &mut Ebpf, _: &Btf, have_tracefs: bool) -> Result<(), String> {
+fn kill_classic<P: Programs + ?Sized>(
+    ebpf: &mut P,
+    _: &Btf,
+    have_tracefs: bool,
+) -> Result<(), String> {
     if !have_tracefs {
         return Err("tracefs unavailable".into());
     }
@@ -203,7 +218,7 @@ fn kill_classic(ebpf: &mut Ebpf, _: &Btf, have_tracefs: bool) -> Result<(), Stri
     attach_classic(ebpf, "kill_exit", "syscalls", &exits)
 }
 
-fn undo_classic(ebpf: &mut Ebpf) {
+fn undo_classic<P: Programs + ?Sized>(ebpf: &mut P) {
     detach_all(ebpf, "kill_enter");
     detach_all(ebpf, "kill_exit");
 }
@@ -216,25 +231,28 @@ fn undo_classic(ebpf: &mut Ebpf) {
 ///
 /// Never required: without it a crash is certified without its stack,
 /// and the certificate says so.
-pub fn attach_crash_stacks(ebpf: &mut Ebpf, btf: &Btf, off: &Disabled) -> HookStatus {
+pub fn attach_crash_stacks<P: Programs + ?Sized>(
+    progs: &mut P,
+    btf: &Btf,
+    off: &Disabled,
+) -> HookStatus {
     let name = "crash_stacks";
     if let Err(e) = off.check(name) {
         return unavailable(name, e);
     }
-    let regs = |ebpf: &mut Ebpf, btf: &Btf, _: bool| {
-        attach_btf(ebpf, btf, "crash_deliver", "signal_deliver")
-    };
-    let fp = |ebpf: &mut Ebpf, btf: &Btf, _: bool| {
+    let regs =
+        |ebpf: &mut P, btf: &Btf, _: bool| attach_btf(ebpf, btf, "crash_deliver", "signal_deliver");
+    let fp = |ebpf: &mut P, btf: &Btf, _: bool| {
         attach_btf(ebpf, btf, "crash_deliver_fp", "signal_deliver")
     };
-    let rungs: [Rung; 2] = [
+    let rungs: [Rung<P>; 2] = [
         ("tp_btf", &regs, |e| unload_btf(e, "crash_deliver")),
         ("tp_btf_no_regs", &fp, |e| unload_btf(e, "crash_deliver_fp")),
     ];
-    climb(ebpf, btf, false, off, name, &rungs)
+    climb(progs, btf, false, off, name, &rungs)
 }
 
-fn unload_btf(ebpf: &mut Ebpf, prog: &str) {
+fn unload_btf(ebpf: &mut (impl Programs + ?Sized), prog: &str) {
     if let Ok(p) = program::<BtfTracePoint>(ebpf, prog) {
         let _ = p.unload();
     }
@@ -285,7 +303,7 @@ pub fn attach_last_words(
         Some(via) => Err(format!("kill_syscalls is on {via}, not raw_syscalls")),
         None => Err("kill_syscalls is not attached".into()),
     };
-    let rungs: [Rung; 3] = [
+    let rungs: [Rung<Ebpf>; 3] = [
         ("fentry", &stderr_fentry, undo_stderr_fentry),
         ("raw_syscalls", &raw, undo_stderr_raw),
         ("tracepoint", &stderr_classic, undo_stderr_classic),
@@ -372,7 +390,12 @@ fn undo_stderr_classic(ebpf: &mut Ebpf) {
     detach_all(ebpf, "stderr_writev");
 }
 
-pub fn attach_btf(ebpf: &mut Ebpf, btf: &Btf, prog: &str, tracepoint: &str) -> Result<(), String> {
+pub fn attach_btf(
+    ebpf: &mut (impl Programs + ?Sized),
+    btf: &Btf,
+    prog: &str,
+    tracepoint: &str,
+) -> Result<(), String> {
     let p: &mut BtfTracePoint = program(ebpf, prog)?;
     // Loaded already by `load_btf_beside`, or load it now.
     if p.fd().is_err() {
@@ -403,15 +426,17 @@ pub type Variant = (&'static str, &'static str);
 /// (`<tracepoint>:<rung>`). Errors: (program, what failed), as
 /// `attach_btf` words it.
 pub fn load_btf_beside(
-    ebpf: &mut Ebpf,
+    set: &mut Subset,
     btf: &Btf,
     progs: &[&str],
     (tracepoint, chain): (&str, &[Variant]),
     off: &Disabled,
 ) -> Result<(&'static str, Option<String>), (String, String)> {
     let in_chain = |name: &str| chain.iter().position(|(p, _)| *p == name);
-    let mut found: Vec<(&str, &mut aya::programs::Program)> = ebpf
-        .programs_mut()
+    let mut found: Vec<(&str, &mut Program)> = set
+        .0
+        .iter_mut()
+        .map(|(name, p)| (*name, &mut **p))
         .filter(|(name, _)| progs.contains(name) || in_chain(name).is_some())
         .collect();
     // In `progs` and `chain` order, so the first failure is the one a
@@ -420,20 +445,20 @@ pub fn load_btf_beside(
     let (alone, rest): (Vec<_>, Vec<_>) = found
         .into_iter()
         .partition(|(name, _)| in_chain(name).is_some());
-    let load = |name: &str, p: &mut aya::programs::Program, on: &str| {
+    let load = |name: &str, p: &mut Program, on: &str| {
         let p: &mut BtfTracePoint = p
             .try_into()
-            .map_err(|e: aya::programs::ProgramError| (name.to_string(), e.to_string()))?;
+            .map_err(|e: ProgramError| (name.to_string(), e.to_string()))?;
         p.load(on, btf)
             .map_err(|e| (name.to_string(), format!("load {name}: {}", brief(&e))))
     };
-    let load_all = |group: Vec<(&str, &mut aya::programs::Program)>| {
+    let load_all = |group: Vec<(&str, &mut Program)>| {
         for (name, p) in group {
             load(name, p, name)?;
         }
         Ok(())
     };
-    let load_first = |group: Vec<(&str, &mut aya::programs::Program)>| {
+    let load_first = |group: Vec<(&str, &mut Program)>| {
         let mut passed = Vec::new();
         for (name, p) in group {
             let (program, rung) = chain[in_chain(name).unwrap_or(0)];
@@ -464,7 +489,7 @@ pub fn load_btf_beside(
 }
 
 fn attach_classic(
-    ebpf: &mut Ebpf,
+    ebpf: &mut (impl Programs + ?Sized),
     prog: &str,
     category: &str,
     names: &[String],
@@ -480,7 +505,7 @@ fn attach_classic(
     Ok(())
 }
 
-fn detach_all(ebpf: &mut Ebpf, prog: &str) {
+fn detach_all(ebpf: &mut (impl Programs + ?Sized), prog: &str) {
     if let Ok(p) = program::<TracePoint>(ebpf, prog) {
         let _ = p.unload();
     }
@@ -488,9 +513,9 @@ fn detach_all(ebpf: &mut Ebpf, prog: &str) {
 
 /// One line for a hook's detail: a refused load says why (EPERM, EINVAL)
 /// without the verifier's multi-line log, which goes to the debug log.
-fn brief(e: &aya::programs::ProgramError) -> String {
+fn brief(e: &ProgramError) -> String {
     match e {
-        aya::programs::ProgramError::LoadError {
+        ProgramError::LoadError {
             io_error,
             verifier_log,
         } => {
@@ -510,12 +535,49 @@ fn brief(e: &aya::programs::ProgramError) -> String {
     }
 }
 
-pub fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
+/// Where a chain finds its programs: the whole object, or a [`Subset`] of
+/// it taken out for a thread of its own.
+pub trait Programs {
+    fn get(&mut self, name: &str) -> Option<&mut Program>;
+}
+
+impl Programs for Ebpf {
+    fn get(&mut self, name: &str) -> Option<&mut Program> {
+        self.program_mut(name)
+    }
+}
+
+/// Some of an object's programs, by name: disjoint subsets of one `Ebpf`
+/// are verified on threads of their own.
+pub struct Subset<'a>(Vec<(&'a str, &'a mut Program)>);
+
+impl<'a> Subset<'a> {
+    /// The programs of `all` whose names `wanted` takes, moved out of it.
+    pub fn take(all: &mut Vec<(&'a str, &'a mut Program)>, wanted: impl Fn(&str) -> bool) -> Self {
+        Self(all.extract_if(.., |(name, _)| wanted(name)).collect())
+    }
+}
+
+impl Programs for Subset<'_> {
+    fn get(&mut self, name: &str) -> Option<&mut Program> {
+        self.0
+            .iter_mut()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| &mut **p)
+    }
+}
+
+/// The program `name` of `progs`, as its type.
+pub fn program<'a, T>(
+    progs: &'a mut (impl Programs + ?Sized),
+    name: &str,
+) -> Result<&'a mut T, String>
 where
-    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+    &'a mut T: TryFrom<&'a mut Program, Error = ProgramError>,
 {
-    ebpf.program_mut(name)
+    progs
+        .get(name)
         .ok_or_else(|| format!("program {name} missing from the object"))?
         .try_into()
-        .map_err(|e: aya::programs::ProgramError| e.to_string())
+        .map_err(|e: ProgramError| e.to_string())
 }
