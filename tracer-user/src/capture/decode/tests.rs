@@ -25,6 +25,15 @@ fn exit_record(code: i32) -> ExitRecord {
     }
 }
 
+/// A `kill()` call's wire record, every other field zero.
+fn kill_call_record() -> KillCallRecord {
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
+    let mut rec: KillCallRecord = unsafe { std::mem::zeroed() };
+    rec.hdr.kind = RecordKind::KillCall as u32;
+    rec.syscall = KillSyscall::Kill as u32;
+    rec
+}
+
 /// The log record of a whole wire record's bytes.
 fn record(bytes: &[u8]) -> Record {
     decode(bytes).unwrap().into_record(stamp()).unwrap()
@@ -136,10 +145,7 @@ fn exec_record_cut_to_its_argv() {
 
 #[test]
 fn process_group_kill_keeps_negative_target() {
-    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
-    let mut rec: KillCallRecord = unsafe { std::mem::zeroed() };
-    rec.hdr.kind = RecordKind::KillCall as u32;
-    rec.syscall = KillSyscall::Kill as u32;
+    let mut rec = kill_call_record();
     rec.sig = 9;
     rec.target_arg = -4242;
     rec.ret = -3;
@@ -155,10 +161,7 @@ fn process_group_kill_keeps_negative_target() {
 
 #[test]
 fn a_call_that_opened_a_fold_names_its_sender_for_the_exit_flush() {
-    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
-    let mut rec: KillCallRecord = unsafe { std::mem::zeroed() };
-    rec.hdr.kind = RecordKind::KillCall as u32;
-    rec.syscall = KillSyscall::Kill as u32;
+    let mut rec = kill_call_record();
     rec.sig = 10;
     rec.sender.tgid = 4242;
     rec.sender.start_ns = 77;
