@@ -27,7 +27,7 @@ use tracer_common::{
 use crate::{
     kill_calls::KILL_ABI,
     maps::{is_tracked, off},
-    task::{comm, current, current_id, header, read, Ptr},
+    task::{comm, current, current_id, header, read, Probed, Ptr},
 };
 
 /// Crash records only (~19 KiB each): 16 fit. Crashes are rare; a storm of
@@ -61,7 +61,7 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
     if read::<u64>(ka, off(|o| &o.ksigaction_handler)) != Some(SIG_DFL) {
         return Ok(0);
     }
-    let me = current_id().ok_or(())?;
+    let me = current_id::<Probed>().ok_or(())?;
     if !is_tracked(me.tgid, me.start_ns) {
         return Ok(0);
     }

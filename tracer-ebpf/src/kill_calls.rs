@@ -16,7 +16,7 @@ use crate::{
         EVENTS, INFLIGHT, TRACKED,
     },
     probe::{boot_ns, tp_field, Plain},
-    task::{comm, current, header, read, task_id, Ptr},
+    task::{comm, current, header, task_id, Probed, Ptr, TaskRead},
 };
 
 /// The running architecture's syscall numbers and pt_regs layout
@@ -152,7 +152,7 @@ pub(crate) fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
     let Some(syscall) = abi_nr(id) else {
         return RawEnter::Other;
     };
-    if current_is_compat() {
+    if current_is_compat::<Probed>() {
         return RawEnter::Other;
     }
     let (a0, a1, a2) = regs_args(ctx.arg(0));
@@ -165,15 +165,15 @@ pub(crate) fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
 /// arm64's `TIF_32BIT` (an AArch32 task). False when the kernel's BTF did
 /// not say where the word is.
 #[inline(always)]
-pub(crate) fn is_compat(mask: u32) -> bool {
+pub(crate) fn is_compat<R: TaskRead>(mask: u32) -> bool {
     let at = off(|o| &o.task_compat_word);
-    mask != 0 && read::<u32>(current(), at).is_some_and(|w| w & mask != 0)
+    mask != 0 && R::read::<u32>(R::current(), at).is_some_and(|w| w & mask != 0)
 }
 
 /// [`is_compat`] with the running architecture's mask.
 #[inline(always)]
-pub(crate) fn current_is_compat() -> bool {
-    is_compat(regs_off(|a| &a.compat_mask))
+pub(crate) fn current_is_compat<R: TaskRead>() -> bool {
+    is_compat::<R>(regs_off(|a| &a.compat_mask))
 }
 
 pub(crate) fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {

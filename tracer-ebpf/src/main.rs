@@ -35,6 +35,7 @@ use aya_ebpf::{
     macros::{btf_tracepoint, fentry, fexit, tracepoint},
     programs::{BtfTracePointContext, FEntryContext, FExitContext, TracePointContext},
 };
+use task::{Probed, Typed};
 use tracer_common::KillSyscall;
 
 #[btf_tracepoint(function = "sched_process_fork")]
@@ -148,27 +149,50 @@ pub(crate) fn raw_sys_exit(ctx: BtfTracePointContext) -> u32 {
 /// Last words, first choice: fentry on the write and writev syscalls' entry
 /// symbols (`__x64_sys_write(const struct pt_regs *)`), fd 2 of traced
 /// processes. No RCU grace period at teardown, no perf record per call.
+/// The task's fields by plain loads from its BTF-typed pointer (5.11+);
+/// each program has a `_probed` twin reading them with the probe-read
+/// helper, for 5.10 (user space loads the first of the two that loads).
 #[fentry]
 pub(crate) fn stderr_fentry_write(ctx: FEntryContext) -> u32 {
-    stderr::on_write_regs::<false>(ctx.arg(0)).unwrap_or(0)
+    stderr::on_write_regs::<false, Typed>(ctx.arg(0)).unwrap_or(0)
 }
 
 #[fentry]
 pub(crate) fn stderr_fentry_writev(ctx: FEntryContext) -> u32 {
-    stderr::on_writev_regs(ctx.arg(0)).unwrap_or(0)
+    stderr::on_writev_regs::<Typed>(ctx.arg(0)).unwrap_or(0)
+}
+
+#[fentry]
+pub(crate) fn stderr_fentry_write_probed(ctx: FEntryContext) -> u32 {
+    stderr::on_write_regs::<false, Probed>(ctx.arg(0)).unwrap_or(0)
+}
+
+#[fentry]
+pub(crate) fn stderr_fentry_writev_probed(ctx: FEntryContext) -> u32 {
+    stderr::on_writev_regs::<Probed>(ctx.arg(0)).unwrap_or(0)
 }
 
 /// Last words, second choice (the kill family on raw_syscalls): loaded for
 /// raw_syscalls' sys_enter but never attached; `raw_sys_enter` tail-calls
-/// them for write and writev (`stderr::STDERR_RAW`).
+/// them for write and writev (`stderr::STDERR_RAW`). Twins as above.
 #[btf_tracepoint(function = "sys_enter")]
 pub(crate) fn stderr_raw_write(ctx: BtfTracePointContext) -> u32 {
-    stderr::on_write_regs::<true>(ctx.arg(0)).unwrap_or(0)
+    stderr::on_write_regs::<true, Typed>(ctx.arg(0)).unwrap_or(0)
 }
 
 #[btf_tracepoint(function = "sys_enter")]
 pub(crate) fn stderr_raw_writev(ctx: BtfTracePointContext) -> u32 {
-    stderr::on_writev_regs(ctx.arg(0)).unwrap_or(0)
+    stderr::on_writev_regs::<Typed>(ctx.arg(0)).unwrap_or(0)
+}
+
+#[btf_tracepoint(function = "sys_enter")]
+pub(crate) fn stderr_raw_write_probed(ctx: BtfTracePointContext) -> u32 {
+    stderr::on_write_regs::<true, Probed>(ctx.arg(0)).unwrap_or(0)
+}
+
+#[btf_tracepoint(function = "sys_enter")]
+pub(crate) fn stderr_raw_writev_probed(ctx: BtfTracePointContext) -> u32 {
+    stderr::on_writev_regs::<Probed>(ctx.arg(0)).unwrap_or(0)
 }
 
 /// Last words, last choice: `syscalls:sys_enter_write`, fd 2 of traced processes.

@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use tracer_common::{
     DropReason, ExecEnvRecord, ExecRecord, KernelOffsets, KillFolds, RuntimeConfig, SignalCounts,
-    StderrRecord, StderrTail, ARGV_LEN, DROP_REASONS, TAIL_CAP, TAIL_SLACK, WAKE_BATCH_NS,
+    StderrRecord, StderrTail, ARGV_LEN, DROP_REASONS, TAIL_CAP, WAKE_BATCH_NS,
 };
 
 use crate::probe::boot_ns;
@@ -246,13 +246,6 @@ pub(crate) static STDERR_TAILS: HashMap<u32, StderrTail> = HashMap::with_max_ent
 /// header fields are ever written. A slot per stderr program (above).
 #[map]
 pub(crate) static TAIL_INIT: PerCpuArray<StderrTail> =
-    PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
-
-/// Per-CPU staging of one write's bytes: read from user memory whole before
-/// any of it goes into the tail, so a faulting read leaves the tail intact.
-/// A slot per stderr program (see `STDERR_SCRATCH`).
-#[map]
-pub(crate) static TAIL_SCRATCH: PerCpuArray<[u8; TAIL_CAP + TAIL_SLACK]> =
     PerCpuArray::with_max_entries(STDERR_SLOTS, 0);
 
 /// Non-zero (`--all-signals`): every signal delivery is logged, none counted.

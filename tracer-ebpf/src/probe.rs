@@ -88,3 +88,23 @@ pub(crate) fn current_task() -> *const u8 {
     // SAFETY: as for `boot_ns`; the result is only an address.
     unsafe { generated::bpf_get_current_task() as *const u8 }
 }
+
+/// `bpf_get_current_task_btf` (5.11+): the running task as a BTF-typed
+/// pointer, which the verifier lets a program load fields from directly.
+#[inline(always)]
+pub(crate) fn current_task_btf() -> *const u8 {
+    // SAFETY: as for `boot_ns`; the result is only an address.
+    unsafe { generated::bpf_get_current_task_btf() as *const u8 }
+}
+
+/// A `T` at `base + offset` by a plain load, where `base` is a BTF-typed
+/// kernel pointer ([`current_task_btf`], or a struct pointer loaded from
+/// one) and `offset` a constant the verifier knows (frozen .rodata).
+#[inline(always)]
+pub(crate) fn btf_field<T: Plain>(base: *const u8, offset: u32) -> Option<T> {
+    // SAFETY: the verifier types `base` (PTR_TO_BTF_ID) and accepts this load
+    // only at an offset and size inside the struct its BTF names, turning it
+    // into a fault-safe probe load (a fault reads 0); through any other value
+    // it refuses the program when it loads, so it never runs. `T: Plain`.
+    Some(unsafe { core::ptr::read_volatile(base.wrapping_add(offset as usize) as *const T) })
+}

@@ -24,6 +24,52 @@ pub(crate) fn current() -> Ptr {
     probe::current_task()
 }
 
+/// How a program reads the current task's own fields: through the
+/// probe-read helper ([`Probed`], every kernel) or by plain loads from the
+/// BTF-typed task `bpf_get_current_task_btf` returns ([`Typed`], 5.11+).
+/// The stderr capture walks task -> files -> fdtable on every write of a
+/// run's process: as helper calls, most of what a write cost it.
+pub(crate) trait TaskRead {
+    /// The running task.
+    fn current() -> Ptr;
+    /// A `T` at `base + offset`, where `base` is [`Self::current`] or a
+    /// pointer read through this reader; `None` when the offset is unknown
+    /// or `base` null.
+    fn read<T: Plain>(base: Ptr, offset: u32) -> Option<T>;
+}
+
+/// Every kernel: `bpf_get_current_task` and `bpf_probe_read_kernel`.
+pub(crate) struct Probed;
+
+impl TaskRead for Probed {
+    #[inline(always)]
+    fn current() -> Ptr {
+        current()
+    }
+    #[inline(always)]
+    fn read<T: Plain>(base: Ptr, offset: u32) -> Option<T> {
+        read(base, offset)
+    }
+}
+
+/// 5.11+ in tracing programs: a BTF-typed task and plain loads from it and
+/// from the struct pointers read out of it.
+pub(crate) struct Typed;
+
+impl TaskRead for Typed {
+    #[inline(always)]
+    fn current() -> Ptr {
+        probe::current_task_btf()
+    }
+    #[inline(always)]
+    fn read<T: Plain>(base: Ptr, offset: u32) -> Option<T> {
+        if base.is_null() || offset == OFFSET_NONE {
+            return None;
+        }
+        probe::btf_field(base, offset)
+    }
+}
+
 /// `(tid, tgid, leader start_boottime)` of a task, the ids as seen from the
 /// tracer's pid namespace (0 for a task outside it).
 #[inline(always)]
@@ -48,13 +94,13 @@ pub(crate) fn task_id(task: Ptr) -> Option<TaskId> {
 /// namespace: the ids are then `bpf_get_current_pid_tgid`'s, and only the
 /// start time is read from the task (stderr capture pays this per write).
 #[inline(always)]
-pub(crate) fn current_id() -> Option<TaskId> {
+pub(crate) fn current_id<R: TaskRead>() -> Option<TaskId> {
     if view().0 != 0 {
         return task_id(current());
     }
     let ids = bpf_get_current_pid_tgid();
-    let leader: Ptr = read(current(), off(|o| &o.task_group_leader))?;
-    let start_ns: u64 = read(leader, off(|o| &o.task_start_boottime))?;
+    let leader: Ptr = R::read(R::current(), off(|o| &o.task_group_leader))?;
+    let start_ns: u64 = R::read(leader, off(|o| &o.task_start_boottime))?;
     Some(TaskId {
         tid: ids as u32,
         tgid: (ids >> 32) as u32,

@@ -127,8 +127,9 @@ const MISSING: &str = "/no-such-dir-for-last-words/file";
 /// (write), cat (coreutils or busybox, write) and the calling test re-run as
 /// the writev scenario. Runs them with `disabled` rungs; `Err(detail)` if
 /// last words did not attach, else asserts each process's words, captured
-/// once, and returns (last words' via, the kill family's via).
-fn last_words_with(disabled: &[&str]) -> Result<(String, String), String> {
+/// once, and returns (last words' via, the kill family's via, last words'
+/// detail or "").
+fn last_words_with(disabled: &[&str]) -> Result<(String, String, String), String> {
     let writev = scenario(writev_and_die);
     let mut args = Vec::new();
     for d in disabled {
@@ -173,13 +174,17 @@ fn last_words_with(disabled: &[&str]) -> Result<(String, String), String> {
         "the writev pieces in order, once: {words:?}"
     );
     assert_eq!(writev[0].bytes_total, 19, "{words:?}");
-    Ok((hook.via.clone().expect("attached hooks say how"), kill_via))
+    Ok((
+        hook.via.clone().expect("attached hooks say how"),
+        kill_via,
+        hook.detail.clone().unwrap_or_default(),
+    ))
 }
 
 #[test]
 fn last_words_raw_syscalls_rung_keeps_dying_words() {
     // The kill family off fentry too: last words ride on its raw_syscalls program.
-    let (via, kill_via) = last_words_with(&["last_words:fentry", "kill_syscalls:fentry"])
+    let (via, kill_via, _) = last_words_with(&["last_words:fentry", "kill_syscalls:fentry"])
         .expect("raw_syscalls attaches");
     assert_eq!(
         (via.as_str(), kill_via.as_str()),
@@ -189,7 +194,7 @@ fn last_words_raw_syscalls_rung_keeps_dying_words() {
 
 #[test]
 fn last_words_tracepoint_rung_keeps_dying_words() {
-    let (via, _) = last_words_with(&["last_words:fentry", "last_words:raw_syscalls"])
+    let (via, _, _) = last_words_with(&["last_words:fentry", "last_words:raw_syscalls"])
         .expect("the write tracepoints attach");
     assert_eq!(via, "tracepoint");
 }
@@ -204,7 +209,7 @@ fn last_words_raw_syscalls_rung_needs_the_kill_family_there() {
         "kill_syscalls:fentry",
         "kill_syscalls:raw_syscalls",
     ];
-    let (via, kill_via) = last_words_with(&off).expect("the write tracepoints attach");
+    let (via, kill_via, _) = last_words_with(&off).expect("the write tracepoints attach");
     assert_eq!(
         (via.as_str(), kill_via.as_str()),
         ("tracepoint", "tracepoint")
@@ -231,7 +236,7 @@ fn last_words_raw_syscalls_rung_needs_the_kill_family_there() {
 #[test]
 fn last_words_fentry_rung_keeps_dying_words() {
     match last_words_with(&["last_words:raw_syscalls", "last_words:tracepoint"]) {
-        Ok((via, _)) => assert_eq!(via, "fentry"),
+        Ok((via, _, _)) => assert_eq!(via, "fentry"),
         Err(detail) => {
             let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
             assert!(
@@ -247,12 +252,34 @@ fn last_words_fentry_rung_keeps_dying_words() {
 /// program where fentry is refused — never the tracepoints then.
 #[test]
 fn default_last_words_follow_the_kill_family() {
-    let (via, kill_via) = last_words_with(&[]).expect("some rung attaches");
+    let (via, kill_via, detail) = last_words_with(&[]).expect("some rung attaches");
     assert!(
         matches!(kill_via.as_str(), "fentry" | "raw_syscalls"),
         "{kill_via}"
     );
     assert_eq!(via, kill_via);
+    // The rung's programs read the task through its BTF-typed pointer from
+    // 5.11 (`bpf_get_current_task_btf`); 5.10 refuses them and takes their
+    // probe-reading twins, and says so.
+    let twin = "task fields by probe reads (task_btf: load ";
+    match kernel_at_least(5, 11) {
+        true => assert!(!detail.contains("task fields"), "{detail}"),
+        false => assert!(detail.contains(twin), "{detail}"),
+    }
+}
+
+/// The probe-reading twins of the rung last words take by default
+/// (`--disable-hook last_words:task_btf`, what 5.10 runs) capture the same
+/// words, once.
+#[test]
+fn last_words_probe_reading_twins_keep_dying_words() {
+    let (via, kill_via, detail) =
+        last_words_with(&["last_words:task_btf"]).expect("some rung attaches");
+    assert_eq!(via, kill_via);
+    assert!(
+        detail.contains("task fields by probe reads (task_btf: disabled by --disable-hook)"),
+        "{detail}"
+    );
 }
 
 /// `--disable-hook last_words` with the kill family on raw_syscalls: its

@@ -238,10 +238,15 @@ fn decode_tail(bytes: &[u8]) -> Result<Wire, DecodeError> {
     full[..n].copy_from_slice(&bytes[..n]);
     let rec: Box<StderrTail> = Box::new(copy(&full, "a stderr tail record")?);
     let len = rec.len as usize;
-    let data = match tail_in_order(&rec) {
+    let mut data = match tail_in_order(&rec) {
         d if d.len() == len && STDERR_TAIL_HEADER_LEN + len <= bytes.len() => d,
         _ => return Err(too_short("its stderr tail", STDERR_TAIL_HEADER_LEN + len)),
     };
+    // A write whose buffer the kernel could not read zeroed the ring's
+    // oldest bytes it was to overwrite (tracer-ebpf/src/stderr.rs, `append`;
+    // counted as an unreadable read): they are no words.
+    let zeroed = data.iter().take_while(|&&b| b == 0).count();
+    data.drain(..zeroed);
     Ok(Wire::Stderr {
         ktime: rec.hdr.ktime_ns,
         task: rec.task,

@@ -206,6 +206,27 @@ fn a_wrapped_tail_is_put_back_in_order() {
     assert!(data.ends_with(b"axyz"));
 }
 
+/// A write the kernel could not read zeroed the oldest bytes of a full
+/// ring and moved nothing: the zeroes are dropped, the rest kept in order.
+#[test]
+fn a_tails_zeroed_oldest_bytes_are_no_words() {
+    // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.
+    let mut t: Box<StderrTail> = Box::new(unsafe { std::mem::zeroed() });
+    t.hdr.kind = RecordKind::StderrTail as u32;
+    t.written = TAIL_CAP as u64 + 10;
+    t.total = t.written;
+    t.len = TAIL_CAP as u32;
+    t.data[..TAIL_CAP].fill(b'a');
+    t.data[10..15].fill(0);
+    t.data[..10].copy_from_slice(b"last line\n");
+    let Wire::Stderr { data, .. } = decode(&tail_bytes(&t, TAIL_CAP)).unwrap() else {
+        panic!()
+    };
+    let mut words = vec![b'a'; TAIL_CAP - 15];
+    words.extend_from_slice(b"last line\n");
+    assert_eq!(data, words);
+}
+
 #[test]
 fn a_tail_whose_counters_disagree_is_refused() {
     // SAFETY: the wire records are #[repr(C)] plain integers and byte arrays (aya::Pod): all-zero is a valid value.

@@ -181,3 +181,32 @@ fn a_process_alive_at_the_end_has_its_words_so_far() {
         .expect("the leaked process's words");
     assert_eq!(lw.text, "still here\n");
 }
+
+/// 20 000 numbered lines to fd 2 (more than the kernel's 8 KiB ring
+/// holds), then, as the last write, one from an unmapped page: the kernel
+/// reads user memory straight into the ring (tracer-ebpf/src/stderr.rs,
+/// `append`), and the failed read zeroes the 5 oldest bytes it was to
+/// overwrite. Those are dropped, the rest comes back in order.
+fn lines_then_an_unreadable_write() {
+    let all: String = (0..20_000).map(|i| format!("{i:09}\n")).collect();
+    for chunk in all.as_bytes().chunks(100) {
+        // SAFETY: a write of a live buffer's bytes.
+        let n = unsafe { libc::write(2, chunk.as_ptr().cast(), chunk.len()) };
+        assert_eq!(n, 100);
+    }
+    // SAFETY: write(2) reads nothing at an unmapped address: it fails
+    // (EFAULT), which is asserted.
+    let n = unsafe { libc::write(2, 0x1000 as *const libc::c_void, 5) };
+    assert_eq!(n, -1);
+}
+
+#[test]
+fn an_unreadable_last_write_costs_only_the_bytes_it_zeroed() {
+    let s = scenario(lines_then_an_unreadable_write);
+    let r = s.record(&["--last-words-bytes", "8192"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    let lw = root_words(&r);
+    assert_eq!(lw.text, numbered_tail(8192 - 5), "no NUL, in order");
+    let t = r.log.trailer.as_ref().expect("a trailer");
+    assert_eq!(t.lost.user_read_failed, 1, "{t:?}");
+}

@@ -5,13 +5,15 @@
 //! waits for an RCU grace period (~35–80 ms each, serialised by the kernel),
 //! while fentry/fexit and tp_btf links are released without one.
 use aya::{
-    maps::{MapData, ProgramArray},
     programs::{BtfTracePoint, FEntry, FExit, Program, ProgramError, TracePoint},
     Btf, Ebpf,
 };
-use tracer_common::{SyscallArch, KILL_SYSCALLS, STDERR_SYSCALLS};
+use tracer_common::{SyscallArch, KILL_SYSCALLS};
 
 use crate::eventlog::HookStatus;
+
+mod last_words;
+pub use last_words::attach_last_words;
 
 /// Hooks (`name`) or attach methods (`name:via`) not to use
 /// (`--disable-hook`: diagnosis, and how tests force each rung).
@@ -30,6 +32,7 @@ pub const DISABLEABLE: &[&str] = &[
     "last_words:fentry",
     "last_words:raw_syscalls",
     "last_words:tracepoint",
+    "last_words:task_btf",
     "oom_mark_victim",
     "crash_stacks",
     "crash_stacks:tp_btf",
@@ -274,120 +277,6 @@ pub fn attach_oom(
         Ok(()) => attached(name, "tracepoint", None),
         Err(e) => unavailable(name, e),
     }
-}
-
-/// Last words (stderr writes), first rung that attaches wins, each
-/// `last_words:<via>` for `--disable-hook`:
-/// 1. `fentry`: fentry on the write and writev syscalls' entry symbols,
-/// 2. `raw_syscalls`: only when the kill family is on raw_syscalls — its
-///    `raw_sys_enter`, which runs on every syscall anyway, tail-calls last
-///    words' programs for write and writev (attaching raw_syscalls for writes
-///    alone would add a program run to every syscall of the machine),
-/// 3. `tracepoint`: `syscalls:sys_enter_write` and `sys_enter_writev` (a
-///    perf record per call, a grace period each at teardown).
-///
-/// `kill_via` is how the kill family attached.
-pub fn attach_last_words(
-    ebpf: &mut Ebpf,
-    btf: &Btf,
-    have_tracefs: bool,
-    kill_via: Option<&str>,
-    off: &Disabled,
-) -> HookStatus {
-    let name = "last_words";
-    if let Err(e) = off.check(name) {
-        return unavailable(name, e);
-    }
-    let raw = |ebpf: &mut Ebpf, btf: &Btf, _: bool| match kill_via {
-        Some("raw_syscalls") => stderr_raw(ebpf, btf),
-        Some(via) => Err(format!("kill_syscalls is on {via}, not raw_syscalls")),
-        None => Err("kill_syscalls is not attached".into()),
-    };
-    let rungs: [Rung<Ebpf>; 3] = [
-        ("fentry", &stderr_fentry, undo_stderr_fentry),
-        ("raw_syscalls", &raw, undo_stderr_raw),
-        ("tracepoint", &stderr_classic, undo_stderr_classic),
-    ];
-    climb(ebpf, btf, have_tracefs, off, name, &rungs)
-}
-
-fn stderr_fentry(ebpf: &mut Ebpf, btf: &Btf, _: bool) -> Result<(), String> {
-    let prefix = SyscallArch::HOST
-        .ok_or("no syscall table for this architecture")?
-        .entry_prefix;
-    for s in STDERR_SYSCALLS {
-        let target = format!("{prefix}{}", s.name());
-        let p: &mut FEntry = program(ebpf, &format!("stderr_fentry_{}", s.name()))?;
-        p.load(&target, btf)
-            .map_err(|e| format!("load fentry {target}: {}", brief(&e)))?;
-        p.attach()
-            .map_err(|e| format!("attach fentry {target}: {}", brief(&e)))?;
-    }
-    Ok(())
-}
-
-fn undo_stderr_fentry(ebpf: &mut Ebpf) {
-    for s in STDERR_SYSCALLS {
-        if let Ok(p) = program::<FEntry>(ebpf, &format!("stderr_fentry_{}", s.name())) {
-            let _ = p.unload();
-        }
-    }
-}
-
-/// Load `stderr_raw_<syscall>` for raw_syscalls' sys_enter and put it in
-/// `STDERR_RAW`'s slot: from then on `raw_sys_enter` tail-calls it.
-fn stderr_raw(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
-    for s in STDERR_SYSCALLS {
-        let prog = format!("stderr_raw_{}", s.name());
-        let p: &mut BtfTracePoint = program(ebpf, &prog)?;
-        p.load("sys_enter", btf)
-            .map_err(|e| format!("load {prog}: {}", brief(&e)))?;
-        let fd = p
-            .fd()
-            .and_then(|fd| fd.try_clone().map_err(Into::into))
-            .map_err(|e| format!("{prog}: {e}"))?;
-        let mut table = stderr_raw_table(ebpf)?;
-        table
-            .set(s as u32, &fd, 0)
-            .map_err(|e| format!("STDERR_RAW[{prog}]: {e}"))?;
-    }
-    Ok(())
-}
-
-fn stderr_raw_table(ebpf: &mut Ebpf) -> Result<ProgramArray<&mut MapData>, String> {
-    let map = ebpf
-        .map_mut("STDERR_RAW")
-        .ok_or("map STDERR_RAW missing from the object")?;
-    ProgramArray::try_from(map).map_err(|e| format!("STDERR_RAW: {e}"))
-}
-
-fn undo_stderr_raw(ebpf: &mut Ebpf) {
-    if let Ok(mut table) = stderr_raw_table(ebpf) {
-        for s in STDERR_SYSCALLS {
-            let _ = table.clear_index(&(s as u32));
-        }
-    }
-    for s in STDERR_SYSCALLS {
-        if let Ok(p) = program::<BtfTracePoint>(ebpf, &format!("stderr_raw_{}", s.name())) {
-            let _ = p.unload();
-        }
-    }
-}
-
-fn stderr_classic(ebpf: &mut Ebpf, _: &Btf, have_tracefs: bool) -> Result<(), String> {
-    if !have_tracefs {
-        return Err("tracefs unavailable".into());
-    }
-    for s in STDERR_SYSCALLS {
-        let tp = format!("sys_enter_{}", s.name());
-        attach_classic(ebpf, &format!("stderr_{}", s.name()), "syscalls", &[tp])?;
-    }
-    Ok(())
-}
-
-fn undo_stderr_classic(ebpf: &mut Ebpf) {
-    detach_all(ebpf, "stderr_write");
-    detach_all(ebpf, "stderr_writev");
 }
 
 pub fn attach_btf(
