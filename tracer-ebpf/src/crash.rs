@@ -80,7 +80,7 @@ pub(crate) fn on_deliver<const WITH_REGS: bool>(ctx: &BtfTracePointContext) -> R
     unsafe {
         (*rec).hdr = header(tracer_common::RecordKind::Crash as u32);
         (*rec).task = me;
-        (*rec).comm = comm(current());
+        (*rec).comm = comm::<Probed>(current());
         (*rec).sig = sig;
         (*rec).code = read::<i32>(info, SI_CODE_OFF).unwrap_or(0);
         (*rec).addr = read::<u64>(info, SI_ADDR_OFF).unwrap_or(0);

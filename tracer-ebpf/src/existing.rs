@@ -7,7 +7,7 @@ use tracer_common::{DropReason, ExistingRecord, RecordKind};
 
 use crate::{
     maps::{batched_submit, count_drop, off, EVENTS},
-    task::{comm, header, ns_pid, read, task_id, Ptr},
+    task::{comm, header, ns_pid, read, task_id, Probed, Ptr},
 };
 
 /// `struct bpf_iter__task { struct bpf_iter_meta *meta; struct task_struct *task; }`
@@ -19,12 +19,12 @@ pub(crate) fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
     if task.is_null() {
         return Ok(0); // the end of the iteration
     }
-    let id = task_id(task).ok_or(())?;
+    let id = task_id::<Probed>(task).ok_or(())?;
     if id.tid != id.tgid || id.tgid == 0 {
         return Ok(0); // processes only, and only those the tracer can see
     }
     let ppid = read::<Ptr>(task, off(|o| &o.task_real_parent))
-        .and_then(task_id)
+        .and_then(task_id::<Probed>)
         .map_or(0, |p| p.tgid);
     let Some(mut entry) = EVENTS.reserve::<ExistingRecord>(0) else {
         count_drop(DropReason::RingBufFull);
@@ -35,7 +35,7 @@ pub(crate) fn on_task(ctx: *mut c_void) -> Result<i32, ()> {
         task: id,
         ppid,
         _pad: 0,
-        comm: comm(task),
+        comm: comm::<Probed>(task),
         ns: ns_pid(task),
     });
     entry.submit(batched_submit(size_of::<ExistingRecord>()));

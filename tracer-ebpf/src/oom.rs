@@ -8,7 +8,7 @@ use tracer_common::{
 use crate::{
     maps::{count_drop, off, view, wake_now, EVENTS},
     probe::tp_field,
-    task::{comm, current, header, read, task_id, Ptr},
+    task::{comm, current, header, read, task_id, Probed, Ptr},
 };
 
 const TP_PID: usize = 8;
@@ -16,7 +16,7 @@ const TP_PID: usize = 8;
 pub(crate) fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
     let victim_tid: i32 = tp_field(ctx, TP_PID).ok_or(())?;
     let me = current();
-    let trigger = task_id(me).ok_or(())?;
+    let trigger = task_id::<Probed>(me).ok_or(())?;
     // OOM kills are rare and always worth context: emit all of them and let
     // user space decide what touches the run.
     let Some(mut entry) = EVENTS.reserve::<OomRecord>(0) else {
@@ -38,7 +38,7 @@ pub(crate) fn on_mark_victim(ctx: &TracePointContext) -> Result<u32, ()> {
     unsafe {
         (*rec).hdr = header(RecordKind::OomVictim as u32);
         (*rec).trigger = trigger;
-        (*rec).trigger_comm = comm(me);
+        (*rec).trigger_comm = comm::<Probed>(me);
         // The tracepoint names the victim by its host pid: meaningless in a
         // pid-namespaced view, where the model pairs it by its SIGKILL.
         (*rec).victim_tid = if view().0 == 0 { victim_tid as u32 } else { 0 };

@@ -16,19 +16,22 @@ use crate::{
         argv_mask, batched_output, batched_submit, config, count_drop, is_tracked, off,
         tracer_tgid, track, untrack, EVENTS, EXEC_SCRATCH,
     },
-    task::{comm, header, ns_pid, read, task_id, Ptr},
+    task::{comm, header, ns_pid, read, task_id, Ptr, TaskRead, Typed},
 };
 
+/// The tracepoints' task arguments are BTF-typed: their fields are read by
+/// plain loads ([`Typed`]), a helper call each no more (fork, exec and exit
+/// run for every process of the machine).
 pub(crate) fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let parent: Ptr = ctx.arg(0);
     let child: Ptr = ctx.arg(1);
-    let parent_id = checked_task(task_id(parent), diag::FORK_PARENT).ok_or(())?;
-    let mut child_id = checked_task(task_id(child), diag::FORK_CHILD).ok_or(())?;
+    let parent_id = checked_task(task_id::<Typed>(parent), diag::FORK_PARENT).ok_or(())?;
+    let mut child_id = checked_task(task_id::<Typed>(child), diag::FORK_CHILD).ok_or(())?;
     let is_thread = child_id.tgid == parent_id.tgid;
     if !is_thread {
         // A new process leads its own group; its leader pointer may still be
         // the parent's in odd clone flag combinations, so read its own start.
-        child_id.start_ns = read(child, off(|o| &o.task_start_boottime)).ok_or(())?;
+        child_id.start_ns = Typed::read(child, off(|o| &o.task_start_boottime)).ok_or(())?;
     }
 
     let from_tracer = parent_id.tgid == tracer_tgid();
@@ -52,7 +55,7 @@ pub(crate) fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         hdr: header(RecordKind::Fork as u32),
         parent: parent_id,
         child: child_id,
-        comm: comm(parent),
+        comm: comm::<Typed>(parent),
         flags: if is_thread { FORK_IS_THREAD } else { 0 },
         _pad: 0,
         child_ns: if is_thread {
@@ -71,7 +74,7 @@ pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u3
     let task: Ptr = ctx.arg(0);
     let old_tid: i32 = ctx.arg(1);
     let bprm: Ptr = ctx.arg(2);
-    let id = checked_task(task_id(task), diag::EXEC).ok_or(())?;
+    let id = checked_task(task_id::<Typed>(task), diag::EXEC).ok_or(())?;
     if !is_tracked(id.tgid, id.start_ns) {
         return Ok(0);
     }
@@ -91,7 +94,7 @@ pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u3
         (*rec).hdr = header(RecordKind::Exec as u32);
         (*rec).task = id;
         (*rec).old_tid = old_tid as u32;
-        (*rec).comm = comm(task);
+        (*rec).comm = comm::<Typed>(task);
         (*rec).flags = 0;
         (*rec).filename[0] = 0;
         if let Some(name) = read::<Ptr>(bprm, off(|o| &o.bprm_filename)) {
@@ -100,9 +103,9 @@ pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u3
         // argv lives in the new image's memory: [mm->arg_start, mm->arg_end).
         let mut copied = 0u32;
         let mut size = 0u32;
-        if let Some(mm) = read::<Ptr>(task, off(|o| &o.task_mm)) {
-            let start: u64 = read(mm, off(|o| &o.mm_arg_start)).unwrap_or(0);
-            let end: u64 = read(mm, off(|o| &o.mm_arg_end)).unwrap_or(0);
+        if let Some(mm) = Typed::read::<Ptr>(task, off(|o| &o.task_mm)) {
+            let start: u64 = Typed::read(mm, off(|o| &o.mm_arg_start)).unwrap_or(0);
+            let end: u64 = Typed::read(mm, off(|o| &o.mm_arg_end)).unwrap_or(0);
             if end > start {
                 size = (end - start) as u32;
                 let mut len = size;
@@ -126,7 +129,7 @@ pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u3
         }
         // The runner variables go first, stamped as this record is: user
         // space holds them for it (`run/session/enrich.rs`).
-        if let Some(mm) = read::<Ptr>(task, off(|o| &o.task_mm)) {
+        if let Some(mm) = Typed::read::<Ptr>(task, off(|o| &o.task_mm)) {
             if crate::exec_env::send_runner_vars::<LOOP>(mm, id, (*rec).hdr.ktime_ns) {
                 (*rec).flags = EXEC_ENV_SCANNED;
             }
@@ -145,15 +148,15 @@ pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u3
 
 pub(crate) fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let task: Ptr = ctx.arg(0);
-    let id = checked_task(task_id(task), diag::EXIT).ok_or(())?;
+    let id = checked_task(task_id::<Typed>(task), diag::EXIT).ok_or(())?;
     if !is_tracked(id.tgid, id.start_ns) {
         return Ok(0);
     }
-    let exit_code: i32 = read(task, off(|o| &o.task_exit_code)).unwrap_or(0);
+    let exit_code: i32 = Typed::read(task, off(|o| &o.task_exit_code)).unwrap_or(0);
     // signal->live has already been decremented for this thread: zero means
     // it was the last one (the tracepoint's own group_dead arg is 6.16+ only).
-    let group_dead = read::<Ptr>(task, off(|o| &o.task_signal))
-        .and_then(|sig| read::<i32>(sig, off(|o| &o.signal_live)))
+    let group_dead = Typed::read::<Ptr>(task, off(|o| &o.task_signal))
+        .and_then(|sig| Typed::read::<i32>(sig, off(|o| &o.signal_live)))
         .map(|live| live == 0)
         .unwrap_or(id.tid == id.tgid);
     if group_dead {
@@ -171,7 +174,7 @@ pub(crate) fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     entry.write(ExitRecord {
         hdr: header(RecordKind::Exit as u32),
         task: id,
-        comm: comm(task),
+        comm: comm::<Typed>(task),
         exit_code,
         flags: if group_dead { EXIT_GROUP_DEAD } else { 0 },
     });

@@ -11,7 +11,7 @@ use tracer_common::{
 use crate::{
     maps::{batched_output, count_drop, is_tracked, tracer_tgid, wake_now, EVENTS, INFLIGHT},
     signal_agg,
-    task::{comm, current, header, read, task_id, Ptr},
+    task::{comm, current, current_id, header, read, task_id, Probed, Ptr, Typed},
 };
 
 /// offsetof(kernel_siginfo, _sifields._sigsys._syscall) on 64-bit: the
@@ -25,9 +25,12 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let group: i32 = ctx.arg(3);
     let result: i32 = ctx.arg(4);
 
+    // `target` is the tracepoint's BTF-typed argument: plain loads
+    // ([`Typed`]); the sender is the running task, read by probe reads
+    // (this program runs on 5.10 too, before `bpf_get_current_task_btf`).
     let me = current();
-    let sender = task_id(me).ok_or(())?;
-    let target_id = task_id(target).ok_or(())?;
+    let sender = current_id::<Probed>().ok_or(())?;
+    let target_id = task_id::<Typed>(target).ok_or(())?;
     let target_in = is_tracked(target_id.tgid, target_id.start_ns);
     let sender_in = sender.tgid != tracer_tgid() && is_tracked(sender.tgid, sender.start_ns);
     if !target_in && !sender_in {
@@ -70,8 +73,8 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         hdr: header(RecordKind::Signal as u32),
         sender,
         target: target_id,
-        sender_comm: comm(me),
-        target_comm: comm(target),
+        sender_comm: comm::<Probed>(me),
+        target_comm: comm::<Typed>(target),
         sig,
         errno,
         code,

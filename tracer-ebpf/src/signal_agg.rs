@@ -19,7 +19,7 @@ use crate::{
     maps::{
         all_signals, batched_output, count_drop, off, EVENTS, SIGNAL_COUNTS, SIGNAL_COUNTS_INIT,
     },
-    task::{header, read, Ptr},
+    task::{header, read, Ptr, TaskRead, Typed},
 };
 
 /// `SIG_DFL`: the default action.
@@ -46,7 +46,10 @@ pub(crate) fn countable(target: Ptr, sig: i32) -> bool {
         // OFFSET_NONE (or nonsense): unknown disposition, log it.
         return false;
     }
-    let Some(sighand) = read::<Ptr>(target, off(|o| &o.task_sighand)) else {
+    // `target` is signal_generate's BTF-typed argument: plain loads. The
+    // handler's offset depends on the signal: a probe read (the verifier
+    // types only loads at constant offsets).
+    let Some(sighand) = Typed::read::<Ptr>(target, off(|o| &o.task_sighand)) else {
         return false;
     };
     let at = action + (sig as u32 - 1) * size + handler;
@@ -60,7 +63,7 @@ pub(crate) fn countable(target: Ptr, sig: i32) -> bool {
 #[inline(always)]
 fn blocked(target: Ptr, sig: i32) -> bool {
     let bit = 1u64 << ((sig - 1) as u64 & 63);
-    let mask = |o: u32| read::<u64>(target, o).unwrap_or(0);
+    let mask = |o: u32| Typed::read::<u64>(target, o).unwrap_or(0);
     (mask(off(|o| &o.task_blocked)) | mask(off(|o| &o.task_real_blocked))) & bit != 0
 }
 

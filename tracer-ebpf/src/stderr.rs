@@ -8,11 +8,8 @@
 use core::ptr::null_mut;
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
-    helpers::generated::bpf_probe_read_user,
-    macros::map,
-    maps::ProgramArray,
-    programs::TracePointContext,
+    bindings::BPF_NOEXIST, helpers::generated::bpf_probe_read_user, macros::map,
+    maps::ProgramArray, programs::TracePointContext,
 };
 use tracer_common::{
     DropReason, RecordKind, StderrRecord, StderrSyscall, StderrTail, TaskId, MARK_FD, MARK_LEN,
@@ -446,8 +443,11 @@ fn append<const LOG: bool>(tgid: u32, tail: *mut StderrTail, flags: u32, buf: u6
         let first = first & tail_mask();
         let rest = (len - first) & tail_mask();
         let mut done = 0;
-        if bpf_probe_read_user(data.add(pos as usize) as *mut _, first as u32, src as *const _)
-            == 0
+        if bpf_probe_read_user(
+            data.add(pos as usize) as *mut _,
+            first as u32,
+            src as *const _,
+        ) == 0
         {
             done = first;
             if rest == 0

@@ -24,12 +24,17 @@ pub(crate) fn current() -> Ptr {
     probe::current_task()
 }
 
-/// How a program reads the current task's own fields: through the
-/// probe-read helper ([`Probed`], every kernel) or by plain loads from the
-/// BTF-typed task `bpf_get_current_task_btf` returns ([`Typed`], 5.11+).
-/// The stderr capture walks task -> files -> fdtable on every write of a
-/// run's process: as helper calls, most of what a write cost it.
+/// How a program reads a task's fields: through the probe-read helper
+/// ([`Probed`], any address, every kernel) or by plain loads from a
+/// BTF-typed pointer ([`Typed`]): a tp_btf or fentry program's own task
+/// argument (every kernel with tp_btf, 5.5+), `bpf_get_current_task_btf`'s
+/// task (5.11+), and the struct pointers loaded from either. A helper call
+/// costs ~20–30 ns on our guests, a load ~1: the stderr capture walked
+/// task -> files -> fdtable on every write of a run's process, and those
+/// calls were most of what a write cost it (`perf`, issue 37).
 pub(crate) trait TaskRead {
+    /// Whether reads are plain loads (a `comm` is then two 8-byte ones).
+    const TYPED: bool;
     /// The running task.
     fn current() -> Ptr;
     /// A `T` at `base + offset`, where `base` is [`Self::current`] or a
@@ -42,6 +47,7 @@ pub(crate) trait TaskRead {
 pub(crate) struct Probed;
 
 impl TaskRead for Probed {
+    const TYPED: bool = false;
     #[inline(always)]
     fn current() -> Ptr {
         current()
@@ -52,11 +58,12 @@ impl TaskRead for Probed {
     }
 }
 
-/// 5.11+ in tracing programs: a BTF-typed task and plain loads from it and
-/// from the struct pointers read out of it.
+/// Plain loads from BTF-typed pointers; `current` is 5.11+ (a program that
+/// calls it has a [`Probed`] twin for 5.10).
 pub(crate) struct Typed;
 
 impl TaskRead for Typed {
+    const TYPED: bool = true;
     #[inline(always)]
     fn current() -> Ptr {
         probe::current_task_btf()
@@ -72,13 +79,14 @@ impl TaskRead for Typed {
 
 /// `(tid, tgid, leader start_boottime)` of a task, the ids as seen from the
 /// tracer's pid namespace (0 for a task outside it).
+/// `R`: how `task` may be read ([`TaskRead`]).
 #[inline(always)]
-pub(crate) fn task_id(task: Ptr) -> Option<TaskId> {
-    let leader: Ptr = read(task, off(|o| &o.task_group_leader))?;
-    let start_ns: u64 = read(leader, off(|o| &o.task_start_boottime))?;
+pub(crate) fn task_id<R: TaskRead>(task: Ptr) -> Option<TaskId> {
+    let leader: Ptr = R::read(task, off(|o| &o.task_group_leader))?;
+    let start_ns: u64 = R::read(leader, off(|o| &o.task_start_boottime))?;
     let (tid, tgid) = if view().0 == 0 {
-        let tid: i32 = read(task, off(|o| &o.task_pid))?;
-        let tgid: i32 = read(task, off(|o| &o.task_tgid))?;
+        let tid: i32 = R::read(task, off(|o| &o.task_pid))?;
+        let tgid: i32 = R::read(task, off(|o| &o.task_tgid))?;
         (tid as u32, tgid as u32)
     } else {
         (view_nr(task), view_nr(leader))
@@ -96,7 +104,7 @@ pub(crate) fn task_id(task: Ptr) -> Option<TaskId> {
 #[inline(always)]
 pub(crate) fn current_id<R: TaskRead>() -> Option<TaskId> {
     if view().0 != 0 {
-        return task_id(current());
+        return task_id::<Probed>(current());
     }
     let ids = bpf_get_current_pid_tgid();
     let leader: Ptr = R::read(R::current(), off(|o| &o.task_group_leader))?;
@@ -171,8 +179,19 @@ pub(crate) fn ns_pid(task: Ptr) -> NsPid {
 }
 
 #[inline(always)]
-pub(crate) fn comm(task: Ptr) -> [u8; COMM_LEN] {
-    read(task, off(|o| &o.task_comm)).unwrap_or([0u8; COMM_LEN])
+pub(crate) fn comm<R: TaskRead>(task: Ptr) -> [u8; COMM_LEN] {
+    let at = off(|o| &o.task_comm);
+    if !R::TYPED || at == OFFSET_NONE {
+        return R::read(task, at).unwrap_or([0u8; COMM_LEN]);
+    }
+    // Two 8-byte loads: a volatile 16-byte array load may be split byte by
+    // byte. `comm` is `char[16]` (TASK_COMM_LEN) on every kernel we load on.
+    let half = |i: u32| R::read::<u64>(task, at + 8 * i).unwrap_or(0).to_ne_bytes();
+    let (lo, hi) = (half(0), half(1));
+    let mut c = [0u8; COMM_LEN];
+    c[..8].copy_from_slice(&lo);
+    c[8..].copy_from_slice(&hi);
+    c
 }
 
 #[inline(always)]
