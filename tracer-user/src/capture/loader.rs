@@ -1,5 +1,5 @@
 //! Load the eBPF object, hand it the kernel's offsets, attach every hook
-//! (hooks.rs), and talk to its maps.
+//! (hooks/), and talk to its maps.
 use aya::{
     maps::{Array, MapData, PerCpuArray, RingBuf},
     Btf, Ebpf, EbpfLoader,
@@ -272,7 +272,7 @@ impl Capture {
     /// Detach everything. Each classic tracepoint still attached costs an
     /// RCU grace period (~35–80 ms); the kernel serialises them, so closing
     /// them from several threads gains nothing (and was seen to soft-lock a
-    /// 5.10 guest once). Fewer of them (hooks.rs), and the rest closed by a
+    /// 5.10 guest once). Fewer of them (hooks/), and the rest closed by a
     /// child after the tracer is gone (teardown.rs).
     pub fn shutdown(self) {
         let holder = super::teardown::hand_over_hooks();
