@@ -31,7 +31,8 @@ pub(crate) fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     if !is_thread {
         // A new process leads its own group; its leader pointer may still be
         // the parent's in odd clone flag combinations, so read its own start.
-        child_id.start_ns = Typed::read(child, off(|o| &o.task_start_boottime)).ok_or(())?;
+        // A probe read, as in `task_id`.
+        child_id.start_ns = read(child, off(|o| &o.task_start_boottime)).ok_or(())?;
     }
 
     let from_tracer = parent_id.tgid == tracer_tgid();

@@ -83,7 +83,12 @@ impl TaskRead for Typed {
 #[inline(always)]
 pub(crate) fn task_id<R: TaskRead>(task: Ptr) -> Option<TaskId> {
     let leader: Ptr = R::read(task, off(|o| &o.task_group_leader))?;
-    let start_ns: u64 = R::read(leader, off(|o| &o.task_start_boottime))?;
+    // The start time, the identity's half, by a probe read whatever `R`:
+    // a wrong offset then reads an impossible time, which the lifecycle
+    // hooks diagnose at run time (`diag::checked_task`). As a typed load
+    // the verifier checks it against BTF instead, and 5.10's refused the
+    // required hooks outright (EACCES: debug_ebpf's wrong-offset test).
+    let start_ns: u64 = read(leader, off(|o| &o.task_start_boottime))?;
     let (tid, tgid) = if view().0 == 0 {
         let tid: i32 = R::read(task, off(|o| &o.task_pid))?;
         let tgid: i32 = R::read(task, off(|o| &o.task_tgid))?;
