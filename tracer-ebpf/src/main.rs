@@ -47,14 +47,14 @@ pub(crate) fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
 /// unrolled walk's instructions.
 #[btf_tracepoint(function = "sched_process_exec")]
 pub(crate) fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
-    process::on_exec::<true>(&ctx).unwrap_or(0)
+    process::on_exec::<true, Typed>(&ctx).unwrap_or(0)
 }
 
 /// Before 5.17, or an object without BTF (`bpf_loop`'s callback needs its
 /// func_info): the same program with the walk unrolled.
 #[btf_tracepoint(function = "sched_process_exec")]
 pub(crate) fn sched_process_exec_unrolled(ctx: BtfTracePointContext) -> u32 {
-    process::on_exec::<false>(&ctx).unwrap_or(0)
+    process::on_exec::<false, Probed>(&ctx).unwrap_or(0)
 }
 
 #[btf_tracepoint(function = "sched_process_exit")]

@@ -69,13 +69,18 @@ pub(crate) fn on_fork(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     Ok(0)
 }
 
-/// `LOOP`: the envp walk by `bpf_loop` (exec_env.rs).
+/// `LOOP`: the envp walk by `bpf_loop` (exec_env.rs). `R`: how the task is
+/// read. The unrolled walk's program (5.10–5.16) keeps probe reads: 5.10's
+/// verifier walks it close to its limit, and the same code with typed loads
+/// was refused as too complex (E2BIG, VM run) in one of two forms tried.
 #[inline(always)]
-pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u32, ()> {
+pub(crate) fn on_exec<const LOOP: bool, R: TaskRead>(
+    ctx: &BtfTracePointContext,
+) -> Result<u32, ()> {
     let task: Ptr = ctx.arg(0);
     let old_tid: i32 = ctx.arg(1);
     let bprm: Ptr = ctx.arg(2);
-    let id = checked_task(task_id::<Typed>(task), diag::EXEC).ok_or(())?;
+    let id = checked_task(task_id::<R>(task), diag::EXEC).ok_or(())?;
     if !is_tracked(id.tgid, id.start_ns) {
         return Ok(0);
     }
@@ -95,7 +100,7 @@ pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u3
         (*rec).hdr = header(RecordKind::Exec as u32);
         (*rec).task = id;
         (*rec).old_tid = old_tid as u32;
-        (*rec).comm = comm::<Typed>(task);
+        (*rec).comm = comm::<R>(task);
         (*rec).flags = 0;
         (*rec).filename[0] = 0;
         if let Some(name) = read::<Ptr>(bprm, off(|o| &o.bprm_filename)) {
@@ -104,9 +109,9 @@ pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u3
         // argv lives in the new image's memory: [mm->arg_start, mm->arg_end).
         let mut copied = 0u32;
         let mut size = 0u32;
-        if let Some(mm) = Typed::read::<Ptr>(task, off(|o| &o.task_mm)) {
-            let start: u64 = Typed::read(mm, off(|o| &o.mm_arg_start)).unwrap_or(0);
-            let end: u64 = Typed::read(mm, off(|o| &o.mm_arg_end)).unwrap_or(0);
+        if let Some(mm) = R::read::<Ptr>(task, off(|o| &o.task_mm)) {
+            let start: u64 = R::read(mm, off(|o| &o.mm_arg_start)).unwrap_or(0);
+            let end: u64 = R::read(mm, off(|o| &o.mm_arg_end)).unwrap_or(0);
             if end > start {
                 size = (end - start) as u32;
                 let mut len = size;
@@ -130,7 +135,7 @@ pub(crate) fn on_exec<const LOOP: bool>(ctx: &BtfTracePointContext) -> Result<u3
         }
         // The runner variables go first, stamped as this record is: user
         // space holds them for it (`run/session/enrich.rs`).
-        if let Some(mm) = Typed::read::<Ptr>(task, off(|o| &o.task_mm)) {
+        if let Some(mm) = R::read::<Ptr>(task, off(|o| &o.task_mm)) {
             if crate::exec_env::send_runner_vars::<LOOP>(mm, id, (*rec).hdr.ktime_ns) {
                 (*rec).flags = EXEC_ENV_SCANNED;
             }
