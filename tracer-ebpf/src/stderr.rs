@@ -260,9 +260,9 @@ enum Lands {
 fn walk<R: TaskRead>(id: &TaskId, fd: u64) -> Option<Lands> {
     let files: Ptr = R::read(R::current(), off(|o| &o.task_files))?;
     let fdt: Ptr = R::read(files, off(|o| &o.files_fdt))?;
-    // `fd` is a `struct file **`: no struct for BTF to type what is read
-    // through it, so from here the reads are probe reads.
     let fds: Ptr = R::read(fdt, off(|o| &o.fdtable_fd))?;
+    // `fds` is a `struct file **`: no struct for BTF to type what is read
+    // through it, so from here the reads are probe reads.
     // No bound check for fd 2: a table never holds fewer than
     // BITS_PER_LONG fds (NR_OPEN_DEFAULT, the embedded `fdtab`).
     let err: Ptr = read(fds, 8 * STDERR_FD as u32)?;

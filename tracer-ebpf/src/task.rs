@@ -113,6 +113,9 @@ pub(crate) fn current_id<R: TaskRead>() -> Option<TaskId> {
     }
     let ids = bpf_get_current_pid_tgid();
     let leader: Ptr = R::read(R::current(), off(|o| &o.task_group_leader))?;
+    // Through `R`, unlike `task_id`'s: only last words' twins read the
+    // running task typed, and a verifier that refuses this load sends them
+    // to their probe-reading twin, not a required hook to a refusal.
     let start_ns: u64 = R::read(leader, off(|o| &o.task_start_boottime))?;
     Some(TaskId {
         tid: ids as u32,
