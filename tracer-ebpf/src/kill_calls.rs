@@ -229,7 +229,15 @@ fn enter<const LOG: bool>(syscall: KillSyscall, a0: i64, a1: i64, a2: i64) {
         logged: 0,
     };
     // Stored for every caller: an outsider's kill(-pgid) into the run is
-    // joined to its deliveries too. Kill calls are rare, so this is cheap.
+    // joined to its deliveries too. A thread's earlier call left its entry:
+    // written in place, no insert (a self-signal storm's every call).
+    if let Some(slot) = INFLIGHT.get_ptr_mut(&tid) {
+        // SAFETY: a non-null pointer to this thread's own entry (keyed by
+        // its tid): only this thread's programs touch it, and none of them
+        // runs while this one does on its CPU.
+        unsafe { *slot = call };
+        return;
+    }
     if INFLIGHT.insert(&tid, &call, 0).is_err() {
         if LOG {
             count_drop(DropReason::InflightMapFull);
@@ -242,14 +250,21 @@ fn enter<const LOG: bool>(syscall: KillSyscall, a0: i64, a1: i64, a2: i64) {
 #[inline(always)]
 fn exit(ret: i64) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    // SAFETY: a reference into this thread's own entry (keyed by its tid),
-    // copied out at once; only signal_generate on this same thread writes
-    // it meanwhile (deliveries), and the element stays valid while the
-    // program runs (preallocated, RCU-freed).
-    let Some(call) = (unsafe { INFLIGHT.get(&tid) }).copied() else {
+    let Some(slot) = INFLIGHT.get_ptr_mut(&tid) else {
         return;
     };
-    let _ = INFLIGHT.remove(&tid);
+    // SAFETY: a non-null pointer to this thread's own entry (keyed by its
+    // tid), copied out and marked done at once: only this thread's programs
+    // touch it (signal_generate counts deliveries into it), none while this
+    // one runs on its CPU. Kept for the thread's next call, not removed.
+    let call = unsafe {
+        let call = *slot;
+        (*slot).call_id = 0;
+        call
+    };
+    if call.call_id == 0 {
+        return;
+    }
     let me = current();
     let Some(sender) = current_id::<Probed>() else {
         return;

@@ -216,7 +216,11 @@ pub(crate) fn wake_now() -> u64 {
 #[map]
 pub(crate) static TRACKED: HashMap<u32, u64> = HashMap::with_max_entries(65536, 0);
 
-/// Kill-family calls in flight, by tid.
+/// Kill-family calls, by tid: the call in flight (`call_id` not 0) or the
+/// thread's last one, done (`call_id` 0). A thread's entry is written in
+/// place by its next call and removed at its exit (`process::on_exit`, for
+/// every thread of the machine): an insert and a delete per call were most
+/// of what the kill family's raw_syscalls programs cost (issue 37).
 #[map]
 pub(crate) static INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(8192, 0);
 
@@ -282,6 +286,7 @@ pub(crate) static MARK_RATES: aya_ebpf::maps::LruHashMap<u32, [u64; 2]> =
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct Inflight {
+    /// The call's entry time (boot ns); 0: no call in flight.
     pub call_id: u64,
     pub target_arg: i64,
     pub tid_arg: i64,

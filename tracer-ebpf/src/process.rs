@@ -2,7 +2,9 @@
 use core::mem::size_of;
 
 use aya_ebpf::{
-    helpers::{bpf_probe_read_kernel_str_bytes, generated::bpf_probe_read_user},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_probe_read_kernel_str_bytes, generated::bpf_probe_read_user,
+    },
     programs::BtfTracePointContext,
 };
 use tracer_common::{
@@ -14,7 +16,7 @@ use crate::{
     diag::{self, checked_task},
     maps::{
         argv_mask, batched_output, batched_submit, config, count_drop, is_tracked, off,
-        tracer_tgid, track, untrack, EVENTS, EXEC_SCRATCH,
+        tracer_tgid, track, untrack, EVENTS, EXEC_SCRATCH, INFLIGHT,
     },
     task::{comm, header, ns_pid, read, task_id, Ptr, TaskRead, Typed},
 };
@@ -154,6 +156,10 @@ pub(crate) fn on_exec<const LOOP: bool, R: TaskRead>(
 
 pub(crate) fn on_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let task: Ptr = ctx.arg(0);
+    // Every exiting thread's last kill call, whoever it is: kept by the kill
+    // programs for its next call (maps.rs), so freed here or never. The
+    // hook runs in the exiting thread, whose tid the helper gives.
+    let _ = INFLIGHT.remove(&(bpf_get_current_pid_tgid() as u32));
     let id = checked_task(task_id::<Typed>(task), diag::EXIT).ok_or(())?;
     if !is_tracked(id.tgid, id.start_ns) {
         return Ok(0);

@@ -29,10 +29,21 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     // ([`Typed`]); the sender is the running task, read by probe reads
     // (this program runs on 5.10 too, before `bpf_get_current_task_btf`).
     let me = current();
-    let sender = current_id::<Probed>().ok_or(())?;
     let target_id = task_id::<Typed>(target).ok_or(())?;
     let target_in = is_tracked(target_id.tgid, target_id.start_ns);
-    let sender_in = sender.tgid != tracer_tgid() && is_tracked(sender.tgid, sender.start_ns);
+    // A signal to oneself (a self-signal storm's every one; `raise`): the
+    // sender is the target, already read by plain loads and looked up —
+    // two probe reads and a map lookup fewer.
+    let own = me == target;
+    let sender = match own {
+        true => target_id,
+        false => current_id::<Probed>().ok_or(())?,
+    };
+    let sender_in = sender.tgid != tracer_tgid()
+        && match own {
+            true => target_in,
+            false => is_tracked(sender.tgid, sender.start_ns),
+        };
     if !target_in && !sender_in {
         return Ok(0);
     }
@@ -61,20 +72,25 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
     let (syscall, call_id, target_arg) = match INFLIGHT.get_ptr_mut(&tid) {
         // SAFETY: a non-null pointer to this thread's own entry (keyed by its
         // tid): only this thread's kill-call programs touch it, and they
-        // cannot run while this one does on its CPU.
-        Some(call) => unsafe {
+        // cannot run while this one does on its CPU. A done call's entry
+        // (`call_id` 0) is not this signal's.
+        Some(call) if unsafe { (*call).call_id } != 0 => unsafe {
             (*call).deliveries += 1;
             ((*call).syscall, (*call).call_id, (*call).target_arg)
         },
-        None => (0, 0, 0),
+        _ => (0, 0, 0),
     };
 
+    let target_comm = comm::<Typed>(target);
     let rec = SignalRecord {
         hdr: header(RecordKind::Signal as u32),
         sender,
         target: target_id,
-        sender_comm: comm::<Probed>(me),
-        target_comm: comm::<Typed>(target),
+        sender_comm: match own {
+            true => target_comm,
+            false => comm::<Probed>(me),
+        },
+        target_comm,
         sig,
         errno,
         code,

@@ -162,6 +162,69 @@ fn core_events_with_identities() {
     );
 }
 
+/// Threads that made a kill call and exited, more of them than the kernel's
+/// table of calls in flight holds (8,192): a thread's entry is kept for its
+/// next call and freed at its exit, so none is lost, and every call is
+/// counted.
+#[test]
+fn kill_calls_of_many_exited_threads_lose_nothing() {
+    const THREADS: usize = 9_200;
+    let sc = scenario(|| {
+        for _ in 0..THREADS {
+            std::thread::spawn(|| {
+                assert_eq!(
+                    kill(Pid::from_raw(NO_SUCH_PID), Signal::SIGTERM),
+                    Err(nix::errno::Errno::ESRCH)
+                );
+            })
+            .join()
+            .unwrap();
+        }
+    });
+    let r = sc.record(&[]);
+    assert_eq!(r.code(), Some(0), "stderr: {}", r.stderr());
+    assert_no_loss(&r);
+    let calls: u64 = r
+        .events()
+        .kill_calls()
+        .filter(|k| k.target_arg == NO_SUCH_PID as i64)
+        .map(|k| k.count)
+        .sum();
+    assert_eq!(calls, THREADS as u64);
+}
+
+/// A thread's finished kill call is not the call of a signal it raises
+/// later without one: the SIGPIPE its write to a closed pipe raises (the
+/// test binary ignores SIGPIPE, as every Rust program does) names no call.
+#[test]
+fn a_finished_kill_call_is_not_joined_to_a_later_signal() {
+    let sc = scenario(|| {
+        let me = Pid::this();
+        kill(me, Signal::SIGURG).unwrap();
+        let (rd, wr) = nix::unistd::pipe().unwrap();
+        drop(rd);
+        assert_eq!(nix::unistd::write(&wr, b"x"), Err(nix::errno::Errno::EPIPE));
+    });
+    let r = sc.record(&[]);
+    assert_eq!(r.code(), Some(0), "stderr: {}", r.stderr());
+    let root = root(&r);
+    let signals: Vec<_> = r
+        .events()
+        .signals()
+        .filter(|s| s.sender.key() == root.key())
+        .collect();
+    let urg = signals.iter().find(|s| s.sig == 23).expect("the SIGURG");
+    assert!(urg.call.is_some(), "the SIGURG is its kill()'s");
+    let pipe = signals.iter().find(|s| s.sig == 13).expect("the SIGPIPE");
+    assert_eq!(pipe.call, None, "{pipe:?}");
+    let call = r
+        .events()
+        .kill_calls()
+        .find(|k| k.sig == 23)
+        .expect("the kill() call");
+    assert_eq!(call.deliveries, 1);
+}
+
 fn exit_of(r: &Recorded, key: tracer_user::eventlog::ProcKey) -> Option<ExitStatus> {
     r.events()
         .exits()
