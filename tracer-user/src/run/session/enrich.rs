@@ -19,6 +19,10 @@ use crate::{
 /// Processes remembered as named at most (16 B each, ~1 MiB).
 const MAX_NAMED: usize = 1 << 16;
 
+/// Exited processes remembered at most: a process's last signals (the
+/// SIGCHLD its exit sends its parent) follow its exit record closely.
+const MAX_GONE: usize = 1 << 12;
+
 /// What the enrichments remember between records.
 pub(super) struct Enricher {
     /// Processes of the run (forked in it, or existing in scope), and
@@ -28,6 +32,12 @@ pub(super) struct Enricher {
     /// is one /proc read again. Before, a daemon kept every process it had
     /// ever seen here (a 10-minute soak of ~2,800 processes a second).
     named: HashSet<ProcKey>,
+    /// Processes of the run whose exit was seen, the latest ones: a signal
+    /// they send after it (each child's SIGCHLD to its parent, sent after
+    /// the exit hook) has no argv to read. Without this every process of a
+    /// fork storm cost a failed /proc open (a 2,000-process storm: 1,952
+    /// ENOENTs, strace). Forgotten all at once past `MAX_GONE`.
+    gone: HashSet<ProcKey>,
     /// Tracer's own pid, asked once: every signal record is checked against
     /// it, and getpid is a real syscall (two raw_syscalls programs each).
     me: u32,
@@ -85,6 +95,7 @@ impl Enricher {
     pub(super) fn new() -> Self {
         Self {
             named: HashSet::new(),
+            gone: HashSet::new(),
             me: std::process::id(),
             runner_vars: RunnerVars::default(),
         }
@@ -149,13 +160,20 @@ impl Enricher {
                 self.named.insert(f.child.key());
             }
             Record::Exit(x) if x.group_dead => {
-                self.named.remove(&x.task.key());
+                if self.named.remove(&x.task.key()) {
+                    if self.gone.len() >= MAX_GONE {
+                        self.gone.clear();
+                    }
+                    self.gone.insert(x.task.key());
+                }
             }
             Record::Existing(x) => {
                 self.named.insert(x.task.key());
             }
             Record::Signal(s)
-                if s.sender.pid != self.me && !self.named.contains(&s.sender.key()) =>
+                if s.sender.pid != self.me
+                    && !self.named.contains(&s.sender.key())
+                    && !self.gone.contains(&s.sender.key()) =>
             {
                 self.named.insert(s.sender.key());
                 let argv = match &s.sender.comm {
@@ -295,12 +313,34 @@ mod tests {
     }
 
     #[test]
-    fn a_process_of_the_run_is_not_read_until_it_exits() {
+    fn a_process_of_the_run_is_never_read() {
         let s = Sleeper::spawn();
         let mut e = Enricher::new();
         e.enrich(&mut fork_of(s.1));
         assert_eq!(enriched_argv(&mut e, signal_from(s.1)), None);
+        // Its SIGCHLD to its parent comes after its exit record.
         e.enrich(&mut exit_of(s.1));
+        assert_eq!(enriched_argv(&mut e, signal_from(s.1)), None);
+        assert!(e.named.is_empty(), "an exited process leaves `named`");
+    }
+
+    /// Exited processes are remembered boundedly: past `MAX_GONE` they are
+    /// forgotten, and a late signal from one costs a /proc read again.
+    #[test]
+    fn exited_processes_are_remembered_boundedly() {
+        let s = Sleeper::spawn();
+        let mut e = Enricher::new();
+        e.enrich(&mut fork_of(s.1));
+        e.enrich(&mut exit_of(s.1));
+        for pid in 0..MAX_GONE as u32 {
+            let k = ProcKey {
+                pid: 1_000_000 + pid,
+                start: 1,
+            };
+            e.enrich(&mut fork_of(k));
+            e.enrich(&mut exit_of(k));
+        }
+        assert!(e.gone.len() <= MAX_GONE);
         assert!(enriched_argv(&mut e, signal_from(s.1)).is_some());
     }
 
