@@ -85,6 +85,9 @@ pub struct KernelOffsets {
     /// pointers after it (the runners' variables are read from there at
     /// exec).
     pub mm_start_stack: u32,
+    /// `mm->env_end`: the end of a new image's environment strings, which
+    /// start at `mm->arg_end` (the exec program reads them in one piece).
+    pub mm_env_end: u32,
 }
 
 pub const OFFSET_NONE: u32 = u32::MAX;
@@ -147,5 +150,6 @@ impl KernelOffsets {
         task_stack: OFFSET_NONE,
         pt_regs_size: OFFSET_NONE,
         mm_start_stack: OFFSET_NONE,
+        mm_env_end: OFFSET_NONE,
     };
 }

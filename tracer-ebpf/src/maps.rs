@@ -183,7 +183,20 @@ pub(crate) struct ExecEnvScratch {
     /// addresses), and how many.
     pub found: [u64; 8],
     pub found_n: u64,
+    /// The new image's environment strings, read in one piece where
+    /// `bpf_loop` walks them (`exec_env::copy_env`): from user address
+    /// `env_from`, `env_len` bytes of `env` (0: none; the slack lets a
+    /// word be loaded at any offset below `ENV_BUF`).
+    pub env_from: u64,
+    pub env_len: u64,
+    pub env: [u8; ENV_BUF + 8],
 }
+
+/// Bytes of a new image's environment read in one piece: a CI job's is a
+/// few KiB (GitHub Actions: ~10 KiB). A variable past them is read by
+/// itself. A power of two (offsets into `env` are masked with it); the
+/// scratch stays below the kernel's 32 KiB per-CPU value limit.
+pub(crate) const ENV_BUF: usize = 16 << 10;
 
 #[map]
 pub(crate) static EXEC_ENV_SCRATCH: PerCpuArray<ExecEnvScratch> =

@@ -138,6 +138,7 @@ pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
         mm_arg_start: opt("mm_struct", "arg_start"),
         mm_arg_end: opt("mm_struct", "arg_end"),
         mm_start_stack: opt("mm_struct", "start_stack"),
+        mm_env_end: opt("mm_struct", "env_end"),
         mm_start_code: opt("mm_struct", "start_code"),
         mm_exe_file: opt("mm_struct", "exe_file"),
         inode_i_ino: opt("inode", "i_ino"),
@@ -252,6 +253,8 @@ mod tests {
             "mm_struct.arg_start sits in an anonymous struct"
         );
         assert_eq!(o.mm_arg_end, o.mm_arg_start + 8);
+        // arg_start, arg_end, env_start, env_end: one declaration.
+        assert_eq!(o.mm_env_end, o.mm_arg_start + 24);
         // x86-64: struct k_sigaction { struct sigaction sa; } with the
         // handler first; 32 bytes (handler, flags, restorer, mask).
         assert_eq!(o.ksigaction_handler, 0);

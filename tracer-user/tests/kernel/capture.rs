@@ -344,6 +344,14 @@ fn runner_variables_with(args: &[&str]) -> Recorded {
             long.env(format!("ZZ_FILLER_{i:04}"), "x");
         }
         assert!(long.status().unwrap().success());
+        // Past the environment's first 16 KiB, which the bpf_loop walk
+        // reads in one piece: this variable's first word is read by itself.
+        let mut past = Command::new("/bin/true");
+        past.env_clear().env("PYTEST_XDIST_WORKER", "gw9");
+        for i in 0..300 {
+            past.env(format!("AA_FILLER_{i:04}"), "x".repeat(64));
+        }
+        assert!(past.status().unwrap().success());
     });
     let r = sc.record(args);
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
@@ -354,7 +362,7 @@ fn runner_variables_with(args: &[&str]) -> Recorded {
         .filter(|x| x.filename == "/bin/true")
         .map(|x| x.test_env.clone())
         .collect();
-    assert_eq!(envs.len(), N + 1);
+    assert_eq!(envs.len(), N + 2);
     for (i, env) in envs[..N].iter().enumerate() {
         let want = [
             ("PYTEST_CURRENT_TEST", format!("t.py::test_{i} (call)")),
@@ -373,6 +381,12 @@ fn runner_variables_with(args: &[&str]) -> Recorded {
         Some("7"),
         "the long environment's: {:?}",
         envs[N]
+    );
+    assert_eq!(
+        envs[N + 1].get("PYTEST_XDIST_WORKER").map(String::as_str),
+        Some("gw9"),
+        "past the first 16 KiB: {:?}",
+        envs[N + 1]
     );
     r
 }
