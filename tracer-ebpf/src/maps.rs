@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use tracer_common::{
     DropReason, ExecEnvRecord, ExecRecord, KernelOffsets, KillFolds, RuntimeConfig, SignalCounts,
-    StderrRecord, StderrTail, ARGV_LEN, DROP_REASONS, TAIL_CAP, WAKE_BATCH_NS,
+    StderrRecord, StderrTail, TaskId, ARGV_LEN, COMM_LEN, DROP_REASONS, TAIL_CAP, WAKE_BATCH_NS,
 };
 
 use crate::probe::boot_ns;
@@ -310,6 +310,12 @@ pub(crate) struct Inflight {
     /// signal_agg.rs): a call none of whose deliveries was logged is folded
     /// (kill_folds.rs).
     pub logged: u32,
+    /// The calling thread and its name as the call's first delivery read
+    /// them (`sender_known` 1): the call's exit takes them from here, not
+    /// by three more probe reads (a self-signal storm's every call).
+    pub sender_known: u32,
+    pub sender: TaskId,
+    pub sender_comm: [u8; COMM_LEN],
 }
 
 #[inline(always)]

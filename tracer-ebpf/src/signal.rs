@@ -68,6 +68,11 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         -1
     };
 
+    let target_comm = comm::<Typed>(target);
+    let sender_comm = match own {
+        true => target_comm,
+        false => comm::<Probed>(me),
+    };
     let tid = bpf_get_current_pid_tgid() as u32;
     let (syscall, call_id, target_arg) = match INFLIGHT.get_ptr_mut(&tid) {
         // SAFETY: a non-null pointer to this thread's own entry (keyed by its
@@ -76,20 +81,21 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         // (`call_id` 0) is not this signal's.
         Some(call) if unsafe { (*call).call_id } != 0 => unsafe {
             (*call).deliveries += 1;
+            if (*call).sender_known == 0 {
+                (*call).sender = sender;
+                (*call).sender_comm = sender_comm;
+                (*call).sender_known = 1;
+            }
             ((*call).syscall, (*call).call_id, (*call).target_arg)
         },
         _ => (0, 0, 0),
     };
 
-    let target_comm = comm::<Typed>(target);
     let rec = SignalRecord {
         hdr: header(RecordKind::Signal as u32),
         sender,
         target: target_id,
-        sender_comm: match own {
-            true => target_comm,
-            false => comm::<Probed>(me),
-        },
+        sender_comm,
         target_comm,
         sig,
         errno,

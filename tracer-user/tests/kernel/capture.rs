@@ -223,6 +223,9 @@ fn a_finished_kill_call_is_not_joined_to_a_later_signal() {
         .find(|k| k.sig == 23)
         .expect("the kill() call");
     assert_eq!(call.deliveries, 1);
+    // The call's sender as its delivery read it (kept for the call's exit).
+    assert_eq!(call.sender, urg.sender);
+    assert_eq!(call.sender.key(), root.key());
 }
 
 fn exit_of(r: &Recorded, key: tracer_user::eventlog::ProcKey) -> Option<ExitStatus> {
