@@ -76,6 +76,9 @@ pub(crate) fn send_runner_vars<const LOOP: bool>(mm: Ptr, task: TaskId, ktime: u
         }
         send(scratch, s, task, ktime);
     }
+    if LOOP {
+        wipe_env(scratch);
+    }
     whole
 }
 
@@ -114,6 +117,33 @@ fn copy_env(scratch: *mut ExecEnvScratch, mm: Ptr) {
             (*scratch).env_from = start;
             (*scratch).env_len = len as u64;
         }
+    }
+}
+
+/// Not a user address on any architecture (above every `TASK_SIZE`): a read
+/// from it fails.
+const NOT_USER: u64 = u64::MAX - 2 * ENV_BUF as u64;
+
+/// Zeroes the environment `copy_env` copied: the job's secrets must not
+/// stay in a map root can read by id. A user read that fails zeroes its
+/// destination (the helper's contract since 5.5; `stderr::append` relies on
+/// it too), so one call from `NOT_USER` is the kernel's memset of those
+/// bytes, not thousands of stores.
+#[inline(always)]
+fn wipe_env(scratch: *mut ExecEnvScratch) {
+    // SAFETY: this CPU's non-null slot; `len` <= ENV_BUF (as `copy_env`
+    // stored it, bounded again for the verifier) inside `env`.
+    unsafe {
+        let len = (*scratch).env_len;
+        if len == 0 || len > ENV_BUF as u64 {
+            return;
+        }
+        let _ = bpf_probe_read_user(
+            (*scratch).env.as_mut_ptr() as *mut c_void,
+            len as u32,
+            NOT_USER as *const c_void,
+        );
+        (*scratch).env_len = 0;
     }
 }
 

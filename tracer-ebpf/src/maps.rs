@@ -198,6 +198,10 @@ pub(crate) struct ExecEnvScratch {
 /// scratch stays below the kernel's 32 KiB per-CPU value limit.
 pub(crate) const ENV_BUF: usize = 16 << 10;
 
+/// The job's environment is copied into `env` (a job's secrets with it) and
+/// wiped before the program returns (`exec_env::wipe_env`): root can read
+/// any map by id (`BPF_F_WRONLY` binds only the fd that created it), so
+/// nothing may stay in it (`tests/kernel/security/env_residue.rs`).
 #[map]
 pub(crate) static EXEC_ENV_SCRATCH: PerCpuArray<ExecEnvScratch> =
     PerCpuArray::with_max_entries(1, 0);

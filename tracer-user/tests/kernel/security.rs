@@ -7,6 +7,7 @@ mod bounds;
 mod ci_output;
 mod ci_tmp;
 mod daemon_history;
+mod env_residue;
 mod metrics_endpoint;
 mod orphans;
 mod otlp_redirect;
