@@ -146,6 +146,17 @@ impl Enricher {
         }
     }
 
+    /// A process of the run has exited: from `named` to `gone`.
+    fn exited(&mut self, key: ProcKey) {
+        if !self.named.remove(&key) {
+            return;
+        }
+        if self.gone.len() >= MAX_GONE {
+            self.gone.clear();
+        }
+        self.gone.insert(key);
+    }
+
     /// A signal from a process the log cannot name (it was never exec'd in
     /// the run): read its argv now, while it is alive, checked against its
     /// start time. Once per process. Without it an outside killer (a CI
@@ -159,14 +170,7 @@ impl Enricher {
             Record::Fork(f) => {
                 self.named.insert(f.child.key());
             }
-            Record::Exit(x) if x.group_dead => {
-                if self.named.remove(&x.task.key()) {
-                    if self.gone.len() >= MAX_GONE {
-                        self.gone.clear();
-                    }
-                    self.gone.insert(x.task.key());
-                }
-            }
+            Record::Exit(x) if x.group_dead => self.exited(x.task.key()),
             Record::Existing(x) => {
                 self.named.insert(x.task.key());
             }
