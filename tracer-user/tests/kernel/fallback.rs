@@ -12,11 +12,21 @@ const SCENARIO: &str = "sleep 30 & kill -TERM $!; wait; kill -TERM 2000000000; e
 /// Runs the scenario with `disabled` rungs; `Err(detail)` if the hook did not attach
 /// (with its detail), else asserts the kill calls and returns the via.
 fn kill_calls_with(disabled: &[&str]) -> Result<String, String> {
-    let mut args = Vec::new();
+    kill_calls_recorded(disabled, &[]).0
+}
+
+/// As [`kill_calls_with`], with `extra` flags, and the run.
+fn kill_calls_recorded(disabled: &[&str], extra: &[&str]) -> (Result<String, String>, Recorded) {
+    let mut args = extra.to_vec();
     for d in disabled {
         args.extend(["--disable-hook", d]);
     }
     let r = record(&args, &["sh", "-c", SCENARIO]);
+    let via = kill_calls_in(&r);
+    (via, r)
+}
+
+fn kill_calls_in(r: &Recorded) -> Result<String, String> {
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let hook = hook(&r.log, "kill_syscalls");
     if !hook.attached {
@@ -36,10 +46,53 @@ fn kill_calls_with(disabled: &[&str]) -> Result<String, String> {
     Ok(hook.via.clone().expect("attached hooks say how"))
 }
 
+/// The raw_syscalls rung: the calls' entries on raw_syscalls' sys_enter,
+/// their returns on the kill family's own sys_exit tracepoints (no program
+/// at any other syscall's exit), and on raw_syscalls' sys_exit where those
+/// cannot attach (`kill_syscalls:exit_tracepoints` forces it; the detail
+/// says it). The same calls either way.
 #[test]
 fn raw_syscalls_rung_sees_kill_calls() {
-    let via = kill_calls_with(&["kill_syscalls:fentry"]).expect("raw_syscalls attaches");
-    assert_eq!(via, "raw_syscalls");
+    let programs = |r: &Recorded| -> Vec<String> {
+        let trailer = r.log.trailer.as_ref().expect("a trailer");
+        trailer
+            .program_stats
+            .iter()
+            .filter(|p| p.runs > 0)
+            .map(|p| p.program.clone())
+            .collect()
+    };
+    let (via, r) = kill_calls_recorded(&["kill_syscalls:fentry"], &["--program-stats"]);
+    assert_eq!(via.as_deref(), Ok("raw_syscalls"));
+    let ran = programs(&r);
+    assert!(ran.iter().any(|p| p == "kill_exit"), "{ran:?}");
+    assert!(!ran.iter().any(|p| p == "raw_sys_exit"), "{ran:?}");
+    assert!(
+        !hook(&r.log, "kill_syscalls")
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("returns by"),
+        "{:?}",
+        hook(&r.log, "kill_syscalls")
+    );
+
+    let (via, r) = kill_calls_recorded(
+        &["kill_syscalls:fentry", "kill_syscalls:exit_tracepoints"],
+        &["--program-stats"],
+    );
+    assert_eq!(via.as_deref(), Ok("raw_syscalls"));
+    let ran = programs(&r);
+    assert!(ran.iter().any(|p| p == "raw_sys_exit"), "{ran:?}");
+    assert!(!ran.iter().any(|p| p == "kill_exit"), "{ran:?}");
+    let detail = hook(&r.log, "kill_syscalls")
+        .detail
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        detail.contains("returns by raw_syscalls' sys_exit (disabled by --disable-hook)"),
+        "{detail}"
+    );
 }
 
 #[test]

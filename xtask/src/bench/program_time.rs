@@ -15,7 +15,7 @@ use super::{
 /// The programs the table shows, in its column order: the process
 /// lifecycle, signals, and both rungs of the syscall hooks (a program a
 /// run did not attach or never ran shows `–`).
-const COLUMNS: [&str; 10] = [
+const COLUMNS: [&str; 11] = [
     "sched_process_fork",
     "sched_process_exec",
     "sched_process_exit",
@@ -25,6 +25,7 @@ const COLUMNS: [&str; 10] = [
     "stderr_fentry_write",
     "raw_sys_enter",
     "raw_sys_exit",
+    "kill_exit",
     "crash_deliver",
 ];
 

@@ -28,6 +28,7 @@ pub const DISABLEABLE: &[&str] = &[
     "kill_syscalls:fentry",
     "kill_syscalls:raw_syscalls",
     "kill_syscalls:tracepoint",
+    "kill_syscalls:exit_tracepoints",
     "last_words",
     "last_words:fentry",
     "last_words:raw_syscalls",
@@ -87,9 +88,14 @@ pub fn unavailable(name: &str, detail: String) -> HookStatus {
 /// 1. `fentry`: fentry/fexit on each syscall's entry symbol (no grace
 ///    period at teardown, runs only for these calls; refused on some
 ///    kernels, e.g. under some lockdown setups),
-/// 2. `raw_syscalls`: tp_btf on raw_syscalls sys_enter/sys_exit, filtered
-///    by syscall number in the kernel (no grace period; runs on every
-///    syscall of the machine, a compare and return for all but these),
+/// 2. `raw_syscalls`: tp_btf on raw_syscalls sys_enter, filtered by
+///    syscall number in the kernel (no grace period; runs on every syscall
+///    of the machine, a compare and return for all but these); the calls'
+///    returns on the family's own `syscalls:sys_exit_*` tracepoints, so no
+///    program runs at any other syscall's exit (`raw_sys_exit` did on
+///    all: ~53 ns each, BENCHMARKS.md); on raw_syscalls' sys_exit where
+///    they cannot attach (`kill_syscalls:exit_tracepoints` forces it),
+///    which the detail says,
 /// 3. `tracepoint`: the 12 classic `syscalls:sys_{enter,exit}_*` (one grace
 ///    period each at teardown).
 ///
@@ -105,12 +111,23 @@ pub fn attach_kill_syscalls<P: Programs + ?Sized>(
     if let Err(e) = off.check(name) {
         return unavailable(name, e);
     }
+    // Where the raw_syscalls rung's exits went, when not where they should.
+    let note = std::cell::RefCell::new(None);
+    let raw =
+        |ebpf: &mut P, btf: &Btf, have_tracefs: bool| kill_raw(ebpf, btf, have_tracefs, off, &note);
     let rungs: [Rung<P>; 3] = [
         ("fentry", &kill_fentry::<P>, undo_fentry::<P>),
-        ("raw_syscalls", &kill_raw::<P>, |_| ()),
+        ("raw_syscalls", &raw, undo_raw::<P>),
         ("tracepoint", &kill_classic::<P>, undo_classic::<P>),
     ];
-    climb(progs, btf, have_tracefs, off, name, &rungs)
+    let mut status = climb(progs, btf, have_tracefs, off, name, &rungs);
+    if let (Some("raw_syscalls"), Some(n)) = (status.via.as_deref(), note.take()) {
+        status.detail = Some(match status.detail.take() {
+            Some(d) => format!("{d}; {n}"),
+            None => n,
+        });
+    }
+    status
 }
 
 /// The kill family's programs, every rung's: its chain climbs on a thread
@@ -195,10 +212,47 @@ fn undo_fentry<P: Programs + ?Sized>(ebpf: &mut P) {
     }
 }
 
-fn kill_raw<P: Programs + ?Sized>(ebpf: &mut P, btf: &Btf, _: bool) -> Result<(), String> {
+fn kill_raw<P: Programs + ?Sized>(
+    ebpf: &mut P,
+    btf: &Btf,
+    have_tracefs: bool,
+    off: &Disabled,
+    note: &std::cell::RefCell<Option<String>>,
+) -> Result<(), String> {
     SyscallArch::HOST.ok_or("no syscall table for this architecture")?;
     attach_btf(ebpf, btf, "raw_sys_enter", "sys_enter")?;
-    attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit")
+    let exits = off
+        .check("kill_syscalls:exit_tracepoints")
+        .and_then(|()| match have_tracefs {
+            true => attach_classic(ebpf, "kill_exit", "syscalls", &kill_exit_tracepoints()),
+            false => Err("tracefs unavailable".into()),
+        });
+    let Err(why) = exits else {
+        return Ok(());
+    };
+    detach_all(ebpf, "kill_exit");
+    attach_btf(ebpf, btf, "raw_sys_exit", "sys_exit")?;
+    *note.borrow_mut() = Some(format!("returns by raw_syscalls' sys_exit ({why})"));
+    Ok(())
+}
+
+/// What a failed raw_syscalls rung may have attached, so that the rung
+/// below it does not see each call twice.
+fn undo_raw<P: Programs + ?Sized>(ebpf: &mut P) {
+    for prog in ["raw_sys_enter", "raw_sys_exit"] {
+        if let Ok(p) = program::<BtfTracePoint>(ebpf, prog) {
+            let _ = p.unload();
+        }
+    }
+    detach_all(ebpf, "kill_exit");
+}
+
+/// `syscalls:sys_exit_<name>` of each kill-family syscall.
+fn kill_exit_tracepoints() -> Vec<String> {
+    KILL_SYSCALLS
+        .iter()
+        .map(|s| format!("sys_exit_{}", s.name()))
+        .collect()
 }
 
 fn kill_classic<P: Programs + ?Sized>(
@@ -213,12 +267,8 @@ fn kill_classic<P: Programs + ?Sized>(
         .iter()
         .map(|s| format!("sys_enter_{}", s.name()))
         .collect();
-    let exits: Vec<String> = KILL_SYSCALLS
-        .iter()
-        .map(|s| format!("sys_exit_{}", s.name()))
-        .collect();
     attach_classic(ebpf, "kill_enter", "syscalls", &enters)?;
-    attach_classic(ebpf, "kill_exit", "syscalls", &exits)
+    attach_classic(ebpf, "kill_exit", "syscalls", &kill_exit_tracepoints())
 }
 
 fn undo_classic<P: Programs + ?Sized>(ebpf: &mut P) {
