@@ -22,15 +22,10 @@ fn kill_calls_recorded(disabled: &[&str], extra: &[&str]) -> (Result<String, Str
         args.extend(["--disable-hook", d]);
     }
     let r = record(&args, &["sh", "-c", SCENARIO]);
-    let via = kill_calls_in(&r);
-    (via, r)
-}
-
-fn kill_calls_in(r: &Recorded) -> Result<String, String> {
     assert_eq!(r.code(), Some(0), "{}", r.stderr());
     let hook = hook(&r.log, "kill_syscalls");
     if !hook.attached {
-        return Err(hook.detail.clone().unwrap_or_default());
+        return (Err(hook.detail.clone().unwrap_or_default()), r);
     }
     let calls: Vec<_> = r
         .events()
@@ -43,7 +38,8 @@ fn kill_calls_in(r: &Recorded) -> Result<String, String> {
         matches!(e, Record::Signal(s) if s.sig == 15 && s.call.as_ref().is_some_and(|c| c.syscall == "kill"))
     });
     assert!(joined, "the SIGTERM delivery is joined to its kill()");
-    Ok(hook.via.clone().expect("attached hooks say how"))
+    let via = hook.via.clone().expect("attached hooks say how");
+    (Ok(via), r)
 }
 
 /// The raw_syscalls rung: the calls' entries on raw_syscalls' sys_enter,

@@ -7,7 +7,9 @@ use aya::{
 };
 use tracer_common::{SyscallArch, STDERR_SYSCALLS};
 
-use super::{attach_classic, brief, climb, detach_all, program, unavailable, Disabled, Rung, Undo};
+use super::{
+    attach_classic, brief, climb, detach_all, program, unavailable, with_note, Disabled, Rung, Undo,
+};
 use crate::eventlog::HookStatus;
 
 /// Last words (stderr writes), first rung that attaches wins, each
@@ -59,14 +61,11 @@ pub fn attach_last_words(
         ("raw_syscalls", &raw, undo_stderr_raw),
         ("tracepoint", &stderr_classic, undo_stderr_classic),
     ];
-    let mut status = climb(ebpf, btf, have_tracefs, off, name, &rungs);
-    if let (true, Some(n)) = (status.attached, note.take()) {
-        status.detail = Some(match status.detail.take() {
-            Some(d) => format!("{d}; {n}"),
-            None => n,
-        });
+    let status = climb(ebpf, btf, have_tracefs, off, name, &rungs);
+    match status.attached {
+        true => with_note(status, note.take()),
+        false => status,
     }
-    status
 }
 
 /// Last words' fentry and raw_syscalls programs come in twins

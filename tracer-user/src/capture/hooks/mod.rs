@@ -120,8 +120,16 @@ pub fn attach_kill_syscalls<P: Programs + ?Sized>(
         ("raw_syscalls", &raw, undo_raw::<P>),
         ("tracepoint", &kill_classic::<P>, undo_classic::<P>),
     ];
-    let mut status = climb(progs, btf, have_tracefs, off, name, &rungs);
-    if let (Some("raw_syscalls"), Some(n)) = (status.via.as_deref(), note.take()) {
+    let status = climb(progs, btf, have_tracefs, off, name, &rungs);
+    match status.via.as_deref() {
+        Some("raw_syscalls") => with_note(status, note.take()),
+        _ => status,
+    }
+}
+
+/// `status` with `note` (what its rung did another way) after its detail.
+fn with_note(mut status: HookStatus, note: Option<String>) -> HookStatus {
+    if let Some(n) = note {
         status.detail = Some(match status.detail.take() {
             Some(d) => format!("{d}; {n}"),
             None => n,
