@@ -418,10 +418,32 @@ pub struct StderrTail {
     /// `STDERR_TO_NULL` when the last write went to /dev/null.
     pub flags: u32,
     pub data: [u8; TAIL_CAP + TAIL_SLACK],
+    /// What the process's fd 2 was at its last write, kept by the kernel
+    /// beside its bytes (one map lookup a write, not two); after `data`, so
+    /// never on the wire.
+    pub fd2: Fd2Seen,
 }
 
-pub const STDERR_TAIL_HEADER_LEN: usize =
-    core::mem::size_of::<StderrTail>() - TAIL_CAP - TAIL_SLACK;
+/// The kernel's answer to "where does fd 2 lead", kept per process with
+/// what it was read from (tracer-ebpf's `fd2`): kernel addresses, compared
+/// only, never sent to user space.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fd2Seen {
+    /// The process's start time: a reused pid's answer is stale.
+    pub start_ns: u64,
+    /// The `files_struct` it was read in, fd 2's `struct file *` then, and
+    /// that file's inode.
+    pub files: u64,
+    pub file: u64,
+    pub inode: u64,
+    /// tracer-ebpf's `FD2_NULL`, `FD2_CHR`.
+    pub kind: u32,
+    pub _pad: u32,
+}
+
+/// The wire record is the header up to `data`, then `len` bytes of it.
+pub const STDERR_TAIL_HEADER_LEN: usize = core::mem::offset_of!(StderrTail, data);
 
 /// Runtime switches user space flips while programs run (`CONFIG` array, index 0).
 #[repr(C)]
@@ -518,6 +540,8 @@ mod no_padding {
                 _pad }
             ExistingRecord { hdr, task, ppid, _pad, comm, ns }
             StderrRecord { hdr, task, count, len, flags, data }
+            StderrTail { hdr, task, total, written, len, flags, data, fd2 }
+            Fd2Seen { start_ns, files, file, inode, kind, _pad }
             SignalSummaryRecord { hdr, sender, target, sender_comm, target_comm, sig, count,
                 first_ns, last_ns }
             StackBuildId { status, build_id, offset_or_ip }

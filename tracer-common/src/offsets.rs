@@ -88,6 +88,10 @@ pub struct KernelOffsets {
     /// `mm->env_end`: the end of a new image's environment strings, which
     /// start at `mm->arg_end` (the exec program reads them in one piece).
     pub mm_env_end: u32,
+    /// `files->fd_array`: the table a process's fds live in until it holds
+    /// more than `NR_OPEN_DEFAULT`; an array of `struct file *` whose BTF
+    /// lets the typed stderr twins load fd 2 without a probe read.
+    pub files_fd_array: u32,
 }
 
 pub const OFFSET_NONE: u32 = u32::MAX;
@@ -151,5 +155,6 @@ impl KernelOffsets {
         pt_regs_size: OFFSET_NONE,
         mm_start_stack: OFFSET_NONE,
         mm_env_end: OFFSET_NONE,
+        files_fd_array: OFFSET_NONE,
     };
 }

@@ -11,11 +11,16 @@
 //! process sharing the table — shows as another pointer there, with no hook
 //! on those syscalls on any rung.
 //!
-//! Keyed by tgid (a process), `start_ns` guarding against pid reuse. The
-//! `files_struct` the answer was read in is kept too: threads share their
-//! process's table unless one was cloned without CLONE_FILES or called
-//! unshare(CLONE_FILES), and such a thread's writes do not match it: they
-//! walk, and the last walk's answer is the one kept (the fd 2 pointer
+//! Kept in the process's stderr tail (`StderrTail::fd2`) once it has one:
+//! the write looks the tail up anyway, and a second map's lookup was ~7 % of
+//! a captured write (`perf`, issue 37). Before the tail exists (its first
+//! write), in per-write mode and when the tail map is full, in a map of its
+//! own keyed by tgid. Either way `start_ns` guards against pid reuse.
+//!
+//! The `files_struct` the answer was read in is kept too: threads share
+//! their process's table unless one was cloned without CLONE_FILES or
+//! called unshare(CLONE_FILES), and such a thread's writes do not match it:
+//! they walk, and the last walk's answer is the one kept (the fd 2 pointer
 //! check alone would also catch it; the table check costs no read, since
 //! the walk reads `task->files` first).
 //!
@@ -26,7 +31,7 @@
 //! alive at once. Only an inode freed and reused for one of another kind,
 //! with its file at the same address as well, would slip by.
 use aya_ebpf::{macros::map, maps::LruHashMap};
-use tracer_common::TaskId;
+use tracer_common::{Fd2Seen, StderrTail, TaskId};
 
 use crate::task::Ptr;
 
@@ -36,35 +41,31 @@ pub(crate) const FD2_NULL: u32 = 1;
 /// open file of the same inode is the same screen.
 pub(crate) const FD2_CHR: u32 = 2;
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct Fd2 {
-    /// The process's start time: a reused pid's entry is stale.
-    start_ns: u64,
-    /// The `files_struct` it was read in.
-    files: u64,
-    /// fd 2's `struct file *` then, and that file's inode.
-    file: u64,
-    inode: u64,
-    /// `FD2_NULL`, `FD2_CHR`.
-    kind: u32,
-    _pad: u32,
-}
-
-/// tgid -> what its fd 2 was at its last write. LRU: bounded without
-/// losing anything (an evicted process walks again); removed at its exit.
+/// tgid -> what its fd 2 was at its last write, for a process without a
+/// tail. LRU: bounded without losing anything (an evicted process walks
+/// again); removed at its exit.
 #[map]
-static STDERR_FD2: LruHashMap<u32, Fd2> = LruHashMap::with_max_entries(4096, 0);
+static STDERR_FD2: LruHashMap<u32, Fd2Seen> = LruHashMap::with_max_entries(4096, 0);
 
 /// The kept kind of fd 2, when `file` (now at fd 2 of `files`) and `inode`
-/// are still what it was read from.
+/// are still what it was read from. `tail`: the process's tail, or null.
 #[inline(always)]
-pub(crate) fn known(id: &TaskId, files: Ptr, file: Ptr, inode: Ptr) -> Option<u32> {
-    // SAFETY: a reference into the map's value, copied at once; another CPU
-    // may replace it meanwhile (a thread of the process walking): the value
-    // is preallocated and freed after an RCU grace period, and a torn mix of
-    // two answers fails the pointer compares below or is one of them.
-    let k = unsafe { STDERR_FD2.get(&id.tgid) }.copied()?;
+pub(crate) fn known(
+    id: &TaskId,
+    tail: *mut StderrTail,
+    files: Ptr,
+    file: Ptr,
+    inode: Ptr,
+) -> Option<u32> {
+    // SAFETY: `tail` is null or a non-null pointer into a preallocated map
+    // value (`caller`), valid while the program runs; the other reference is
+    // into this map's value. Both are copied at once; another CPU may
+    // replace either meanwhile (a thread of the process walking): a torn mix
+    // of two answers fails the pointer compares below or is one of them.
+    let k = match tail.is_null() {
+        true => unsafe { STDERR_FD2.get(&id.tgid) }.copied()?,
+        false => unsafe { (*tail).fd2 },
+    };
     (k.start_ns == id.start_ns
         && k.files == files as u64
         && k.file == file as u64
@@ -72,10 +73,18 @@ pub(crate) fn known(id: &TaskId, files: Ptr, file: Ptr, inode: Ptr) -> Option<u3
         .then_some(k.kind)
 }
 
-/// Keep what the walk found (a full map evicts the least used entry).
+/// Keep what the walk found: in the tail when there is one, else in the
+/// map (a full map evicts the least used entry).
 #[inline(always)]
-pub(crate) fn keep(id: &TaskId, files: Ptr, file: Ptr, inode: Ptr, kind: u32) {
-    let k = Fd2 {
+pub(crate) fn keep(
+    id: &TaskId,
+    tail: *mut StderrTail,
+    files: Ptr,
+    file: Ptr,
+    inode: Ptr,
+    kind: u32,
+) {
+    let k = Fd2Seen {
         start_ns: id.start_ns,
         files: files as u64,
         file: file as u64,
@@ -83,7 +92,13 @@ pub(crate) fn keep(id: &TaskId, files: Ptr, file: Ptr, inode: Ptr, kind: u32) {
         kind,
         _pad: 0,
     };
-    let _ = STDERR_FD2.insert(&id.tgid, &k, 0);
+    match tail.is_null() {
+        true => {
+            let _ = STDERR_FD2.insert(&id.tgid, &k, 0);
+        }
+        // SAFETY: as in `known`; a field store inside the value.
+        false => unsafe { (*tail).fd2 = k },
+    }
 }
 
 /// The process is gone.

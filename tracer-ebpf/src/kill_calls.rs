@@ -152,7 +152,7 @@ pub(crate) fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
     let Some(syscall) = abi_nr(id) else {
         return RawEnter::Other;
     };
-    if current_is_compat::<Probed>() {
+    if task_is_compat::<Probed>(current()) {
         return RawEnter::Other;
     }
     let (a0, a1, a2) = regs_args(ctx.arg(0));
@@ -163,17 +163,17 @@ pub(crate) fn on_raw_enter(ctx: &BtfTracePointContext) -> RawEnter {
 /// Whether the current syscall is a compat one: x86-64's `TS_COMPAT` (set
 /// for an `int 0x80` or sysenter syscall, even from a 64-bit process), or
 /// arm64's `TIF_32BIT` (an AArch32 task). False when the kernel's BTF did
-/// not say where the word is.
+/// not say where the word is. `task` is the running task as `R` reads it.
 #[inline(always)]
-pub(crate) fn is_compat<R: TaskRead>(mask: u32) -> bool {
+pub(crate) fn is_compat<R: TaskRead>(task: Ptr, mask: u32) -> bool {
     let at = off(|o| &o.task_compat_word);
-    mask != 0 && R::read::<u32>(R::current(), at).is_some_and(|w| w & mask != 0)
+    mask != 0 && R::read::<u32>(task, at).is_some_and(|w| w & mask != 0)
 }
 
 /// [`is_compat`] with the running architecture's mask.
 #[inline(always)]
-pub(crate) fn current_is_compat<R: TaskRead>() -> bool {
-    is_compat::<R>(regs_off(|a| &a.compat_mask))
+pub(crate) fn task_is_compat<R: TaskRead>(task: Ptr) -> bool {
+    is_compat::<R>(task, regs_off(|a| &a.compat_mask))
 }
 
 pub(crate) fn on_raw_exit(ctx: &BtfTracePointContext) -> Result<u32, ()> {

@@ -13,19 +13,19 @@ use aya_ebpf::{
 };
 use tracer_common::{
     DropReason, RecordKind, StderrRecord, StderrSyscall, StderrTail, TaskId, MARK_FD, MARK_LEN,
-    MARK_RATE, MARK_WINDOW_NS, STDERR_CHUNK, STDERR_HEADER_LEN, STDERR_TAIL_HEADER_LEN,
-    STDERR_TO_NULL, TAIL_CAP,
+    MARK_RATE, MARK_WINDOW_NS, OFFSET_NONE, STDERR_CHUNK, STDERR_HEADER_LEN,
+    STDERR_TAIL_HEADER_LEN, STDERR_TO_NULL, TAIL_CAP,
 };
 
 use crate::{
     fd2::{self, FD2_CHR, FD2_NULL},
-    kill_calls::{current_is_compat, regs_arg},
+    kill_calls::{regs_arg, task_is_compat},
     maps::{
         batched_output, is_tracked, off, size_mask, stderr_per_write, tail_mask, EVENTS,
         MARK_RATES, STDERR_SCRATCH, STDERR_TAILS, TAIL_INIT,
     },
     probe::{self, tp_field},
-    task::{current_id, header, read, Probed, Ptr, TaskRead},
+    task::{current_id_of, header, read, Probed, Ptr, TaskRead},
 };
 
 const TP_ARG0: usize = 16;
@@ -54,13 +54,13 @@ pub(crate) fn on_write(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = tp_field(ctx, TP_ARG0).ok_or(())?;
     let buf: u64 = tp_field(ctx, TP_ARG0 + 8).ok_or(())?;
     let count: u64 = tp_field(ctx, TP_ARG0 + 16).ok_or(())?;
-    write::<Probed>(fd, buf, count);
+    write::<Probed>(Probed::current(), fd, buf, count);
     Ok(0)
 }
 
 pub(crate) fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
     let fd: u64 = tp_field(ctx, TP_ARG0).ok_or(())?;
-    let Some((id, tail, flags)) = caller_writing_to_stderr::<Probed>(fd) else {
+    let Some((id, tail, flags)) = caller_writing_to_stderr::<Probed>(Probed::current(), fd) else {
         return Ok(0);
     };
     let vec: u64 = tp_field(ctx, TP_ARG0 + 8).ok_or(())?;
@@ -76,10 +76,13 @@ pub(crate) fn on_writev(ctx: &TracePointContext) -> Result<u32, ()> {
 /// as a native one: kept.
 #[inline(always)]
 pub(crate) fn on_write_regs<const RAW: bool, R: TaskRead>(regs: Ptr) -> Result<u32, ()> {
-    if RAW && current_is_compat::<R>() {
+    // Asked once: `bpf_get_current_task_btf` is a helper call, not a load.
+    let task = R::current();
+    if RAW && task_is_compat::<R>(task) {
         return Ok(0);
     }
     write::<R>(
+        task,
         regs_arg::<0>(regs) as u64,
         regs_arg::<1>(regs) as u64,
         regs_arg::<2>(regs) as u64,
@@ -94,10 +97,12 @@ pub(crate) fn on_write_regs<const RAW: bool, R: TaskRead>(regs: Ptr) -> Result<u
 /// 16-byte ones.
 #[inline(always)]
 pub(crate) fn on_writev_regs<R: TaskRead>(regs: Ptr) -> Result<u32, ()> {
-    if current_is_compat::<R>() {
+    let task = R::current();
+    if task_is_compat::<R>(task) {
         return Ok(0);
     }
-    let Some((id, tail, flags)) = caller_writing_to_stderr::<R>(regs_arg::<0>(regs) as u64) else {
+    let fd = regs_arg::<0>(regs) as u64;
+    let Some((id, tail, flags)) = caller_writing_to_stderr::<R>(task, fd) else {
         return Ok(0);
     };
     writev(
@@ -116,11 +121,13 @@ pub(crate) fn on_writev_regs<R: TaskRead>(regs: Ptr) -> Result<u32, ()> {
 /// rest counted (`mark_rate`), never sent. The writer's identity and the
 /// time are the kernel's; the payload is the test's word only.
 #[inline(always)]
-fn mark<R: TaskRead>(buf: u64, count: u64) {
+fn mark<R: TaskRead>(task: Ptr, buf: u64, count: u64) {
     if count == 0 {
         return;
     }
-    let Some(id) = current_id::<R>() else { return };
+    let Some(id) = current_id_of::<R>(task) else {
+        return;
+    };
     if !is_tracked(id.tgid, id.start_ns) {
         return;
     }
@@ -180,16 +187,16 @@ fn mark<R: TaskRead>(buf: u64, count: u64) {
 }
 
 #[inline(always)]
-fn write<R: TaskRead>(fd: u64, buf: u64, count: u64) {
+fn write<R: TaskRead>(task: Ptr, fd: u64, buf: u64, count: u64) {
     if count == 0 {
         return;
     }
     // Above MAX_FD, so before the stderr walk: a mark is no stderr.
     if fd == MARK_FD {
-        mark::<R>(buf, count);
+        mark::<R>(task, buf, count);
         return;
     }
-    if let Some((id, tail, flags)) = caller_writing_to_stderr::<R>(fd) {
+    if let Some((id, tail, flags)) = caller_writing_to_stderr::<R>(task, fd) {
         capture::<true, WRITE>(id, destination::<WRITE>(&id, tail), flags, buf, count);
     }
 }
@@ -214,12 +221,15 @@ fn writev(id: TaskId, tail: *mut StderrTail, flags: u32, vec: u64, vlen: u64) {
 /// its fd 2 leads. Scope first: it is one map lookup, and the file walk
 /// below is paid only by the run's own processes.
 #[inline(always)]
-fn caller_writing_to_stderr<R: TaskRead>(fd: u64) -> Option<(TaskId, *mut StderrTail, u32)> {
+fn caller_writing_to_stderr<R: TaskRead>(
+    task: Ptr,
+    fd: u64,
+) -> Option<(TaskId, *mut StderrTail, u32)> {
     if fd > MAX_FD {
         return None;
     }
-    let (id, tail) = caller::<R>()?;
-    match lands::<R>(&id, fd) {
+    let (id, tail) = caller::<R>(task)?;
+    match lands::<R>(task, &id, tail, fd) {
         Lands::Stderr => Some((id, tail, 0)),
         Lands::DevNull => Some((id, tail, STDERR_TO_NULL)),
         Lands::Elsewhere => None,
@@ -239,8 +249,8 @@ fn caller_writing_to_stderr<R: TaskRead>(fd: u64) -> Option<(TaskId, *mut Stderr
 ///
 /// When the kernel's file structures cannot be read, fd 2 alone.
 #[inline(always)]
-fn lands<R: TaskRead>(id: &TaskId, fd: u64) -> Lands {
-    match walk::<R>(id, fd) {
+fn lands<R: TaskRead>(task: Ptr, id: &TaskId, tail: *mut StderrTail, fd: u64) -> Lands {
+    match walk::<R>(task, id, tail, fd) {
         Some(l) => l,
         None if fd == STDERR_FD => Lands::Stderr,
         None => Lands::Elsewhere,
@@ -257,25 +267,20 @@ enum Lands {
 /// inode it was read from (`fd2`), so a process that keeps its fd 2 pays
 /// the reads that find the file, not the three that classify it.
 #[inline(always)]
-fn walk<R: TaskRead>(id: &TaskId, fd: u64) -> Option<Lands> {
-    let files: Ptr = R::read(R::current(), off(|o| &o.task_files))?;
+fn walk<R: TaskRead>(task: Ptr, id: &TaskId, tail: *mut StderrTail, fd: u64) -> Option<Lands> {
+    let files: Ptr = R::read(task, off(|o| &o.task_files))?;
     let fdt: Ptr = R::read(files, off(|o| &o.files_fdt))?;
     let fds: Ptr = R::read(fdt, off(|o| &o.fdtable_fd))?;
-    // `fds` is a `struct file **`: no struct for BTF to type what is read
-    // through it, so from here the reads are probe reads.
-    // No bound check for fd 2: a table never holds fewer than
-    // BITS_PER_LONG fds (NR_OPEN_DEFAULT, the embedded `fdtab`).
-    let err: Ptr = read(fds, 8 * STDERR_FD as u32)?;
+    let (err, err_inode) = stderr_file::<R>(files, fds)?;
     if err.is_null() {
         // Never kept: the next open lands on the free fd 2.
         return Some(Lands::Elsewhere);
     }
-    let err_inode: Ptr = read(err, off(|o| &o.file_inode))?;
-    let kind = match fd2::known(id, files, err, err_inode) {
+    let kind = match fd2::known(id, tail, files, err, err_inode) {
         Some(k) => k,
         None => {
             let k = kind_of(err_inode)?;
-            fd2::keep(id, files, err, err_inode, k);
+            fd2::keep(id, tail, files, err, err_inode, k);
             k
         }
     };
@@ -310,6 +315,33 @@ fn walk<R: TaskRead>(id: &TaskId, fd: u64) -> Option<Lands> {
     })
 }
 
+/// fd 2's `struct file *` (null when fd 2 is closed) and that file's inode.
+///
+/// `fds` (`fdtable.fd`) is a `struct file **`: BTF types no struct behind
+/// it, so a read through it is a probe read. But until a process has held
+/// more than `NR_OPEN_DEFAULT` (BITS_PER_LONG) fds, its table is the one
+/// embedded in its `files_struct`, whose `fd_array` BTF declares as an array
+/// of `struct file *`: the typed twins then load fd 2 and its inode without
+/// a helper call (two probe reads were ~5 % of a captured write, `perf`).
+/// No bound check for fd 2: a table never holds fewer than BITS_PER_LONG fds.
+#[inline(always)]
+fn stderr_file<R: TaskRead>(files: Ptr, fds: Ptr) -> Option<(Ptr, Ptr)> {
+    let array = off(|o| &o.files_fd_array);
+    let inode = off(|o| &o.file_inode);
+    if R::TYPED && array != OFFSET_NONE && fds == files.wrapping_add(array as usize) {
+        let err: Ptr = R::read(files, array + 8 * STDERR_FD as u32)?;
+        if err.is_null() {
+            return Some((err, err));
+        }
+        return Some((err, R::read(err, inode)?));
+    }
+    let err: Ptr = read(fds, 8 * STDERR_FD as u32)?;
+    if err.is_null() {
+        return Some((err, err));
+    }
+    Some((err, read(err, inode)?))
+}
+
 /// `FD2_NULL` for /dev/null, `FD2_CHR` for another character device (a
 /// terminal), 0 for anything else (a pipe, a file, a socket).
 #[inline(always)]
@@ -329,8 +361,8 @@ fn kind_of(inode: Ptr) -> Option<u32> {
 /// the run's processes and freed at their exit), and TRACKED is asked only
 /// before the first write, and in per-write mode.
 #[inline(always)]
-fn caller<R: TaskRead>() -> Option<(TaskId, *mut StderrTail)> {
-    let id = current_id::<R>()?;
+fn caller<R: TaskRead>(task: Ptr) -> Option<(TaskId, *mut StderrTail)> {
+    let id = current_id_of::<R>(task)?;
     if !stderr_per_write() {
         if let Some(t) = STDERR_TAILS.get_ptr_mut(&id.tgid) {
             // SAFETY: a non-null pointer into a preallocated map value (null
@@ -403,6 +435,8 @@ fn tail_of<const SLOT: u32>(id: &TaskId) -> Option<*mut StderrTail> {
         (*init).total = 0;
         (*init).flags = 0;
         (*init).written = 0;
+        // No fd 2 known yet (this CPU's slot holds the last tail it made).
+        (*init).fd2.start_ns = 0;
         // EEXIST (another thread won the race) is fine: look it up again.
         let _ = STDERR_TAILS.insert(&id.tgid, &*init, BPF_NOEXIST as u64);
     }

@@ -104,22 +104,38 @@ pub(crate) fn task_id<R: TaskRead>(task: Ptr) -> Option<TaskId> {
 }
 
 /// `task_id(current())`, cheaper where the tracer's view is the host's pid
-/// namespace: the ids are then `bpf_get_current_pid_tgid`'s, and only the
-/// start time is read from the task (stderr capture pays this per write).
+/// namespace: the ids are then the task's own, and only the start time is
+/// read from its leader (stderr capture pays this per write).
 #[inline(always)]
 pub(crate) fn current_id<R: TaskRead>() -> Option<TaskId> {
+    current_id_of::<R>(R::current())
+}
+
+/// [`current_id`] of `task`, the running task as [`TaskRead::current`]
+/// gave it (a program that needs it twice asks once: a helper call each).
+/// Typed, the ids are two loads from the task; probed, one helper call
+/// (`bpf_get_current_pid_tgid`) is cheaper than two probe reads.
+#[inline(always)]
+pub(crate) fn current_id_of<R: TaskRead>(task: Ptr) -> Option<TaskId> {
     if view().0 != 0 {
-        return task_id::<Probed>(current());
+        return task_id::<Probed>(task);
     }
-    let ids = bpf_get_current_pid_tgid();
-    let leader: Ptr = R::read(R::current(), off(|o| &o.task_group_leader))?;
+    let (tid, tgid) = if R::TYPED {
+        let tid: i32 = R::read(task, off(|o| &o.task_pid))?;
+        let tgid: i32 = R::read(task, off(|o| &o.task_tgid))?;
+        (tid as u32, tgid as u32)
+    } else {
+        let ids = bpf_get_current_pid_tgid();
+        (ids as u32, (ids >> 32) as u32)
+    };
+    let leader: Ptr = R::read(task, off(|o| &o.task_group_leader))?;
     // Through `R`, unlike `task_id`'s: only last words' twins read the
     // running task typed, and a verifier that refuses this load sends them
     // to their probe-reading twin, not a required hook to a refusal.
     let start_ns: u64 = R::read(leader, off(|o| &o.task_start_boottime))?;
     Some(TaskId {
-        tid: ids as u32,
-        tgid: (ids >> 32) as u32,
+        tid,
+        tgid,
         start_ns,
     })
 }

@@ -114,6 +114,7 @@ pub const LAYOUT: &[Field] = layout!(
     pt_regs_size,
     mm_start_stack,
     mm_env_end,
+    files_fd_array,
 );
 
 /// `to_words`/`from_words` treat the struct as `[u32; WORDS]`: checked here
@@ -304,7 +305,7 @@ mod tests {
         assert_eq!(LAYOUT[0], ("task_pid", 0, 4));
         assert_eq!(
             LAYOUT.last().unwrap().0,
-            "mm_env_end",
+            "files_fd_array",
             "the last field of KernelOffsets"
         );
         let mut names: Vec<&str> = LAYOUT.iter().map(|f| f.0).collect();

@@ -139,6 +139,7 @@ pub fn resolve_btf(btf: &Btf) -> Result<KernelOffsets, TracerError> {
         mm_arg_end: opt("mm_struct", "arg_end"),
         mm_start_stack: opt("mm_struct", "start_stack"),
         mm_env_end: opt("mm_struct", "env_end"),
+        files_fd_array: opt("files_struct", "fd_array"),
         mm_start_code: opt("mm_struct", "start_code"),
         mm_exe_file: opt("mm_struct", "exe_file"),
         inode_i_ino: opt("inode", "i_ino"),
@@ -255,6 +256,8 @@ mod tests {
         assert_eq!(o.mm_arg_end, o.mm_arg_start + 8);
         // arg_start, arg_end, env_start, env_end: one declaration.
         assert_eq!(o.mm_env_end, o.mm_arg_start + 24);
+        // The embedded table's array comes after the `fdt` pointer.
+        assert!(o.files_fd_array != OFFSET_NONE && o.files_fd_array > o.files_fdt);
         // x86-64: struct k_sigaction { struct sigaction sa; } with the
         // handler first; 32 bytes (handler, flags, restorer, mask).
         assert_eq!(o.ksigaction_handler, 0);
