@@ -12,7 +12,7 @@
 use aya_ebpf::bindings::BPF_NOEXIST;
 use tracer_common::{KillCallRecord, KillFoldSlot, KillFolds, TaskId, KILL_FOLD_SLOTS};
 
-use crate::maps::{KILL_FOLDS, KILL_FOLDS_INIT};
+use crate::maps::{copy_words, KILL_FOLDS, KILL_FOLDS_INIT};
 
 /// Count `rec` (a call none of whose signals was logged) instead of
 /// logging it? `false`: log it (its kind's first call, then marked
@@ -36,14 +36,14 @@ pub(crate) fn count(rec: &mut KillCallRecord) -> bool {
                 0 => rec.hdr.ktime_ns,
                 _ => (*s).rec.first_ns,
             };
-            (*s).rec = *rec;
+            copy_words(&mut (*s).rec, rec);
             (*s).rec.count = n.saturating_add(1);
             (*s).rec.first_ns = first;
             return true;
         }
         if let Some(s) = free {
             (*s).used = 1;
-            (*s).rec = *rec;
+            copy_words(&mut (*s).rec, rec);
             (*s).rec.count = 0;
             rec.opened_fold = 1;
         }

@@ -25,6 +25,29 @@ use crate::probe::boot_ns;
 #[unsafe(no_mangle)]
 pub(crate) static OFFSETS: KernelOffsets = KernelOffsets::NONE;
 
+/// `*dst = *src` in 8-byte volatile words. A plain assignment of a record
+/// this size became a call to compiler_builtins' `memmove`, which in BPF is
+/// a loop of one-byte loads and stores: 112 turns for a `KillCallRecord`,
+/// on every kill call the kernel folds (a self-signal storm's every one).
+///
+/// # Safety
+///
+/// `dst` and `src` valid, 8-byte aligned and not overlapping; `src` wholly
+/// initialised (`T` without padding, as every record and map value is).
+#[inline(always)]
+pub(crate) unsafe fn copy_words<T: Copy>(dst: *mut T, src: *const T) {
+    const { assert!(core::mem::size_of::<T>() % 8 == 0) };
+    for i in 0..core::mem::size_of::<T>() / 8 {
+        // SAFETY: word `i` lies inside both values (the caller's contract,
+        // and `i` is below their size in words); volatile keeps each a word
+        // access LLVM cannot turn back into a `memmove` call.
+        unsafe {
+            let w = core::ptr::read_volatile((src as *const u64).add(i));
+            core::ptr::write_volatile((dst as *mut u64).add(i), w);
+        }
+    }
+}
+
 /// One field of a struct global, read volatilely so the compiler cannot fold
 /// the default (`NONE`) in.
 #[inline(always)]
