@@ -9,7 +9,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{batched_output, count_drop, is_tracked, tracer_tgid, wake_now, EVENTS, INFLIGHT},
+    maps::{batched_output, count_drop, is_tracked, tracer_tgid, view, wake_now, EVENTS, INFLIGHT},
     signal_agg,
     task::{comm, current, current_id, header, read, task_id, Probed, Ptr, Typed},
 };
@@ -73,7 +73,12 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
         true => target_comm,
         false => comm::<Probed>(me),
     };
-    let tid = bpf_get_current_pid_tgid() as u32;
+    // The sending thread's host tid keys its call. A signal to oneself in
+    // the host's view: the target's tid, already loaded (a helper call less).
+    let tid = match own && view().0 == 0 {
+        true => target_id.tid,
+        false => bpf_get_current_pid_tgid() as u32,
+    };
     let (syscall, call_id, target_arg) = match INFLIGHT.get_ptr_mut(&tid) {
         // SAFETY: a non-null pointer to this thread's own entry (keyed by its
         // tid): only this thread's kill-call programs touch it, and they
