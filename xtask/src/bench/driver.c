@@ -216,6 +216,11 @@ static int time_cmd(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "time")) return time_cmd(argc, argv);
     if (argc < 3) { fprintf(stderr, "usage: see source\n"); return 2; }
+    /* The workers a CI job's runner forks hold a few fds; whatever the
+     * harness above leaked (a high fd grows every copy of the fd table past
+     * the one embedded in the kernel's files_struct, which decides how
+     * tracer's stderr capture reads fd 2) is not theirs to inherit. */
+    closefrom(3);
     long a = atol(argv[2]);
     long b = argc > 3 ? atol(argv[3]) : 1;
     long c = argc > 4 ? atol(argv[4]) : 1;
