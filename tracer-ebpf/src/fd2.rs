@@ -57,13 +57,14 @@ pub(crate) fn known(
     file: Ptr,
     inode: Ptr,
 ) -> Option<u32> {
-    // SAFETY: `tail` is null or a non-null pointer into a preallocated map
-    // value (`caller`), valid while the program runs; the other reference is
-    // into this map's value. Both are copied at once; another CPU may
-    // replace either meanwhile (a thread of the process walking): a torn mix
-    // of two answers fails the pointer compares below or is one of them.
+    // Copied at once; another CPU may replace either source meanwhile (a
+    // thread of the process walking): a torn mix of two answers fails the
+    // pointer compares below or is one of them.
     let k = match tail.is_null() {
+        // SAFETY: a reference into this map's preallocated value, copied.
         true => unsafe { STDERR_FD2.get(&id.tgid) }.copied()?,
+        // SAFETY: `tail` is a non-null pointer into a preallocated map value
+        // (`caller`), valid while the program runs; a field read.
         false => unsafe { (*tail).fd2 },
     };
     (k.start_ns == id.start_ns

@@ -36,7 +36,7 @@ pub(crate) static OFFSETS: KernelOffsets = KernelOffsets::NONE;
 /// initialised (`T` without padding, as every record and map value is).
 #[inline(always)]
 pub(crate) unsafe fn copy_words<T: Copy>(dst: *mut T, src: *const T) {
-    const { assert!(core::mem::size_of::<T>() % 8 == 0) };
+    const { assert!(core::mem::size_of::<T>().is_multiple_of(8)) };
     for i in 0..core::mem::size_of::<T>() / 8 {
         // SAFETY: word `i` lies inside both values (the caller's contract,
         // and `i` is below their size in words); volatile keeps each a word
