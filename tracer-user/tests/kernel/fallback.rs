@@ -42,6 +42,11 @@ fn kill_calls_recorded(disabled: &[&str], extra: &[&str]) -> (Result<String, Str
     (Ok(via), r)
 }
 
+/// What the run's header says of hook `name` ("" when nothing).
+fn hook_detail(r: &Recorded, name: &str) -> String {
+    hook(&r.log, name).detail.clone().unwrap_or_default()
+}
+
 /// The raw_syscalls rung: the calls' entries on raw_syscalls' sys_enter,
 /// their returns on the kill family's own sys_exit tracepoints (no program
 /// at any other syscall's exit), and on raw_syscalls' sys_exit where those
@@ -63,15 +68,8 @@ fn raw_syscalls_rung_sees_kill_calls() {
     let ran = programs(&r);
     assert!(ran.iter().any(|p| p == "kill_exit"), "{ran:?}");
     assert!(!ran.iter().any(|p| p == "raw_sys_exit"), "{ran:?}");
-    assert!(
-        !hook(&r.log, "kill_syscalls")
-            .detail
-            .as_deref()
-            .unwrap_or("")
-            .contains("returns by"),
-        "{:?}",
-        hook(&r.log, "kill_syscalls")
-    );
+    let detail = hook_detail(&r, "kill_syscalls");
+    assert!(!detail.contains("returns by"), "{detail}");
 
     let (via, r) = kill_calls_recorded(
         &["kill_syscalls:fentry", "kill_syscalls:exit_tracepoints"],
@@ -81,10 +79,7 @@ fn raw_syscalls_rung_sees_kill_calls() {
     let ran = programs(&r);
     assert!(ran.iter().any(|p| p == "raw_sys_exit"), "{ran:?}");
     assert!(!ran.iter().any(|p| p == "kill_exit"), "{ran:?}");
-    let detail = hook(&r.log, "kill_syscalls")
-        .detail
-        .clone()
-        .unwrap_or_default();
+    let detail = hook_detail(&r, "kill_syscalls");
     assert!(
         detail.contains("returns by raw_syscalls' sys_exit (disabled by --disable-hook)"),
         "{detail}"
@@ -269,10 +264,7 @@ fn last_words_raw_syscalls_rung_needs_the_kill_family_there() {
             .collect::<Vec<_>>(),
         &["true"],
     );
-    let detail = hook(&r.log, "last_words")
-        .detail
-        .clone()
-        .unwrap_or_default();
+    let detail = hook_detail(&r, "last_words");
     assert!(
         detail.contains("raw_syscalls: kill_syscalls is on tracepoint, not raw_syscalls"),
         "{detail}"
