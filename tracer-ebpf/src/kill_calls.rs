@@ -18,7 +18,7 @@ use crate::{
         EVENTS, INFLIGHT, TRACKED,
     },
     probe::{self, boot_ns, tp_field, Plain},
-    task::{comm, current, current_id, header, Probed, Ptr, TaskRead},
+    task::{comm, current, current_id, Probed, Ptr, TaskRead},
 };
 
 /// The running architecture's syscall numbers and pt_regs layout
@@ -346,7 +346,8 @@ fn exit(ret: i64) {
     if foldable && kill_folds::count(&mut rec) {
         return;
     }
-    rec.hdr = header(RecordKind::KillCall as u32);
+    // Logged: its own time now (the CPU is the provisional header's).
+    rec.hdr.ktime_ns = probe::boot_ns();
     rec.first_ns = rec.hdr.ktime_ns;
     if EVENTS
         .output::<KillCallRecord>(&rec, batched_output(size_of::<KillCallRecord>()))
