@@ -14,6 +14,8 @@ use crate::{
     task::{comm, current, current_id, header, read, task_id, Probed, Ptr, Typed},
 };
 
+/// offsetof(kernel_siginfo, si_errno); `si_code` follows it.
+const SI_ERRNO_OFF: u32 = 4;
 /// offsetof(kernel_siginfo, _sifields._sigsys._syscall) on 64-bit: the
 /// union starts at 16, after the 8-byte `_call_addr`.
 const SI_SYSCALL_OFF: u32 = 24;
@@ -50,13 +52,17 @@ pub(crate) fn on_generate(ctx: &BtfTracePointContext) -> Result<u32, ()> {
 
     // SEND_SIG_NOINFO (0) and SEND_SIG_PRIV (1) are not pointers; the kernel's
     // own tracepoint maps them to SI_USER and SI_KERNEL the same way.
+    // A real one: `si_errno` and `si_code`, adjacent in the uapi layout, in
+    // one probe read (a helper call each was ~20 ns of every signal). Not a
+    // plain load: 6.18's verifier types this argument as a scalar (it may be
+    // one of the two above), measured.
     let (code, errno) = match info as usize {
         0 => (SI_USER, 0),
         1 => (SI_KERNEL, 0),
-        _ => (
-            read::<i32>(info, 8).unwrap_or(0),
-            read::<i32>(info, 4).unwrap_or(0),
-        ),
+        _ => match read::<[i32; 2]>(info, SI_ERRNO_OFF) {
+            Some([errno, code]) => (code, errno),
+            None => (0, 0),
+        },
     };
 
     // A seccomp kill names the forbidden syscall only in the siginfo.
