@@ -68,6 +68,7 @@ fn label(version: &str, opts: &Options) -> String {
 }
 
 pub(crate) fn run(ws: &Workspace, opts: Options) -> Result<()> {
+    suites::refuse_host_only(&opts.tests)?;
     let started = Instant::now();
     let arch = opts.arch;
     let vm_dir = arch.dir(&ws.target_dir.join("vm"));

@@ -106,6 +106,30 @@ pub(crate) fn skip_args(modules: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Why `module` as a whole runs on the host only (`HOST_ONLY`), if it does:
+/// asked for with `--test`, it would run in guests that lack what it needs
+/// and fail every test after the whole build and boot.
+pub(crate) fn host_only_module(module: &str) -> Option<&'static str> {
+    HOST_ONLY
+        .iter()
+        .find(|(path, _)| *path == module)
+        .map(|(_, why)| *why)
+}
+
+/// The first of `tests` that runs on the host only, as one line a user can
+/// act on.
+pub(crate) fn refuse_host_only(tests: &[String]) -> Result<()> {
+    for module in tests {
+        if let Some(why) = host_only_module(module) {
+            bail!(
+                "`{module}` runs on the host only ({why}): run it with `cargo test -p \
+                 tracer-user --test kernel -- {module}::`, or drop `--test {module}`"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Whether `module` runs on `arch`'s VMs.
 pub(crate) fn runs_on(module: &str, arch: &VmArch) -> bool {
     arch.cross.is_none() || !X86_64_ONLY.iter().any(|(m, _)| *m == module)

@@ -11,7 +11,7 @@ use std::{
 
 use syn::{Attribute, Item, Meta};
 
-use super::{select, CORE_TESTS, HOST_ONLY, X86_64_ONLY};
+use super::{refuse_host_only, select, CORE_TESTS, HOST_ONLY, X86_64_ONLY};
 
 /// The architectures the VMs run, as `cfg(target_arch)` names them.
 const ARCHES: &[&str] = &["x86_64", "aarch64"];
@@ -231,4 +231,23 @@ fn the_source_scan_sees_cfg_submodules_and_nested_files() {
     assert!(has(&x86, "crash_stacks::deleted::"));
     assert!(has(&x86, "security::tiocsti::"));
     assert!(!has(&x86, "common::"), "helpers have no tests");
+}
+
+/// `--test kernel_causes` once ran 14 tests in guests without python3, all
+/// failing after the build and both boots: a host-only module is refused
+/// before anything is built, with its reason; the VM suites pass.
+#[test]
+fn a_host_only_module_is_refused_before_the_build() {
+    let err = refuse_host_only(&["capture".into(), "kernel_causes".into()])
+        .expect_err("kernel_causes is host-only");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`kernel_causes` runs on the host only (python3)"),
+        "{msg}"
+    );
+    assert!(msg.contains("--test kernel -- kernel_causes::"), "{msg}");
+    let core: Vec<String> = CORE_TESTS.iter().map(|s| s.to_string()).collect();
+    refuse_host_only(&core).expect("every VM suite runs in the VMs");
+    // A host-only test inside a VM suite is skipped there, not refused.
+    refuse_host_only(&["last_words".into()]).expect("last_words runs in the VMs");
 }
