@@ -32,6 +32,8 @@ pub struct LogWriter {
     written: u64,
     boot_to_wall_ns: i64,
     next_seq: u64,
+    /// `next_seq` when this file began: events since are in this file.
+    first_seq: u64,
     /// The first write error; nothing is written after it.
     failed: Option<io::Error>,
     /// Records that never reached the file.
@@ -57,6 +59,7 @@ impl LogWriter {
             written: 0,
             boot_to_wall_ns: header.boot_to_wall_ns,
             next_seq,
+            first_seq: next_seq,
             failed: None,
             unwritten: 0,
             too_large: 0,
@@ -84,6 +87,11 @@ impl LogWriter {
 
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Events stamped into this file (its header and trailer are not).
+    pub fn events_in_file(&self) -> u64 {
+        self.next_seq - self.first_seq
     }
 
     /// Bytes written to the file so far (including buffered ones).

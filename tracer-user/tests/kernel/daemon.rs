@@ -304,12 +304,31 @@ fn keep_segments_bounds_the_disk_and_the_report_says_what_went() {
     let d = start_daemon(
         dir.path(),
         &["--root-pid", &pid.to_string()],
-        &["--rotate-size", "700", "--keep-segments", "2"],
+        &[
+            "--rotate-size",
+            "700",
+            "--keep-segments",
+            "2",
+            "--metrics-interval",
+            "1s",
+        ],
     );
     wait_for_log(dir.path(), &format!("\"pid\":{0},\"tid\":{0}", pid));
     sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert_eq!(sh.wait().unwrap().signal(), Some(15));
     wait_for_log(dir.path(), "\"sig\":15");
+    // Idle now, the loop turning every second: a file of nothing but its
+    // header (1.2 KB, past the 700-byte rotate size) is never rotated, so
+    // the SIGTERM's segment stays. It once rotated at every turn and was
+    // pruned within two: under load, before the wait above saw it.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let holds_sigterm = std::fs::read_dir(dir.path()).unwrap().flatten().any(|f| {
+        f.file_name().to_string_lossy().ends_with(".ndjson")
+            && std::fs::read_to_string(f.path())
+                .unwrap_or_default()
+                .contains("\"sig\":15")
+    });
+    assert!(holds_sigterm, "an idle daemon rotated its last events away");
     stop(d);
     let segments: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()

@@ -47,7 +47,7 @@ pub struct DaemonArgs {
     /// Watch this process and every descendant, including ones already running.
     #[arg(long, group = "scope", value_name = "PID")]
     pub root_pid: Option<u32>,
-    /// Start a new log file when the current one reaches this many bytes (0: never).
+    /// Start a new log file when the current one reaches this many bytes and holds an event (0: never).
     #[arg(long, default_value_t = 256 << 20)]
     pub rotate_size: u64,
     /// Keep at most this many rotated log files; the oldest are deleted
@@ -276,13 +276,19 @@ fn start_scope(
 /// Past `--rotate-size`, the live log becomes segment `segment` and the
 /// next one starts (its header naming it); the oldest segments past
 /// `--keep-segments` go. Returns how many went.
+///
+/// Never a file of nothing but its header: with a rotate size below a
+/// header's (~1.2 KB), an idle daemon rotated at every turn of its loop
+/// (every ~5 s, measured), each new file as empty as the last, and pruned
+/// the segments that held events within two turns.
 fn rotate_if_full(
     args: &DaemonArgs,
     session: &mut Session,
     header: &mut Header,
     segment: &mut u32,
 ) -> Result<usize, TracerError> {
-    if args.rotate_size == 0 || session.log_bytes() < args.rotate_size {
+    if args.rotate_size == 0 || session.log_bytes() < args.rotate_size || session.live_events() == 0
+    {
         return Ok(0);
     }
     let next = segment.checked_add(1).ok_or_else(|| {

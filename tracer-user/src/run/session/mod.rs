@@ -422,6 +422,11 @@ impl Session {
         self.writer.bytes()
     }
 
+    /// Events in the live file (its header not counted).
+    pub fn live_events(&self) -> u64 {
+        self.writer.events_in_file()
+    }
+
     /// Close the current file with a trailer, rename it to segment `number`,
     /// and go on in a fresh file under the live name; sequence numbers
     /// continue. The segment is remembered as tracer's own (its (dev, ino)).
