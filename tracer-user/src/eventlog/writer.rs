@@ -90,8 +90,9 @@ impl LogWriter {
     }
 
     /// Events stamped into this file (its header and trailer are not).
+    /// Saturating: a refused record gives its number back (`refuse`).
     pub fn events_in_file(&self) -> u64 {
-        self.next_seq - self.first_seq
+        self.next_seq.saturating_sub(self.first_seq)
     }
 
     /// Bytes written to the file so far (including buffered ones).

@@ -211,6 +211,20 @@ pub(crate) fn one_line_failure(out: &Output) -> String {
     stderr
 }
 
+/// Whether a tracer's log in `dir` (rotated files too) mentions `needle` now.
+pub(crate) fn log_shows(dir: &Path, needle: &str) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|f| {
+            f.file_name().to_string_lossy().ends_with(".ndjson")
+                && std::fs::read_to_string(f.path())
+                    .unwrap_or_default()
+                    .contains(needle)
+        })
+}
+
 /// Bounded wait until a running tracer's log in `dir` (rotated files too)
 /// mentions `needle`.
 pub(crate) fn wait_for_log(dir: &Path, needle: &str) {
@@ -218,19 +232,7 @@ pub(crate) fn wait_for_log(dir: &Path, needle: &str) {
     // took over 30 s in an arm64 guest under TCG with three other guests
     // running; waiting costs time only when the line never comes.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
-    let seen = || {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|f| {
-                f.file_name().to_string_lossy().ends_with(".ndjson")
-                    && std::fs::read_to_string(f.path())
-                        .unwrap_or_default()
-                        .contains(needle)
-            })
-    };
-    while !seen() {
+    while !log_shows(dir, needle) {
         assert!(
             std::time::Instant::now() < deadline,
             "the log in {dir:?} never showed {needle}"

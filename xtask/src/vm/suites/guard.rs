@@ -11,7 +11,7 @@ use std::{
 
 use syn::{Attribute, Item, Meta};
 
-use super::{refuse_host_only, select, CORE_TESTS, HOST_ONLY, X86_64_ONLY};
+use super::{host_only_module, refuse_host_only, select, CORE_TESTS, HOST_ONLY, X86_64_ONLY};
 
 /// The architectures the VMs run, as `cfg(target_arch)` names them.
 const ARCHES: &[&str] = &["x86_64", "aarch64"];
@@ -192,7 +192,7 @@ fn every_kernel_test_module_is_in_the_vm_suite_or_host_only() {
     let modules: BTreeSet<&str> = all.iter().map(|t| module(t)).collect();
     for m in &modules {
         let core = CORE_TESTS.contains(m);
-        let host = HOST_ONLY.iter().find(|(p, _)| p == m);
+        let host = host_only_module(m);
         assert!(
             core || host.is_some(),
             "kernel test module `{m}` is neither a VM suite (CORE_TESTS) nor host-only with \
