@@ -55,8 +55,8 @@ pub struct Largest {
     pub comm: String,
     /// Its RSS at that sample, bytes.
     pub rss_bytes: u64,
-    /// How much its RSS grew over the window, bytes (0 when it shrank or
-    /// was not sampled at the window's start).
+    /// How much its RSS grew since the window's first sample that shows it,
+    /// bytes (0 when it shrank, or was seen only at the last sample).
     pub grew_bytes: u64,
     /// The test it was running then, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,7 +87,13 @@ pub fn memory_growth(c: &Curve, t: u64) -> Option<MemoryGrowth> {
     let before = |at: Option<u64>| at.filter(|&a| a <= t).map(|a| (t - a) / 1_000_000);
     let largest = last.top.first().map(|p| {
         let key = p.task.key();
-        let then = first.top.iter().find(|q| q.task.key() == key);
+        // Its earliest sample in the window, not the window's first: one
+        // absent from that sample still shows its growth. CI once put a
+        // 100 MB leaker's growth at 0: the window's first sample, taken
+        // as the cgroup held 256 KiB, listed no process.
+        let then = all
+            .iter()
+            .find_map(|r| r.top.iter().find(|q| q.task.key() == key));
         Largest {
             pid: key.pid,
             start: key.start,

@@ -75,6 +75,35 @@ fn growth_before_a_kill() {
     assert!(memory_growth(&Curve::default(), kill).is_none());
 }
 
+/// The window's first sample shows no process yet (the cgroup sampled
+/// before the job's process had moved in, as on a loaded CI machine):
+/// the largest one's growth counts from the first sample that shows it.
+#[test]
+fn growth_counts_from_the_first_sample_that_shows_the_process() {
+    let mut c = Curve::default();
+    for s in 0..=5 {
+        let mut r = at(s * S);
+        r.memory = Some(MemorySample {
+            usage: if s == 0 { MIB / 4 } else { 20 * s * MIB },
+            limit: Some(96 * MIB),
+            ..Default::default()
+        });
+        if s > 0 {
+            r.top = vec![proc(10, 18 * s * MIB)];
+        }
+        c.push(&r);
+    }
+    let g = memory_growth(&c, 5 * S + S / 10).unwrap();
+    assert_eq!(
+        g.from_bytes,
+        MIB / 4,
+        "the window still starts at its first sample"
+    );
+    let l = g.largest.unwrap();
+    assert_eq!(l.rss_bytes, 90 * MIB);
+    assert_eq!(l.grew_bytes, (90 - 18) * MIB);
+}
+
 /// A quota of a tenth of a CPU, throttled in every period: starved; the
 /// same run without throttling or pressure is not.
 #[test]
