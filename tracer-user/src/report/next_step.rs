@@ -120,9 +120,10 @@ pub enum Advice {
         comm: String,
         /// Its RSS at that sample, bytes.
         rss_bytes: u64,
-        /// How much it grew over the window before the kill, bytes.
+        /// How much it grew before the kill, bytes: from the first sample
+        /// of the window that shows it to the last.
         grew_bytes: u64,
-        /// The window, ms.
+        /// The span `grew_bytes` covers, ms.
         over_ms: u64,
         /// The oom event.
         evidence: Vec<u64>,
@@ -229,7 +230,7 @@ fn oom(c: &Certificate) -> Option<NextStep> {
         format!(
             ", +{} in {}",
             w::bytes(top.grew_bytes),
-            w::duration(m.over_ms * 1_000_000)
+            w::duration(top.grew_over_ms * 1_000_000)
         )
     } else {
         String::new()
@@ -253,7 +254,7 @@ fn oom(c: &Certificate) -> Option<NextStep> {
             comm: top.comm.clone(),
             rss_bytes: top.rss_bytes,
             grew_bytes: top.grew_bytes,
-            over_ms: m.over_ms,
+            over_ms: top.grew_over_ms,
             evidence: vec![o.seq],
         },
     })

@@ -58,6 +58,8 @@ pub struct Largest {
     /// How much its RSS grew since the window's first sample that shows it,
     /// bytes (0 when it shrank, or was seen only at the last sample).
     pub grew_bytes: u64,
+    /// The span `grew_bytes` covers: from that sample to the last, ms.
+    pub grew_over_ms: u64,
     /// The test it was running then, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test: Option<String>,
@@ -91,15 +93,17 @@ pub fn memory_growth(c: &Curve, t: u64) -> Option<MemoryGrowth> {
         // absent from that sample still shows its growth. CI once put a
         // 100 MB leaker's growth at 0: the window's first sample, taken
         // as the cgroup held 256 KiB, listed no process.
-        let then = all
-            .iter()
-            .find_map(|r| r.top.iter().find(|q| q.task.key() == key));
+        let then = all.iter().find_map(|r| {
+            let q = r.top.iter().find(|q| q.task.key() == key)?;
+            Some((r.at.t, q.rss))
+        });
         Largest {
             pid: key.pid,
             start: key.start,
             comm: p.task.comm.clone().unwrap_or_default(),
             rss_bytes: p.rss,
-            grew_bytes: then.map_or(0, |q| p.rss.saturating_sub(q.rss)),
+            grew_bytes: then.map_or(0, |(_, rss)| p.rss.saturating_sub(rss)),
+            grew_over_ms: then.map_or(0, |(at, _)| last.at.t.saturating_sub(at) / 1_000_000),
             test: None,
         }
     });

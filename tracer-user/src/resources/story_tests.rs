@@ -71,6 +71,7 @@ fn growth_before_a_kill() {
     assert_eq!((l.pid, l.comm.as_str()), (10, "w10"));
     assert_eq!(l.rss_bytes, 275 * MIB);
     assert_eq!(l.grew_bytes, (275 - 98) * MIB);
+    assert_eq!(l.grew_over_ms, 59_000, "31 s to 90 s");
     // Before any sample: nothing to say.
     assert!(memory_growth(&Curve::default(), kill).is_none());
 }
@@ -102,6 +103,10 @@ fn growth_counts_from_the_first_sample_that_shows_the_process() {
     let l = g.largest.unwrap();
     assert_eq!(l.rss_bytes, 90 * MIB);
     assert_eq!(l.grew_bytes, (90 - 18) * MIB);
+    assert_eq!(
+        l.grew_over_ms, 4_000,
+        "from its first sample, at 1 s, to 5 s"
+    );
 }
 
 /// A quota of a tenth of a CPU, throttled in every period: starved; the

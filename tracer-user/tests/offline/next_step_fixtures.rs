@@ -232,6 +232,13 @@ fn an_oom_kill_with_its_largest_process_is_told_to_raise_the_limit_or_cut_it() {
         "{}",
         n.line
     );
+    // The growth from the leaker's first sample to the last (the RSS it
+    // names), not over the window to the kill (5.3 s).
+    assert!(
+        n.line.ends_with("(101.2 MiB, +99.9 MiB in 5.2 s)"),
+        "{}",
+        n.line
+    );
 }
 
 /// An OOM kill with no samples of the run's memory: the largest process is
