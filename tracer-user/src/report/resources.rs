@@ -260,7 +260,15 @@ pub(super) fn section(o: &mut String, r: &ResourcesReport) {
         w::bytes(top)
     );
     let cpu = rates(&r.series);
-    if let Some(&max) = cpu.iter().max() {
+    if r.cpu_cgroup.is_none() {
+        // A flat line at zero would say the run used no CPU: a daemon
+        // watching a v1 memory cgroup has no CPU cgroup to read (its
+        // hour-long soak drew "0 to 0.00 CPU").
+        let _ = writeln!(
+            o,
+            "CPU: not sampled (no CPU cgroup of the run was readable).  "
+        );
+    } else if let Some(&max) = cpu.iter().max() {
         let _ = writeln!(
             o,
             "CPU `{}` (scale: 0 to {:.2} CPU)  ",
@@ -328,7 +336,7 @@ fn spark(v: &[u64], top: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::report) mod tests {
     use super::*;
 
     #[test]
@@ -336,6 +344,42 @@ mod tests {
         assert_eq!(spark(&[0, 50, 100], 100), "▁▄█");
         assert_eq!(spark(&[], 100), "");
         assert_eq!(spark(&vec![1; 300], 1).chars().count(), 60);
+    }
+
+    /// A run whose CPU cgroup could not be read gets no CPU line at zero
+    /// in report.md or report.html, but words saying so.
+    pub(in crate::report) fn two_points(cpu_cgroup: Option<&str>) -> ResourcesReport {
+        let point = |t: u64, cpu_us: u64| Point {
+            t,
+            memory: 1 << 20,
+            limit: None,
+            cpu_us,
+            throttled_us: 0,
+        };
+        ResourcesReport {
+            samples: 2,
+            memory_cgroup: Some("v1:/job".into()),
+            cpu_cgroup: cpu_cgroup.map(Into::into),
+            pressure_from: None,
+            limit_bytes: None,
+            peak_bytes: 1 << 20,
+            series: vec![point(1_000_000_000, 0), point(2_000_000_000, 500_000)],
+            processes: Vec::new(),
+            tests: Vec::new(),
+            last_minute: None,
+        }
+    }
+
+    #[test]
+    fn cpu_not_sampled_is_said_not_drawn_at_zero() {
+        let mut md = String::new();
+        section(&mut md, &two_points(None));
+        assert!(md.contains("CPU: not sampled"), "{md}");
+        assert!(!md.contains("CPU `"), "{md}");
+        let mut md = String::new();
+        section(&mut md, &two_points(Some("v2:/job")));
+        assert!(md.contains("CPU `█` (scale: 0 to 0.50 CPU)"), "{md}");
+        assert!(!md.contains("not sampled"), "{md}");
     }
 
     #[test]

@@ -119,6 +119,15 @@ fn cpu(o: &mut String, res: &crate::report::resources::ResourcesReport, sc: &Sca
             })
             .collect()
     };
+    if res.cpu_cgroup.is_none() {
+        // Not sampled: no line at zero (see report.md's section).
+        let _ = writeln!(
+            o,
+            "<text class=\"rlabel\" x=\"10\" y=\"{:.1}\">CPU: not sampled (no CPU cgroup of the run was readable)</text>",
+            y0 + 12.0
+        );
+        return;
+    }
     let used = rate(|p| p.cpu_us);
     let throttled = rate(|p| p.throttled_us);
     let top = used.iter().map(|p| p.1).fold(1.0f64, f64::max);
@@ -166,4 +175,27 @@ fn polyline(
         d.join(" "),
         esc(title)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::resources::tests::two_points;
+
+    /// No CPU cgroup read: words in the chart, no line at zero.
+    #[test]
+    fn cpu_not_sampled_is_said_not_drawn_at_zero() {
+        let sc = Scale {
+            t0: 1_000_000_000,
+            span: 1e9,
+        };
+        let mut svg = String::new();
+        cpu(&mut svg, &two_points(None), &sc);
+        assert!(svg.contains("CPU: not sampled"), "{svg}");
+        assert!(!svg.contains("polyline"), "{svg}");
+        let mut svg = String::new();
+        cpu(&mut svg, &two_points(Some("v2:/job")), &sc);
+        assert!(svg.contains("class=\"cpu used\""), "{svg}");
+        assert!(!svg.contains("not sampled"), "{svg}");
+    }
 }
