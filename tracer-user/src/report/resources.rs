@@ -238,6 +238,11 @@ pub(super) fn last_minute_phrase(m: &LastMinute) -> String {
     )
 }
 
+/// What report.md and report.html say in place of a CPU curve when no CPU
+/// cgroup of the run was read (`cpu_cgroup` absent: the points' `cpu_us`
+/// are 0 and mean nothing).
+pub(super) const CPU_NOT_SAMPLED: &str = "CPU: not sampled (no CPU cgroup of the run was readable)";
+
 /// report.md's section: the curve as sparklines, the largest processes,
 /// the tests that grew most.
 pub(super) fn section(o: &mut String, r: &ResourcesReport) {
@@ -264,10 +269,7 @@ pub(super) fn section(o: &mut String, r: &ResourcesReport) {
         // A flat line at zero would say the run used no CPU: a daemon
         // watching a v1 memory cgroup has no CPU cgroup to read (its
         // hour-long soak drew "0 to 0.00 CPU").
-        let _ = writeln!(
-            o,
-            "CPU: not sampled (no CPU cgroup of the run was readable).  "
-        );
+        let _ = writeln!(o, "{CPU_NOT_SAMPLED}.  ");
     } else if let Some(&max) = cpu.iter().max() {
         let _ = writeln!(
             o,
@@ -346,8 +348,8 @@ pub(in crate::report) mod tests {
         assert_eq!(spark(&vec![1; 300], 1).chars().count(), 60);
     }
 
-    /// A run whose CPU cgroup could not be read gets no CPU line at zero
-    /// in report.md or report.html, but words saying so.
+    /// A report of two points 1 s apart, the second after half a CPU
+    /// second, with `cpu_cgroup` as given.
     pub(in crate::report) fn two_points(cpu_cgroup: Option<&str>) -> ResourcesReport {
         let point = |t: u64, cpu_us: u64| Point {
             t,
@@ -370,6 +372,8 @@ pub(in crate::report) mod tests {
         }
     }
 
+    /// A run whose CPU cgroup could not be read gets no CPU line at zero,
+    /// but words saying so.
     #[test]
     fn cpu_not_sampled_is_said_not_drawn_at_zero() {
         let mut md = String::new();

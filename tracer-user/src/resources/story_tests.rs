@@ -76,9 +76,9 @@ fn growth_before_a_kill() {
     assert!(memory_growth(&Curve::default(), kill).is_none());
 }
 
-/// The window's first sample shows no process yet (the cgroup sampled
-/// before the job's process had moved in, as on a loaded CI machine):
-/// the largest one's growth counts from the first sample that shows it.
+/// The window's first sample lists no process (as CI once saw under load,
+/// why not known): the largest one's growth counts from the first sample
+/// that shows it.
 #[test]
 fn growth_counts_from_the_first_sample_that_shows_the_process() {
     let mut c = Curve::default();

@@ -109,7 +109,17 @@ pub(super) fn svg(r: &Report, sc: &Scale) -> Option<String> {
 
 /// CPU used and throttled between points, in CPUs.
 fn cpu(o: &mut String, res: &crate::report::resources::ResourcesReport, sc: &Scale) {
+    use crate::report::resources::CPU_NOT_SAMPLED;
     let y0 = TOP + MEM_H + GAP;
+    if res.cpu_cgroup.is_none() {
+        // Not sampled: no line at zero (see report.md's section).
+        let _ = writeln!(
+            o,
+            "<text class=\"rlabel\" x=\"10\" y=\"{:.1}\">{CPU_NOT_SAMPLED}</text>",
+            y0 + 12.0
+        );
+        return;
+    }
     let rate = |f: fn(&crate::resources::Point) -> u64| -> Vec<(u64, f64)> {
         res.series
             .windows(2)
@@ -119,15 +129,6 @@ fn cpu(o: &mut String, res: &crate::report::resources::ResourcesReport, sc: &Sca
             })
             .collect()
     };
-    if res.cpu_cgroup.is_none() {
-        // Not sampled: no line at zero (see report.md's section).
-        let _ = writeln!(
-            o,
-            "<text class=\"rlabel\" x=\"10\" y=\"{:.1}\">CPU: not sampled (no CPU cgroup of the run was readable)</text>",
-            y0 + 12.0
-        );
-        return;
-    }
     let used = rate(|p| p.cpu_us);
     let throttled = rate(|p| p.throttled_us);
     let top = used.iter().map(|p| p.1).fold(1.0f64, f64::max);
