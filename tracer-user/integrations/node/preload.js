@@ -239,11 +239,11 @@
     });
   }
   // The worker state appears as vitest starts a file: by defineProperty
-  // (1.x to 4.x: it replaces an accessor uncalled) or a plain assignment
+  // (1.x to 5.x: it replaces an accessor uncalled) or a plain assignment
   // (0.x). Two globals vitest assigns plainly after it, before the first
   // test, are the next ways: `__vitest_environment__` (0.x to 3.x) and
-  // `__vitest_required__` (1.x to 4.x; read in the sources of 1.6, 2.1,
-  // 3.2, 4.1). The first setter to run watches the state; the status mark
+  // `__vitest_required__` (1.x to 5.x; read in the sources of 1.6, 2.1,
+  // 3.2, 4.1, 5.1). The first setter to run watches the state; the status mark
   // says which, and a worker that ends with none seen says so (on 'exit').
   // The watch is an accessor on the global's prototype: the vm pools copy
   // every own global into their context as a getter without a setter, and

@@ -9,7 +9,8 @@
 //! bare twin `run_node` and `run` run first). A new major that breaks the
 //! way in fails here: no names, and a status line with `why` or none.
 //! vitest 3.2, jest 30 and pytest 9 are the suites' own (vitest.rs,
-//! jest.rs, pytest.rs). jest 27 and 28 never end once a worker is
+//! jest.rs, pytest.rs). vitest 5 runs on the matrix's Node 24 (its
+//! `engines` want 22.12 or later; Debian's is 20). jest 27 and 28 never end once a worker is
 //! SIGKILLed (their jest-worker waits on it): there the cleanup test kills
 //! the sibling's helper process instead (`SUITE_VICTIM=helper`).
 use std::path::PathBuf;
@@ -20,6 +21,7 @@ use tracer_user::{
     report::Report,
 };
 
+use super::node_test::NodeBin;
 use super::*;
 use crate::common::suites::{cache, require, Suite};
 
@@ -46,16 +48,23 @@ fn said(rep: &Report, runner: &str, major: &str, seam: &str) {
 }
 
 fn vitest(major: &str, pool: &str) {
-    require("node", "Debian's nodejs, installed by cargo xtask test");
+    // vitest 5 wants Node 22.12 or later (its `engines`): Debian's is 20.
+    let node = match major {
+        "5" => NodeBin::major("24").path,
+        _ => {
+            require("node", "Debian's nodejs, installed by cargo xtask test");
+            "node".to_string()
+        }
+    };
     let dir = installed(&format!("vitest-{major}"));
     let bin = dir.join("node_modules/vitest/vitest.mjs");
-    let mut argv: Vec<String> = ["node", bin.to_str().unwrap(), "run", "--no-cache"]
+    let mut argv: Vec<String> = [node.as_str(), bin.to_str().unwrap(), "run", "--no-cache"]
         .map(str::to_string)
         .to_vec();
     argv.push(format!("--pool={pool}"));
     argv.push("--maxWorkers=2".into());
     // vitest 4 dropped --minWorkers (its pools start what they need).
-    if major != "4" {
+    if major != "4" && major != "5" {
         argv.push("--minWorkers=2".into());
     }
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -132,6 +141,16 @@ fn vitest_4_forks() {
 #[test]
 fn vitest_4_threads() {
     vitest("4", "threads");
+}
+
+#[test]
+fn vitest_5_forks() {
+    vitest("5", "forks");
+}
+
+#[test]
+fn vitest_5_threads() {
+    vitest("5", "threads");
 }
 
 fn jest(major: &str, helper: bool) {

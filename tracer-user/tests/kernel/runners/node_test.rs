@@ -34,8 +34,8 @@ const ARGS: [&str; 4] = [
 ];
 
 /// The node that runs the suite: the system's, or a major of the matrix.
-struct NodeBin {
-    path: String,
+pub(super) struct NodeBin {
+    pub(super) path: String,
 }
 
 impl NodeBin {
@@ -47,7 +47,7 @@ impl NodeBin {
     }
 
     /// setup.sh's `matrix/node-<major>` (x86-64 only: Node's own builds).
-    fn major(major: &str) -> Self {
+    pub(super) fn major(major: &str) -> Self {
         let path: PathBuf = cache()
             .join("matrix")
             .join(format!("node-{major}"))
