@@ -13,6 +13,7 @@ mod ebpf;
 mod kernel_tests;
 mod privilege;
 mod run;
+mod runner_versions;
 mod screenshot;
 mod target;
 mod test;
@@ -115,6 +116,10 @@ enum Command {
         #[arg(last = true)]
         args: Vec<OsString>,
     },
+    /// Check the runner suites' pins against npm and PyPI: every major of vitest, jest, mocha,
+    /// Playwright, Node, pytest and pytest-xdist still in use pinned at its newest release
+    /// (needs the registries; not part of `test`).
+    RunnerVersions,
     /// Regenerate docs/images/report.png: report.html of a fixture log in headless Chromium
     /// (installed from Debian when missing).
     Screenshot,
@@ -186,6 +191,7 @@ fn run(cli: Cli) -> Result<()> {
             no_vm,
             args,
         } => test::run(&ws, release, !no_vm, &args),
+        Command::RunnerVersions => runner_versions::run(&ws),
         Command::Screenshot => screenshot::run(&ws),
         Command::Dist { target, check } => {
             let target = match target {
