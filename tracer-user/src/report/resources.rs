@@ -104,7 +104,9 @@ pub fn collect_parts(c: &Curve, end: u64, mut tests: Vec<TestMemory>) -> Option<
     Some(ResourcesReport {
         samples: c.samples,
         memory_cgroup: last.memory_cgroup.clone(),
-        cpu_cgroup: last.cpu_cgroup.clone(),
+        // The last sample that read CPU time: one read at the end without
+        // it (the job's cgroup gone) does not unsay the curve.
+        cpu_cgroup: c.recent.iter().rev().find_map(|r| r.cpu_cgroup.clone()),
         pressure_from: last.pressure_from.clone(),
         limit_bytes: last.memory.as_ref().and_then(|m| m.limit),
         peak_bytes: c.history.iter().map(|p| p.memory).max().unwrap_or(0),
@@ -384,6 +386,41 @@ pub(in crate::report) mod tests {
         section(&mut md, &two_points(Some("v2:/job")));
         assert!(md.contains("CPU `█` (scale: 0 to 0.50 CPU)"), "{md}");
         assert!(!md.contains("not sampled"), "{md}");
+    }
+
+    /// The CPU cgroup is the last one a sample read CPU time from: a last
+    /// sample without it (the job's cgroup gone) keeps the curve's label;
+    /// a curve that never read CPU time has none.
+    #[test]
+    fn the_cpu_cgroup_is_the_last_that_read_cpu_time() {
+        let sample = |t: u64, cpu: bool| crate::eventlog::Resources {
+            at: crate::eventlog::Stamp {
+                t,
+                ..Default::default()
+            },
+            memory_cgroup: Some("v1:/job".into()),
+            memory: Some(Default::default()),
+            cpu_cgroup: cpu.then(|| "v2:/job".into()),
+            cpu: cpu.then(Default::default),
+            pressure_from: None,
+            pressure: None,
+            top: Vec::new(),
+            unread: 0,
+        };
+        let curve = |cpu: [bool; 3]| {
+            let mut c = Curve::default();
+            for (i, cpu) in cpu.into_iter().enumerate() {
+                c.push(&sample(i as u64 * 1_000_000_000, cpu));
+            }
+            c
+        };
+        let got = |cpu| {
+            collect_parts(&curve(cpu), 2_000_000_000, Vec::new())
+                .unwrap()
+                .cpu_cgroup
+        };
+        assert_eq!(got([true, true, false]).as_deref(), Some("v2:/job"));
+        assert_eq!(got([false, false, false]), None);
     }
 
     #[test]

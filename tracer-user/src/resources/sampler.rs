@@ -119,16 +119,21 @@ impl Sampler {
             .and_then(|m| Some(m.usage as f64 >= NEAR * m.limit? as f64))
             .unwrap_or(false);
         let (top, unread) = self.top(tracked);
+        let cpu = self.cpu();
         Resources {
             at: Stamp::default(),
             memory_cgroup: memory.as_ref().and(self.memory.label.clone()),
             memory,
-            cpu_cgroup: self
-                .throttle
-                .label
-                .clone()
-                .or_else(|| self.cpu_usage.label.clone()),
-            cpu: self.cpu(),
+            // Named only when CPU time was read: a throttling cgroup with
+            // no readable usage once labelled a sample whose CPU was never
+            // read, and the reports drew its zeros as a flat CPU line.
+            cpu_cgroup: cpu.as_ref().and(
+                self.throttle
+                    .label
+                    .clone()
+                    .or_else(|| self.cpu_usage.label.clone()),
+            ),
+            cpu,
             pressure_from: self.pressure.label.clone(),
             pressure: self.pressure(),
             top,

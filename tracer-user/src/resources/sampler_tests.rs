@@ -122,6 +122,46 @@ fn a_v1_memory_hierarchy() {
     assert_eq!(s.interval(), EVERY);
 }
 
+/// A v1 cpu controller (throttling) with no readable CPU time (no cpuacct
+/// hierarchy): no CPU sample, and no cgroup named for one — the reports
+/// then say "not sampled" instead of drawing zeros.
+#[test]
+fn throttling_without_cpu_time_names_no_cpu_cgroup() {
+    let t = tempfile::tempdir().unwrap();
+    let top = t.path().join("cpu");
+    let job = top.join("job");
+    write(
+        &job,
+        "cpu.stat",
+        "nr_periods 10\nnr_throttled 2\nthrottled_time 5000\n",
+    );
+    write(&job, "cpu.cfs_quota_us", "50000\n");
+    write(&job, "cpu.cfs_period_us", "100000\n");
+    let mounts = Mounts {
+        cpu: Some(Mount {
+            root: "/".into(),
+            dir: top.clone(),
+        }),
+        ..Default::default()
+    };
+    let mut s = Sampler::with_mounts(Follow::Dir(job.clone()), mounts.clone());
+    let r = s.sample(&[]);
+    assert_eq!((r.cpu.as_ref(), r.cpu_cgroup.as_deref()), (None, None));
+    // With the usage readable (cpuacct co-mounted), the throttling
+    // cgroup is the one named, as docs/event-log.md says.
+    write(&job, "cpuacct.usage", "2000000\n");
+    let mounts = Mounts {
+        cpuacct: mounts.cpu.clone(),
+        ..mounts
+    };
+    let mut s = Sampler::with_mounts(Follow::Dir(job), mounts);
+    let r = s.sample(&[]);
+    assert_eq!(r.cpu_cgroup.as_deref(), Some("v1:/job"));
+    let c = r.cpu.unwrap();
+    assert_eq!(c.usage_us, 2000);
+    assert_eq!(c.throttling.unwrap().throttled, 2);
+}
+
 /// The run's own processes, identities checked: this test process (as a
 /// tracked one) is read; a wrong start time is not.
 #[test]
