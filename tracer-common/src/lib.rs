@@ -201,7 +201,9 @@ pub struct TaskId {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RecordHeader {
     pub kind: u32,
-    pub cpu: u32,
+    /// Zero: keeps `ktime_ns` 8-aligned. It held the CPU the program ran
+    /// on, which nothing read.
+    pub _pad: u32,
     /// CLOCK_BOOTTIME ns when the event happened.
     pub ktime_ns: u64,
 }
@@ -523,7 +525,7 @@ mod no_padding {
     fn the_wire_records_have_no_implicit_padding() {
         no_padding! {
             TaskId { tid, tgid, start_ns }
-            RecordHeader { kind, cpu, ktime_ns }
+            RecordHeader { kind, _pad, ktime_ns }
             ForkRecord { hdr, parent, child, comm, flags, _pad, child_ns }
             NsPid { pid, level, ns_inum, _pad }
             ExecRecord { hdr, task, old_tid, argv_len, args_size, flags, comm, filename, argv }

@@ -310,7 +310,7 @@ fn send(scratch: *mut ExecEnvScratch, s: u64, task: TaskId, ktime: u64) {
         let rec = &raw mut (*scratch).rec;
         (*rec).hdr = RecordHeader {
             kind: RecordKind::ExecEnv as u32,
-            cpu: probe::cpu(),
+            _pad: 0,
             ktime_ns: ktime,
         };
         (*rec).task = task;

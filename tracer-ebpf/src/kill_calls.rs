@@ -318,7 +318,7 @@ fn exit(ret: i64) {
     // EPYC guest, every call of a self-signal storm).
     let hdr = RecordHeader {
         kind: RecordKind::KillCall as u32,
-        cpu: probe::cpu(),
+        _pad: 0,
         ktime_ns: call.call_id,
     };
     let mut rec = KillCallRecord {

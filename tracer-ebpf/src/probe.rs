@@ -74,13 +74,6 @@ pub(crate) fn boot_ns() -> u64 {
     unsafe { generated::bpf_ktime_get_boot_ns() }
 }
 
-/// `bpf_get_smp_processor_id`: the CPU the program runs on.
-#[inline(always)]
-pub(crate) fn cpu() -> u32 {
-    // SAFETY: as for `boot_ns`.
-    unsafe { generated::bpf_get_smp_processor_id() }
-}
-
 /// `bpf_get_current_task`: the running task, as an address to read from
 /// with [`kernel`] (never dereferenced directly).
 #[inline(always)]

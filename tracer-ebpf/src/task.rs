@@ -222,7 +222,7 @@ pub(crate) fn comm<R: TaskRead>(task: Ptr) -> [u8; COMM_LEN] {
 pub(crate) fn header(kind: u32) -> RecordHeader {
     RecordHeader {
         kind,
-        cpu: probe::cpu(),
+        _pad: 0,
         ktime_ns: probe::boot_ns(),
     }
 }

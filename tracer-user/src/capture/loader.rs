@@ -437,7 +437,7 @@ impl Capture {
                     let summary = tracer_common::SignalSummaryRecord {
                         hdr: tracer_common::RecordHeader {
                             kind: tracer_common::RecordKind::SignalSummary as u32,
-                            cpu: 0,
+                            _pad: 0,
                             ktime_ns: s.last_ns,
                         },
                         sender: s.sample.sender,

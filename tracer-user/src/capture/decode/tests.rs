@@ -11,7 +11,7 @@ fn exit_record(code: i32) -> ExitRecord {
     ExitRecord {
         hdr: RecordHeader {
             kind: RecordKind::Exit as u32,
-            cpu: 1,
+            _pad: 0,
             ktime_ns: 42,
         },
         task: TaskId {
