@@ -9,13 +9,13 @@ use tracer_user::{
 
 use super::*;
 use crate::common::root;
-use crate::common::suites::{cache, require, Suite};
+use crate::common::suites::{cache, Suite};
 
 /// The suite, passing without tracer and then recorded, both runs with the
 /// Node integration `how`. A setup file is jest's documented one line:
 /// `setupFilesAfterEnv` in its config.
-fn record(how: Node) -> (Suite, Recorded) {
-    require("node", "Debian's nodejs, installed by cargo xtask test");
+fn record(how: Node, on: Option<&str>) -> (Suite, Recorded) {
+    let node = node_on(on);
     let bin = cache().join("node/node_modules/jest/bin/jest.js");
     // No transform: the suite is plain CommonJS (babel-jest would need a
     // config). No cache across runs: jest's cached timings would make it run
@@ -27,7 +27,7 @@ fn record(how: Node) -> (Suite, Recorded) {
         "--config={\"transform\":{}}".to_string()
     };
     let argv = [
-        "node",
+        node.as_str(),
         bin.to_str().unwrap(),
         "--ci",
         "--maxWorkers=2",
@@ -36,12 +36,13 @@ fn record(how: Node) -> (Suite, Recorded) {
         &config,
     ];
     let make = || Suite::copied("jest");
-    run_node(&format!("jest{}", how.name()), how, make, &argv)
+    let name = format!("jest{}{}", how.name(), on_node(on));
+    run_node(&name, how, make, &argv)
 }
 
 #[test]
 fn worker_killed_by_its_sibling() {
-    let (suite, r) = record(Node::AsItIs);
+    let (suite, r) = record(Node::AsItIs, None);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);
@@ -57,17 +58,19 @@ fn worker_killed_by_its_sibling() {
 /// the one above.
 #[test]
 fn preload_names_the_victims_and_the_killers_test() {
-    names_both_tests(Node::Preload);
+    names_both_tests(Node::Preload, None);
 }
 
 /// The same with the setup file instead of the preload, no tracer injection.
 #[test]
 fn setup_file_names_the_victims_and_the_killers_test() {
-    names_both_tests(Node::SetupFile);
+    names_both_tests(Node::SetupFile, None);
 }
 
-fn names_both_tests(how: Node) {
-    let (suite, r) = record(how);
+/// The suite under `how`, on Debian's node or the matrix's Node `on`
+/// (node_lts.rs): both tests named, the runner's exit linked to the kill.
+pub(super) fn names_both_tests(how: Node, on: Option<&str>) {
+    let (suite, r) = record(how, on);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);

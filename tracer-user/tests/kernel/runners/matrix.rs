@@ -21,7 +21,6 @@ use tracer_user::{
     report::Report,
 };
 
-use super::node_test::NodeBin;
 use super::*;
 use crate::common::suites::{cache, require, Suite};
 
@@ -47,15 +46,10 @@ fn said(rep: &Report, runner: &str, major: &str, seam: &str) {
     assert_eq!(lines.len(), 1, "one way, in every worker: {lines:?}");
 }
 
-fn vitest(major: &str, pool: &str) {
-    // vitest 5 wants Node 22.12 or later (its `engines`): Debian's is 20.
-    let node = match major {
-        "5" => NodeBin::major("24").path,
-        _ => {
-            require("node", "Debian's nodejs, installed by cargo xtask test");
-            "node".to_string()
-        }
-    };
+/// vitest `major`'s suite of `pool` on Debian's node or the matrix's Node
+/// `on` (vitest 5 wants 22.12 or later: its `engines`).
+pub(super) fn vitest(major: &str, pool: &str, on: Option<&str>) {
+    let node = node_on(on);
     let dir = installed(&format!("vitest-{major}"));
     let bin = dir.join("node_modules/vitest/vitest.mjs");
     let mut argv: Vec<String> = [node.as_str(), bin.to_str().unwrap(), "run", "--no-cache"]
@@ -69,7 +63,7 @@ fn vitest(major: &str, pool: &str) {
     }
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let make = || Suite::copied_with(&format!("vitest-{pool}"), &dir.join("node_modules"));
-    let name = format!("vitest {major} {pool} + --tests");
+    let name = format!("vitest {major} {pool} + --tests{}", on_node(on));
     let (suite, r) = run_node(&name, Node::Preload, make, &argv);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
@@ -115,42 +109,42 @@ fn vitest(major: &str, pool: &str) {
 
 #[test]
 fn vitest_1_forks() {
-    vitest("1", "forks");
+    vitest("1", "forks", None);
 }
 
 #[test]
 fn vitest_1_threads() {
-    vitest("1", "threads");
+    vitest("1", "threads", None);
 }
 
 #[test]
 fn vitest_2_forks() {
-    vitest("2", "forks");
+    vitest("2", "forks", None);
 }
 
 #[test]
 fn vitest_2_threads() {
-    vitest("2", "threads");
+    vitest("2", "threads", None);
 }
 
 #[test]
 fn vitest_4_forks() {
-    vitest("4", "forks");
+    vitest("4", "forks", None);
 }
 
 #[test]
 fn vitest_4_threads() {
-    vitest("4", "threads");
+    vitest("4", "threads", None);
 }
 
 #[test]
 fn vitest_5_forks() {
-    vitest("5", "forks");
+    vitest("5", "forks", Some("24"));
 }
 
 #[test]
 fn vitest_5_threads() {
-    vitest("5", "threads");
+    vitest("5", "threads", Some("24"));
 }
 
 fn jest(major: &str, helper: bool) {

@@ -35,9 +35,9 @@ fn installed(major: &str) -> PathBuf {
     cache().join("matrix").join(format!("mocha-{major}"))
 }
 
-fn argv(major: &str, parallel: bool) -> Vec<String> {
+fn argv(major: &str, parallel: bool, on: Option<&str>) -> Vec<String> {
     let bin = installed(major).join("node_modules/mocha/bin/mocha.js");
-    let mut argv = vec!["node".to_string(), bin.display().to_string()];
+    let mut argv = vec![node_on(on), bin.display().to_string()];
     if parallel {
         argv.extend(["--parallel", "--jobs", "2"].map(str::to_string));
     }
@@ -102,12 +102,13 @@ fn status_line(rep: &Report, suite: &Suite, major: &str, parallel: bool) {
     assert!(md.contains(&line), "{md}");
 }
 
-fn names_both_tests(major: &str, parallel: bool) {
-    require("node", "Debian's nodejs, installed by cargo xtask test");
-    let argv = argv(major, parallel);
+/// mocha `major` under `--tests`, serial or `--parallel`, on Debian's node
+/// or the matrix's Node `on` (node_lts.rs).
+pub(super) fn names_both_tests(major: &str, parallel: bool, on: Option<&str>) {
+    let argv = argv(major, parallel, on);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let mode = if parallel { " --parallel" } else { "" };
-    let name = format!("mocha {major}{mode} + --tests");
+    let name = format!("mocha {major}{mode} + --tests{}", on_node(on));
     let (suite, r) = run_node(&name, Node::Preload, || suite(major, parallel), &argv);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
@@ -179,32 +180,32 @@ fn names_both_tests(major: &str, parallel: bool) {
 
 #[test]
 fn mocha_10_serial() {
-    names_both_tests("10", false);
+    names_both_tests("10", false, None);
 }
 
 #[test]
 fn mocha_10_parallel() {
-    names_both_tests("10", true);
+    names_both_tests("10", true, None);
 }
 
 #[test]
 fn mocha_11_serial() {
-    names_both_tests("11", false);
+    names_both_tests("11", false, None);
 }
 
 #[test]
 fn mocha_11_parallel() {
-    names_both_tests("11", true);
+    names_both_tests("11", true, None);
 }
 
 #[test]
 fn mocha_12_serial() {
-    names_both_tests("12", false);
+    names_both_tests("12", false, None);
 }
 
 #[test]
 fn mocha_12_parallel() {
-    names_both_tests("12", true);
+    names_both_tests("12", true, None);
 }
 
 /// Never at the cost of the suite: with the kill off, mocha 11 and 12
@@ -216,7 +217,7 @@ fn mocha_12_parallel() {
 fn preload_changes_nothing_mocha_prints() {
     require("node", "Debian's nodejs, installed by cargo xtask test");
     for (major, parallel) in [("11", false), ("11", true), ("12", false), ("12", true)] {
-        let argv = argv(major, parallel);
+        let argv = argv(major, parallel, None);
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let (_, out) = suite(major, parallel).passes_without_the_kill_env(&argv, &[]);
         let s = suite(major, parallel);

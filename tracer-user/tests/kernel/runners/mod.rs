@@ -25,6 +25,7 @@ mod matrix;
 mod mocha;
 mod never_at_the_cost;
 mod nextest;
+mod node_lts;
 mod node_test;
 mod playwright;
 mod pytest;
@@ -253,6 +254,27 @@ pub(super) fn markdown_head(rep: &Report) -> String {
         .take(2)
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// The `node` a JavaScript suite runs on: Debian's (`None`: Node 20), or
+/// the version matrix's official build of a later major (`matrix/node-N`,
+/// x86-64 hosts only; node_test.rs).
+pub(super) fn node_on(major: Option<&str>) -> String {
+    match major {
+        None => {
+            crate::common::suites::require(
+                "node",
+                "Debian's nodejs, installed by cargo xtask test",
+            );
+            "node".into()
+        }
+        Some(m) => node_test::NodeBin::major(m).path,
+    }
+}
+
+/// For the wall times `run_node` prints: " on Node N" for a matrix node.
+pub(super) fn on_node(major: Option<&str>) -> String {
+    major.map(|m| format!(" on Node {m}")).unwrap_or_default()
 }
 
 /// The Node integration (integrations/node/preload.js).

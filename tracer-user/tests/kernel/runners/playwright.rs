@@ -26,10 +26,10 @@ fn modules() -> std::path::PathBuf {
     cache().join("matrix/playwright-1/node_modules")
 }
 
-fn argv() -> Vec<String> {
+fn argv(on: Option<&str>) -> Vec<String> {
     let cli = modules().join("@playwright/test/cli.js");
     [
-        "node",
+        node_on(on).as_str(),
         cli.to_str().unwrap(),
         "test",
         "--workers=2",
@@ -77,10 +77,15 @@ fn status_line(rep: &Report, suite: &Suite) {
 /// "worker process exited unexpectedly", name no pid: by the window).
 #[test]
 fn preload_names_the_victims_and_the_killers_test() {
-    require("node", "Debian's nodejs, installed by cargo xtask test");
-    let argv = argv();
+    names_both_tests(None);
+}
+
+/// The test above on Debian's node or the matrix's Node `on` (node_lts.rs).
+pub(super) fn names_both_tests(on: Option<&str>) {
+    let argv = argv(on);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let (suite, r) = run_node("playwright + --tests", Node::Preload, suite, &argv);
+    let name = format!("playwright + --tests{}", on_node(on));
+    let (suite, r) = run_node(&name, Node::Preload, suite, &argv);
     assert_eq!(r.code(), Some(1), "{}", r.stderr());
     let rep = report(&r);
     let dead = killed_by_the_cleanup_test(&rep, &suite, "worker.pid", Relation::Sibling);
@@ -125,7 +130,7 @@ fn preload_names_the_victims_and_the_killers_test() {
 #[test]
 fn preload_changes_nothing_playwright_prints() {
     require("node", "Debian's nodejs, installed by cargo xtask test");
-    let argv = argv();
+    let argv = argv(None);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let (_, out) = suite().passes_without_the_kill_env(&argv, &[]);
     let s = suite();
