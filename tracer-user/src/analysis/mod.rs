@@ -107,6 +107,11 @@ pub struct Analysis {
     /// With `AnalysisOptions::raw` only. Not in report.json.
     #[serde(skip)]
     pub raw: Option<Box<Raw>>,
+    /// Each test's growth of its worker's RSS, from the test windows this
+    /// analysis named with (their labels built once: a daemon's look built
+    /// them twice). report.json has them in `resources.tests`, not here.
+    #[serde(skip)]
+    pub test_memory: Vec<TestMemory>,
 }
 
 impl Analysis {
@@ -172,6 +177,10 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
     let leftovers = extras::leftovers(&cx);
     // Last: the senders' entries go at the end of the ancestors table.
     let (near_misses, near_misses_left_out) = extras::near_misses(&cx);
+    let test_memory = match test_memory::sampled(model) {
+        true => test_memory::of(model, cx.labels()),
+        false => Vec::new(),
+    };
     Analysis {
         counts,
         certificates,
@@ -185,6 +194,7 @@ pub fn analyze_model(model: &Model, boot_to_wall_ns: i64, opts: &AnalysisOptions
         leftovers,
         ancestors: cx.ancestors.into_inner().into_entries(),
         raw,
+        test_memory,
     }
 }
 

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::{
+    labels::Labels,
     model::Model,
     resources::story::{self, RssSpan},
 };
@@ -34,12 +35,23 @@ pub struct TestMemory {
 }
 
 /// Each test window of a process whose RSS was sampled: its growth, the
-/// most grown first (a report lists the first [`TESTS`]).
+/// most grown first (a report lists the first [`TESTS`]). An analysis has
+/// them (`Analysis::test_memory`); this is for a model without one.
 pub fn test_memory(model: &Model) -> Vec<TestMemory> {
-    if model.resources.procs.is_empty() {
-        return Vec::new();
+    match sampled(model) {
+        true => of(model, &Labels::build(model)),
+        false => Vec::new(),
     }
-    let labels = crate::labels::Labels::build(model);
+}
+
+/// Whether any process's RSS was sampled: without, no test has a growth
+/// (and the labels need not be built for it).
+pub(super) fn sampled(model: &Model) -> bool {
+    !model.resources.procs.is_empty()
+}
+
+/// The same with the run's `labels`.
+pub(super) fn of(model: &Model, labels: &Labels) -> Vec<TestMemory> {
     let mut out: Vec<TestMemory> = Vec::new();
     for &key in model.resources.procs.keys() {
         for (from, until, test) in labels.spans(key) {

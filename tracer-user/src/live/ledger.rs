@@ -501,6 +501,8 @@ impl Ledger {
             leftovers,
             ancestors: std::mem::take(&mut self.table.entries),
             raw: None,
+            // The daemon's reports take them from `LiveResources`.
+            test_memory: Vec::new(),
         };
         Ledgered {
             analysis,

@@ -268,7 +268,7 @@ fn look_in(
     model.resources = std::mem::take(&mut res.curve);
     let mut a = analysis::analyze_model(&model, log.header.boot_to_wall_ns, &raw);
     drop(log);
-    res.note_tests(&model);
+    res.note_tests(std::mem::take(&mut a.test_memory));
     a.certificates.retain(|c| {
         let key = ProcKey {
             pid: c.victim.process.pid,

@@ -36,7 +36,7 @@ impl LiveResources {
             curve: m.resources.clone(),
             tests: BTreeMap::new(),
         };
-        r.note_tests(m);
+        r.note_tests(test_memory(m));
         r
     }
 
@@ -53,10 +53,10 @@ impl LiveResources {
             .collect()
     }
 
-    /// The tests whose windows a look's model `m` (given the whole curve)
-    /// knows: each one's growth, the latest told.
-    pub fn note_tests(&mut self, m: &Model) {
-        for t in test_memory(m) {
+    /// The tests whose windows a look's analysis (its model given the
+    /// whole curve) knows: each one's growth, the latest told.
+    pub fn note_tests(&mut self, tests: Vec<TestMemory>) {
+        for t in tests {
             let key = (
                 ProcKey {
                     pid: t.pid,

@@ -145,10 +145,11 @@ impl RunShape {
 
 /// The report of a log whose model is already built (the HTML timeline
 /// reads the same model: built once, it is the report's largest cost).
-pub(super) fn report_of(log: &LogSummary, model: &Model, analysis: Analysis) -> Report {
+pub(super) fn report_of(log: &LogSummary, model: &Model, mut analysis: Analysis) -> Report {
     let snapshots = super::snapshots::collect(model);
+    let tests = std::mem::take(&mut analysis.test_memory);
     let mut r = report_from(log, RunShape::of(model), snapshots, analysis);
-    r.resources = super::resources::collect(model);
+    r.resources = super::resources::collect(model, tests);
     // `--tests` wrote its integrations into a `tracer-tests-…` directory
     // and named it in what it changed (`--runtime-stacks` names none).
     let injected = r

@@ -69,7 +69,8 @@ pub struct ProcessPeak {
     pub series: Vec<(u64, u64)>,
 }
 
-pub(super) fn collect(model: &Model) -> Option<ResourcesReport> {
+/// `tests`: each test's growth, as the run's analysis has it.
+pub(super) fn collect(model: &Model, tests: Vec<TestMemory>) -> Option<ResourcesReport> {
     let last = model.resources.recent.back()?;
     // The command's end, or the last sample (a run still going).
     let root_end = model
@@ -78,7 +79,7 @@ pub(super) fn collect(model: &Model) -> Option<ResourcesReport> {
         .and_then(|p| p.end.as_ref())
         .map(|e| e.t);
     let end = root_end.unwrap_or(last.at.t).min(last.at.t);
-    collect_parts(&model.resources, end, crate::analysis::test_memory(model))
+    collect_parts(&model.resources, end, tests)
 }
 
 /// The section from its parts: the curve, the time its last minute ends
