@@ -127,27 +127,49 @@ fn bounded(s: Option<String>) -> Option<String> {
 
 type Key = (String, Option<String>, Option<String>, Option<String>);
 
+/// Status lines gathered from one model or several: a daemon's looks each
+/// see part of the run (live/ledger.rs), the same mark again while its
+/// process lives; a process is listed once per line.
+#[derive(Clone, Debug, Default)]
+pub struct Lines(BTreeMap<Key, TestIntegration>);
+
+impl Lines {
+    /// The status marks of `m`; the processes that wrote them.
+    pub fn marks(&mut self, m: &Model) -> HashSet<ProcKey> {
+        let mut marked: HashSet<ProcKey> = HashSet::new();
+        for mk in &m.marks {
+            let Some(p) = payload::<Payload>(&mk.text) else {
+                continue;
+            };
+            if p.ev != "status" {
+                continue;
+            }
+            marked.insert(mk.key);
+            let runner = bounded(Some(p.runner)).unwrap_or_default();
+            let key = (runner, bounded(p.version), bounded(p.seam), bounded(p.why));
+            let worker = p.worker.filter(|w| {
+                !w.is_empty() && w.len() <= 16 && w.bytes().all(|b| b.is_ascii_alphanumeric())
+            });
+            add(&mut self.0, key, mk.key.pid, worker);
+        }
+        marked
+    }
+
+    /// The lines, those without test names first: what a reader must act on.
+    pub fn finish(self) -> Vec<TestIntegration> {
+        let mut out: Vec<TestIntegration> = self.0.into_values().collect();
+        out.sort_by_key(|l| l.why.is_none());
+        out
+    }
+}
+
 /// Every status line of the run; `injected`: `--tests` handed the command
 /// the integrations (the log header's `env_changes`), so a runner without
 /// a status mark ran without them.
 pub fn collect(m: &Model, injected: bool) -> Vec<TestIntegration> {
-    let mut lines: BTreeMap<Key, TestIntegration> = BTreeMap::new();
-    let mut marked: HashSet<ProcKey> = HashSet::new();
-    for mk in &m.marks {
-        let Some(p) = payload::<Payload>(&mk.text) else {
-            continue;
-        };
-        if p.ev != "status" {
-            continue;
-        }
-        marked.insert(mk.key);
-        let runner = bounded(Some(p.runner)).unwrap_or_default();
-        let key = (runner, bounded(p.version), bounded(p.seam), bounded(p.why));
-        let worker = p.worker.filter(|w| {
-            !w.is_empty() && w.len() <= 16 && w.bytes().all(|b| b.is_ascii_alphanumeric())
-        });
-        add(&mut lines, key, mk.key.pid, worker);
-    }
+    let mut all = Lines::default();
+    let marked = all.marks(m);
+    let lines = &mut all.0;
     if injected {
         let covered = ancestors_of(m, &marked);
         for (key, p) in &m.procs {
@@ -158,13 +180,10 @@ pub fn collect(m: &Model, injected: bool) -> Vec<TestIntegration> {
                 continue;
             };
             let line = (runner.to_string(), None, None, Some(NOT_LOADED.to_string()));
-            add(&mut lines, line, key.pid, None);
+            add(lines, line, key.pid, None);
         }
     }
-    // Lines without test names first: what a reader must act on.
-    let mut out: Vec<TestIntegration> = lines.into_values().collect();
-    out.sort_by_key(|l| l.why.is_none());
-    out
+    all.finish()
 }
 
 fn add(lines: &mut BTreeMap<Key, TestIntegration>, key: Key, pid: u32, worker: Option<String>) {

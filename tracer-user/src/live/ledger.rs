@@ -49,6 +49,8 @@ use super::Findings;
 mod cancel;
 mod chains;
 mod held;
+#[cfg(test)]
+mod tests;
 
 pub use cancel::MAX_CANCEL_SIGNALS;
 
@@ -80,6 +82,9 @@ pub struct Ledgered {
     pub stories_folded: usize,
     /// Signals across the boundary past [`MAX_FOREIGN`], not listed.
     pub foreign_left_out: usize,
+    /// What the test integrations said of themselves, look by look
+    /// (report.json's `run.test_integrations`).
+    pub test_integrations: Vec<crate::labels::status::TestIntegration>,
 }
 
 /// See the module's doc.
@@ -113,6 +118,10 @@ pub struct Ledger {
     cancel: Cancel,
     timeline: Positions,
     table: Table,
+    /// The integrations' status lines of every look (a status mark is
+    /// written once, as its process loads the integration: a look sees it
+    /// only while the window holds it).
+    integrations: crate::labels::status::Lines,
 }
 
 impl Ledger {
@@ -254,6 +263,7 @@ impl Ledger {
     /// Merges a look's side findings as `Seen` handed them on (each once;
     /// a near miss's `count` is its calls new since the last look).
     pub fn add_side(&mut self, f: &Findings, m: &Model) {
+        self.integrations.marks(m);
         for n in &f.near_misses {
             let Some(sender) = f.entry(n.sender_id) else {
                 continue;
@@ -509,6 +519,7 @@ impl Ledger {
             timeline,
             stories_folded: self.past_bound,
             foreign_left_out: self.foreign_left_out,
+            test_integrations: self.integrations.finish(),
         }
     }
 

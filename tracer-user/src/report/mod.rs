@@ -129,6 +129,8 @@ pub struct Analysed {
     pub notes: Vec<String>,
     /// The run's resources (`resources::collect_parts`).
     pub resources: Option<resources::ResourcesReport>,
+    /// What the test integrations said of themselves (`run.test_integrations`).
+    pub test_integrations: Vec<crate::labels::status::TestIntegration>,
 }
 
 /// The reports of [`Analysed`] parts: the same files as [`write`].
@@ -137,6 +139,7 @@ pub fn write_analysed(a: Analysed, out: &OutDir, opts: &ReportOptions) -> Writte
     report.log.export = opts.export.clone();
     report.log.warnings.extend(a.notes);
     report.resources = a.resources;
+    report.run.test_integrations = a.test_integrations;
     let rendered = write_files(&report, &a.timeline, out, opts.junit.as_deref());
     Written {
         log: a.log,

@@ -269,6 +269,7 @@ impl Watch {
             timeline: ledgered.timeline,
             notes,
             resources: self.resources(),
+            test_integrations: ledgered.test_integrations,
         }
     }
 
