@@ -8,8 +8,14 @@
 //! runs (it once dropped them after two looks, and a death ~10 s into a
 //! test lost its name under the daemon).
 //!
-//! Wall time: 61 s of the test's own sleep, then the stop (measured on the
-//! 2-core test machine: 66-70 s in all).
+//! The same on a JavaScript suite: jest 30 on Node 24 (what projects run),
+//! its `NODE_OPTIONS` from the start step's output alone, the cleanup test
+//! SIGKILLing its sibling's worker; the daemon's report names both tests
+//! and says which way the names came (`run.test_integrations`, which a
+//! daemon's report once left out).
+//!
+//! Wall time: 61 s of the pytest test's own sleep, then the stop (measured
+//! on the 2-core test machine: 66-70 s in all); jest's 1 s.
 use std::{
     io::Write as _,
     path::Path,
@@ -23,7 +29,12 @@ use nix::{
 };
 use serde_json::Value;
 
-use crate::common::{require_root, suites::cache, tracer, wait_for_log};
+use super::node_on;
+use crate::common::{
+    require_root,
+    suites::{cache, Suite},
+    tracer, wait_for_log,
+};
 
 /// The test: a helper (`sleep 600`) started first, then, `SUITE_AFTER`
 /// seconds in, `kill -KILL` of it from a second child (the helper's
@@ -93,6 +104,46 @@ fn github_env(dir: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// `job` run as a CI job runs beside the sidecar: a shell that waits until
+/// a real `tracer daemon` (its output in `out`) watches it, then execs the
+/// job's command; the daemon stopped as the Action's stop step stops it
+/// (SIGTERM, exit 0) once the job is done. The job's output and how long
+/// it ran.
+fn under_the_daemon(job: Command, out: &Path) -> (std::process::Output, Duration) {
+    let mut job = {
+        let mut sh = Command::new("sh");
+        sh.args(["-c", "read go && exec \"$@\"", "sh"])
+            .arg(job.get_program())
+            .args(job.get_args())
+            .envs(job.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        if let Some(dir) = job.get_current_dir() {
+            sh.current_dir(dir);
+        }
+        sh.spawn().unwrap()
+    };
+    let mut daemon = Daemon(Some(
+        tracer()
+            .args(["daemon", "--output"])
+            .arg(out)
+            .args(["--root-pid", &job.id().to_string()])
+            .spawn()
+            .unwrap(),
+    ));
+    let me = daemon.0.as_ref().unwrap().id();
+    wait_for_log(out, &format!("\"tracer_pid\":{me}"));
+    wait_for_log(out, &format!("\"pid\":{0},\"tid\":{0}", job.id()));
+    let started = Instant::now();
+    job.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let done = job.wait_with_output().unwrap();
+    let took = started.elapsed();
+    let mut d = daemon.0.take().unwrap();
+    kill(Pid::from_raw(d.id() as i32), SIGTERM).unwrap();
+    assert_eq!(d.wait().unwrap().code(), Some(0));
+    (done, took)
+}
+
 fn pid_in(dir: &Path, file: &str) -> u64 {
     std::fs::read_to_string(dir.join(file))
         .unwrap_or_else(|e| panic!("the test wrote no {file}: {e}"))
@@ -121,52 +172,27 @@ fn a_daemon_names_a_test_that_kills_a_minute_in() {
     assert_eq!(names, ["PYTHONPATH", "NODE_OPTIONS"]);
     assert_eq!(env[0].1, tests_dir.to_str().unwrap());
 
-    // The job: a shell that waits until the daemon watches it, then runs
     // pytest with what the start step handed on (and nothing of tracer's
     // otherwise: no `--tests`, no `-p`).
-    let mut job = Command::new("sh")
-        .args(["-c", "read go && exec \"$@\"", "sh"])
-        .arg(&python)
-        .args([
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "test_long.py",
-        ])
-        .current_dir(&suite)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("SUITE_DIR", &state)
-        .env("SUITE_AFTER", "61")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut daemon = Daemon(Some(
-        tracer()
-            .args(["daemon", "--output"])
-            .arg(&out)
-            .args(["--root-pid", &job.id().to_string()])
-            .spawn()
-            .unwrap(),
-    ));
-    let me = daemon.0.as_ref().unwrap().id();
-    wait_for_log(&out, &format!("\"tracer_pid\":{me}"));
-    wait_for_log(&out, &format!("\"pid\":{0},\"tid\":{0}", job.id()));
-    let started = Instant::now();
-    job.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    let done = job.wait_with_output().unwrap();
-    let took = started.elapsed();
+    let mut job = Command::new(&python);
+    job.args([
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "test_long.py",
+    ])
+    .current_dir(&suite)
+    .envs(env.iter().map(|(k, v)| (k, v)))
+    .env("SUITE_DIR", &state)
+    .env("SUITE_AFTER", "61")
+    .env("PYTHONDONTWRITEBYTECODE", "1");
+    let (done, took) = under_the_daemon(job, &out);
     let said = String::from_utf8_lossy(&done.stdout);
     assert!(done.status.success(), "the suite passes: {said}");
     assert!(took > Duration::from_secs(61), "{took:?}");
     eprintln!("runners: sidecar: pytest took {took:.1?} under the daemon");
-
-    let mut d = daemon.0.take().unwrap();
-    kill(Pid::from_raw(d.id() as i32), SIGTERM).unwrap();
-    assert_eq!(d.wait().unwrap().code(), Some(0));
 
     let (helper, killer) = (pid_in(&state, "helper.pid"), pid_in(&state, "killer.pid"));
     let rep: Value =
@@ -191,4 +217,64 @@ fn a_daemon_names_a_test_that_kills_a_minute_in() {
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains(NODEID), "{md}");
+}
+
+/// The same sidecar on a JavaScript suite: jest 30 (the runner suites'
+/// own) on Node 24, the job's environment from the start step's output
+/// only (its `NODE_OPTIONS`; no `--tests`, no line of jest's config), the
+/// cleanup test SIGKILLing the worker its sibling runs in. The daemon's
+/// report names both tests, exactly, from the preload's marks, and says
+/// which way the names came.
+#[test]
+fn a_daemon_names_jest_tests_from_the_start_steps_environment() {
+    require_root();
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let env = github_env(&t.path().join("tracer-tests"));
+    let suite = Suite::copied("jest");
+    let mut job = Command::new(node_on(Some("24")));
+    job.arg(cache().join("node/node_modules/jest/bin/jest.js"))
+        .args([
+            "--ci",
+            "--maxWorkers=2",
+            "--no-cache",
+            "--cacheDirectory=<rootDir>/.jest-cache",
+            "--config={\"transform\":{}}",
+        ])
+        .current_dir(&suite.cwd)
+        .envs(suite.env(true))
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    let (done, took) = under_the_daemon(job, &out);
+    assert_eq!(done.status.code(), Some(1), "the kill fails the suite");
+    eprintln!("runners: sidecar: jest took {took:.1?} under the daemon");
+
+    let (worker, killer) = (suite.pid("worker.pid"), suite.pid("killer.pid"));
+    let rep: Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let c = rep["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["victim"]["pid"] == worker)
+        .unwrap_or_else(|| panic!("no certificate for the worker {worker}: {rep:#}"));
+    assert_eq!(c["killer"]["process"]["pid"], killer, "{c:#}");
+    for (who, file, name) in [
+        ("victim", "sibling.test.js", "sibling holds its worker"),
+        ("killer", "cleanup.test.js", "cleanup kills stray workers"),
+    ] {
+        let at = &c[who]["test"];
+        assert_eq!(
+            (&at["runner"], &at["file"], &at["name"], &at["source"]),
+            (&"jest".into(), &file.into(), &name.into(), &"exact".into()),
+            "the {who}'s test: {c:#}"
+        );
+    }
+    let lines = rep["run"]["test_integrations"].as_array().unwrap();
+    assert!(
+        lines.iter().any(|l| l["runner"] == "jest"
+            && l["seam"] == "jest-circus/runner (default)"
+            && l["version"].as_str().is_some_and(|v| v.starts_with("30."))),
+        "{lines:#?}"
+    );
 }
