@@ -217,6 +217,23 @@ fn a_daemon_names_a_test_that_kills_a_minute_in() {
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains(NODEID), "{md}");
+    says_names(&rep, "pytest", "pytest11 entry point");
+    assert!(
+        md.contains("**Test names:** pytest ")
+            && md.contains("test names through `pytest11 entry point`"),
+        "{md}"
+    );
+}
+
+/// The daemon's report has `runner`'s status line: names through `seam`.
+fn says_names(rep: &Value, runner: &str, seam: &str) {
+    let lines = rep["run"]["test_integrations"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["runner"] == runner && l["seam"] == seam && l["why"].is_null()),
+        "{lines:#?}"
+    );
 }
 
 /// The same sidecar on a JavaScript suite: jest 30 (the runner suites'
@@ -270,11 +287,5 @@ fn a_daemon_names_jest_tests_from_the_start_steps_environment() {
             "the {who}'s test: {c:#}"
         );
     }
-    let lines = rep["run"]["test_integrations"].as_array().unwrap();
-    assert!(
-        lines.iter().any(|l| l["runner"] == "jest"
-            && l["seam"] == "jest-circus/runner (default)"
-            && l["version"].as_str().is_some_and(|v| v.starts_with("30."))),
-        "{lines:#?}"
-    );
+    says_names(&rep, "jest", "jest-circus/runner (default)");
 }
