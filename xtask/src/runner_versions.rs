@@ -178,8 +178,14 @@ fn pins(suites: &Path) -> Result<BTreeMap<String, BTreeSet<Version>>> {
 }
 
 /// Every release of `pkg`, as the registry `npm` or `pip` is configured
-/// for says.
-fn released(pkg: &str, registry: Registry) -> Result<Vec<Version>> {
+/// for says. pip is the runner suites' venv's when `cargo xtask test` made
+/// it (a Debian python3 has no pip module without python3-pip).
+fn released(ws: &Workspace, pkg: &str, registry: Registry) -> Result<Vec<Version>> {
+    let venv = ws.target_dir.join("tmp/runner-suites/venv/bin/python");
+    let python = match venv.is_file() {
+        true => venv.into_os_string(),
+        false => "python3".into(),
+    };
     let (mut c, what) = match registry {
         Registry::Npm => {
             let mut c = Command::new("npm");
@@ -187,7 +193,7 @@ fn released(pkg: &str, registry: Registry) -> Result<Vec<Version>> {
             (c, "npm")
         }
         Registry::Pip => {
-            let mut c = Command::new("python3");
+            let mut c = Command::new(&python);
             c.args([
                 "-m",
                 "pip",
@@ -244,7 +250,7 @@ pub(crate) fn run(ws: &Workspace) -> Result<()> {
             problems.push(format!("{pkg}: pinned nowhere under {}", suites.display()));
             continue;
         }
-        let released = released(pkg, registry)?;
+        let released = released(ws, pkg, registry)?;
         let mut line = Vec::new();
         for (major, verdict) in judge(&pinned, &released, rule) {
             line.push(match &verdict {
