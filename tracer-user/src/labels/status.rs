@@ -13,7 +13,7 @@
 //! `PYTHONPATH` or `NODE_OPTIONS` replaced tracer's, or it turned pytest's
 //! plugin autoload off — its suite ran as it would without tracer, and the
 //! report says so.
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +27,11 @@ const MAX_LINES: usize = 32;
 const MAX_PIDS: usize = 20;
 /// Longest text kept of a field.
 const MAX_TEXT: usize = 200;
+/// Processes remembered per line, so one is counted once however many
+/// marks it writes or looks see it (a daemon's window shows a live
+/// process's mark again at every look); past this a process seen again may
+/// be counted twice in `pids_left_out`.
+const MAX_COUNTED: usize = 4096;
 /// How far up from a process with a status mark a runner's main process is
 /// looked for (vitest → forks worker; jest → jest-worker child).
 const MAX_UP: usize = 16;
@@ -131,7 +136,10 @@ type Key = (String, Option<String>, Option<String>, Option<String>);
 /// see part of the run (live/ledger.rs), the same mark again while its
 /// process lives; a process is listed once per line.
 #[derive(Clone, Debug, Default)]
-pub struct Lines(BTreeMap<Key, TestIntegration>);
+pub struct Lines {
+    lines: BTreeMap<Key, TestIntegration>,
+    counted: HashMap<Key, HashSet<ProcKey>>,
+}
 
 impl Lines {
     /// The status marks of `m`; the processes that wrote them.
@@ -150,14 +158,48 @@ impl Lines {
             let worker = p.worker.filter(|w| {
                 !w.is_empty() && w.len() <= 16 && w.bytes().all(|b| b.is_ascii_alphanumeric())
             });
-            add(&mut self.0, key, mk.key.pid, worker);
+            self.add(key, mk.key, worker);
         }
         marked
     }
 
+    /// Process `p` in the line `key`, listed or counted once.
+    fn add(&mut self, key: Key, p: ProcKey, worker: Option<String>) {
+        let lines = &mut self.lines;
+        if !lines.contains_key(&key) && lines.len() >= MAX_LINES {
+            return;
+        }
+        let l = lines.entry(key.clone()).or_insert_with(|| TestIntegration {
+            runner: key.0.clone(),
+            version: key.1.clone(),
+            seam: key.2.clone(),
+            why: key.3.clone(),
+            workers: Vec::new(),
+            pids: Vec::new(),
+            pids_left_out: 0,
+        });
+        if let Some(w) = worker {
+            if !l.workers.contains(&w) && l.workers.len() < MAX_PIDS {
+                l.workers.push(w);
+            }
+        }
+        let counted = self.counted.entry(key).or_default();
+        if counted.contains(&p) {
+            return;
+        }
+        if counted.len() < MAX_COUNTED {
+            counted.insert(p);
+        }
+        if l.pids.len() < MAX_PIDS {
+            l.pids.push(p.pid);
+        } else {
+            l.pids_left_out += 1;
+        }
+    }
+
     /// The lines, those without test names first: what a reader must act on.
     pub fn finish(self) -> Vec<TestIntegration> {
-        let mut out: Vec<TestIntegration> = self.0.into_values().collect();
+        let mut out: Vec<TestIntegration> = self.lines.into_values().collect();
         out.sort_by_key(|l| l.why.is_none());
         out
     }
@@ -169,7 +211,6 @@ impl Lines {
 pub fn collect(m: &Model, injected: bool) -> Vec<TestIntegration> {
     let mut all = Lines::default();
     let marked = all.marks(m);
-    let lines = &mut all.0;
     if injected {
         let covered = ancestors_of(m, &marked);
         for (key, p) in &m.procs {
@@ -180,38 +221,10 @@ pub fn collect(m: &Model, injected: bool) -> Vec<TestIntegration> {
                 continue;
             };
             let line = (runner.to_string(), None, None, Some(NOT_LOADED.to_string()));
-            add(lines, line, key.pid, None);
+            all.add(line, *key, None);
         }
     }
     all.finish()
-}
-
-fn add(lines: &mut BTreeMap<Key, TestIntegration>, key: Key, pid: u32, worker: Option<String>) {
-    if !lines.contains_key(&key) && lines.len() >= MAX_LINES {
-        return;
-    }
-    let l = lines.entry(key.clone()).or_insert_with(|| TestIntegration {
-        runner: key.0,
-        version: key.1,
-        seam: key.2,
-        why: key.3,
-        workers: Vec::new(),
-        pids: Vec::new(),
-        pids_left_out: 0,
-    });
-    if let Some(w) = worker {
-        if !l.workers.contains(&w) && l.workers.len() < MAX_PIDS {
-            l.workers.push(w);
-        }
-    }
-    if l.pids.contains(&pid) {
-        return;
-    }
-    if l.pids.len() < MAX_PIDS {
-        l.pids.push(pid);
-    } else {
-        l.pids_left_out += 1;
-    }
 }
 
 /// Every process with a status mark and its ancestors (a vitest worker's
@@ -376,5 +389,47 @@ mod tests {
             none.phrase(code, text),
             "pytest: test names not available: why (pid 7)"
         );
+    }
+
+    /// A process is counted once per line however often its mark is seen
+    /// (a daemon's every look shows a live process's mark again): 25
+    /// workers, seen in three looks, are 20 listed and 5 more.
+    #[test]
+    fn a_process_seen_again_is_counted_once() {
+        use crate::eventlog::{read_log, Record};
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/real_resources_tests.ndjson");
+        let mut log = read_log(&path).unwrap();
+        let at = log
+            .events
+            .iter()
+            .position(|r| matches!(r, Record::TestMark(_)))
+            .unwrap();
+        let Record::TestMark(mark) = log.events[at].clone() else {
+            unreachable!()
+        };
+        for i in 0..25u32 {
+            let mut m = mark.clone();
+            m.task.pid = 60_000 + i;
+            m.task.tid = 60_000 + i;
+            m.task.start = 1_000 + u64::from(i);
+            m.text = "tracer-test-mark/1 {\"ev\":\"status\",\"runner\":\"jest\",\
+                      \"version\":\"30.5.2\",\"seam\":\"s\"}"
+                .into();
+            log.events.insert(at, Record::TestMark(m));
+        }
+        let m = Model::build(&log);
+        let mut lines = Lines::default();
+        for _ in 0..3 {
+            lines.marks(&m);
+        }
+        let got = lines.finish();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].pids.len(), got[0].pids_left_out),
+            (20, 5),
+            "{got:?}"
+        );
+        assert_eq!(got, collect(&m, false));
     }
 }
