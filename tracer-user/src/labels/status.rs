@@ -290,8 +290,35 @@ pub fn runner_of(argv: &[String]) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::eventlog::{read_log, EventLog, Record, TestMark};
+
+    /// real_resources_tests.ndjson (a pytest-xdist worker's test marks and
+    /// memory samples) with the marks `edit` makes, each from a copy of its
+    /// first test mark, put before that mark: as an integration's status
+    /// mark is written when it loads, before any test.
+    pub(crate) fn log_with_marks(
+        edits: impl IntoIterator<Item = impl FnOnce(&mut TestMark)>,
+    ) -> EventLog {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/real_resources_tests.ndjson");
+        let mut log = read_log(&path).unwrap();
+        let at = log
+            .events
+            .iter()
+            .position(|r| matches!(r, Record::TestMark(_)))
+            .expect("a test mark");
+        let Record::TestMark(first) = log.events[at].clone() else {
+            unreachable!()
+        };
+        for edit in edits {
+            let mut m = first.clone();
+            edit(&mut m);
+            log.events.insert(at, Record::TestMark(m));
+        }
+        log
+    }
 
     fn argv(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
@@ -396,28 +423,16 @@ mod tests {
     /// workers, seen in three looks, are 20 listed and 5 more.
     #[test]
     fn a_process_seen_again_is_counted_once() {
-        use crate::eventlog::{read_log, Record};
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/real_resources_tests.ndjson");
-        let mut log = read_log(&path).unwrap();
-        let at = log
-            .events
-            .iter()
-            .position(|r| matches!(r, Record::TestMark(_)))
-            .unwrap();
-        let Record::TestMark(mark) = log.events[at].clone() else {
-            unreachable!()
-        };
-        for i in 0..25u32 {
-            let mut m = mark.clone();
-            m.task.pid = 60_000 + i;
-            m.task.tid = 60_000 + i;
-            m.task.start = 1_000 + u64::from(i);
-            m.text = "tracer-test-mark/1 {\"ev\":\"status\",\"runner\":\"jest\",\
-                      \"version\":\"30.5.2\",\"seam\":\"s\"}"
-                .into();
-            log.events.insert(at, Record::TestMark(m));
-        }
+        let log = log_with_marks((0..25u32).map(|i| {
+            move |m: &mut TestMark| {
+                m.task.pid = 60_000 + i;
+                m.task.tid = 60_000 + i;
+                m.task.start = 1_000 + u64::from(i);
+                m.text = "tracer-test-mark/1 {\"ev\":\"status\",\"runner\":\"jest\",\
+                          \"version\":\"30.5.2\",\"seam\":\"s\"}"
+                    .into();
+            }
+        }));
         let m = Model::build(&log);
         let mut lines = Lines::default();
         for _ in 0..3 {

@@ -1,10 +1,8 @@
 //! The ledger's report beside the whole log's, on real logs cut into looks.
-use std::path::Path;
-
 use crate::{
     analysis::AnalysisOptions,
-    eventlog::{read_log, Record},
-    labels::status,
+    eventlog::TestMark,
+    labels::status::{self, tests::log_with_marks},
     live::Live,
     model::Model,
 };
@@ -16,23 +14,12 @@ use crate::{
 /// daemon: the sidecar named the tests and never said which way).
 #[test]
 fn the_integrations_status_lines_outlive_their_look() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real_resources_tests.ndjson");
-    let mut log = read_log(&path).unwrap();
-    // Its pytest worker's status mark, as the plugin writes it at load, put
-    // before the worker's first test mark.
-    let at = log
-        .events
-        .iter()
-        .position(|r| matches!(r, Record::TestMark(_)))
-        .expect("a test mark");
-    let Record::TestMark(mut m) = log.events[at].clone() else {
-        unreachable!()
-    };
-    m.text = "tracer-test-mark/1 {\"ev\":\"status\",\"runner\":\"pytest\",\"worker\":\"gw0\",\
-              \"version\":\"9.2.0\",\"seam\":\"pytest11 entry point\"}"
-        .into();
-    log.events.insert(at, Record::TestMark(m));
+    // Its pytest worker's status mark, as the plugin writes it at load.
+    let log = log_with_marks([|m: &mut TestMark| {
+        m.text = "tracer-test-mark/1 {\"ev\":\"status\",\"runner\":\"pytest\",\"worker\":\"gw0\",\
+                  \"version\":\"9.2.0\",\"seam\":\"pytest11 entry point\"}"
+            .into();
+    }]);
     let whole = status::collect(&Model::build(&log), false);
     assert_eq!(whole.len(), 1, "{whole:?}");
     for chunk in [3, 20] {

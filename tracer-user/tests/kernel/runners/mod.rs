@@ -261,15 +261,10 @@ pub(super) fn markdown_head(rep: &Report) -> String {
 /// x86-64 hosts only; node_test.rs).
 pub(super) fn node_on(major: Option<&str>) -> String {
     match major {
-        None => {
-            crate::common::suites::require(
-                "node",
-                "Debian's nodejs, installed by cargo xtask test",
-            );
-            "node".into()
-        }
-        Some(m) => node_test::NodeBin::major(m).path,
+        None => node_test::NodeBin::system(),
+        Some(m) => node_test::NodeBin::major(m),
     }
+    .path
 }
 
 /// For the wall times `run_node` prints: " on Node N" for a matrix node.

@@ -39,7 +39,7 @@ pub(super) struct NodeBin {
 }
 
 impl NodeBin {
-    fn system() -> Self {
+    pub(super) fn system() -> Self {
         require("node", "Debian's nodejs, installed by cargo xtask test");
         NodeBin {
             path: "node".into(),

@@ -195,15 +195,8 @@ fn a_daemon_names_a_test_that_kills_a_minute_in() {
     eprintln!("runners: sidecar: pytest took {took:.1?} under the daemon");
 
     let (helper, killer) = (pid_in(&state, "helper.pid"), pid_in(&state, "killer.pid"));
-    let rep: Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
-    let c = rep["certificates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["victim"]["pid"] == helper)
-        .unwrap_or_else(|| panic!("no certificate for the helper {helper}: {rep:#}"));
-    assert_eq!(c["killer"]["process"]["pid"], killer, "{c:#}");
+    let rep = report_in(&out);
+    let c = killed_by(&rep, helper, killer);
     for (who, at) in [
         ("victim", &c["victim"]["test"]),
         ("killer", &c["killer"]["test"]),
@@ -223,6 +216,23 @@ fn a_daemon_names_a_test_that_kills_a_minute_in() {
             && md.contains("test names through `pytest11 entry point`"),
         "{md}"
     );
+}
+
+/// The daemon's report.json in `out`.
+fn report_in(out: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
+}
+
+/// The certificate of `victim` in `rep`, whose killer is `killer`.
+fn killed_by(rep: &Value, victim: u64, killer: u64) -> &Value {
+    let c = rep["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["victim"]["pid"] == victim)
+        .unwrap_or_else(|| panic!("no certificate for pid {victim}: {rep:#}"));
+    assert_eq!(c["killer"]["process"]["pid"], killer, "{c:#}");
+    c
 }
 
 /// The daemon's report has `runner`'s status line: names through `seam`.
@@ -267,15 +277,8 @@ fn a_daemon_names_jest_tests_from_the_start_steps_environment() {
     eprintln!("runners: sidecar: jest took {took:.1?} under the daemon");
 
     let (worker, killer) = (suite.pid("worker.pid"), suite.pid("killer.pid"));
-    let rep: Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
-    let c = rep["certificates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["victim"]["pid"] == worker)
-        .unwrap_or_else(|| panic!("no certificate for the worker {worker}: {rep:#}"));
-    assert_eq!(c["killer"]["process"]["pid"], killer, "{c:#}");
+    let rep = report_in(&out);
+    let c = killed_by(&rep, worker.into(), killer.into());
     for (who, file, name) in [
         ("victim", "sibling.test.js", "sibling holds its worker"),
         ("killer", "cleanup.test.js", "cleanup kills stray workers"),
